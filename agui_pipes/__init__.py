@@ -1,0 +1,34 @@
+"""agui_pipes — build, declare and test pipelines over AG-UI event streams.
+
+The event type is the official ``ag_ui.core`` model family. A pipeline is a
+``TransformerChain`` of stages (``StreamTransformer`` and friends) applied to
+any async source of events.
+"""
+
+from ._chain import ChainFactory, EventStream, TransformerChain
+from ._errors import AguiPipesError, StageError, StreamRejected
+from ._transformer import (
+    AsyncStreamTransformer,
+    FunctionTransformer,
+    Stage,
+    StreamOperator,
+    StreamTransformer,
+)
+from ._version import __version__
+from .events import Event
+
+__all__ = [
+    "AguiPipesError",
+    "AsyncStreamTransformer",
+    "ChainFactory",
+    "Event",
+    "EventStream",
+    "FunctionTransformer",
+    "Stage",
+    "StageError",
+    "StreamOperator",
+    "StreamRejected",
+    "StreamTransformer",
+    "TransformerChain",
+    "__version__",
+]

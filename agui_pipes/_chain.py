@@ -1,0 +1,455 @@
+"""Ordered composition of stages, and running it over an async source.
+
+A chain is flattened on construction (a chain of chains is one list of
+stages) and split into *segments*: maximal runs of synchronous stages, which
+run fused in one plain loop, and single async stages or operators. Only the
+segment boundaries cost an async generator; a chain of sync stages is one
+generator however long it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+from ag_ui.core import BaseEvent
+
+from ._errors import StageError, StreamRejected
+from ._transformer import AsyncStreamTransformer, Stage, StreamOperator, StreamTransformer
+
+__all__ = ["ChainFactory", "EventStream", "TransformerChain"]
+
+ChainFactory = Callable[[], "TransformerChain"]
+"""Builds a fresh chain per run (what the endpoint, gateway and YAML loader hand around)."""
+
+
+class _Position:
+    """Index of the source event currently being processed (for error messages)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self) -> None:
+        self.index = -1
+
+
+def _annotate(exc: Exception, stage: Stage, event: BaseEvent | None, index: int) -> Exception:
+    """Turn a stage's exception into what the caller sees."""
+    if isinstance(exc, StreamRejected):
+        if exc.stage is None:
+            exc.stage = stage.name
+        if exc.index is None:
+            exc.index = index
+        if exc.event is None:
+            exc.event = event
+        return exc
+    if isinstance(exc, StageError):
+        return exc
+    return StageError(stage.name, event, index if index >= 0 else None, exc)
+
+
+class _SyncSegment:
+    """Consecutive sync stages run as one loop, no generator per stage."""
+
+    __slots__ = ("stages", "transforms")
+
+    def __init__(self, stages: Sequence[StreamTransformer]) -> None:
+        self.stages = tuple(stages)
+        self.transforms = tuple(s.transform for s in self.stages)
+
+    def push(self, event: BaseEvent, index: int) -> Sequence[BaseEvent]:
+        return self._push_from(0, (event,), index)
+
+    def _push_from(
+        self, start: int, batch: Sequence[BaseEvent], index: int
+    ) -> Sequence[BaseEvent]:
+        transforms = self.transforms
+        i = start
+        current: BaseEvent | None = None
+        try:
+            for i in range(start, len(transforms)):
+                transform = transforms[i]
+                if len(batch) == 1:
+                    current = batch[0]
+                    out = transform(current)
+                    batch = out if out.__class__ is tuple or out.__class__ is list else list(out)
+                elif batch:
+                    collected: list[BaseEvent] = []
+                    for current in batch:
+                        collected.extend(transform(current))
+                    batch = collected
+                else:
+                    break
+        except Exception as exc:
+            raise _annotate(exc, self.stages[i], current, index) from exc
+        return batch
+
+    def finish(self, index: int) -> list[BaseEvent]:
+        """Each stage's finish(), in order, each flowing through the stages after it."""
+        out: list[BaseEvent] = []
+        for i, stage in enumerate(self.stages):
+            try:
+                flushed = list(stage.finish())
+            except Exception as exc:
+                raise _annotate(exc, stage, None, index) from exc
+            if flushed:
+                out.extend(self._push_from(i + 1, flushed, index))
+        return out
+
+
+_Segment = _SyncSegment | AsyncStreamTransformer | StreamOperator
+
+
+async def _aclose(source: object) -> None:
+    aclose = getattr(source, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
+async def _checked_source(
+    source: AsyncIterable[Any], position: _Position
+) -> AsyncIterator[BaseEvent]:
+    """The root of every pipeline: checks each item is an event, counts positions."""
+    iterator = source.__aiter__()
+    try:
+        async for item in iterator:
+            position.index += 1
+            if not isinstance(item, BaseEvent):
+                raise TypeError(
+                    f"source item #{position.index} is a {type(item).__name__}, not an AG-UI "
+                    "event (an ag_ui.core event model); decode wire data first, e.g. with "
+                    "agui_pipes.decode()"
+                )
+            yield item
+    finally:
+        await _aclose(iterator)
+
+
+async def _run_sync(
+    segment: _SyncSegment, source: AsyncIterator[BaseEvent], position: _Position, root: bool
+) -> AsyncIterator[BaseEvent]:
+    push = segment.push
+    try:
+        if root:
+            # Fast path: the type check and the stages in one loop, one generator.
+            async for item in source:
+                position.index += 1
+                if not isinstance(item, BaseEvent):
+                    raise TypeError(
+                        f"source item #{position.index} is a {type(item).__name__}, not an "
+                        "AG-UI event (an ag_ui.core event model); decode wire data first, "
+                        "e.g. with agui_pipes.decode()"
+                    )
+                for out in push(item, position.index):
+                    yield out
+        else:
+            async for event in source:
+                for out in push(event, position.index):
+                    yield out
+    finally:
+        await _aclose(source)
+    for out in segment.finish(position.index):
+        yield out
+
+
+async def _run_async(
+    stage: AsyncStreamTransformer, source: AsyncIterator[BaseEvent], position: _Position
+) -> AsyncIterator[BaseEvent]:
+    try:
+        async for event in source:
+            try:
+                outputs = list(await stage.transform(event))
+            except Exception as exc:
+                raise _annotate(exc, stage, event, position.index) from exc
+            for out in outputs:
+                yield out
+    finally:
+        await _aclose(source)
+    try:
+        flushed = list(await stage.finish())
+    except Exception as exc:
+        raise _annotate(exc, stage, None, position.index) from exc
+    for out in flushed:
+        yield out
+
+
+def _segments(stages: Sequence[Stage]) -> list[_Segment]:
+    segments: list[_Segment] = []
+    run: list[StreamTransformer] = []
+    for stage in stages:
+        if isinstance(stage, StreamTransformer):
+            run.append(stage)
+            continue
+        if run:
+            segments.append(_SyncSegment(run))
+            run = []
+        assert isinstance(stage, AsyncStreamTransformer | StreamOperator)
+        segments.append(stage)
+    if run:
+        segments.append(_SyncSegment(run))
+    return segments
+
+
+class TransformerChain(StreamTransformer):
+    """Stages run in order, each on every output of the previous one.
+
+    Build with ``TransformerChain([a, b, c])`` or ``a | b | c``. A chain is
+    itself a stage: nesting flattens, and a chain of sync stages can be used
+    wherever a ``StreamTransformer`` is expected (``transform``/``finish``).
+
+    A chain holds per-run state (its stages'), so it processes one stream:
+    applying it a second time raises. Build one per run from a factory, or
+    call ``fresh()``.
+    """
+
+    def __init__(self, stages: Iterable[Stage] = ()) -> None:
+        flat: list[Stage] = []
+        for stage in stages:
+            if isinstance(stage, TransformerChain):
+                flat.extend(stage.stages)
+            elif isinstance(stage, Stage):
+                flat.append(stage)
+            else:
+                raise TypeError(
+                    f"chain stages must be StreamTransformer, AsyncStreamTransformer or "
+                    f"StreamOperator instances, got {type(stage).__name__}: {stage!r}"
+                )
+        self._stages: tuple[Stage, ...] = tuple(flat)
+        self._segments = _segments(self._stages)
+        self._sync_only = all(isinstance(s, _SyncSegment) for s in self._segments)
+        self._used = False
+
+    # -- introspection ------------------------------------------------------
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """The flattened stages, in order."""
+        return self._stages
+
+    @property
+    def is_sync(self) -> bool:
+        """True when every stage is a synchronous ``StreamTransformer``."""
+        return self._sync_only
+
+    def __len__(self) -> int:
+        return len(self._stages)
+
+    def __iter__(self) -> Any:
+        return iter(self._stages)
+
+    def __repr__(self) -> str:
+        if not self._stages:
+            return "TransformerChain([])"
+        return " | ".join(repr(s) for s in self._stages)
+
+    def fresh(self) -> TransformerChain:
+        return TransformerChain([s.fresh() for s in self._stages])
+
+    def __or__(self, other: Stage) -> TransformerChain:
+        if not isinstance(other, Stage):
+            return NotImplemented
+        return TransformerChain([*self._stages, other])
+
+    def __ror__(self, other: Stage) -> TransformerChain:
+        if not isinstance(other, Stage):
+            return NotImplemented
+        return TransformerChain([other, *self._stages])
+
+    # -- as a sync stage ----------------------------------------------------
+
+    def _require_sync(self, what: str) -> _SyncSegment | None:
+        if not self._sync_only:
+            raise TypeError(
+                f"{what} needs a chain of synchronous stages; this chain has async stages or "
+                "operators — run it with chain.apply(source)"
+            )
+        return self._segments[0] if self._segments else None  # type: ignore[return-value]
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        segment = self._require_sync("TransformerChain.transform()")
+        return (event,) if segment is None else segment.push(event, -1)
+
+    def finish(self) -> Sequence[BaseEvent]:
+        segment = self._require_sync("TransformerChain.finish()")
+        return () if segment is None else segment.finish(-1)
+
+    # -- running ------------------------------------------------------------
+
+    def _claim(self) -> None:
+        if self._used:
+            raise RuntimeError(
+                "this TransformerChain already processed a stream; its stages hold that run's "
+                "state. Build a chain per run (from a factory) or call chain.fresh()"
+            )
+        self._used = True
+
+    def apply(self, source: AsyncIterable[BaseEvent]) -> EventStream:
+        """Run the chain over ``source``; returns an async iterator of the output.
+
+        Use it as ``async for event in chain.apply(source)`` or, required when
+        the chain contains a ``StreamOperator``::
+
+            async with chain.apply(source) as events:
+                async for event in events: ...
+
+        Closing the output (``aclose()``, leaving the ``async with``) closes the
+        source. Stage failures surface as ``StageError`` (or the stage's own
+        ``StreamRejected`` subclass) naming the stage and the source event.
+        """
+        self._claim()
+        return EventStream(self._segments, source)
+
+    def apply_sync(self, events: Iterable[BaseEvent]) -> list[BaseEvent]:
+        """Run the chain over an in-memory sequence and return every output event.
+
+        Synchronous chains run without an event loop; chains with async stages
+        or operators are run on a private event loop (do not call this from
+        inside async code — use ``apply`` there).
+        """
+        self._claim()
+        if self._sync_only:
+            segment = self._segments[0] if self._segments else None
+            assert segment is None or isinstance(segment, _SyncSegment)
+            out: list[BaseEvent] = []
+            index = -1
+            for index, item in enumerate(events):
+                if not isinstance(item, BaseEvent):
+                    raise TypeError(
+                        f"source item #{index} is a {type(item).__name__}, not an AG-UI event "
+                        "(an ag_ui.core event model); decode wire data first, e.g. with "
+                        "agui_pipes.decode()"
+                    )
+                if segment is None:
+                    out.append(item)
+                else:
+                    out.extend(segment.push(item, index))
+            if segment is not None:
+                out.extend(segment.finish(index))
+            return out
+
+        items = list(events)
+
+        async def collect() -> list[BaseEvent]:
+            async def source() -> AsyncIterator[BaseEvent]:
+                for item in items:
+                    yield item
+
+            async with EventStream(self._segments, source()) as stream:
+                return [event async for event in stream]
+
+        return anyio.run(collect)
+
+
+class EventStream(AsyncIterator[BaseEvent]):
+    """The output of ``TransformerChain.apply``: an async iterator and context manager."""
+
+    def __init__(self, segments: Sequence[_Segment], source: AsyncIterable[BaseEvent]) -> None:
+        self._segments = segments
+        self._source = source
+        self._iterator: AsyncIterator[BaseEvent] | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._has_operators = any(isinstance(s, StreamOperator) for s in segments)
+        self._closed = False
+
+    def _build(self, task_group: anyio.abc.TaskGroup | None) -> AsyncIterator[BaseEvent]:
+        position = _Position()
+        stream: AsyncIterator[BaseEvent]
+        first = self._segments[0] if self._segments else None
+        if isinstance(first, _SyncSegment):
+            stream = _run_sync(first, self._source.__aiter__(), position, root=True)
+            rest = self._segments[1:]
+        else:
+            stream = _checked_source(self._source, position)
+            rest = self._segments
+        for segment in rest:
+            if isinstance(segment, _SyncSegment):
+                stream = _run_sync(segment, stream, position, root=False)
+            elif isinstance(segment, AsyncStreamTransformer):
+                stream = _run_async(segment, stream, position)
+            else:
+                assert task_group is not None
+                stream = _start_operator(task_group, segment, stream, position)
+        return stream
+
+    def __aiter__(self) -> EventStream:
+        return self
+
+    async def __anext__(self) -> BaseEvent:
+        if self._iterator is None:
+            if self._closed:
+                raise StopAsyncIteration
+            if self._has_operators:
+                raise RuntimeError(
+                    "this chain contains a StreamOperator, which runs as a task: use "
+                    "`async with chain.apply(source) as events: async for event in events`"
+                )
+            self._iterator = self._build(None)
+        return await self._iterator.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop early: closes every stage generator and the source."""
+        self._closed = True
+        if self._iterator is not None:
+            await _aclose(self._iterator)
+        else:
+            await _aclose(self._source)
+
+    async def __aenter__(self) -> EventStream:
+        if self._has_operators:
+            self._task_group = anyio.create_task_group()
+            await self._task_group.__aenter__()
+            self._iterator = self._build(self._task_group)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        task_group = self._task_group
+        if task_group is None:
+            await self.aclose()
+            return None
+        task_group.cancel_scope.cancel()
+        try:
+            await self.aclose()
+        finally:
+            self._task_group = None
+            await task_group.__aexit__(exc_type, exc, tb)
+        return None
+
+
+def _start_operator(
+    task_group: anyio.abc.TaskGroup,
+    operator: StreamOperator,
+    upstream: AsyncIterator[BaseEvent],
+    position: _Position,
+) -> AsyncIterator[BaseEvent]:
+    send, receive = anyio.create_memory_object_stream[BaseEvent](0)
+    failure: list[BaseException] = []
+
+    async def drive() -> None:
+        async with send:
+            try:
+                await operator.run(upstream, send.send)
+            except anyio.BrokenResourceError:
+                pass  # the consumer went away; nothing left to deliver to
+            except Exception as exc:
+                failure.append(_annotate(exc, operator, None, position.index))
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _aclose(upstream)
+
+    task_group.start_soon(drive, name=f"agui_pipes operator {operator.name}")
+
+    async def relay() -> AsyncIterator[BaseEvent]:
+        async with receive:
+            async for event in receive:
+                yield event
+        if failure:
+            raise failure[0]
+
+    return relay()
+

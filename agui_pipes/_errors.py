@@ -1,0 +1,88 @@
+"""The exceptions the pipeline machinery raises.
+
+Two families, because callers route on them differently:
+
+* ``StreamRejected`` — a stage looked at the stream and refused it on purpose
+  (a protocol violation, a policy). It surfaces *as itself*, annotated with
+  the stage and the event position, so ``except ProtocolViolation`` keeps
+  working through any depth of chains.
+* ``StageError`` — a stage broke (a bug, an unexpected exception). The
+  original exception is chained as ``__cause__``; the wrapper names the stage
+  and the event so the failing input can be found in a long recording.
+"""
+
+from __future__ import annotations
+
+from ag_ui.core import BaseEvent
+
+__all__ = ["AguiPipesError", "StageError", "StreamRejected"]
+
+
+class AguiPipesError(Exception):
+    """Base class of every exception agui_pipes raises on purpose."""
+
+
+def _where(stage: str | None, event: BaseEvent | None, index: int | None) -> str:
+    parts = []
+    if stage is not None:
+        parts.append(f"stage {stage}")
+    if event is not None:
+        parts.append(f"event #{index} ({event.type.value})" if index is not None else
+                     f"event {event.type.value}")
+    elif index is not None:
+        parts.append(f"end of stream after {index} events")
+    return ", ".join(parts)
+
+
+class StreamRejected(AguiPipesError):
+    """A stage refused the stream deliberately.
+
+    ``stage``, ``event`` and ``index`` are filled in by the chain that ran the
+    stage (when the raiser did not set them), ``index`` being the position of
+    the *source* event that led to the rejection (0-based).
+    """
+
+    stage: str | None
+    event: BaseEvent | None
+    index: int | None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stage: str | None = None,
+        event: BaseEvent | None = None,
+        index: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.stage = stage
+        self.event = event
+        self.index = index
+
+    def __str__(self) -> str:
+        where = _where(self.stage, None, self.index if self.event is None else None)
+        if self.event is not None and self.index is not None:
+            where = _where(self.stage, self.event, self.index)
+        return f"{self.message} [{where}]" if where else self.message
+
+
+class StageError(AguiPipesError):
+    """A stage raised an unexpected exception while processing an event.
+
+    ``event`` is ``None`` when the failure happened in ``finish()`` (end of
+    stream). The original exception is ``__cause__``.
+    """
+
+    def __init__(
+        self, stage: str, event: BaseEvent | None, index: int | None, cause: BaseException
+    ) -> None:
+        self.stage = stage
+        self.event = event
+        self.index = index
+        self.cause = cause
+        phase = "finish()" if event is None else "transform()"
+        super().__init__(
+            f"{_where(stage, event, index)}: {phase} raised "
+            f"{type(cause).__name__}: {cause}"
+        )

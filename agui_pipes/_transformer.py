@@ -1,0 +1,167 @@
+"""The one extension point: a stage that rewrites the event stream.
+
+Three shapes share one base, because stages differ in what they must wait for:
+
+* ``StreamTransformer`` — synchronous, one event in, any number out. Almost
+  every stage is this shape, and the chain fuses consecutive ones into a
+  single loop, so a pass-through stage costs a method call.
+* ``AsyncStreamTransformer`` — the same contract with ``await``, for stages
+  that must do I/O per event (a moderation service, a lookup).
+* ``StreamOperator`` — owns a stretch of the stream and may emit on its own
+  schedule (heartbeats, throttling, idle timeouts). It runs as a task in a task
+  group owned by ``async with chain.apply(...)``, never inside a generator,
+  which is what keeps it correct under trio's structured concurrency.
+
+``finish()`` runs only when the upstream ended normally. Cancellation, an
+upstream error or the consumer closing the stream early never call it: a
+stage flushing from ``finally`` would append events to a stream that was
+abandoned mid-item.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ag_ui.core import BaseEvent
+
+if TYPE_CHECKING:
+    from ._chain import TransformerChain
+
+__all__ = [
+    "AsyncStreamTransformer",
+    "FunctionTransformer",
+    "Stage",
+    "StreamOperator",
+    "StreamTransformer",
+]
+
+_S = TypeVar("_S", bound="Stage")
+
+
+class Stage:
+    """What every stage shape shares: a name, ``|`` composition and ``fresh()``.
+
+    ``fresh()`` rebuilds the stage from the arguments it was constructed with,
+    so a stage never needs to know how to reset itself: the constructor is the
+    single definition of the initial state. Arguments are deep-copied so a
+    mutable option (a list of names) cannot be shared between runs either.
+    Stages whose constructor arguments cannot be deep-copied should override
+    ``fresh()``.
+    """
+
+    __fresh_args: tuple[tuple[Any, ...], dict[str, Any]]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        self = super().__new__(cls)
+        self.__fresh_args = (args, kwargs)
+        return self
+
+    @property
+    def name(self) -> str:
+        """How the stage is named in errors, logs and reprs (its class name by default)."""
+        return type(self).__name__
+
+    def fresh(self: _S) -> _S:
+        """A new instance in its initial state, configured like this one."""
+        args, kwargs = copy.deepcopy(self.__fresh_args)
+        return type(self)(*args, **kwargs)
+
+    def __or__(self, other: Stage) -> TransformerChain:
+        from ._chain import TransformerChain
+
+        if not isinstance(other, Stage):
+            return NotImplemented
+        return TransformerChain([self, other])
+
+    def __repr__(self) -> str:
+        args, kwargs = self.__fresh_args
+        shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+        return f"{self.name}({', '.join(shown)})"
+
+
+class StreamTransformer(Stage):
+    """A synchronous stage: ``transform`` maps one event to zero, one or several.
+
+    Return an empty iterable to drop the event, ``(event,)`` to pass it, a
+    rewritten copy to change it (events are immutable by contract: use
+    ``event.model_copy(update=...)``), or several events to splice — they are
+    emitted in order. The default implementation passes everything through.
+    """
+
+    def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
+        """Map one event to what goes downstream."""
+        return (event,)
+
+    def finish(self) -> Iterable[BaseEvent]:
+        """Events to append when the upstream ended normally (never on cancel/close)."""
+        return ()
+
+
+class AsyncStreamTransformer(Stage):
+    """A stage that may ``await`` per event. Same contract as ``StreamTransformer``."""
+
+    async def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
+        """Map one event to what goes downstream."""
+        return (event,)
+
+    async def finish(self) -> Iterable[BaseEvent]:
+        """Events to append when the upstream ended normally (never on cancel/close)."""
+        return ()
+
+
+Emit = Callable[[BaseEvent], Awaitable[None]]
+
+
+class StreamOperator(Stage):
+    """A stage that owns its stretch of the stream and its own timing.
+
+    ``run`` pulls from ``source`` and calls ``await emit(event)`` whenever it
+    wants to, including while the source is idle. It runs as a task inside
+    the task group of ``async with chain.apply(source) as events``; a chain
+    that contains an operator must be used in that form. Return from ``run``
+    when ``source`` is exhausted (after emitting whatever the end of stream
+    calls for); raising ends the stream with that exception.
+    """
+
+    async def run(self, source: AsyncIterator[BaseEvent], emit: Emit) -> None:
+        """Drive the stage: read ``source``, ``await emit(...)`` outputs."""
+        async for event in source:
+            await emit(event)
+
+
+class FunctionTransformer(StreamTransformer):
+    """Wrap a plain function as a stateless stage.
+
+    The function returns ``None`` (drop), one event (pass or rewrite) or an
+    iterable of events (splice)::
+
+        upper = FunctionTransformer(shout)          # def shout(event) -> event
+    """
+
+    def __init__(
+        self,
+        function: Callable[[BaseEvent], BaseEvent | Iterable[BaseEvent] | None],
+        name: str | None = None,
+    ) -> None:
+        self._function = function
+        self._name: str = name or str(getattr(function, "__name__", "function"))
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def fresh(self) -> FunctionTransformer:
+        return FunctionTransformer(self._function, self._name)
+
+    def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
+        result = self._function(event)
+        if result is None:
+            return ()
+        if isinstance(result, BaseEvent):
+            return (result,)
+        return result
+
+    def __repr__(self) -> str:
+        return f"FunctionTransformer({self._name})"

@@ -1,0 +1,321 @@
+"""What every stage needs to know about an event, in one place.
+
+The official ``ag_ui.core`` models are agui_pipes' event type: nothing here
+wraps or re-declares them. This module answers the questions stages keep
+asking — what type is this, who produced it (its subagent attribution), and
+which entity does it open, continue or close — with table lookups keyed by the
+event's class, so the answers cost a dict hit on the hot path.
+
+Events are immutable by contract. The helpers that change attribution return
+a rewritten copy (``model_copy``) and never touch the event they were given,
+because the same object may still be referenced upstream (a recording, a
+retry buffer, another consumer of a tee).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+from ag_ui.core import (
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
+    BaseEvent,
+    CustomEvent,
+    EventType,
+    MessagesSnapshotEvent,
+    RawEvent,
+    ReasoningEncryptedValueEvent,
+    ReasoningEndEvent,
+    ReasoningMessageChunkEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentStartedEvent,
+    TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+
+__all__ = [
+    "ALL_EVENT_CLASSES",
+    "ATTRIBUTABLE_TYPES",
+    "EVENT_CLASS_BY_TYPE",
+    "Action",
+    "EntityKind",
+    "EntityRef",
+    "Event",
+    "EventType",
+    "attribution",
+    "entity_of",
+    "event_type",
+    "is_event",
+    "strip_attribution",
+    "with_attribution",
+]
+
+Event: TypeAlias = BaseEvent
+"""The type every stage consumes and produces: any ``ag_ui.core`` event model."""
+
+
+ALL_EVENT_CLASSES: Final[tuple[type[BaseEvent], ...]] = (
+    TextMessageStartEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageChunkEvent,
+    ToolCallStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallChunkEvent,
+    ToolCallResultEvent,
+    StateSnapshotEvent,
+    StateDeltaEvent,
+    MessagesSnapshotEvent,
+    ActivitySnapshotEvent,
+    ActivityDeltaEvent,
+    RawEvent,
+    CustomEvent,
+    RunStartedEvent,
+    RunFinishedEvent,
+    RunErrorEvent,
+    StepStartedEvent,
+    StepFinishedEvent,
+    ReasoningStartEvent,
+    ReasoningMessageStartEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageChunkEvent,
+    ReasoningEndEvent,
+    ReasoningEncryptedValueEvent,
+    SubagentStartedEvent,
+    SubagentFinishedEvent,
+    SubagentErrorEvent,
+)
+
+EVENT_CLASS_BY_TYPE: Final[dict[EventType, type[BaseEvent]]] = {
+    cls.model_fields["type"].default: cls for cls in ALL_EVENT_CLASSES
+}
+"""The model class for each wire ``type``."""
+
+_RUN_SCOPED: Final = frozenset(
+    {
+        EventType.RUN_STARTED,
+        EventType.RUN_FINISHED,
+        EventType.RUN_ERROR,
+        EventType.MESSAGES_SNAPSHOT,
+    }
+)
+_LIFECYCLE: Final = frozenset(
+    {EventType.SUBAGENT_STARTED, EventType.SUBAGENT_FINISHED, EventType.SUBAGENT_ERROR}
+)
+
+ATTRIBUTABLE_TYPES: Final[frozenset[EventType]] = frozenset(EventType) - _RUN_SCOPED - _LIFECYCLE
+"""Event types whose ``subagentRunId`` is an attribution tag.
+
+On SUBAGENT_* the same field is the identity of the invocation being announced
+or closed, not a tag, so those types are deliberately excluded.
+"""
+
+_ATTRIBUTABLE_CLASSES: Final = frozenset(
+    cls for cls in ALL_EVENT_CLASSES if cls.model_fields["type"].default in ATTRIBUTABLE_TYPES
+)
+
+
+def is_event(item: object) -> bool:
+    """True when ``item`` is an ``ag_ui.core`` event model instance."""
+    return isinstance(item, BaseEvent)
+
+
+def event_type(event: BaseEvent) -> EventType:
+    """The event's wire type (``EventType.TEXT_MESSAGE_START``, ...)."""
+    return event.type
+
+
+# --------------------------------------------------------------------------
+# Attribution
+
+
+def attribution(event: BaseEvent) -> str | None:
+    """The subagent invocation an event is attributed to, or ``None`` (the parent).
+
+    Always ``None`` for run-scoped events and for SUBAGENT_* lifecycle events,
+    whose ``subagentRunId`` is an identity rather than a tag.
+    """
+    if type(event) not in _ATTRIBUTABLE_CLASSES:
+        return None
+    tag: str | None = getattr(event, "subagent_run_id", None)
+    return tag
+
+
+def with_attribution(event: BaseEvent, subagent_run_id: str | None) -> BaseEvent:
+    """A copy of ``event`` tagged with ``subagent_run_id`` (``None`` removes the tag).
+
+    Raises ``ValueError`` for event types that cannot carry attribution, so a
+    stage cannot silently mis-tag a run-scoped or lifecycle event.
+    """
+    if type(event) not in _ATTRIBUTABLE_CLASSES:
+        raise ValueError(
+            f"{event.type.value} cannot carry a subagentRunId tag; "
+            "only content and progress events are attributable"
+        )
+    if getattr(event, "subagent_run_id", None) == subagent_run_id:
+        return event
+    return event.model_copy(update={"subagent_run_id": subagent_run_id})
+
+
+def _strip_list(items: Sequence[Any]) -> tuple[list[Any], bool]:
+    changed = False
+    out: list[Any] = []
+    for item in items:
+        if getattr(item, "subagent_run_id", None) is not None:
+            item = item.model_copy(update={"subagent_run_id": None})
+            changed = True
+        out.append(item)
+    return out, changed
+
+
+def strip_attribution(event: BaseEvent) -> BaseEvent:
+    """A copy of ``event`` with every attribution tag removed, nested ones included.
+
+    Covers the event's own tag, messages inside MESSAGES_SNAPSHOT and inside the
+    RUN_STARTED input echo, and interrupts in a RUN_FINISHED interrupt outcome.
+    SUBAGENT_* events are returned unchanged: their id is not a tag. The
+    original is returned when there was nothing to strip (no copy is made).
+    """
+    cls = type(event)
+    if cls in _ATTRIBUTABLE_CLASSES:
+        if getattr(event, "subagent_run_id", None) is None:
+            return event
+        return event.model_copy(update={"subagent_run_id": None})
+    if cls is MessagesSnapshotEvent:
+        assert isinstance(event, MessagesSnapshotEvent)
+        messages, changed = _strip_list(event.messages)
+        return event.model_copy(update={"messages": messages}) if changed else event
+    if cls is RunStartedEvent:
+        assert isinstance(event, RunStartedEvent)
+        echo = event.input
+        if not isinstance(echo, RunAgentInput):
+            return event
+        messages, changed = _strip_list(echo.messages)
+        if not changed:
+            return event
+        return event.model_copy(update={"input": echo.model_copy(update={"messages": messages})})
+    if cls is RunFinishedEvent:
+        assert isinstance(event, RunFinishedEvent)
+        outcome = event.outcome
+        if not isinstance(outcome, RunFinishedInterruptOutcome):
+            return event
+        interrupts, changed = _strip_list(outcome.interrupts)
+        if not changed:
+            return event
+        return event.model_copy(
+            update={"outcome": outcome.model_copy(update={"interrupts": interrupts})}
+        )
+    return event
+
+
+# --------------------------------------------------------------------------
+# Entities
+
+
+class EntityKind(str, enum.Enum):
+    """The things a stream opens and closes. Each kind has its own id space."""
+
+    RUN = "run"
+    TEXT_MESSAGE = "text_message"
+    TOOL_CALL = "tool_call"
+    REASONING = "reasoning"
+    """A reasoning span (REASONING_START / REASONING_END)."""
+    REASONING_MESSAGE = "reasoning_message"
+    STEP = "step"
+    """Keyed by ``stepName`` (the protocol pairs steps by name and owner)."""
+    SUBAGENT = "subagent"
+    ACTIVITY = "activity"
+
+
+class Action(str, enum.Enum):
+    """What an event does to its entity."""
+
+    OPEN = "open"
+    CONTINUE = "continue"
+    CLOSE = "close"
+    CHUNK = "chunk"
+    """Shorthand that may open or continue; the id may be missing (resolved by lane)."""
+    RESULT = "result"
+    """TOOL_CALL_RESULT: answers a call (which must exist) without reopening it."""
+    SNAPSHOT = "snapshot"
+    """ACTIVITY_SNAPSHOT / ACTIVITY_DELTA: creates or updates, never closes."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntityRef:
+    """The entity an event touches: its kind, its id and what the event does to it."""
+
+    kind: EntityKind
+    id: str | None
+    action: Action
+
+
+_K = EntityKind
+_A = Action
+_ENTITY_TABLE: Final[dict[type[BaseEvent], tuple[EntityKind, Action, str]]] = {
+    RunStartedEvent: (_K.RUN, _A.OPEN, "run_id"),
+    RunFinishedEvent: (_K.RUN, _A.CLOSE, "run_id"),
+    TextMessageStartEvent: (_K.TEXT_MESSAGE, _A.OPEN, "message_id"),
+    TextMessageContentEvent: (_K.TEXT_MESSAGE, _A.CONTINUE, "message_id"),
+    TextMessageEndEvent: (_K.TEXT_MESSAGE, _A.CLOSE, "message_id"),
+    TextMessageChunkEvent: (_K.TEXT_MESSAGE, _A.CHUNK, "message_id"),
+    ToolCallStartEvent: (_K.TOOL_CALL, _A.OPEN, "tool_call_id"),
+    ToolCallArgsEvent: (_K.TOOL_CALL, _A.CONTINUE, "tool_call_id"),
+    ToolCallEndEvent: (_K.TOOL_CALL, _A.CLOSE, "tool_call_id"),
+    ToolCallChunkEvent: (_K.TOOL_CALL, _A.CHUNK, "tool_call_id"),
+    ToolCallResultEvent: (_K.TOOL_CALL, _A.RESULT, "tool_call_id"),
+    ReasoningStartEvent: (_K.REASONING, _A.OPEN, "message_id"),
+    ReasoningEndEvent: (_K.REASONING, _A.CLOSE, "message_id"),
+    ReasoningMessageStartEvent: (_K.REASONING_MESSAGE, _A.OPEN, "message_id"),
+    ReasoningMessageContentEvent: (_K.REASONING_MESSAGE, _A.CONTINUE, "message_id"),
+    ReasoningMessageEndEvent: (_K.REASONING_MESSAGE, _A.CLOSE, "message_id"),
+    ReasoningMessageChunkEvent: (_K.REASONING_MESSAGE, _A.CHUNK, "message_id"),
+    StepStartedEvent: (_K.STEP, _A.OPEN, "step_name"),
+    StepFinishedEvent: (_K.STEP, _A.CLOSE, "step_name"),
+    SubagentStartedEvent: (_K.SUBAGENT, _A.OPEN, "subagent_run_id"),
+    SubagentFinishedEvent: (_K.SUBAGENT, _A.CLOSE, "subagent_run_id"),
+    SubagentErrorEvent: (_K.SUBAGENT, _A.CLOSE, "subagent_run_id"),
+    ActivitySnapshotEvent: (_K.ACTIVITY, _A.SNAPSHOT, "message_id"),
+    ActivityDeltaEvent: (_K.ACTIVITY, _A.SNAPSHOT, "message_id"),
+}
+
+
+def entity_of(event: BaseEvent) -> EntityRef | None:
+    """Which entity ``event`` opens, continues or closes, or ``None``.
+
+    ``None`` for events that touch no entity (state, snapshots of messages,
+    RAW, CUSTOM, RUN_ERROR, REASONING_ENCRYPTED_VALUE — which *refers* to an
+    entity by ``entityId`` but neither opens nor closes it). A chunk's id may
+    be ``None``: it belongs to whatever its lane has open.
+    """
+    entry = _ENTITY_TABLE.get(type(event))
+    if entry is None:
+        return None
+    kind, action, attr = entry
+    return EntityRef(kind, getattr(event, attr, None), action)
