@@ -34,7 +34,9 @@ class _Position:
         self.index = -1
 
 
-def _annotate(exc: Exception, stage: Stage, event: BaseEvent | None, index: int) -> Exception:
+def _annotate(
+    exc: Exception, stage: Stage, event: BaseEvent | None, index: int, phase: str | None = None
+) -> Exception:
     """Turn a stage's exception into what the caller sees."""
     if isinstance(exc, StreamRejected):
         if exc.stage is None:
@@ -46,7 +48,7 @@ def _annotate(exc: Exception, stage: Stage, event: BaseEvent | None, index: int)
         return exc
     if isinstance(exc, StageError):
         return exc
-    return StageError(stage.name, event, index if index >= 0 else None, exc)
+    return StageError(stage.name, event, index if index >= 0 else None, exc, phase)
 
 
 class _SyncSegment:
@@ -412,12 +414,15 @@ class EventStream(AsyncIterator[BaseEvent]):
         if task_group is None:
             await self.aclose()
             return None
+        # Operators catch their own failures and hand them to the reader, so the
+        # group only ever ends by our cancel; the body's exception (if any)
+        # propagates as itself rather than wrapped in an exception group.
         task_group.cancel_scope.cancel()
         try:
             await self.aclose()
         finally:
             self._task_group = None
-            await task_group.__aexit__(exc_type, exc, tb)
+            await task_group.__aexit__(None, None, None)
         return None
 
 
@@ -437,7 +442,7 @@ def _start_operator(
             except anyio.BrokenResourceError:
                 pass  # the consumer went away; nothing left to deliver to
             except Exception as exc:
-                failure.append(_annotate(exc, operator, None, position.index))
+                failure.append(_annotate(exc, operator, None, position.index, "run()"))
             finally:
                 with anyio.CancelScope(shield=True):
                     await _aclose(upstream)
