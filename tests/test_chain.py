@@ -435,3 +435,14 @@ def test_apply_sync_runs_async_stages_on_a_private_loop() -> None:
     out = TransformerChain([AsyncUpper(), Marker("m")]).apply_sync(STREAM)
     assert deltas(out) == ["A", "B"]
     assert out[-1] == CustomEvent(name="m", value=len(STREAM) + 1)
+
+
+def test_same_instance_twice_in_a_chain() -> None:
+    splice = Splice()
+    out = TransformerChain([splice, DropContent(), splice]).apply_sync(STREAM)
+    # second pass of Splice sees no content events (dropped), so only the first
+    # pass's markers survive
+    assert types(out).count("CUSTOM") == 2
+    with pytest.raises(StageError) as info:
+        TransformerChain([Upper(), Boom(), Upper()]).apply_sync(STREAM)
+    assert info.value.stage == "Boom"
