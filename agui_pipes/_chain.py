@@ -9,6 +9,7 @@ generator however long it is.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -34,7 +35,9 @@ class _Position:
         self.index = -1
 
 
-def _annotate(exc: Exception, stage: Stage, event: BaseEvent | None, index: int) -> Exception:
+def _annotate(
+    exc: Exception, stage: Stage, event: BaseEvent | None, index: int, phase: str | None = None
+) -> Exception:
     """Turn a stage's exception into what the caller sees."""
     if isinstance(exc, StreamRejected):
         if exc.stage is None:
@@ -46,20 +49,49 @@ def _annotate(exc: Exception, stage: Stage, event: BaseEvent | None, index: int)
         return exc
     if isinstance(exc, StageError):
         return exc
-    return StageError(stage.name, event, index if index >= 0 else None, exc)
+    return StageError(stage.name, event, index if index >= 0 else None, exc, phase)
 
 
 class _SyncSegment:
     """Consecutive sync stages run as one loop, no generator per stage."""
 
-    __slots__ = ("stages", "transforms")
+    __slots__ = ("after", "stages", "transforms")
 
     def __init__(self, stages: Sequence[StreamTransformer]) -> None:
         self.stages = tuple(stages)
-        self.transforms = tuple(s.transform for s in self.stages)
+        if len({id(s) for s in self.stages}) == len(self.stages):
+            self.transforms: tuple[Callable[[BaseEvent], Iterable[BaseEvent]], ...] = tuple(
+                s.transform for s in self.stages
+            )
+        else:
+            # The same instance twice: give each position its own key object.
+            self.transforms = tuple(functools.partial(s.transform) for s in self.stages)
+        # Where to resume after a given transform leaves the one-in-one-out path.
+        self.after = {t: i + 1 for i, t in enumerate(self.transforms)}
 
     def push(self, event: BaseEvent, index: int) -> Sequence[BaseEvent]:
-        return self._push_from(0, (event,), index)
+        """Run one event through every stage.
+
+        The common case — each stage returns exactly one event as a tuple — stays
+        in this tight loop; drops, splices and other iterables continue in
+        ``_push_from``. The stage that raised is the loop variable itself, so
+        locating it costs nothing until something fails.
+        """
+        transform = None
+        try:
+            for transform in self.transforms:
+                out = transform(event)
+                if out.__class__ is tuple and len(out) == 1:
+                    event = out[0]
+                else:
+                    batch = out if out.__class__ is list or out.__class__ is tuple else list(out)
+                    return self._push_from(self.after[transform], batch, index)
+        except Exception as exc:
+            if transform is None:  # pragma: no cover - the loop always binds it first
+                raise
+            stage = self.stages[self.after[transform] - 1]
+            raise _annotate(exc, stage, event, index) from exc
+        return (event,)
 
     def _push_from(
         self, start: int, batch: Sequence[BaseEvent], index: int
@@ -412,12 +444,15 @@ class EventStream(AsyncIterator[BaseEvent]):
         if task_group is None:
             await self.aclose()
             return None
+        # Operators catch their own failures and hand them to the reader, so the
+        # group only ever ends by our cancel; the body's exception (if any)
+        # propagates as itself rather than wrapped in an exception group.
         task_group.cancel_scope.cancel()
         try:
             await self.aclose()
         finally:
             self._task_group = None
-            await task_group.__aexit__(exc_type, exc, tb)
+            await task_group.__aexit__(None, None, None)
         return None
 
 
@@ -437,7 +472,7 @@ def _start_operator(
             except anyio.BrokenResourceError:
                 pass  # the consumer went away; nothing left to deliver to
             except Exception as exc:
-                failure.append(_annotate(exc, operator, None, position.index))
+                failure.append(_annotate(exc, operator, None, position.index, "run()"))
             finally:
                 with anyio.CancelScope(shield=True):
                     await _aclose(upstream)
