@@ -16,6 +16,7 @@ from ._transformer import (
 )
 from ._version import __version__
 from .events import Event
+from .verify import ProtocolViolation, Rule, VerificationError, Verifier
 
 __all__ = [
     "AguiPipesError",
@@ -24,11 +25,15 @@ __all__ = [
     "Event",
     "EventStream",
     "FunctionTransformer",
+    "ProtocolViolation",
+    "Rule",
     "Stage",
     "StageError",
     "StreamOperator",
     "StreamRejected",
     "StreamTransformer",
     "TransformerChain",
+    "VerificationError",
+    "Verifier",
     "__version__",
 ]
