@@ -52,7 +52,7 @@ def serve(app: Any) -> Iterator[Running]:
     port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,
-        lifespan="off",
+        lifespan="auto",
         log_level="warning",
         loop="asyncio",
         http="h11",
@@ -83,7 +83,7 @@ async def wait_until(condition: Callable[[], bool], within: float, what: str) ->
         while not condition():  # noqa: ASYNC110
             await anyio.sleep(0.005)
         return
-    raise AssertionError(f"not within {within}s: {what}")
+    raise AssertionError(f"not within {within}s: {what}")  # pragma: no cover
 
 
 async def sse_events(response: httpx.Response) -> AsyncIterator[BaseEvent]:

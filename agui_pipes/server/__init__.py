@@ -16,14 +16,31 @@ from ._stats import RunStats
 from ._streaming import SSE_HEADERS, RunFailure, SSERun, run_error_for
 from .endpoint import AgentEndpoint, AgentFactory
 
+
+def __getattr__(name: str) -> Any:
+    # The gateway needs httpx (the ``http`` extra); import it only when asked.
+    if name in ("Gateway", "UpstreamError", "gateway_route"):
+        try:
+            from . import gateway
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                f"agui_pipes.server.{name} needs httpx: pip install 'agui-pipes[server,http]'"
+            ) from exc
+        return getattr(gateway, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "SSE_HEADERS",
     "AgentEndpoint",
     "AgentFactory",
+    "Gateway",
     "RunFailure",
     "RunStats",
     "SSERun",
+    "UpstreamError",
     "agent_route",
+    "gateway_route",
     "run_error_for",
 ]
 

@@ -32,6 +32,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from .._chain import TransformerChain
 from .._errors import AguiPipesError, StageError, StreamRejected
 from ..codecs import SSE_CONTENT_TYPE, encode_sse, sse_comment
+from ..verify import ProtocolViolation
 from ._stats import RunStats
 
 __all__ = [
@@ -83,7 +84,7 @@ def run_error_for(exc: BaseException) -> RunErrorEvent:
     if isinstance(exc, RunFailure):
         return RunErrorEvent(code=exc.code, message=exc.message)
     if isinstance(exc, StreamRejected):
-        code = "PROTOCOL_VIOLATION" if type(exc).__name__ == "ProtocolViolation" else "REJECTED"
+        code = "PROTOCOL_VIOLATION" if isinstance(exc, ProtocolViolation) else "REJECTED"
         return RunErrorEvent(code=code, message=str(exc))
     if isinstance(exc, StageError):
         return RunErrorEvent(code="STAGE_ERROR", message=str(exc))
