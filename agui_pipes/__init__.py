@@ -15,15 +15,20 @@ from ._transformer import (
     StreamTransformer,
 )
 from ._version import __version__
+from .driver import CancelToken, Error, RunContext, RunOutcome, run
 from .events import Event
 
 __all__ = [
     "AguiPipesError",
     "AsyncStreamTransformer",
+    "CancelToken",
     "ChainFactory",
+    "Error",
     "Event",
     "EventStream",
     "FunctionTransformer",
+    "RunContext",
+    "RunOutcome",
     "Stage",
     "StageError",
     "StreamOperator",
@@ -31,4 +36,5 @@ __all__ = [
     "StreamTransformer",
     "TransformerChain",
     "__version__",
+    "run",
 ]
