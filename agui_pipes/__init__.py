@@ -17,6 +17,7 @@ from ._transformer import (
 from ._version import __version__
 from .driver import CancelToken, Error, RunContext, RunOutcome, run
 from .events import Event
+from .verify import ProtocolViolation, Rule, VerificationError, Verifier
 
 __all__ = [
     "AguiPipesError",
@@ -27,6 +28,8 @@ __all__ = [
     "Event",
     "EventStream",
     "FunctionTransformer",
+    "ProtocolViolation",
+    "Rule",
     "RunContext",
     "RunOutcome",
     "Stage",
@@ -35,6 +38,8 @@ __all__ = [
     "StreamRejected",
     "StreamTransformer",
     "TransformerChain",
+    "VerificationError",
+    "Verifier",
     "__version__",
     "run",
 ]

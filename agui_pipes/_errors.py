@@ -75,14 +75,21 @@ class StageError(AguiPipesError):
     """
 
     def __init__(
-        self, stage: str, event: BaseEvent | None, index: int | None, cause: BaseException
+        self,
+        stage: str,
+        event: BaseEvent | None,
+        index: int | None,
+        cause: BaseException,
+        phase: str | None = None,
     ) -> None:
         self.stage = stage
         self.event = event
         self.index = index
         self.cause = cause
-        phase = "finish()" if event is None else "transform()"
+        self.__cause__ = cause
+        self.phase = phase or ("finish()" if event is None else "transform()")
+        where = _where(stage, event, index) if phase is None else f"stage {stage}"
         super().__init__(
-            f"{_where(stage, event, index)}: {phase} raised "
+            f"{where}: {self.phase} raised "
             f"{type(cause).__name__}: {cause}"
         )

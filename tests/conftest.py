@@ -2,9 +2,47 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import pytest
+
+if TYPE_CHECKING:
+    from _oracle import OracleResult
 
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+# --- TypeScript oracle (tests/_oracle.py, tests/harness/) -------------------------------
+# Tests marked ``node`` or using ``ts_oracle`` skip only when node/npm are missing;
+# an install or harness failure is an error, never a silent skip.
+
+_NODE_MISSING = "node/npm not found: the @ag-ui/client oracle (tests/harness) cannot run"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from _oracle import ts_available
+
+    for item in items:
+        if "ts_oracle" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.node)
+    if ts_available():
+        return
+    skip = pytest.mark.skip(reason=_NODE_MISSING)
+    for item in items:
+        if item.get_closest_marker("node") is not None:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def ts_oracle() -> Callable[..., list[OracleResult]]:
+    """``run_oracle(cases)`` from tests/_oracle.py, with the node harness installed."""
+    from _oracle import ensure_installed, run_oracle, ts_available
+
+    if not ts_available():
+        pytest.skip(_NODE_MISSING)
+    ensure_installed()
+    return run_oracle

@@ -1,0 +1,30 @@
+"""Uppercase an assistant's text and drop RAW events, over an async event source."""
+
+import anyio
+from ag_ui.core import BaseEvent, EventType, TextMessageContentEvent
+
+from agui_pipes import FunctionTransformer, StreamTransformer
+from agui_pipes.testing import run, text, tool_call
+
+
+class Shout(StreamTransformer):
+    def transform(self, event: BaseEvent) -> list[BaseEvent]:
+        if isinstance(event, TextMessageContentEvent):
+            return [event.model_copy(update={"delta": event.delta.upper()})]
+        return [event]
+
+
+no_raw = FunctionTransformer(lambda e: None if e.type is EventType.RAW else e, name="no_raw")
+
+
+async def main() -> None:
+    async def agent_events():  # any AsyncIterable of ag_ui.core events
+        for event in run(text("m1", "hello ", "world") + tool_call("c1", "search", {"q": "x"})):
+            yield event
+
+    chain = Shout() | no_raw
+    async for event in chain.apply(agent_events()):
+        print(event.model_dump_json(by_alias=True))
+
+
+anyio.run(main)

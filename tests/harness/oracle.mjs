@@ -1,0 +1,137 @@
+// Batched differential oracle around the official TypeScript client.
+//
+// One node process judges a whole batch of AG-UI streams, because starting
+// node (and loading @ag-ui/client) costs far more than replaying a stream: a
+// property test that checks thousands of streams could not afford one process
+// per stream.
+//
+// Input (a file path argument, or stdin when the argument is missing or "-"):
+// a JSON array of cases. A case is either a bare array of wire events or an
+// object
+//   {"stream": [...events...],
+//    "deny": ["tool", ...] | "allow": ["tool", ...],   (FilterToolCallsMiddleware)
+//    "threadId": "...", "initialMessages": [...], "initialState": {...}}
+// Output: one JSON line per case, in input order:
+//   {"outcome": "completed" | "failed", "error": string | null,
+//    "events": [...what onEvent delivered...], "messages": [...], "state": ...,
+//    "warnings": ["console output of the client while it ran this case", ...]}
+//
+// Each case gets a brand-new agent, so no messages, state or middleware state
+// leak from one case into the next. Everything the client writes to the console
+// is captured per case, which also keeps stdout reserved for results.
+import { readFileSync } from "node:fs";
+import { from } from "rxjs";
+import { AbstractAgent, FilterToolCallsMiddleware } from "@ag-ui/client";
+
+// Empty means "do not suppress": we want the chunk-transformation warnings.
+process.env.SUPPRESS_TRANSFORMATION_WARNINGS = "";
+
+let captured = [];
+const capture = (...parts) => {
+  captured.push(parts.map((p) => (typeof p === "string" ? p : safeString(p))).join(" "));
+};
+console.log = capture;
+console.info = capture;
+console.debug = capture;
+console.warn = capture;
+console.error = capture;
+
+// Rejections the client raises outside the runAgent() promise still belong to
+// the case being replayed; record them instead of crashing the batch.
+let strayErrors = [];
+process.on("unhandledRejection", (reason) => strayErrors.push(describe(reason)));
+
+function safeString(value) {
+  if (value instanceof Error) return describe(value);
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return String(value);
+  }
+}
+
+function describe(err) {
+  return String((err && err.message) || err);
+}
+
+class ReplayAgent extends AbstractAgent {
+  constructor(config, stream) {
+    super(config);
+    this.stream = stream;
+  }
+
+  run() {
+    return from(this.stream);
+  }
+
+  clone() {
+    // Middleware may clone the agent; the clone must replay the same events.
+    const copy = super.clone();
+    copy.stream = this.stream;
+    return copy;
+  }
+}
+
+function normalise(raw, index) {
+  const c = Array.isArray(raw) ? { stream: raw } : raw;
+  if (c === null || typeof c !== "object" || !Array.isArray(c.stream)) {
+    throw new Error(`case #${index}: expected an array of events or an object with a "stream" array`);
+  }
+  if (c.deny !== undefined && c.allow !== undefined) {
+    throw new Error(`case #${index}: give "deny" or "allow", not both`);
+  }
+  return c;
+}
+
+function threadIdOf(c) {
+  if (typeof c.threadId === "string") return c.threadId;
+  const first = c.stream.find((e) => e && e.type === "RUN_STARTED" && typeof e.threadId === "string");
+  return first ? first.threadId : "oracle-thread";
+}
+
+async function judge(c) {
+  captured = [];
+  strayErrors = [];
+  const agent = new ReplayAgent(
+    {
+      threadId: threadIdOf(c),
+      initialMessages: c.initialMessages ?? [],
+      initialState: c.initialState ?? {},
+    },
+    c.stream,
+  );
+  if (c.deny !== undefined) agent.use(new FilterToolCallsMiddleware({ disallowedToolCalls: c.deny }));
+  if (c.allow !== undefined) agent.use(new FilterToolCallsMiddleware({ allowedToolCalls: c.allow }));
+  const events = [];
+  const result = { outcome: "completed", error: null };
+  try {
+    await agent.runAgent({ runId: "oracle-run" }, { onEvent: ({ event }) => { events.push(event); } });
+  } catch (err) {
+    result.outcome = "failed";
+    result.error = describe(err);
+  }
+  // Let queued microtasks/rejections of this run settle before reading results.
+  await new Promise((resolve) => setImmediate(resolve));
+  if (result.error === null && strayErrors.length > 0) {
+    result.outcome = "failed";
+    result.error = strayErrors[0];
+  }
+  result.events = events;
+  result.messages = agent.messages;
+  result.state = agent.state === undefined ? null : agent.state;
+  result.warnings = captured;
+  return result;
+}
+
+const source = process.argv[2];
+const text = readFileSync(source === undefined || source === "-" ? 0 : source, "utf8");
+const doc = JSON.parse(text);
+if (!Array.isArray(doc)) {
+  process.stderr.write("oracle.mjs: input must be a JSON array of cases\n");
+  process.exit(2);
+}
+const cases = doc.map(normalise);
+for (const c of cases) {
+  const result = await judge(c);
+  process.stdout.write(JSON.stringify(result) + "\n");
+}
