@@ -73,7 +73,6 @@ def chain_schema(registry: Registry | None = None) -> dict[str, Any]:
         shapes.extend(_entry_shapes(spec, _options_schema(spec, defs)))
     schema: dict[str, Any] = {
         "$schema": _DRAFT,
-        "$id": "https://agui-pipes.dev/schema/chain-v1.json",
         "title": "agui-pipes chain",
         "description": "An ordered list of AG-UI stream transformers (see docs/yaml-reference.md).",
         "type": "object",

@@ -22,6 +22,7 @@ import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
 
 __all__ = [
     "CoalesceDeltasOptions",
@@ -52,6 +53,11 @@ class _Options(BaseModel):
     # silently ignored key; frozen keeps one validated instance shareable
     # between the chains a factory builds.
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _example(example: JsonDict) -> ConfigDict:
+    """Model config carrying one example (shown in the schema, the docs and `list`)."""
+    return ConfigDict(extra="forbid", frozen=True, json_schema_extra={"examples": [example]})
 
 
 def is_json_pointer(text: str) -> bool:
@@ -88,6 +94,8 @@ class VerifyOptions(_Options):
     after their call ended, nothing open at RUN_FINISHED).
     """
 
+    model_config = _example({"profile": "producer", "on_violation": "run_error"})
+
     profile: Literal["consumer", "producer"] = Field(
         "consumer", description="Which rule set to enforce."
     )
@@ -111,6 +119,8 @@ class FilterToolCallsOptions(_Options):
     these passes). A removed call's arguments, end, result and mentions in
     snapshots go with it.
     """
+
+    model_config = _example({"deny": ["internal_lookup", "debug_dump"]})
 
     allow: list[str] | None = Field(
         None, description="Tool names that pass; every other tool call is removed."
@@ -138,6 +148,8 @@ class ToolResultToStateOptions(_Options):
     A result that does not parse (or is not a patch in `delta` mode) passes
     through untouched and no state event is made.
     """
+
+    model_config = _example({"tool": "search", "mode": "at", "pointer": "/search/results"})
 
     tool: str = Field(
         ..., min_length=1, description="Name of the tool whose results become state."
@@ -187,6 +199,8 @@ class SubagentVisibilityOptions(_Options):
     state always passes).
     """
 
+    model_config = _example({"mode": "inline"})
+
     mode: Literal["attributed", "inline", "hidden"] = Field(
         "attributed",
         description=(
@@ -211,9 +225,13 @@ class _FamiliesOptions(_Options):
 class DropEventsOptions(_FamiliesOptions):
     """Drop every event of the given families (a dropped entity's continuations go with it)."""
 
+    model_config = _example({"families": ["reasoning"]})
+
 
 class KeepEventsOptions(_FamiliesOptions):
     """Keep only run lifecycle events and the given families; drop everything else."""
+
+    model_config = _example({"families": ["text", "tool_call", "state"]})
 
 
 class StripRawEventsOptions(NoOptions):
@@ -222,6 +240,8 @@ class StripRawEventsOptions(NoOptions):
 
 class CoalesceDeltasOptions(_Options):
     """Merge consecutive content deltas of the same message into fewer, larger events."""
+
+    model_config = _example({"max_chars": 200})
 
     max_chars: int | None = Field(
         None,
@@ -234,6 +254,10 @@ class CoalesceDeltasOptions(_Options):
 
 class RedactOptions(_Options):
     """Replace text matching regular expressions in message content, tool arguments and results."""
+
+    model_config = _example(
+        {"patterns": ["sk-[A-Za-z0-9]{20,}", "\\b\\d{16}\\b"], "replacement": "[secret]"}
+    )
 
     patterns: list[str] = Field(
         ..., description="Python regular expressions; every match is replaced."
