@@ -15,6 +15,8 @@ from ._transformer import (
     StreamTransformer,
 )
 from ._version import __version__
+from .consume import Consumer, RunInfo, RunResult, consume, fold
+from .decode import Decoded, DecodeError, DecodeWarning, decode
 from .events import Event
 from .verify import ProtocolViolation, Rule, VerificationError, Verifier
 
@@ -22,11 +24,17 @@ __all__ = [
     "AguiPipesError",
     "AsyncStreamTransformer",
     "ChainFactory",
+    "Consumer",
+    "DecodeError",
+    "DecodeWarning",
+    "Decoded",
     "Event",
     "EventStream",
     "FunctionTransformer",
     "ProtocolViolation",
     "Rule",
+    "RunInfo",
+    "RunResult",
     "Stage",
     "StageError",
     "StreamOperator",
@@ -36,4 +44,7 @@ __all__ = [
     "VerificationError",
     "Verifier",
     "__version__",
+    "consume",
+    "decode",
+    "fold",
 ]
