@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from ag_ui.core import BaseEvent
+from ag_ui.core import BaseEvent, EventType
 
 from ._errors import StageError, StreamRejected
 from ._transformer import AsyncStreamTransformer, Stage, StreamOperator, StreamTransformer
@@ -52,40 +52,98 @@ def _annotate(
     return StageError(stage.name, event, index if index >= 0 else None, exc, phase)
 
 
-class _SyncSegment:
-    """Consecutive sync stages run as one loop, no generator per stage."""
+_Transform = Callable[[BaseEvent], Iterable[BaseEvent]]
 
-    __slots__ = ("after", "stages", "transforms")
+
+def _accepted_classes(stage: Stage) -> frozenset[type[BaseEvent]] | None:
+    """The event classes a stage declared it touches (``event_types``), or None for all."""
+    declared = getattr(stage, "event_types", None)
+    if declared is None:
+        return None
+    from .events import EVENT_CLASS_BY_TYPE
+
+    return frozenset(EVENT_CLASS_BY_TYPE[EventType(t)] for t in declared)
+
+
+class _SyncSegment:
+    """Consecutive sync stages run as one loop, no generator per stage.
+
+    Stages that declare ``event_types`` are skipped for every other event class:
+    per class, the segment caches the *plan* — the transforms that event class
+    must go through — so a stage that ignores an event costs nothing at all.
+    """
+
+    __slots__ = ("accepts", "after", "plans", "push", "stages", "transforms")
 
     def __init__(self, stages: Sequence[StreamTransformer]) -> None:
         self.stages = tuple(stages)
         if len({id(s) for s in self.stages}) == len(self.stages):
-            self.transforms: tuple[Callable[[BaseEvent], Iterable[BaseEvent]], ...] = tuple(
-                s.transform for s in self.stages
-            )
+            self.transforms: tuple[_Transform, ...] = tuple(s.transform for s in self.stages)
         else:
             # The same instance twice: give each position its own key object.
             self.transforms = tuple(functools.partial(s.transform) for s in self.stages)
         # Where to resume after a given transform leaves the one-in-one-out path.
         self.after = {t: i + 1 for i, t in enumerate(self.transforms)}
+        self.accepts = tuple(_accepted_classes(s) for s in self.stages)
+        self.plans: dict[type[BaseEvent], tuple[_Transform, ...]] = {}
+        self.push: Callable[[BaseEvent, int], Sequence[BaseEvent]] = (
+            self._push_all if all(a is None for a in self.accepts) else self._push_planned
+        )
 
-    def push(self, event: BaseEvent, index: int) -> Sequence[BaseEvent]:
-        """Run one event through every stage.
+    def _plan(self, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
+        plan = tuple(
+            t
+            for t, accepts in zip(self.transforms, self.accepts, strict=True)
+            if accepts is None or any(issubclass(cls, a) for a in accepts)
+        )
+        self.plans[cls] = plan
+        return plan
 
-        The common case — each stage returns exactly one event as a tuple — stays
-        in this tight loop; drops, splices and other iterables continue in
-        ``_push_from``. The stage that raised is the loop variable itself, so
-        locating it costs nothing until something fails.
-        """
+    def _wants(self, position: int, event: BaseEvent) -> bool:
+        accepts = self.accepts[position]
+        return accepts is None or isinstance(event, tuple(accepts))
+
+    def _push_all(self, event: BaseEvent, index: int) -> Sequence[BaseEvent]:
+        """``push`` when no stage declared ``event_types``: every stage sees every event."""
         transform = None
         try:
             for transform in self.transforms:
                 out = transform(event)
-                if out.__class__ is tuple and len(out) == 1:
+                if type(out) is tuple and len(out) == 1:
                     event = out[0]
                 else:
-                    batch = out if out.__class__ is list or out.__class__ is tuple else list(out)
+                    batch = out if type(out) is list or type(out) is tuple else list(out)
                     return self._push_from(self.after[transform], batch, index)
+        except Exception as exc:
+            if transform is None:  # pragma: no cover - the loop always binds it first
+                raise
+            stage = self.stages[self.after[transform] - 1]
+            raise _annotate(exc, stage, event, index) from exc
+        return (event,)
+
+    def _push_planned(self, event: BaseEvent, index: int) -> Sequence[BaseEvent]:
+        """Run one event through every stage that wants it.
+
+        The common case — each stage returns exactly one event of the same class
+        as a tuple — stays in this tight loop; drops, splices, class changes and
+        other iterables continue in ``_push_from``. The stage that raised is the
+        loop variable itself, so locating it costs nothing until something fails.
+        """
+        cls = type(event)
+        plan = self.plans.get(cls)
+        if plan is None:
+            plan = self._plan(cls)
+        transform = None
+        try:
+            for transform in plan:
+                out = transform(event)
+                if type(out) is tuple and len(out) == 1:
+                    passed = out[0]
+                    if passed is event or type(passed) is cls:
+                        event = passed
+                        continue
+                batch = out if type(out) is list or type(out) is tuple else list(out)
+                return self._push_from(self.after[transform], batch, index)
         except Exception as exc:
             if transform is None:  # pragma: no cover - the loop always binds it first
                 raise
@@ -102,17 +160,15 @@ class _SyncSegment:
         try:
             for i in range(start, len(transforms)):
                 transform = transforms[i]
-                if len(batch) == 1:
-                    current = batch[0]
-                    out = transform(current)
-                    batch = out if out.__class__ is tuple or out.__class__ is list else list(out)
-                elif batch:
-                    collected: list[BaseEvent] = []
-                    for current in batch:
-                        collected.extend(transform(current))
-                    batch = collected
-                else:
+                if not batch:
                     break
+                collected: list[BaseEvent] = []
+                for current in batch:
+                    if self._wants(i, current):
+                        collected.extend(transform(current))
+                    else:
+                        collected.append(current)
+                batch = collected
         except Exception as exc:
             raise _annotate(exc, self.stages[i], current, index) from exc
         return batch

@@ -21,10 +21,10 @@ abandoned mid-item.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ag_ui.core import BaseEvent
+from ag_ui.core import BaseEvent, EventType
 
 if TYPE_CHECKING:
     from ._chain import TransformerChain
@@ -88,6 +88,16 @@ class StreamTransformer(Stage):
     rewritten copy to change it (events are immutable by contract: use
     ``event.model_copy(update=...)``), or several events to splice — they are
     emitted in order. The default implementation passes everything through.
+    """
+
+    event_types: Collection[EventType | str] | None = None
+    """The event types this stage may change; ``None`` (default) means all.
+
+    A declaration, not a filter the stage must apply itself: the chain never
+    calls ``transform`` for other types and passes them through untouched, so
+    a stage that touches three types costs nothing on the other twenty-eight.
+    Set it as a class attribute, or on the instance in ``__init__`` when it
+    depends on configuration (it is read when the chain is built).
     """
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:

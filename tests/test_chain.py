@@ -446,3 +446,37 @@ def test_same_instance_twice_in_a_chain() -> None:
     with pytest.raises(StageError) as info:
         TransformerChain([Upper(), Boom(), Upper()]).apply_sync(STREAM)
     assert info.value.stage == "Boom"
+
+
+class CountText(StreamTransformer):
+    """Declares it only touches text deltas; the chain must not call it for others."""
+
+    event_types = frozenset({EventType.TEXT_MESSAGE_CONTENT})
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
+        self.calls.append(event.type.value)
+        return (event,)
+
+
+def test_declared_event_types_skip_other_events() -> None:
+    counter = CountText()
+    out = (Upper() | counter | Marker("m")).apply_sync(STREAM)
+    assert counter.calls == ["TEXT_MESSAGE_CONTENT"] * 2
+    assert deltas(out) == ["A", "B"]
+
+
+def test_declared_event_types_respected_after_a_splice() -> None:
+    counter = CountText()
+    out = (Splice() | counter).apply_sync(STREAM)
+    assert counter.calls == ["TEXT_MESSAGE_CONTENT"] * 2
+    assert types(out).count("CUSTOM") == 2
+
+
+def test_instance_level_event_types() -> None:
+    counter = CountText()
+    counter.event_types = frozenset({"TEXT_MESSAGE_END"})
+    TransformerChain([counter]).apply_sync(STREAM)
+    assert counter.calls == ["TEXT_MESSAGE_END"]

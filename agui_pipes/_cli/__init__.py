@@ -20,7 +20,11 @@ from .._version import __version__
 
 __all__ = ["main"]
 
-_COMMANDS: tuple[str, ...] = ()
+_COMMANDS: tuple[str, ...] = (
+    "check",
+    "list",
+    "schema",
+)
 """Modules under agui_pipes._cli that provide a subcommand, in help order."""
 
 

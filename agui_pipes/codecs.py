@@ -1,0 +1,429 @@
+"""Wire codecs: events to SSE / NDJSON bytes, and incremental decoders back.
+
+Encoding is byte-identical to the official encoder
+(``ag_ui.encoder.EventEncoder().encode(event).encode()``): same pydantic-core
+JSON writer, same key order, same omission of optional fields that have no
+value. It is faster because it skips the per-event Python hook that
+``ag_ui``'s base model runs to drop those fields: for each event class we
+build, once, a serializer for the same core schema without that hook, and
+pass the (few) optional-and-``None`` field names as ``exclude``. Nested
+models (messages, outcomes, usage) keep their own hook, so they come out
+exactly as before. Anything unusual — a subclass with its own serializer, an
+extra field shadowing an omittable name — takes the official path.
+
+Decoding is incremental: feed the bytes as they arrive, in chunks of any size,
+and get back the complete payloads. The SSE decoder follows the WHATWG
+event-stream rules (LF, CR and CRLF line ends, ``:`` comments, multi-line
+``data:``, unknown fields ignored) and caps the memory one frame may hold, so
+a peer that never ends a frame cannot exhaust the process.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any, Final
+
+from ag_ui.core import BaseEvent
+from pydantic_core import SchemaSerializer
+
+from ._errors import AguiPipesError
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "NDJSON_CONTENT_TYPE",
+    "SSE_CONTENT_TYPE",
+    "CodecError",
+    "FrameTooLarge",
+    "NDJSONDecoder",
+    "SSEDecoder",
+    "TruncatedFrame",
+    "encode_json",
+    "encode_ndjson",
+    "encode_sse",
+    "sse_comment",
+]
+
+SSE_CONTENT_TYPE: Final = "text/event-stream"
+NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
+DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
+"""Default cap on one SSE frame / NDJSON line (16 MiB): generous for snapshots,
+small enough that a runaway peer fails fast instead of eating memory."""
+
+_BOM: Final = b"\xef\xbb\xbf"
+
+
+class CodecError(AguiPipesError, ValueError):
+    """The bytes on the wire cannot be decoded into frames."""
+
+
+class FrameTooLarge(CodecError):
+    """One frame (or NDJSON line) grew past the decoder's size cap."""
+
+
+class TruncatedFrame(CodecError):
+    """The stream ended in the middle of a frame (or line)."""
+
+
+# -- encoding -------------------------------------------------------------
+
+
+class _FastSerializer:
+    """The hook-free serializer of one event class, plus what it must exclude."""
+
+    __slots__ = ("all_omitted", "get_omittable", "omittable_fields", "omittable_keys", "serializer")
+
+    def __init__(
+        self,
+        serializer: SchemaSerializer,
+        omittable_fields: tuple[str, ...],
+        omittable_keys: frozenset[str],
+    ) -> None:
+        self.serializer = serializer
+        self.omittable_fields = omittable_fields
+        self.omittable_keys = omittable_keys
+        # The common case — every optional field absent — gets a prebuilt
+        # exclude set; values are fetched in one C call.
+        self.all_omitted: set[str] | None = set(omittable_fields) or None
+        getter = operator.itemgetter(*omittable_fields) if omittable_fields else None
+        if len(omittable_fields) == 1:
+            assert getter is not None
+            single = getter
+            self.get_omittable: Callable[[dict[str, Any]], tuple[Any, ...]] = (
+                lambda values: (single(values),)
+            )
+        elif getter is not None:
+            self.get_omittable = getter
+        else:
+            self.get_omittable = lambda values: ()
+
+
+def _omission_hook() -> object:
+    """The wrap serializer ag_ui's base model installs (identity is what we check)."""
+    schema = BaseEvent.__pydantic_core_schema__
+    return schema.get("serialization", {}).get("function")
+
+
+_HOOK: Final = _omission_hook()
+_SERIALIZERS: dict[type[BaseEvent], _FastSerializer | None] = {}
+
+
+def _build_fast(cls: type[BaseEvent]) -> _FastSerializer | None:
+    """A serializer for ``cls`` minus the root omission hook, or None if unsafe."""
+    schema: Any = cls.__pydantic_core_schema__
+    if schema.get("type") != "model" or schema.get("cls") is not cls:
+        return None
+    serialization = schema.get("serialization")
+    if (
+        _HOOK is None
+        or not isinstance(serialization, dict)
+        or serialization.get("type") != "function-wrap"
+        or serialization.get("function") is not _HOOK
+    ):
+        return None
+    stripped = {k: v for k, v in schema.items() if k != "serialization"}
+    serializer = SchemaSerializer(stripped, schema.get("config"))
+    fields: list[str] = []
+    keys: set[str] = set()
+    # The same rule as ag_ui's hook: optional and defaulting to None.
+    for name, field in cls.model_fields.items():
+        if not field.is_required() and field.default is None:
+            fields.append(name)
+            keys.add(name)
+            if field.alias is not None:
+                keys.add(field.alias)
+            if field.serialization_alias is not None:
+                keys.add(field.serialization_alias)
+    return _FastSerializer(serializer, tuple(fields), frozenset(keys))
+
+
+def _fast_for(cls: type[BaseEvent]) -> _FastSerializer | None:
+    try:
+        return _SERIALIZERS[cls]
+    except KeyError:
+        fast = _SERIALIZERS[cls] = _build_fast(cls)
+        return fast
+
+
+def encode_json(event: BaseEvent) -> bytes:
+    """The event's wire JSON (camelCase, optional-without-value omitted), as UTF-8."""
+    if not isinstance(event, BaseEvent):
+        raise TypeError(
+            f"encode_json() takes an AG-UI event (an ag_ui.core event model), got "
+            f"{type(event).__name__}; decode wire data first, e.g. with agui_pipes.decode()"
+        )
+    fast = _fast_for(type(event))
+    if fast is not None:
+        present = fast.get_omittable(event.__dict__)
+        exclude: set[str] | None
+        if all(value is None for value in present):
+            exclude = fast.all_omitted
+        else:
+            exclude = {
+                name
+                for name, value in zip(fast.omittable_fields, present, strict=True)
+                if value is None
+            } or None
+        extra = event.__pydantic_extra__
+        if not extra or not any(
+            value is None and key in fast.omittable_keys for key, value in extra.items()
+        ):
+            return fast.serializer.to_json(event, by_alias=True, exclude=exclude)
+    return event.model_dump_json(by_alias=True).encode()
+
+
+def encode_sse(event: BaseEvent) -> bytes:
+    """One SSE frame, byte-identical to ``EventEncoder().encode(event).encode()``."""
+    return b"data: " + encode_json(event) + b"\n\n"
+
+
+def encode_ndjson(event: BaseEvent) -> bytes:
+    """One NDJSON line: the event's wire JSON and a newline."""
+    return encode_json(event) + b"\n"
+
+
+def sse_comment(text: str = "") -> bytes:
+    """An SSE comment frame (keep-alive); clients ignore it.
+
+    Line breaks in ``text`` are rejected: they would end the comment and turn
+    the rest into fields.
+    """
+    if "\n" in text or "\r" in text:
+        raise ValueError(f"an SSE comment cannot contain a line break: {text!r}")
+    return b":" + (b" " + text.encode() if text else b"") + b"\n\n"
+
+
+# -- decoding -------------------------------------------------------------
+
+
+def _normalise_newlines(chunk: bytes, skip_lf: bool) -> tuple[bytes, bool]:
+    """Map CRLF and lone CR to LF, across chunk boundaries.
+
+    A CR at the end of a chunk ends a line; if the next chunk starts with LF,
+    that LF belongs to the same CRLF and is dropped (``skip_lf``).
+    """
+    if skip_lf and chunk.startswith(b"\n"):
+        chunk = chunk[1:]
+    if b"\r" not in chunk:
+        return chunk, False
+    ends_with_cr = chunk.endswith(b"\r")
+    return chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n"), ends_with_cr
+
+
+def _check_cap(kind: str, held: int, cap: int, unit: str) -> None:
+    if held > cap:
+        raise FrameTooLarge(
+            f"{kind}: one {unit} exceeds the size cap of {cap} bytes (at least {held} bytes "
+            f"without a {unit} end). The peer may be broken or hostile; if {unit}s this "
+            f"large are expected, raise the cap (max_frame_bytes=...)"
+        )
+
+
+class SSEDecoder:
+    """Incremental ``text/event-stream`` decoder: bytes in, ``data`` payloads out.
+
+    ``feed(chunk)`` returns the payload of every frame the chunk completed (the
+    ``data:`` lines of the frame joined with ``\\n``), in order; chunks may
+    split anywhere, including inside a UTF-8 sequence or a CRLF. ``event:``,
+    ``id:`` and ``retry:`` fields are parsed as the spec says (the last id and
+    retry are kept on the decoder) but do not filter frames: AG-UI puts
+    everything in ``data``. Comments and unknown fields are ignored, and a
+    frame with no ``data`` line dispatches nothing.
+
+    ``max_frame_bytes`` caps the size of one frame: the bytes of its lines,
+    each counted with one line end, not counting the blank line that ends it.
+    Past it ``feed`` raises ``FrameTooLarge`` (however the bytes were chunked)
+    and the decoder is unusable. ``close()`` at end of stream raises ``TruncatedFrame``
+    if a frame was started but never ended by a blank line.
+    """
+
+    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if max_frame_bytes <= 0:
+            raise ValueError(f"max_frame_bytes must be positive, got {max_frame_bytes}")
+        self.max_frame_bytes = max_frame_bytes
+        self.last_event_id = ""
+        self.retry_ms: int | None = None
+        self.event_type = ""
+        self._line = bytearray()  # the unfinished line
+        self._data: list[bytes] = []  # data lines of the current frame
+        self._frame_size = 0  # bytes of the current frame's completed lines
+        self._pending_fields = False  # saw a non-data field in this frame
+        self._skip_lf = False
+        self._at_start = True  # a leading BOM is still possible
+        self._failed: CodecError | None = None
+        self._closed = False
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Consume ``chunk``; return the payloads of the frames it completed."""
+        if self._failed is not None:
+            raise CodecError(f"SSE decoder already failed: {self._failed}") from self._failed
+        if self._closed:
+            raise CodecError("SSE decoder is closed; create a new one for a new stream")
+        if not isinstance(chunk, bytes | bytearray | memoryview):
+            raise TypeError(f"SSEDecoder.feed() takes bytes, got {type(chunk).__name__}")
+        chunk = bytes(chunk)
+        if self._at_start:
+            if not chunk:
+                return []
+            pending = bytes(self._line) + chunk
+            if len(pending) < len(_BOM) and _BOM.startswith(pending):
+                self._line[:] = pending
+                return []
+            self._at_start = False
+            self._line.clear()
+            chunk = pending[len(_BOM):] if pending.startswith(_BOM) else pending
+        chunk, self._skip_lf = _normalise_newlines(chunk, self._skip_lf)
+        out: list[str] = []
+        if b"\n" not in chunk:
+            self._line += chunk
+            self._check(len(self._line))
+            return out
+        lines = chunk.split(b"\n")
+        if self._line:
+            lines[0] = bytes(self._line) + lines[0]
+            self._line.clear()
+        tail = lines.pop()
+        try:
+            for line in lines:
+                self._line_done(line, out)
+        except CodecError as exc:
+            self._failed = exc
+            raise
+        self._line += tail
+        self._check(len(self._line))
+        return out
+
+    def _check(self, line_size: int) -> None:
+        try:
+            _check_cap("SSE", self._frame_size + line_size, self.max_frame_bytes, "frame")
+        except FrameTooLarge as exc:
+            self._failed = exc
+            raise
+
+    def _line_done(self, line: bytes, out: list[str]) -> None:
+        if not line:
+            if self._data:
+                out.append(b"\n".join(self._data).decode("utf-8", "replace"))
+            self._data = []
+            self._frame_size = 0
+            self._pending_fields = False
+            self.event_type = ""
+            return
+        self._frame_size += len(line) + 1
+        _check_cap("SSE", self._frame_size, self.max_frame_bytes, "frame")
+        if line[0] == 0x3A:  # ':' — a comment
+            return
+        colon = line.find(b":")
+        if colon < 0:
+            field, value = line, b""
+        else:
+            field, value = line[:colon], line[colon + 1:]
+            if value.startswith(b" "):
+                value = value[1:]
+        if field == b"data":
+            self._data.append(value)
+            return
+        self._pending_fields = True
+        if field == b"event":
+            self.event_type = value.decode("utf-8", "replace")
+        elif field == b"id":
+            if b"\x00" not in value:
+                self.last_event_id = value.decode("utf-8", "replace")
+        elif field == b"retry" and value.isdigit():
+            self.retry_ms = int(value)
+
+    @property
+    def in_frame(self) -> bool:
+        """True when bytes of an unfinished frame are buffered."""
+        return bool(self._data or self._line or self._pending_fields)
+
+    def close(self) -> list[str]:
+        """End of stream: raise ``TruncatedFrame`` if a frame was left unfinished.
+
+        A frame with data but no closing blank line is what a connection cut
+        mid-event looks like; the spec says to drop it silently, we make the
+        truncation visible instead. Returns ``[]`` (for symmetry with ``feed``).
+        """
+        if self._closed:
+            return []
+        self._closed = True
+        if self._failed is not None:
+            return []
+        if self._data or self._line.strip():
+            held = self._frame_size + len(self._line)
+            raise TruncatedFrame(
+                f"SSE stream ended in the middle of a frame ({held} bytes buffered, no "
+                "blank line after them): the connection was probably cut mid-event"
+            )
+        return []
+
+
+class NDJSONDecoder:
+    """Incremental NDJSON decoder: bytes in, one string per non-blank line out.
+
+    Lines end with LF (a CR before it is dropped); blank lines are skipped.
+    ``max_line_bytes`` caps one line; past it ``feed`` raises ``FrameTooLarge``.
+    ``close()`` returns a final line that has no newline after it (many
+    producers omit the last one), so nothing is lost at end of stream.
+    """
+
+    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        if max_line_bytes <= 0:
+            raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes}")
+        self.max_line_bytes = max_line_bytes
+        self._line = bytearray()
+        self._failed: CodecError | None = None
+        self._closed = False
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Consume ``chunk``; return the lines it completed."""
+        if self._failed is not None:
+            raise CodecError(f"NDJSON decoder already failed: {self._failed}") from self._failed
+        if self._closed:
+            raise CodecError("NDJSON decoder is closed; create a new one for a new stream")
+        if not isinstance(chunk, bytes | bytearray | memoryview):
+            raise TypeError(f"NDJSONDecoder.feed() takes bytes, got {type(chunk).__name__}")
+        chunk = bytes(chunk)
+        out: list[str] = []
+        if b"\n" not in chunk:
+            self._line += chunk
+            self._check()
+            return out
+        lines = chunk.split(b"\n")
+        if self._line:
+            lines[0] = bytes(self._line) + lines[0]
+            self._line.clear()
+        tail = lines.pop()
+        for line in lines:
+            if len(line) > self.max_line_bytes:
+                self._line[:] = line
+                self._check()
+            self._emit(line, out)
+        self._line += tail
+        self._check()
+        return out
+
+    def _check(self) -> None:
+        try:
+            _check_cap("NDJSON", len(self._line), self.max_line_bytes, "line")
+        except FrameTooLarge as exc:
+            self._failed = exc
+            raise
+
+    @staticmethod
+    def _emit(line: bytes, out: list[str]) -> None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if line.strip():
+            out.append(line.decode("utf-8", "replace"))
+
+    def close(self) -> list[str]:
+        """End of stream: the last line if it had no trailing newline."""
+        if self._closed or self._failed is not None:
+            self._closed = True
+            return []
+        self._closed = True
+        out: list[str] = []
+        self._emit(bytes(self._line), out)
+        self._line.clear()
+        return out

@@ -1,0 +1,286 @@
+"""The options model of every built-in stage, as written in a chain file.
+
+One pydantic model per YAML ``type``. The model is the single source of truth
+for a stage's declarative surface: the loader validates with it, ``chain_schema()``
+turns it into JSON Schema, ``agui-pipes list`` and the generated
+docs/yaml-reference.md render its fields. So a field's ``description`` is
+user documentation, and the first line of a model's docstring is the stage's
+one-line summary everywhere.
+
+Field names equal the keyword arguments of the stage's constructor (see
+docs/architecture.md), which is what lets the registry build a stage with
+``Stage(**options)`` and nothing in between.
+
+Validation that spans fields (exactly one of ``allow``/``deny``; ``pointer``
+only with ``mode: at``) lives here rather than in the stage so the mistake is
+reported against the line of the chain file, before anything runs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.config import JsonDict
+
+__all__ = [
+    "CoalesceDeltasOptions",
+    "DropEventsOptions",
+    "ExpandChunksOptions",
+    "FilterToolCallsOptions",
+    "KeepEventsOptions",
+    "NoOptions",
+    "RedactOptions",
+    "StateDiffOptions",
+    "StripRawEventsOptions",
+    "SubagentVisibilityOptions",
+    "TimestampOptions",
+    "ToolResultToStateOptions",
+    "VerifyOptions",
+    "is_json_pointer",
+]
+
+
+class NoOptions(BaseModel):
+    """A stage that takes no options."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Options(BaseModel):
+    # extra="forbid" is what turns a typo into "unknown option" instead of a
+    # silently ignored key; frozen keeps one validated instance shareable
+    # between the chains a factory builds.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _example(example: JsonDict) -> ConfigDict:
+    """Model config carrying one example (shown in the schema, the docs and `list`)."""
+    return ConfigDict(extra="forbid", frozen=True, json_schema_extra={"examples": [example]})
+
+
+def is_json_pointer(text: str) -> bool:
+    """True when ``text`` is an RFC 6901 JSON Pointer (``""`` or ``/a/b~1c``)."""
+    if text == "":
+        return True
+    if not text.startswith("/"):
+        return False
+    return re.search(r"~(?![01])", text) is None
+
+
+def _non_empty_names(names: list[str], what: str) -> list[str]:
+    if not names:
+        raise ValueError(f"give at least one {what}")
+    for i, name in enumerate(names):
+        if not name:
+            raise ValueError(f"{what} #{i + 1} is empty")
+    return names
+
+
+class ExpandChunksOptions(NoOptions):
+    """Rewrite *_CHUNK shorthand events into explicit START / CONTENT / END events.
+
+    Put it first in a chain when the source may send chunks, so every later
+    stage sees one shape.
+    """
+
+
+class VerifyOptions(_Options):
+    """Check the stream against the AG-UI ordering rules and act on a violation.
+
+    `consumer` accepts every stream a 1.0 client accepts; `producer` adds the
+    stricter rules a well-behaved server keeps (known tool-call ids, results
+    after their call ended, nothing open at RUN_FINISHED).
+    """
+
+    model_config = _example({"profile": "producer", "on_violation": "run_error"})
+
+    profile: Literal["consumer", "producer"] = Field(
+        "consumer", description="Which rule set to enforce."
+    )
+    on_violation: Literal["raise", "run_error", "warn"] = Field(
+        "raise",
+        description=(
+            "`raise` rejects the stream (exit 1 in the CLI), `run_error` ends it with a "
+            "RUN_ERROR event, `warn` logs and passes the event on."
+        ),
+    )
+    allow_truncated: bool = Field(
+        False,
+        description="Accept a stream that stops without RUN_FINISHED / RUN_ERROR.",
+    )
+
+
+class FilterToolCallsOptions(_Options):
+    """Remove tool calls by name, leaving no trace of a removed call anywhere in the stream.
+
+    Give exactly one of `allow` (only these tools pass) or `deny` (every tool but
+    these passes). A removed call's arguments, end, result and mentions in
+    snapshots go with it.
+    """
+
+    model_config = _example({"deny": ["internal_lookup", "debug_dump"]})
+
+    allow: list[str] | None = Field(
+        None, description="Tool names that pass; every other tool call is removed."
+    )
+    deny: list[str] | None = Field(
+        None, description="Tool names that are removed; every other tool call passes."
+    )
+
+    @field_validator("allow", "deny")
+    @classmethod
+    def _names(cls, names: list[str] | None) -> list[str] | None:
+        return None if names is None else _non_empty_names(names, "tool name")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> FilterToolCallsOptions:
+        if (self.allow is None) == (self.deny is None):
+            both = "both are" if self.allow is not None else "neither is"
+            raise ValueError(f"give exactly one of `allow` or `deny` ({both} set)")
+        return self
+
+
+class ToolResultToStateOptions(_Options):
+    """Turn one tool's results into state updates: a snapshot, a JSON Patch, or a value at a path.
+
+    A result that does not parse (or is not a patch in `delta` mode) passes
+    through untouched and no state event is made.
+    """
+
+    model_config = _example({"tool": "search", "mode": "at", "pointer": "/search/results"})
+
+    tool: str = Field(
+        ..., min_length=1, description="Name of the tool whose results become state."
+    )
+    mode: Literal["snapshot", "delta", "at"] = Field(
+        "snapshot",
+        description=(
+            "`snapshot`: the result JSON replaces the state; `delta`: the result is an "
+            "RFC 6902 patch; `at`: the result JSON is set at `pointer` inside the state."
+        ),
+    )
+    pointer: str | None = Field(
+        None,
+        description="RFC 6901 JSON Pointer (e.g. `/search/results`); required with `mode: at`.",
+    )
+    replace_result: bool = Field(
+        False,
+        description=(
+            "Drop the TOOL_CALL_RESULT itself (default: keep it, followed by the state event)."
+        ),
+    )
+
+    @field_validator("pointer")
+    @classmethod
+    def _pointer(cls, pointer: str | None) -> str | None:
+        if pointer is not None and not is_json_pointer(pointer):
+            raise ValueError(
+                f"{pointer!r} is not a JSON Pointer: it must be empty or start with `/`, "
+                "and `~` may only appear as `~0` (for ~) or `~1` (for /), e.g. `/items/0`"
+            )
+        return pointer
+
+    @model_validator(mode="after")
+    def _pointer_with_at(self) -> ToolResultToStateOptions:
+        if self.mode == "at" and self.pointer is None:
+            raise ValueError("`mode: at` needs a `pointer` (e.g. `pointer: /results`)")
+        if self.mode != "at" and self.pointer is not None:
+            raise ValueError(f"`pointer` only applies to `mode: at` (mode is `{self.mode}`)")
+        return self
+
+
+class SubagentVisibilityOptions(_Options):
+    """Choose how subagent activity reaches the client: attributed, inlined, or hidden.
+
+    `inline` produces the pre-subagent shape for clients that cannot decode
+    SUBAGENT_* events; `hidden` keeps only the parent's own events (shared
+    state always passes).
+    """
+
+    model_config = _example({"mode": "inline"})
+
+    mode: Literal["attributed", "inline", "hidden"] = Field(
+        "attributed",
+        description=(
+            "`attributed`: as emitted; `inline`: lifecycle events dropped and tags "
+            "stripped; `hidden`: only the parent's events."
+        ),
+    )
+
+
+class _FamiliesOptions(_Options):
+    families: list[str] = Field(
+        ...,
+        description="Event families (e.g. `reasoning`, `raw`, `custom`, `activity`, `step`).",
+    )
+
+    @field_validator("families")
+    @classmethod
+    def _families(cls, families: list[str]) -> list[str]:
+        return _non_empty_names(families, "event family")
+
+
+class DropEventsOptions(_FamiliesOptions):
+    """Drop every event of the given families (a dropped entity's continuations go with it)."""
+
+    model_config = _example({"families": ["reasoning"]})
+
+
+class KeepEventsOptions(_FamiliesOptions):
+    """Keep only run lifecycle events and the given families; drop everything else."""
+
+    model_config = _example({"families": ["text", "tool_call", "state"]})
+
+
+class StripRawEventsOptions(NoOptions):
+    """Drop RAW events (upstream provider payloads that clients should not see)."""
+
+
+class CoalesceDeltasOptions(_Options):
+    """Merge consecutive content deltas of the same message into fewer, larger events."""
+
+    model_config = _example({"max_chars": 200})
+
+    max_chars: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "Emit a merged delta once it reaches this many characters (no limit when unset)."
+        ),
+    )
+
+
+class RedactOptions(_Options):
+    """Replace text matching regular expressions in message content, tool arguments and results."""
+
+    model_config = _example(
+        {"patterns": ["sk-[A-Za-z0-9]{20,}", "\\b\\d{16}\\b"], "replacement": "[secret]"}
+    )
+
+    patterns: list[str] = Field(
+        ..., description="Python regular expressions; every match is replaced."
+    )
+    replacement: str = Field("[REDACTED]", description="What a match is replaced with.")
+
+    @field_validator("patterns")
+    @classmethod
+    def _patterns(cls, patterns: list[str]) -> list[str]:
+        _non_empty_names(patterns, "pattern")
+        for i, pattern in enumerate(patterns):
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(
+                    f"pattern #{i + 1} {pattern!r} is not a valid regular expression: {exc}"
+                ) from None
+        return patterns
+
+
+class StateDiffOptions(NoOptions):
+    """Replace a STATE_SNAPSHOT after the first by a STATE_DELTA when the delta is smaller."""
+
+
+class TimestampOptions(NoOptions):
+    """Stamp every event that has no `timestamp` with the current time (milliseconds)."""

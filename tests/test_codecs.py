@@ -1,0 +1,350 @@
+"""SSE / NDJSON codecs: byte-identity with ag_ui's encoder, incremental decoding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _event_strategies import EVENT_CLASSES, any_event, events_of
+from ag_ui.core import (
+    BaseEvent,
+    CustomEvent,
+    EventType,
+    TextMessageContentEvent,
+    TextMessageStartEvent,
+)
+from ag_ui.encoder import EventEncoder
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import model_serializer
+
+from agui_pipes.codecs import (
+    CodecError,
+    FrameTooLarge,
+    NDJSONDecoder,
+    SSEDecoder,
+    TruncatedFrame,
+    encode_json,
+    encode_ndjson,
+    encode_sse,
+    sse_comment,
+)
+
+_ENCODER = EventEncoder()
+
+
+def official(event: BaseEvent) -> bytes:
+    return _ENCODER.encode(event).encode()
+
+
+def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
+    """``data`` cut at the given positions (any order, duplicates allowed)."""
+    points = sorted({min(max(c, 0), len(data)) for c in cuts})
+    chunks, start = [], 0
+    for point in points:
+        chunks.append(data[start:point])
+        start = point
+    chunks.append(data[start:])
+    return chunks
+
+
+cut_lists = st.lists(st.integers(min_value=0, max_value=10_000), max_size=12)
+
+
+# -- encoding -------------------------------------------------------------
+
+
+@settings(max_examples=300)
+@given(any_event)
+def test_encode_sse_is_byte_identical_to_the_official_encoder(event: BaseEvent) -> None:
+    assert encode_sse(event) == official(event)
+
+
+@pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda cls: cls.__name__)
+@settings(max_examples=25)
+@given(data=st.data())
+def test_every_event_class_encodes_identically(cls: type[BaseEvent], data: st.DataObject) -> None:
+    event = data.draw(events_of(cls))
+    assert encode_sse(event) == official(event)
+    assert encode_ndjson(event) == event.model_dump_json(by_alias=True).encode() + b"\n"
+
+
+@settings(max_examples=100)
+@given(any_event, st.data())
+def test_copies_with_updates_encode_identically(event: BaseEvent, data: st.DataObject) -> None:
+    # Stages rewrite events with model_copy(update=...), which skips validation:
+    # optional fields set back to None must still be omitted.
+    names = [n for n in type(event).model_fields if n != "type"]
+    chosen = data.draw(st.lists(st.sampled_from(names), max_size=3, unique=True))
+    update: dict[str, Any] = {}
+    for name in chosen:
+        field = type(event).model_fields[name]
+        update[name] = None if not field.is_required() else getattr(event, name)
+    copy = event.model_copy(update=update)
+    assert encode_sse(copy) == official(copy)
+
+
+def test_none_is_kept_where_it_is_data() -> None:
+    event = CustomEvent(name="n", value=None, extra_thing=None)
+    assert encode_sse(event) == official(event)
+    assert b'"value":null' in encode_sse(event)
+    assert b'"extra_thing":null' in encode_sse(event)
+
+
+def test_optional_none_is_omitted() -> None:
+    event = TextMessageStartEvent(message_id="m", role=None, timestamp=None)
+    assert encode_json(event) == b'{"type":"TEXT_MESSAGE_START","messageId":"m"}'
+
+
+def test_extra_field_shadowing_an_optional_alias_takes_the_official_path() -> None:
+    event = TextMessageContentEvent.model_construct(
+        message_id="m", delta="d", type=EventType.TEXT_MESSAGE_CONTENT
+    )
+    object.__setattr__(event, "__pydantic_extra__", {"rawEvent": None, "kept": None})
+    assert encode_sse(event) == official(event)
+
+
+class _Shouty(TextMessageContentEvent):
+    """A subclass with its own serializer: the fast path must not apply."""
+
+    @model_serializer(mode="wrap")
+    def _shout(self, handler: Any) -> Any:
+        out = handler(self)
+        out["delta"] = str(out["delta"]).upper()
+        return out
+
+
+def test_subclass_with_its_own_serializer_is_respected() -> None:
+    event = _Shouty(message_id="m", delta="hi")
+    assert encode_sse(event) == official(event)
+    assert b'"delta":"HI"' in encode_sse(event)
+
+
+def test_encode_rejects_non_events() -> None:
+    with pytest.raises(TypeError, match="AG-UI event"):
+        encode_sse({"type": "RUN_STARTED"})  # type: ignore[arg-type]
+
+
+def test_sse_comment() -> None:
+    assert sse_comment() == b":\n\n"
+    assert sse_comment("keep-alive") == b": keep-alive\n\n"
+    with pytest.raises(ValueError, match="line break"):
+        sse_comment("a\nb")
+
+
+# -- SSE decoding ---------------------------------------------------------
+
+
+def decode_sse(chunks: list[bytes], **kwargs: Any) -> list[str]:
+    decoder = SSEDecoder(**kwargs)
+    out: list[str] = []
+    for chunk in chunks:
+        out.extend(decoder.feed(chunk))
+    out.extend(decoder.close())
+    return out
+
+
+@settings(max_examples=200)
+@given(st.lists(any_event, max_size=6), cut_lists)
+def test_sse_round_trip_split_anywhere(events: list[BaseEvent], cuts: list[int]) -> None:
+    wire = b"".join(encode_sse(e) for e in events)
+    payloads = decode_sse(split_at(wire, cuts))
+    assert payloads == [encode_json(e).decode() for e in events]
+    assert [type(e).model_validate_json(p) for e, p in zip(events, payloads, strict=True)] == [
+        type(e).model_validate_json(encode_json(e)) for e in events
+    ]
+
+
+# A generated event stream *with its expected payloads*: an oracle independent
+# of the decoder. Values never contain line breaks (they cannot on the wire).
+line_values = st.text(
+    alphabet=st.characters(codec="utf-8", blacklist_characters="\r\n"), max_size=10
+)
+field_names = st.text(
+    alphabet=st.characters(codec="utf-8", blacklist_characters="\r\n:"), min_size=1, max_size=6
+).filter(lambda name: name != "data" and not name.startswith("\ufeff"))
+newlines = st.sampled_from(["\n", "\r", "\r\n"])
+
+
+@st.composite
+def data_line(draw: st.DrawFn) -> tuple[str, str]:
+    """(line, the value it contributes)."""
+    value = draw(line_values)
+    form = draw(st.sampled_from(["space", "nospace", "bare"]))
+    if form == "bare":
+        return "data", ""
+    if form == "space":
+        return "data: " + value, value
+    return "data:" + value, value[1:] if value.startswith(" ") else value
+
+
+@st.composite
+def noise_line(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["comment", "event", "id", "retry", "unknown", "bare"]))
+    if kind == "comment":
+        return ":" + draw(line_values)
+    if kind == "retry":
+        return "retry: " + draw(st.sampled_from(["10", "x", ""]))
+    if kind in ("event", "id"):
+        return f"{kind}: " + draw(line_values)
+    name = draw(field_names)
+    return name if kind == "bare" else name + ":" + draw(line_values)
+
+
+@st.composite
+def sse_stream(draw: st.DrawFn) -> tuple[bytes, list[str]]:
+    text, expected = "", []
+
+    def newline() -> str:
+        # A CR followed by an LF would be one CRLF, not two line ends.
+        end = draw(newlines)
+        return "\r" if text.endswith("\r") and end == "\n" else end
+
+    if draw(st.booleans()):
+        text += "\ufeff"
+    for _ in range(draw(st.integers(0, 5))):
+        values: list[str] = []
+        lines = draw(st.lists(st.one_of(data_line(), noise_line()), max_size=5))
+        for line in lines:
+            if isinstance(line, tuple):
+                values.append(line[1])
+                line = line[0]
+            text += line
+            text += newline()
+        text += newline()  # the blank line that ends the frame
+        if values:
+            expected.append("\n".join(values))
+    return text.encode(), expected
+
+
+@settings(max_examples=300)
+@given(sse_stream(), cut_lists)
+def test_sse_decoder_follows_the_spec_whatever_the_chunking(
+    stream: tuple[bytes, list[str]], cuts: list[int]
+) -> None:
+    wire, expected = stream
+    assert decode_sse(split_at(wire, cuts)) == expected
+    assert decode_sse([bytes([b]) for b in wire]) == expected
+
+
+def test_crlf_split_between_chunks_is_one_line_end() -> None:
+    assert decode_sse([b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n"]) == ["a\nb"]
+    # A lone CR then a blank LF line: CR ends 'data: a', LF is an empty line.
+    assert decode_sse([b"data: a\r", b"\r\n"]) == ["a"]
+
+
+def test_utf8_split_inside_a_code_point() -> None:
+    wire = "data: h\u00e9llo \U0001f600\n\n".encode()
+    assert decode_sse([wire[:9], wire[9:19], wire[19:]]) == ["h\u00e9llo \U0001f600"]
+
+
+def test_fields_are_recorded_but_do_not_filter() -> None:
+    decoder = SSEDecoder()
+    out = decoder.feed(b"event: other\nid: 7\nretry: 1500\ndata: x\n\n")
+    assert out == ["x"]
+    assert decoder.last_event_id == "7"
+    assert decoder.retry_ms == 1500
+
+
+def test_truncated_frame_is_reported_on_close() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b'data: {"type":"RUN_STARTED"}\n\ndata: {"type"') == [
+        '{"type":"RUN_STARTED"}'
+    ]
+    with pytest.raises(TruncatedFrame, match="middle of a frame"):
+        decoder.close()
+
+
+def test_data_without_blank_line_is_truncated() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: x\n") == []
+    assert decoder.in_frame
+    with pytest.raises(TruncatedFrame):
+        decoder.close()
+
+
+def test_clean_end_after_comment_or_fields() -> None:
+    assert decode_sse([b"data: x\n\n: bye\n"]) == ["x"]
+    assert decode_sse([b"data: x\n\nevent: y\n"]) == ["x"]
+
+
+@settings(max_examples=100)
+@given(st.integers(min_value=8, max_value=200), cut_lists, st.booleans())
+def test_frame_cap_is_enforced_whatever_the_chunking(
+    cap: int, cuts: list[int], many_lines: bool
+) -> None:
+    small = b"data: " + b"s" * (cap // 4) + b"\n\n"
+    big_value = b"x" * (cap + 1)
+    if many_lines:
+        big = b"".join(b"data: " + big_value[i : i + 3] + b"\n" for i in range(0, cap + 1, 3))
+    else:
+        big = b"data: " + big_value + b"\n"
+    decoder = SSEDecoder(max_frame_bytes=cap)
+    out: list[str] = []
+
+    def feed_all() -> None:
+        for chunk in split_at(small + big + b"\n", cuts):
+            out.extend(decoder.feed(chunk))
+
+    with pytest.raises(FrameTooLarge, match=f"cap of {cap} bytes.*max_frame_bytes"):
+        feed_all()
+    # Payloads completed by the chunk that overflowed are not returned.
+    assert out in ([], ["s" * (cap // 4)])
+    with pytest.raises(CodecError, match="already failed"):
+        decoder.feed(b"data: y\n\n")
+
+
+def test_frame_of_exactly_the_cap_is_accepted() -> None:
+    # The frame's line with its line end: 5 + 4 + 1 bytes.
+    assert decode_sse([b"data:vvvv\n\n"], max_frame_bytes=10) == ["vvvv"]
+    with pytest.raises(FrameTooLarge):
+        decode_sse([b"data:vvvvv\n\n"], max_frame_bytes=10)
+
+
+def test_decoder_rejects_bad_use() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        SSEDecoder(max_frame_bytes=0)
+    with pytest.raises(TypeError, match="bytes"):
+        SSEDecoder().feed("data: x\n\n")  # type: ignore[arg-type]
+    decoder = SSEDecoder()
+    decoder.close()
+    with pytest.raises(CodecError, match="closed"):
+        decoder.feed(b"data: x\n\n")
+
+
+# -- NDJSON ---------------------------------------------------------------
+
+
+def decode_ndjson(chunks: list[bytes], **kwargs: Any) -> list[str]:
+    decoder = NDJSONDecoder(**kwargs)
+    out: list[str] = []
+    for chunk in chunks:
+        out.extend(decoder.feed(chunk))
+    out.extend(decoder.close())
+    return out
+
+
+@settings(max_examples=200)
+@given(st.lists(any_event, max_size=6), cut_lists, st.booleans(), st.booleans())
+def test_ndjson_round_trip_split_anywhere(
+    events: list[BaseEvent], cuts: list[int], crlf: bool, last_newline: bool
+) -> None:
+    lines = [encode_ndjson(e) for e in events]
+    if crlf:
+        lines = [line[:-1] + b"\r\n" for line in lines]
+    wire = b"".join(lines)
+    if wire and not last_newline:
+        wire = wire.rstrip(b"\r\n")
+    assert decode_ndjson(split_at(wire, cuts)) == [encode_json(e).decode() for e in events]
+
+
+def test_ndjson_skips_blank_lines() -> None:
+    assert decode_ndjson([b'\n{"a":1}\n  \n\r\n{"b":2}']) == ['{"a":1}', '{"b":2}']
+
+
+@settings(max_examples=100)
+@given(st.integers(min_value=4, max_value=100), cut_lists)
+def test_ndjson_line_cap(cap: int, cuts: list[int]) -> None:
+    wire = b"ok\n" + b"x" * (cap + 1) + b"\nafter\n"
+    with pytest.raises(FrameTooLarge, match=f"cap of {cap} bytes"):
+        decode_ndjson(split_at(wire, cuts), max_line_bytes=cap)
