@@ -15,18 +15,31 @@ from ._transformer import (
     StreamTransformer,
 )
 from ._version import __version__
+from .consume import Consumer, RunInfo, RunResult, consume, fold
+from .decode import Decoded, DecodeError, DecodeWarning, decode
+from .driver import CancelToken, Error, RunContext, RunOutcome, run
 from .events import Event
 from .verify import ProtocolViolation, Rule, VerificationError, Verifier
 
 __all__ = [
     "AguiPipesError",
     "AsyncStreamTransformer",
+    "CancelToken",
     "ChainFactory",
+    "Consumer",
+    "DecodeError",
+    "DecodeWarning",
+    "Decoded",
+    "Error",
     "Event",
     "EventStream",
     "FunctionTransformer",
     "ProtocolViolation",
     "Rule",
+    "RunContext",
+    "RunInfo",
+    "RunOutcome",
+    "RunResult",
     "Stage",
     "StageError",
     "StreamOperator",
@@ -36,4 +49,8 @@ __all__ = [
     "VerificationError",
     "Verifier",
     "__version__",
+    "consume",
+    "decode",
+    "fold",
+    "run",
 ]

@@ -25,11 +25,37 @@ from typing import Any
 
 __all__ = ["generate", "write_ndjson"]
 
-_WORDS = (
-    "the plan covers scope risks budget timeline owner review draft section table "
-    "figure update item status blocked done next week quarter revenue margin growth "
-    "customer churn cohort analysis model forecast ✓ naïve café 東京 🚀"
-).split()
+_WORDS = [
+    *[
+        "the",
+        "plan",
+        "covers",
+        "scope",
+        "risks",
+        "budget",
+        "timeline",
+        "owner",
+        "review",
+        "draft",
+        "section",
+        "table",
+    ],
+    *[
+        "figure",
+        "update",
+        "item",
+        "status",
+        "blocked",
+        "done",
+        "next",
+        "week",
+        "quarter",
+        "revenue",
+        "margin",
+    ],
+    *["growth", "customer", "churn", "cohort", "analysis", "model", "forecast"],
+    *("✓", "naïve", "café", "東京", "🚀"),
+]
 
 
 def _tokens(rng: random.Random, n: int) -> Iterator[str]:
@@ -70,7 +96,7 @@ def _run(rng: random.Random, r: int) -> Iterator[dict[str, Any]]:
             "toolCallName": name,
             "parentMessageId": msg,
         }
-    for name, call in calls:
+    for _name, call in calls:
         yield {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": '{"query": "'}
         for tok in _tokens(rng, rng.randint(5, 30)):
             yield {"type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": tok}
@@ -114,7 +140,12 @@ def _run(rng: random.Random, r: int) -> Iterator[dict[str, Any]]:
     smsg = f"{run_id}-m2"
     yield {"type": "TEXT_MESSAGE_START", "messageId": smsg, "subagentRunId": sub}
     for tok in _tokens(rng, rng.randint(20, 80)):
-        yield {"type": "TEXT_MESSAGE_CONTENT", "messageId": smsg, "delta": tok, "subagentRunId": sub}
+        yield {
+            "type": "TEXT_MESSAGE_CONTENT",
+            "messageId": smsg,
+            "delta": tok,
+            "subagentRunId": sub,
+        }
     yield {"type": "TEXT_MESSAGE_END", "messageId": smsg, "subagentRunId": sub}
     yield {
         "type": "SUBAGENT_STARTED",

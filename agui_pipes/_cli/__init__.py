@@ -24,6 +24,7 @@ _COMMANDS: tuple[str, ...] = (
     "check",
     "list",
     "schema",
+    "demo",
 )
 """Modules under agui_pipes._cli that provide a subcommand, in help order."""
 

@@ -320,7 +320,10 @@ def _translate(
     name_is_key: bool,
 ) -> ConfigError:
     """The first pydantic error as a ``ConfigError`` pointing into the document."""
-    errors = exc.errors()
+    # A misspelt option shows up twice: as an unknown key and as a missing
+    # required one. The unknown key is the cause (and gets the "did you mean").
+    rank = {"extra_forbidden": 0, "missing": 2}
+    errors = sorted(exc.errors(), key=lambda e: rank.get(e["type"], 1))
     err = errors[0]
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} " \
         f"in this entry)" if len(errors) > 1 else ""

@@ -28,9 +28,11 @@ from ._builders import (
     tool_call,
     tool_call_chunks,
 )
+from ._collect import collect
 
 __all__ = [
     "assert_events_equal",
+    "collect",
     "event_lines",
     "reasoning",
     "run",

@@ -1,0 +1,446 @@
+"""``RunContext``: what an agent emits through, and the scopes that share its surface.
+
+Three things emit: the run context itself, a step (so code inside a step
+reads ``step.say(...)``, as in the seeds) and a subagent scope. They share
+one surface, ``Emitter``, differing only in the attribution tag they put on
+what they emit: ``None`` for the parent agent, the scope's id inside
+``ctx.subagent(...)``. A step inherits the tag of whatever opened it.
+
+Every method here is synchronous — emission never awaits — and raises
+``Error`` when the event cannot go out (cancelled, rejected by the verifier,
+consumer gone), so an agent's next emit after a problem unwinds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+import anyio
+import jsonpatch
+from ag_ui.core import (
+    BaseEvent,
+    EventType,
+    Message,
+    ReasoningStartEvent,
+    ResumeEntry,
+    RunAgentInput,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentFinishedSuspendedOutcome,
+    SubagentStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallStartEvent,
+)
+
+from ..events import ATTRIBUTABLE_TYPES, with_attribution
+from ._cancel import CancelToken
+from ._core import RunCore, to_json
+from ._errors import Error
+from ._handles import (
+    MessageHandle,
+    ReasoningHandle,
+    ToolCallHandle,
+    dumps_json,
+    make_event,
+)
+from ._pipeline import UNSET
+
+__all__ = ["Emitter", "RunContext", "StepHandle", "SubagentScope"]
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+_LIFECYCLE_TYPES = frozenset({EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR})
+_COMPACT = (",", ":")
+
+
+class Emitter(Generic[S]):
+    """The emitting surface shared by ``RunContext``, ``StepHandle`` and ``SubagentScope``."""
+
+    __slots__ = ("_core", "_kw", "_tag")
+
+    def __init__(self, core: RunCore, tag: str | None) -> None:
+        self._core = core
+        self._tag = tag
+        self._kw: dict[str, Any] = {} if tag is None else {"subagent_run_id": tag}
+
+    def _push(self, event: BaseEvent) -> None:
+        self._core.pipeline.push(event)
+
+    # -- text -------------------------------------------------------------------
+
+    def say(self, text: str) -> str:
+        """A whole assistant message (START, one CONTENT, END). Returns its message id."""
+        kw = self._kw
+        message_id = self._core.message_id()
+        content = make_event(TextMessageContentEvent, message_id=message_id, delta=text, **kw)
+        self._push(TextMessageStartEvent(message_id=message_id, role="assistant", **kw))
+        self._push(content)
+        self._push(TextMessageEndEvent(message_id=message_id, **kw))
+        return message_id
+
+    def assistant_message(self) -> MessageHandle:
+        """Open an assistant message to stream into (``delta``, then ``end`` or leave ``with``)."""
+        return self.message("assistant")
+
+    def message(self, role: str = "assistant", *, name: str | None = None) -> MessageHandle:
+        """Open a text message with ``role`` (developer, system, assistant or user)."""
+        message_id = self._core.message_id()
+        fields: dict[str, Any] = {"message_id": message_id, "role": role, **self._kw}
+        if name is not None:
+            fields["name"] = name
+        self._push(make_event(TextMessageStartEvent, **fields))
+        return MessageHandle(self, message_id)
+
+    # -- reasoning --------------------------------------------------------------
+
+    def reasoning(self) -> ReasoningHandle:
+        """Open a reasoning span (REASONING_START); add messages with ``think``/``message``."""
+        span_id = self._core.message_id()
+        self._push(ReasoningStartEvent(message_id=span_id, **self._kw))
+        return ReasoningHandle(self, span_id)
+
+    def think(self, text: str) -> str:
+        """A whole reasoning span holding one reasoning message. Returns the message id."""
+        with self.reasoning() as span:
+            return span.think(text)
+
+    # -- tool calls, steps, subagents -------------------------------------------
+
+    def tool_call(self, name: str, *, parent_message_id: str | None = None) -> ToolCallHandle:
+        """Open a tool call named ``name`` (TOOL_CALL_START) with id ``{runId}-call-N``."""
+        call_id = self._core.call_id()
+        fields: dict[str, Any] = {"tool_call_id": call_id, "tool_call_name": name, **self._kw}
+        if parent_message_id is not None:
+            fields["parent_message_id"] = parent_message_id
+        self._push(make_event(ToolCallStartEvent, **fields))
+        return ToolCallHandle(self, call_id, name)
+
+    def step(self, name: str) -> StepHandle[S]:
+        """Open a step (STEP_STARTED); STEP_FINISHED goes out on ``end()`` or leaving ``with``."""
+        self._push(make_event(StepStartedEvent, step_name=name, **self._kw))
+        return StepHandle(self._core, self._tag, name)
+
+    def subagent(
+        self,
+        name: str,
+        *,
+        description: str | None = None,
+        parent_tool_call_id: str | None = None,
+        parent_message_id: str | None = None,
+    ) -> SubagentScope[S]:
+        """Open a subagent invocation (SUBAGENT_STARTED) with id ``{runId}-sub-N``.
+
+        Everything emitted through the returned scope is attributed to it; a
+        scope opened from another scope records it as ``parentSubagentRunId``.
+        End it explicitly with ``finish``, ``finish_with``, ``fail`` or
+        ``suspend`` — leaving it open ends the run in RUN_ERROR
+        PROTOCOL_VIOLATION.
+        """
+        core = self._core
+        sub_id = core.subagent_id()
+        fields: dict[str, Any] = {"subagent_run_id": sub_id, "name": name}
+        optional = {
+            "description": description,
+            "parent_subagent_run_id": self._tag,
+            "parent_tool_call_id": parent_tool_call_id,
+            "parent_message_id": parent_message_id,
+        }
+        fields.update({k: v for k, v in optional.items() if v is not None})
+        self._push(make_event(SubagentStartedEvent, **fields))
+        core.open_scopes[sub_id] = name
+        return SubagentScope(core, sub_id, name)
+
+    # -- raw --------------------------------------------------------------------
+
+    def emit(self, event: BaseEvent) -> None:
+        """Emit any event as is — still transformed and verified.
+
+        Inside a subagent scope an untagged attributable event is tagged with
+        the scope's id. RUN_STARTED / RUN_FINISHED / RUN_ERROR are refused:
+        the driver owns the run's lifecycle (return a ``RunOutcome`` or raise).
+        """
+        if not isinstance(event, BaseEvent):
+            raise Error.protocol(
+                f"emit() takes an ag_ui.core event model, got {type(event).__name__}; build "
+                "one, e.g. ag_ui.core.CustomEvent(name=..., value=...)"
+            )
+        if event.type in _LIFECYCLE_TYPES:
+            raise Error.violation(
+                f"emit({event.type.value}) is refused: the driver emits the run's start and "
+                "terminal events; return a RunOutcome or raise an Error instead"
+            )
+        tag = self._tag
+        if tag is not None and event.type in ATTRIBUTABLE_TYPES and (
+            getattr(event, "subagent_run_id", None) is None
+        ):
+            event = with_attribution(event, tag)
+        self._push(event)
+
+    # -- state ------------------------------------------------------------------
+
+    @property
+    def state(self) -> S:
+        """The run's state: an instance of the agent's state model, or the raw input JSON."""
+        state: S = self._core.state
+        return state
+
+    def set_state(self, value: S) -> None:
+        """Replace the state and publish it."""
+        self._core.state = self._core.coerce_state(value)
+        self.publish_state()
+
+    def update_state(self, change: Callable[[S], S | None]) -> None:
+        """Apply ``change`` to the state (mutate in place or return a new value), then publish."""
+        result = change(self._core.state)
+        if result is not None:
+            self._core.state = self._core.coerce_state(result)
+        self.publish_state()
+
+    def publish_state(self) -> None:
+        """Send the state to the client as cheaply as possible.
+
+        The first publish of a run is a STATE_SNAPSHOT. After that, unchanged
+        state sends nothing, and a change is sent as a JSON-Patch STATE_DELTA
+        against what the client last received — only when that patch
+        serialises strictly smaller than the whole state; otherwise a
+        snapshot. Raises ``Error`` SERIALIZATION if the state has no JSON form.
+        """
+        core = self._core
+        document = to_json(core.state, "the state")
+        baseline = core.pipeline.baseline
+        kw = self._kw
+        event: StateSnapshotEvent | StateDeltaEvent
+        if baseline is UNSET:
+            event = StateSnapshotEvent(snapshot=document, **kw)
+        else:
+            whole = json.dumps(document, separators=_COMPACT)
+            if whole == json.dumps(baseline, separators=_COMPACT):
+                return
+            operations = jsonpatch.make_patch(baseline, document).patch
+            # make_patch compares with ==, so 1 -> true finds no change: snapshot then.
+            if operations and len(json.dumps(operations, separators=_COMPACT)) < len(whole):
+                event = make_event(StateDeltaEvent, delta=operations, **kw)
+            else:
+                event = StateSnapshotEvent(snapshot=document, **kw)
+        core.pipeline.push_state(event, to_json(document, "the state"))
+
+    # -- cancellation -------------------------------------------------------------
+
+    @property
+    def cancel_token(self) -> CancelToken:
+        """The run's token; ``cancel()`` it to stop the run (every later emit fails)."""
+        return self._core.pipeline.token
+
+    def is_cancelled(self) -> bool:
+        """Whether the run has been cancelled (for loop conditions)."""
+        return self._core.pipeline.token._cancelled
+
+    def check_cancelled(self) -> None:
+        """Raise ``Error`` CANCELLED if the run has been cancelled (a checkpoint between steps)."""
+        if self._core.pipeline.token._cancelled:
+            raise Error.cancelled()
+
+    async def cancelled(self) -> None:
+        """Return once the run is cancelled."""
+        await self._core.pipeline.token.wait()
+
+    async def until_cancelled(self, awaitable: Awaitable[T]) -> T | None:
+        """Await ``awaitable`` unless the run is cancelled first; ``None`` if cancellation won.
+
+        The awaitable runs in the calling task inside a cancel scope that the
+        token cancels when it trips, so an in-flight request really is
+        abandoned (its cleanup runs) rather than left running in the background.
+        """
+        token = self._core.pipeline.token
+        if token._cancelled:
+            close = getattr(awaitable, "close", None)
+            if close is not None:
+                close()  # an un-awaited coroutine would warn "never awaited"
+            return None
+        with anyio.CancelScope() as scope:
+            remove = token.on_cancel(scope.cancel)
+            try:
+                return await awaitable
+            finally:
+                remove()
+        return None
+
+
+class StepHandle(Emitter[S]):
+    """A step: emits like its opener (same attribution) and STEP_FINISHED on ``end()``/exit."""
+
+    __slots__ = ("_open", "name")
+
+    def __init__(self, core: RunCore, tag: str | None, name: str) -> None:
+        super().__init__(core, tag)
+        self.name = name
+        self._open = True
+
+    @property
+    def is_open(self) -> bool:
+        """Whether STEP_FINISHED has not been emitted yet."""
+        return self._open
+
+    def end(self) -> None:
+        """Emit STEP_FINISHED."""
+        if not self._open:
+            raise Error.violation(f"step {self.name!r} already finished")
+        self._open = False
+        self._push(StepFinishedEvent(step_name=self.name, **self._kw))
+
+    def __enter__(self) -> StepHandle[S]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._open:
+            return
+        if exc_type is None:
+            self.end()
+            return
+        with contextlib.suppress(Error):  # the unwinding exception is the one to report
+            self.end()
+
+
+class SubagentScope(Emitter[S]):
+    """One subagent invocation: everything emitted through it carries its id.
+
+    It must be ended explicitly — ``finish()``, ``finish_with(result)``,
+    ``fail(message)`` or ``suspend(interrupt_ids)`` — because how a subagent
+    ended is information the client needs and a default would guess it.
+    """
+
+    __slots__ = ("_ended", "id", "name")
+
+    def __init__(self, core: RunCore, sub_id: str, name: str) -> None:
+        super().__init__(core, sub_id)
+        self.id = sub_id
+        self.name = name
+        self._ended = False
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the scope has not been finished, failed or suspended yet."""
+        return not self._ended
+
+    def _push(self, event: BaseEvent) -> None:
+        if self._ended:
+            raise Error.violation(
+                f"subagent {self.name!r} ({self.id}) has ended; it cannot emit "
+                f"{event.type.value} any more — emit through its parent instead"
+            )
+        self._core.pipeline.push(event)
+
+    def _end(self, event: BaseEvent) -> None:
+        self._push(event)
+        self._ended = True
+        self._core.open_scopes.pop(self.id, None)
+
+    def finish(self) -> None:
+        """The subagent succeeded (SUBAGENT_FINISHED)."""
+        self._end(SubagentFinishedEvent(subagent_run_id=self.id))
+
+    def finish_with(self, result: Any) -> None:
+        """The subagent succeeded with ``result`` (any JSON value) on SUBAGENT_FINISHED."""
+        dumps_json(result, f"the result of subagent {self.name!r}")
+        self._end(SubagentFinishedEvent(subagent_run_id=self.id, result=result))
+
+    def fail(self, message: str, code: str | None = None) -> None:
+        """The subagent failed (SUBAGENT_ERROR); the run itself may carry on."""
+        fields: dict[str, Any] = {"subagent_run_id": self.id, "message": message}
+        if code is not None:
+            fields["code"] = code
+        self._end(make_event(SubagentErrorEvent, **fields))
+
+    def suspend(self, interrupt_ids: Sequence[str] = ()) -> None:
+        """The subagent paused waiting on ``interrupt_ids`` (a suspended SUBAGENT_FINISHED)."""
+        if isinstance(interrupt_ids, str):
+            raise Error.protocol(
+                f"suspend() takes a list of interrupt ids, got the string {interrupt_ids!r}; "
+                f"write suspend([{interrupt_ids!r}])"
+            )
+        outcome = SubagentFinishedSuspendedOutcome(interrupt_ids=list(interrupt_ids))
+        self._end(SubagentFinishedEvent(subagent_run_id=self.id, outcome=outcome))
+
+    def __enter__(self) -> SubagentScope[S]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._ended or exc_type is not None:
+            return  # an unwinding exception says more; the run ends in RUN_ERROR anyway
+        raise unfinished_scope(self.id, self.name)
+
+
+def unfinished_scope(sub_id: str, name: str) -> Error:
+    """The error for a subagent scope left without an explicit ending."""
+    return Error.violation(
+        f"subagent {name!r} ({sub_id}) was left open: a subagent scope requires an explicit "
+        "finish, fail or suspend (call finish(), finish_with(result), fail(message) or "
+        "suspend(interrupt_ids) before leaving it)"
+    )
+
+
+class RunContext(Emitter[S]):
+    """What an agent gets: the run's input, emitters, state, resume answers, cancellation.
+
+    ``S`` is the agent's state model (a pydantic model), or ``Any`` for an
+    agent without one, whose ``state`` is the raw input JSON.
+    """
+
+    __slots__ = ()
+
+    @property
+    def input(self) -> RunAgentInput:
+        """The ``RunAgentInput`` this run answers."""
+        return self._core.input
+
+    @property
+    def thread_id(self) -> str:
+        return self._core.input.thread_id
+
+    @property
+    def run_id(self) -> str:
+        return self._core.run_id
+
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation so far (``input.messages``)."""
+        messages: list[Message] = self._core.input.messages
+        return messages
+
+    @property
+    def resume(self) -> list[ResumeEntry]:
+        """The client's answers to the previous run's interrupts (empty when not resuming)."""
+        return list(self._core.input.resume or ())
+
+    @property
+    def is_resume(self) -> bool:
+        """Whether this run resumes an interrupted one."""
+        return bool(self._core.input.resume)
+
+    def resume_for(self, interrupt_id: str) -> ResumeEntry | None:
+        """The answer to the interrupt ``interrupt_id``, or ``None`` if there is none."""
+        for entry in self._core.input.resume or ():
+            if entry.interrupt_id == interrupt_id:
+                return entry
+        return None

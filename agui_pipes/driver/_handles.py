@@ -1,0 +1,258 @@
+"""Handles for the things a run opens and closes: messages, reasoning, tool calls.
+
+A handle emits its opening event when it is created and its terminator on
+``end()`` — or on leaving its ``with`` block, even while an exception
+unwinds, so an early failure cannot leave a message open. During unwinding
+the terminator is best-effort: if it cannot be emitted (the run was
+cancelled, the consumer left) the original exception is what propagates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ag_ui.core import (
+    BaseEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+)
+from pydantic import ValidationError
+
+from ._errors import Error
+
+if TYPE_CHECKING:
+    from ._context import Emitter
+
+__all__ = [
+    "MessageHandle",
+    "ReasoningHandle",
+    "ReasoningMessageHandle",
+    "ToolCallHandle",
+    "make_event",
+]
+
+_E = TypeVar("_E", bound=BaseEvent)
+_H = TypeVar("_H", bound="_Closable")
+
+
+def make_event(cls: type[_E], **fields: Any) -> _E:
+    """Build an event, turning a rejected field value into ``Error`` PROTOCOL."""
+    try:
+        return cls(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise Error.protocol(
+            f"{cls.__name__} rejected {where}={first.get('input')!r}: {first['msg']}"
+        ) from exc
+
+
+def dumps_json(value: Any, what: str) -> str:
+    """``value`` as compact JSON text, or ``Error`` SERIALIZATION naming ``what``."""
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise Error.serialization(f"{what} does not convert to JSON: {exc}") from exc
+
+
+class _Closable:
+    """Shared ``with`` behaviour: close on exit, quietly if an exception is unwinding."""
+
+    __slots__ = ("_emitter", "_open", "id")
+
+    _what = "entity"
+
+    def __init__(self, emitter: Emitter[Any], entity_id: str) -> None:
+        self._emitter = emitter
+        self.id = entity_id
+        self._open = True
+
+    def _close(self) -> None:
+        raise NotImplementedError
+
+    def _require_open(self, action: str) -> None:
+        if not self._open:
+            raise Error.violation(
+                f"{self._what} {self.id!r} already ended, so it cannot {action}; open a new one"
+            )
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the terminator has not been emitted yet."""
+        return self._open
+
+    def __enter__(self: _H) -> _H:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._open:
+            return
+        if exc_type is None:
+            self._close()
+            return
+        with contextlib.suppress(Error):  # the unwinding exception is the one to report
+            self._close()
+
+
+class MessageHandle(_Closable):
+    """An open text message: ``delta(text)`` streams content, ``end()`` closes it."""
+
+    __slots__ = ()
+    _what = "message"
+
+    def delta(self, text: str) -> None:
+        """Emit TEXT_MESSAGE_CONTENT."""
+        if not self._open:
+            self._require_open("take more content")
+        self._emitter._push(
+            make_event(TextMessageContentEvent, message_id=self.id, delta=text,
+                       **self._emitter._kw)
+        )
+
+    def end(self) -> None:
+        """Emit TEXT_MESSAGE_END."""
+        self._require_open("end again")
+        self._close()
+
+    def _close(self) -> None:
+        self._open = False
+        self._emitter._push(TextMessageEndEvent(message_id=self.id, **self._emitter._kw))
+
+
+class ReasoningMessageHandle(_Closable):
+    """An open reasoning message inside a reasoning span."""
+
+    __slots__ = ()
+    _what = "reasoning message"
+
+    def delta(self, text: str) -> None:
+        """Emit REASONING_MESSAGE_CONTENT."""
+        if not self._open:
+            self._require_open("take more content")
+        self._emitter._push(
+            make_event(ReasoningMessageContentEvent, message_id=self.id, delta=text,
+                       **self._emitter._kw)
+        )
+
+    def end(self) -> None:
+        """Emit REASONING_MESSAGE_END."""
+        self._require_open("end again")
+        self._close()
+
+    def _close(self) -> None:
+        self._open = False
+        self._emitter._push(ReasoningMessageEndEvent(message_id=self.id, **self._emitter._kw))
+
+
+class ReasoningHandle(_Closable):
+    """An open reasoning span (REASONING_START ... REASONING_END) holding reasoning messages."""
+
+    __slots__ = ()
+    _what = "reasoning span"
+
+    def message(self) -> ReasoningMessageHandle:
+        """Open a reasoning message in this span (REASONING_MESSAGE_START)."""
+        self._require_open("open a message")
+        emitter = self._emitter
+        message_id = emitter._core.message_id()
+        emitter._push(
+            ReasoningMessageStartEvent(message_id=message_id, role="reasoning", **emitter._kw)
+        )
+        return ReasoningMessageHandle(emitter, message_id)
+
+    def think(self, text: str) -> str:
+        """A whole reasoning message: START, one CONTENT, END. Returns its id."""
+        with self.message() as message:
+            message.delta(text)
+        return message.id
+
+    def end(self) -> None:
+        """Emit REASONING_END."""
+        self._require_open("end again")
+        self._close()
+
+    def _close(self) -> None:
+        self._open = False
+        self._emitter._push(ReasoningEndEvent(message_id=self.id, **self._emitter._kw))
+
+
+class ToolCallHandle(_Closable):
+    """An open tool call: stream ``args``, then ``end()``; answer with ``result``.
+
+    ``result()`` closes the arguments first if they are still open, so
+    ``call.args_json({...}); call.result("42")`` is a complete call.
+    """
+
+    __slots__ = ("_answered", "name")
+    _what = "tool call"
+
+    def __init__(self, emitter: Emitter[Any], entity_id: str, name: str) -> None:
+        super().__init__(emitter, entity_id)
+        self.name = name
+        self._answered = False
+
+    def args(self, delta: str) -> None:
+        """Emit TOOL_CALL_ARGS with a fragment of the argument text (any string)."""
+        if not self._open:
+            self._require_open("take more arguments")
+        self._emitter._push(
+            make_event(ToolCallArgsEvent, tool_call_id=self.id, delta=delta,
+                       **self._emitter._kw)
+        )
+
+    def args_json(self, value: Any) -> None:
+        """Emit the arguments as one JSON-encoded TOOL_CALL_ARGS (SERIALIZATION if it cannot)."""
+        self.args(dumps_json(value, f"the arguments of tool call {self.name!r}"))
+
+    def end(self) -> None:
+        """Emit TOOL_CALL_END: the arguments are complete."""
+        self._require_open("end again")
+        self._close()
+
+    def result(self, content: str) -> str:
+        """Emit TOOL_CALL_RESULT (ending the arguments first if needed); returns its message id.
+
+        The result mints a ``tool`` message, whose id comes from the run's
+        message counter.
+        """
+        if self._answered:
+            raise Error.violation(f"tool call {self.id!r} already has a result")
+        if self._open:
+            self._close()
+        self._answered = True
+        emitter = self._emitter
+        message_id = emitter._core.message_id()
+        emitter._push(
+            make_event(
+                ToolCallResultEvent,
+                message_id=message_id,
+                tool_call_id=self.id,
+                content=content,
+                role="tool",
+                **emitter._kw,
+            )
+        )
+        return message_id
+
+    def result_json(self, value: Any) -> str:
+        """``result`` with ``value`` JSON-encoded (SERIALIZATION if it cannot be)."""
+        return self.result(dumps_json(value, f"the result of tool call {self.name!r}"))
+
+    def _close(self) -> None:
+        self._open = False
+        self._emitter._push(ToolCallEndEvent(tool_call_id=self.id, **self._emitter._kw))

@@ -1,0 +1,184 @@
+"""The synchronous path every agent-emitted event takes: transform, verify, send.
+
+Emit is synchronous on purpose: a handle's terminator (TEXT_MESSAGE_END,
+STEP_FINISHED) runs in ``__exit__``, which cannot ``await``. So the whole
+path — the transformer chain's ``transform``, the ordering verifier, and
+``send_nowait`` into the run's memory stream — is plain function calls.
+
+A failure on this path (a verifier rejection, a transformer error, a full
+buffer, a vanished consumer) is *sticky*: it is remembered as the run's
+failure and every later emit raises it again. An agent that catches the
+error and carries on therefore cannot push a stream past an invalid event,
+and the run ends in RUN_ERROR with the first failure whatever the agent
+returns afterwards.
+
+The pipeline also keeps the state *baseline* — the state a client holds
+after applying every STATE_SNAPSHOT / STATE_DELTA that actually left — which
+is what ``publish_state`` diffs against. Tracking it on the way out (after
+the transformers) rather than on the way in is what keeps deltas correct when
+a stage drops or rewrites a state event.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+import anyio
+import jsonpatch
+from ag_ui.core import BaseEvent, EventType, StateDeltaEvent, StateSnapshotEvent
+
+from .._errors import StreamRejected
+from .._transformer import StreamTransformer
+from ._cancel import CancelToken
+from ._errors import Error
+
+__all__ = ["UNSET", "Pipeline"]
+
+_log = logging.getLogger("agui_pipes.driver")
+
+UNSET: Final[Any] = object()
+"""Baseline marker: no state has left the pipeline yet (the next publish is a snapshot)."""
+
+Transform = Callable[[BaseEvent], Iterable[BaseEvent]]
+Observe = Callable[[BaseEvent], None]
+"""A verifier's check: returns when the event is acceptable, raises ``Error`` otherwise."""
+
+
+class Pipeline:
+    """One run's emission path. Not thread-safe; used from the run's event loop only."""
+
+    __slots__ = (
+        "_chain",
+        "_own_state_doc",
+        "_own_state_event",
+        "_send",
+        "_transform",
+        "baseline",
+        "buffer_size",
+        "failure",
+        "observe",
+        "token",
+    )
+
+    def __init__(
+        self,
+        send: Callable[[BaseEvent], None],
+        *,
+        chain: StreamTransformer | None,
+        observe: Observe | None,
+        token: CancelToken,
+        buffer_size: int | None,
+    ) -> None:
+        self._send = send
+        self._chain = chain
+        self._transform: Transform | None = None if chain is None else chain.transform
+        self.observe = observe
+        self.token = token
+        self.buffer_size = buffer_size
+        self.failure: Error | None = None
+        self.baseline: Any = UNSET
+        self._own_state_event: BaseEvent | None = None
+        self._own_state_doc: Any = UNSET
+
+    # -- the agent side ---------------------------------------------------------
+
+    def push(self, event: BaseEvent) -> None:
+        """Emit one event from the agent: raises ``Error`` when it cannot go out."""
+        if self.failure is not None:
+            raise self.failure
+        if self.token._cancelled:
+            raise Error.cancelled()
+        transform = self._transform
+        if transform is None:
+            self._deliver(event)
+            return
+        self._through(transform, event)
+
+    def start(self, event: BaseEvent) -> None:
+        """Emit RUN_STARTED: like ``push`` but even on a run cancelled before it began."""
+        transform = self._transform
+        if transform is None:
+            self._deliver(event)
+        else:
+            self._through(transform, event)
+
+    def tail(self, terminal: BaseEvent) -> list[BaseEvent]:
+        """The transformers' output for the terminal event, then their ``finish()`` flush.
+
+        Raises whatever the transformers raise; the caller owns the fallbacks.
+        """
+        chain = self._chain
+        if chain is None:
+            return [terminal]
+        return [*chain.transform(terminal), *chain.finish()]
+
+    def _through(self, transform: Transform, event: BaseEvent) -> None:
+        try:
+            outputs = transform(event)
+        except StreamRejected as exc:
+            raise self.fail(Error.violation(str(exc))) from exc
+        except Exception as exc:
+            raise self.fail(Error.agent(exc)) from exc
+        for out in outputs:
+            self._deliver(out)
+
+    def push_state(self, event: StateSnapshotEvent | StateDeltaEvent, doc: Any) -> None:
+        """Emit a state event made by ``publish_state``; ``doc`` is the full state it encodes.
+
+        When this very event comes out of the transformers, the baseline
+        becomes ``doc`` directly (no patch application needed).
+        """
+        self._own_state_event = event
+        self._own_state_doc = doc
+        try:
+            self.push(event)
+        finally:
+            self._own_state_event = None
+            self._own_state_doc = UNSET
+
+    def fail(self, error: Error) -> Error:
+        """Record ``error`` as the run's failure (the first one wins) and return it."""
+        if self.failure is None:
+            self.failure = error
+        return error
+
+    def _deliver(self, event: BaseEvent) -> None:
+        observe = self.observe
+        if observe is not None:
+            try:
+                observe(event)
+            except Error as error:
+                raise self.fail(error) from None
+        try:
+            self._send(event)
+        except anyio.WouldBlock:
+            raise self.fail(Error.buffer_full(self.buffer_size or 0, event)) from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise self.fail(Error.disconnected()) from None
+        kind = event.type
+        if kind is EventType.STATE_SNAPSHOT or kind is EventType.STATE_DELTA:
+            self._follow_state(event)
+
+    # -- the state baseline ---------------------------------------------------------
+
+    def _follow_state(self, event: BaseEvent) -> None:
+        if event is self._own_state_event:
+            self.baseline = self._own_state_doc
+        elif isinstance(event, StateSnapshotEvent):
+            self.baseline = copy.deepcopy(event.snapshot)
+        elif isinstance(event, StateDeltaEvent):
+            if self.baseline is UNSET:
+                return  # the client holds no known state to patch; the next publish snapshots
+            operations = [
+                op.model_dump(mode="json", by_alias=True, exclude_unset=True) for op in event.delta
+            ]
+            try:
+                self.baseline = jsonpatch.apply_patch(self.baseline, operations, in_place=False)
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                # A client skips a patch that fails to apply and keeps its state;
+                # we cannot be sure it did, so the next publish sends a snapshot.
+                _log.warning("a STATE_DELTA that left the run does not apply: %s", exc)
+                self.baseline = UNSET

@@ -1,0 +1,442 @@
+"""``run(agent, input)``: an agent turned into a well-formed AG-UI event stream.
+
+Structured concurrency is the shape: ``async with run(agent, input) as
+events`` starts the agent as a task in a task group owned by the block, and
+leaving the block — normally, early, or with an exception — cancels the
+agent if it is still running and waits for its cleanup, so no task outlives
+the block on asyncio or trio.
+
+The agent emits synchronously into an anyio memory stream (unbounded by
+default; ``event_buffer=N`` bounds it, and overflowing it is
+EVENT_BUFFER_FULL). Every emitted event goes through the transformers, then
+the producer verifier, then into the stream.
+
+The guarantee: the first event is RUN_STARTED and the last is exactly one of
+RUN_FINISHED / RUN_ERROR, whatever the agent does. The terminal phase is
+where that is enforced — a RUN_FINISHED the verifier rejects becomes
+RUN_ERROR PROTOCOL_VIOLATION, anything a transformer puts after the terminal
+event is dropped, and if the transformers swallow the terminal event the
+driver sends a RUN_ERROR past them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+from ag_ui.core import (
+    BaseEvent,
+    EventType,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+)
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import ValidationError
+
+from .._chain import TransformerChain
+from .._errors import StreamRejected
+from .._transformer import Stage, StreamTransformer
+from ._agent import resolve_agent
+from ._cancel import CancelToken
+from ._context import RunContext, unfinished_scope
+from ._core import RunCore, to_json
+from ._errors import Error, ErrorCode
+from ._outcome import RunOutcome
+from ._pipeline import Observe, Pipeline
+from ._verify import producer_observer
+
+__all__ = ["Run", "RunEvents", "run"]
+
+_log = logging.getLogger("agui_pipes.driver")
+
+Transformers = StreamTransformer | Sequence[Stage] | Callable[[], StreamTransformer] | None
+_TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
+_CHECKPOINT_EVERY = 64
+"""The consumer side yields to the scheduler at least this often while events are buffered."""
+
+
+def _coerce_input(value: RunAgentInput | Mapping[str, Any]) -> RunAgentInput:
+    if isinstance(value, RunAgentInput):
+        return value
+    if isinstance(value, Mapping):
+        data = dict(value)
+        data.setdefault("messages", [])
+        try:
+            return RunAgentInput.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ValueError(
+                f"run() input is not a valid RunAgentInput: {first['msg']} at "
+                f"{'.'.join(str(p) for p in first['loc'])}; it needs at least threadId and runId"
+            ) from exc
+    raise TypeError(
+        f"run() input must be an ag_ui.core.RunAgentInput or a mapping, got "
+        f"{type(value).__name__}"
+    )
+
+
+def _build_chain(transformers: Transformers) -> StreamTransformer | None:
+    if transformers is None:
+        return None
+    if isinstance(transformers, Stage):
+        chain: Any = transformers
+    elif isinstance(transformers, Sequence):
+        chain = TransformerChain(transformers)
+    elif callable(transformers):
+        chain = transformers()
+    else:
+        raise TypeError(
+            f"transformers must be a stage, a list of stages or a factory returning one, got "
+            f"{type(transformers).__name__}"
+        )
+    if isinstance(chain, TransformerChain):
+        if not chain.is_sync:
+            raise TypeError(
+                "the run driver emits synchronously, so its transformers must all be "
+                "synchronous StreamTransformer stages; run async stages or operators over "
+                "the driver's output with chain.apply(events) instead"
+            )
+        return chain if len(chain) else None
+    if isinstance(chain, StreamTransformer):
+        return chain
+    raise TypeError(
+        f"transformers must be synchronous StreamTransformer stages, got "
+        f"{type(chain).__name__}; run async stages over the driver's output with "
+        "chain.apply(events)"
+    )
+
+
+def _unwrap(exc: Exception) -> Exception:
+    """The lone exception inside (nested) single-member exception groups, else ``exc``."""
+    while True:
+        inner = getattr(exc, "exceptions", None)
+        if not isinstance(inner, tuple) or len(inner) != 1 or not isinstance(inner[0], Exception):
+            return exc
+        exc = inner[0]
+
+
+class RunEvents:
+    """The event stream of one run: ``async for event in events``.
+
+    ``aclose()`` stops reading without leaving the ``async with``: the
+    agent's next emit then fails with DISCONNECTED and the agent unwinds.
+    """
+
+    __slots__ = ("_count", "_receive", "cancel_token", "run_id")
+
+    def __init__(
+        self, receive: MemoryObjectReceiveStream[BaseEvent], run_id: str, token: CancelToken
+    ) -> None:
+        self._receive = receive
+        self._count = 0
+        self.run_id = run_id
+        self.cancel_token = token
+
+    def __aiter__(self) -> RunEvents:
+        return self
+
+    async def __anext__(self) -> BaseEvent:
+        # Buffered events are taken without a scheduler round each (that round
+        # would dominate the cost per event); a periodic full receive keeps the
+        # consumer a good citizen (a checkpoint) during long bursts.
+        self._count += 1
+        if self._count % _CHECKPOINT_EVERY:
+            try:
+                return self._receive.receive_nowait()
+            except anyio.WouldBlock:
+                pass
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                raise StopAsyncIteration from None
+        try:
+            return await self._receive.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Stop reading; the agent's next emit fails with DISCONNECTED."""
+        self._receive.close()
+
+
+class Run:
+    """The async context manager ``run()`` returns; entering it starts the agent."""
+
+    def __init__(
+        self,
+        agent: object,
+        run_input: RunAgentInput | Mapping[str, Any],
+        *,
+        transformers: Transformers = None,
+        verify: bool = True,
+        echo_input: bool = False,
+        event_buffer: int | None = None,
+        cancel_token: CancelToken | None = None,
+    ) -> None:
+        if event_buffer is not None and (
+            not isinstance(event_buffer, int) or isinstance(event_buffer, bool) or event_buffer < 1
+        ):
+            raise ValueError(
+                f"event_buffer must be a positive number of events or None (unbounded), "
+                f"got {event_buffer!r}"
+            )
+        if cancel_token is not None and not isinstance(cancel_token, CancelToken):
+            raise TypeError(
+                f"cancel_token must be an agui_pipes.CancelToken, got {type(cancel_token).__name__}"
+            )
+        self._function, self._state_model = resolve_agent(agent)
+        self._input = _coerce_input(run_input)
+        self._chain = _build_chain(transformers)
+        self._observe: Observe | None = producer_observer() if verify else None
+        self._echo_input = echo_input
+        self._buffer = event_buffer
+        self._token = cancel_token if cancel_token is not None else CancelToken()
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._send: MemoryObjectSendStream[BaseEvent] | None = None
+        self._receive: MemoryObjectReceiveStream[BaseEvent] | None = None
+        self._done = False
+        self._entered = False
+
+    # -- the consumer's side ---------------------------------------------------------
+
+    async def __aenter__(self) -> RunEvents:
+        if self._entered:
+            raise RuntimeError("a run can be entered once; call run(agent, input) again")
+        self._entered = True
+        size = math.inf if self._buffer is None else self._buffer
+        self._send, self._receive = anyio.create_memory_object_stream[BaseEvent](size)
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        task_group.start_soon(self._drive, name=f"agui_pipes run {self._input.run_id}")
+        return RunEvents(self._receive, self._input.run_id, self._token)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        task_group = self._task_group
+        assert task_group is not None
+        assert self._receive is not None
+        if not self._done:
+            # The consumer left before the run ended: stop the agent now. The
+            # token reaches anything the agent started outside this task group.
+            self._token.cancel()
+            task_group.cancel_scope.cancel()
+        self._receive.close()
+        self._task_group = None
+        # The driver task never raises (it turns every failure into RUN_ERROR),
+        # so the task group is only waited for: the consumer's own exception,
+        # if any, propagates as itself rather than wrapped in an exception group.
+        await task_group.__aexit__(None, None, None)
+        return None
+
+    def __aiter__(self) -> Any:
+        raise TypeError(
+            "run() is an async context manager: write "
+            "`async with run(agent, input) as events: async for event in events: ...`"
+        )
+
+    # -- the agent's side ------------------------------------------------------------
+
+    async def _drive(self) -> None:
+        send = self._send
+        assert send is not None
+        pipeline = Pipeline(
+            send.send_nowait,
+            chain=self._chain,
+            observe=self._observe,
+            token=self._token,
+            buffer_size=self._buffer,
+        )
+        core = RunCore(self._input, pipeline, self._state_model)
+        try:
+            terminal = await self._run_agent(core)
+            await self._finish(pipeline, terminal)
+            self._done = True
+        finally:
+            send.close()
+
+    def _started_event(self) -> RunStartedEvent:
+        run_input = self._input
+        fields: dict[str, Any] = {"thread_id": run_input.thread_id, "run_id": run_input.run_id}
+        if run_input.parent_run_id is not None:
+            fields["parent_run_id"] = run_input.parent_run_id
+        if self._echo_input:
+            fields["input"] = run_input
+        return RunStartedEvent(**fields)
+
+    async def _run_agent(self, core: RunCore) -> BaseEvent:
+        """Start, run the agent, and return the terminal event it earned."""
+        pipeline = core.pipeline
+        error: Error | None = None
+        outcome: object = None
+        try:
+            pipeline.start(self._started_event())
+            core.decode_state()
+            ctx: RunContext[Any] = RunContext(core, None)
+            outcome = await self._function(ctx)
+        except Error as exc:
+            error = exc
+        except Exception as exc:
+            inner = _unwrap(exc)
+            error = inner if isinstance(inner, Error) else Error.agent(inner)
+        return self._terminal(core, error, outcome)
+
+    def _terminal(self, core: RunCore, error: Error | None, outcome: object) -> BaseEvent:
+        pipeline = core.pipeline
+        if pipeline.failure is not None:
+            error = pipeline.failure  # the first failure on the way out is the real one
+        if error is None:
+            if outcome is None:
+                outcome = RunOutcome.success()
+            if not isinstance(outcome, RunOutcome):
+                error = Error.protocol(
+                    f"the agent returned a {type(outcome).__name__}; return a RunOutcome "
+                    "(RunOutcome.success(), .interrupt([...]) or .cancelled())"
+                )
+            elif pipeline.token.is_cancelled() and outcome.kind != "cancelled":
+                error = Error.cancelled()
+            elif core.open_scopes:
+                sub_id, name = next(iter(core.open_scopes.items()))
+                error = unfinished_scope(sub_id, name)
+        if error is not None:
+            return _run_error(error.code, error.message)
+        assert isinstance(outcome, RunOutcome)
+        fields: dict[str, Any] = {"thread_id": core.input.thread_id, "run_id": core.run_id}
+        wire = outcome.to_wire()
+        if wire is not None:
+            fields["outcome"] = wire
+        if outcome.result is not None:
+            try:
+                fields["result"] = to_json(outcome.result, "the run's result")
+            except Error as failure:
+                return _run_error(failure.code, failure.message)
+        return RunFinishedEvent(**fields)
+
+    async def _finish(self, pipeline: Pipeline, terminal: BaseEvent) -> None:
+        """Send the terminal event through the transformers and the verifier, with fallbacks."""
+        send = self._send
+        assert send is not None
+        outputs: list[BaseEvent]
+        try:
+            outputs = list(pipeline.tail(terminal))
+        except StreamRejected as exc:
+            outputs = [_replacement(terminal, ErrorCode.PROTOCOL_VIOLATION, str(exc))]
+        except Exception as exc:
+            outputs = [_replacement(terminal, ErrorCode.AGENT_ERROR, f"agent error: {exc}")]
+        ended = False
+        for out in outputs:
+            if ended:
+                _log.warning("dropped %s a transformer put after the terminal event",
+                             out.type.value)
+                continue
+            checked = self._checked(pipeline, out)
+            if checked is None:
+                continue
+            try:
+                await send.send(checked)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return  # nobody is reading any more
+            ended = checked.type in _TERMINAL
+        if not ended:
+            if terminal.type is EventType.RUN_ERROR:
+                fallback = terminal
+            else:
+                fallback = _run_error(
+                    ErrorCode.PROTOCOL_VIOLATION,
+                    "the transformers dropped the run's RUN_FINISHED; a run must end with "
+                    "RUN_FINISHED or RUN_ERROR, so the driver ends it here",
+                )
+            try:
+                await send.send(fallback)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                return
+
+    def _checked(self, pipeline: Pipeline, event: BaseEvent) -> BaseEvent | None:
+        """Verify one terminal-phase event: replace a rejected RUN_FINISHED, drop others."""
+        observe = pipeline.observe
+        if observe is None:
+            return event
+        try:
+            observe(event)
+            return event
+        except Error as rejection:
+            if event.type is EventType.RUN_FINISHED:
+                replacement = _run_error(rejection.code, rejection.message)
+                try:
+                    observe(replacement)
+                except Error:
+                    _log.warning("the verifier also rejects the replacement RUN_ERROR")
+                return replacement
+            if event.type is EventType.RUN_ERROR:
+                _log.warning("the verifier rejects the final RUN_ERROR (%s); sending it anyway",
+                             rejection.message)
+                return event
+            _log.warning("dropped %s at the end of the run: %s", event.type.value,
+                         rejection.message)
+            return None
+
+
+def _run_error(code: ErrorCode | str, message: str) -> RunErrorEvent:
+    value = code.value if isinstance(code, ErrorCode) else code
+    return RunErrorEvent(message=message, code=value)
+
+
+def _replacement(terminal: BaseEvent, code: ErrorCode, message: str) -> BaseEvent:
+    """What goes out when the transformers fail on the terminal event itself."""
+    _log.warning("the transformers failed on %s: %s", terminal.type.value, message)
+    return terminal if terminal.type is EventType.RUN_ERROR else _run_error(code, message)
+
+
+def run(
+    agent: object,
+    input: RunAgentInput | Mapping[str, Any],
+    *,
+    transformers: Transformers = None,
+    verify: bool = True,
+    echo_input: bool = False,
+    event_buffer: int | None = None,
+    cancel_token: CancelToken | None = None,
+) -> Run:
+    """Run ``agent`` on ``input`` as an AG-UI event stream.
+
+    Use it as::
+
+        async with run(agent, input) as events:
+            async for event in events:
+                ...
+
+    ``agent`` is an object with ``async def run(self, ctx)`` or an
+    ``async def agent(ctx)`` returning a ``RunOutcome`` (``None`` counts as
+    success). ``input`` is a ``RunAgentInput`` or a mapping of its fields
+    (``messages`` defaults to empty).
+
+    * ``transformers`` — synchronous stages run on every emitted event: a
+      stage, a list of stages, a ``TransformerChain`` (used for this one run)
+      or a factory returning one.
+    * ``verify`` — check every outgoing event with the producer ordering
+      verifier (on by default); a rejection ends the run in RUN_ERROR
+      PROTOCOL_VIOLATION.
+    * ``echo_input`` — put the input on RUN_STARTED.input.
+    * ``event_buffer`` — bound the events waiting for the consumer; an emit
+      that would exceed it fails with EVENT_BUFFER_FULL. ``None``: unbounded.
+    * ``cancel_token`` — a ``CancelToken`` to cancel the run from outside;
+      leaving the ``async with`` early trips it too.
+    """
+    return Run(
+        agent,
+        input,
+        transformers=transformers,
+        verify=verify,
+        echo_input=echo_input,
+        event_buffer=event_buffer,
+        cancel_token=cancel_token,
+    )
