@@ -15,6 +15,8 @@ from ._transformer import (
     StreamTransformer,
 )
 from ._version import __version__
+from .consume import Consumer, RunInfo, RunResult, consume, fold
+from .decode import Decoded, DecodeError, DecodeWarning, decode
 from .driver import CancelToken, Error, RunContext, RunOutcome, run
 from .events import Event
 from .verify import ProtocolViolation, Rule, VerificationError, Verifier
@@ -24,6 +26,10 @@ __all__ = [
     "AsyncStreamTransformer",
     "CancelToken",
     "ChainFactory",
+    "Consumer",
+    "DecodeError",
+    "DecodeWarning",
+    "Decoded",
     "Error",
     "Event",
     "EventStream",
@@ -31,7 +37,9 @@ __all__ = [
     "ProtocolViolation",
     "Rule",
     "RunContext",
+    "RunInfo",
     "RunOutcome",
+    "RunResult",
     "Stage",
     "StageError",
     "StreamOperator",
@@ -41,5 +49,8 @@ __all__ = [
     "VerificationError",
     "Verifier",
     "__version__",
+    "consume",
+    "decode",
+    "fold",
     "run",
 ]

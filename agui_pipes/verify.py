@@ -286,6 +286,11 @@ class Verifier:
         return self._profile
 
     @property
+    def run_errored(self) -> bool:
+        """True when the latest run ended with RUN_ERROR (only a new RUN_STARTED may follow)."""
+        return self._run_errored
+
+    @property
     def run_open(self) -> bool:
         """True while a run has started and not yet finished or errored."""
         return self._run_started and not (self._run_finished or self._run_errored)

@@ -24,6 +24,8 @@ _COMMANDS: tuple[str, ...] = (
     "check",
     "list",
     "schema",
+    "demo",
+    "run",
 )
 """Modules under agui_pipes._cli that provide a subcommand, in help order."""
 

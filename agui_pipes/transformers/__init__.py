@@ -1,0 +1,9 @@
+"""Built-in stages, one module each (see docs/architecture.md for the YAML names)."""
+
+from .expand_chunks import ExpandChunks
+from .verify import Verify
+
+__all__ = [
+    "ExpandChunks",
+    "Verify",
+]

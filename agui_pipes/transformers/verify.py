@@ -1,0 +1,114 @@
+"""Verify: the ordering verifier as a pipeline stage, with a policy for violations.
+
+``Verify(profile="consumer", on_violation="raise", allow_truncated=False)``
+checks every event that reaches it (put :class:`ExpandChunks` first: chunks
+are verified in their expanded form). On a violation:
+
+* ``"raise"`` — the :class:`~agui_pipes.VerificationError` (a
+  ``ProtocolViolation``) propagates out of the chain;
+* ``"run_error"`` — the offending event is replaced by a RUN_ERROR with code
+  ``PROTOCOL_VIOLATION`` and the stream ends cleanly: everything after it is
+  dropped, so downstream sees a well-formed, terminated run (what a server
+  relaying a broken agent should send);
+* ``"warn"`` — the violation is logged (``agui_pipes.verify`` logger) and
+  recorded in ``violations``; the event passes unchanged.
+
+At the end of the upstream a run still open is a ``truncated`` violation,
+handled by the same policy (``run_error`` appends the RUN_ERROR);
+``allow_truncated=True`` turns that check off. ``enabled=False`` makes the
+stage a pass-through that keeps no state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Literal
+
+from ag_ui.core import BaseEvent, RunErrorEvent
+
+from .._construct import construct
+from .._transformer import StreamTransformer
+from ..verify import Profile, VerificationError, Verifier
+
+__all__ = ["OnViolation", "Verify"]
+
+logger = logging.getLogger("agui_pipes.verify")
+logger.addHandler(logging.NullHandler())
+
+OnViolation = Literal["raise", "run_error", "warn"]
+
+PROTOCOL_VIOLATION = "PROTOCOL_VIOLATION"
+
+
+class Verify(StreamTransformer):
+    """Check the stream against a :class:`~agui_pipes.Verifier` profile (see module doc)."""
+
+    def __init__(
+        self,
+        profile: Profile = "consumer",
+        on_violation: OnViolation = "raise",
+        allow_truncated: bool = False,
+        debug: bool = False,
+        enabled: bool = True,
+    ) -> None:
+        if on_violation not in ("raise", "run_error", "warn"):
+            raise ValueError(
+                f"unknown on_violation policy {on_violation!r}; use 'raise' (stop with "
+                "ProtocolViolation), 'run_error' (end the stream with RUN_ERROR) or 'warn'"
+            )
+        self._verifier = Verifier(profile, debug=debug)
+        self._policy: OnViolation = on_violation
+        self._allow_truncated = allow_truncated
+        self._enabled = enabled
+        self._stopped = False
+        self.violations: list[VerificationError] = []
+        """Every violation seen (all policies), in order."""
+        if not enabled:
+            self.transform = _pass  # type: ignore[method-assign]
+            self.finish = _nothing  # type: ignore[method-assign]
+
+    @property
+    def verifier(self) -> Verifier:
+        """The underlying state machine (for inspection)."""
+        return self._verifier
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if self._stopped:
+            return ()
+        try:
+            self._verifier.observe(event)
+        except VerificationError as error:
+            return self._violation(error)
+        return (event,)
+
+    def finish(self) -> Sequence[BaseEvent]:
+        if self._stopped:
+            return ()
+        try:
+            self._verifier.finish(allow_truncated=self._allow_truncated)
+        except VerificationError as error:
+            return self._violation(error)
+        return ()
+
+    def _violation(self, error: VerificationError) -> Sequence[BaseEvent]:
+        self.violations.append(error)
+        if self._policy == "raise":
+            raise error
+        if self._policy == "warn":
+            logger.warning("protocol violation (passed on): %s", error.message)
+            return () if error.event is None else (error.event,)
+        self._stopped = True
+        if self._verifier.run_errored:
+            return ()  # the run already ended in RUN_ERROR; a second one would be invalid
+        return (
+            construct(RunErrorEvent, {"message": error.message, "code": PROTOCOL_VIOLATION}),
+        )
+
+
+def _pass(event: BaseEvent) -> Sequence[BaseEvent]:
+    return (event,)
+
+
+def _nothing() -> Sequence[BaseEvent]:
+    return ()
