@@ -234,7 +234,9 @@ def _run_batch(node: str, cases: list[dict[str, Any]], timeout: float) -> list[O
     stderr = proc.stderr.decode(errors="replace").strip()
     if proc.returncode != 0:
         raise OracleError(f"oracle.mjs exited with {proc.returncode}:\n{stderr[-4000:]}")
-    lines = proc.stdout.decode().splitlines()
+    # Split on "\n" only: str.splitlines() would also cut at U+2028, \x1c, ... which
+    # JSON.stringify leaves unescaped inside strings.
+    lines = [line for line in proc.stdout.decode().split("\n") if line.strip()]
     if len(lines) != len(cases):
         raise OracleError(
             f"oracle.mjs printed {len(lines)} results for {len(cases)} cases:\n{stderr[-4000:]}"

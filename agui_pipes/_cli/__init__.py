@@ -25,6 +25,7 @@ _COMMANDS: tuple[str, ...] = (
     "list",
     "schema",
     "demo",
+    "run",
 )
 """Modules under agui_pipes._cli that provide a subcommand, in help order."""
 

@@ -67,15 +67,14 @@ _COMPACT = (",", ":")
 class Emitter(Generic[S]):
     """The emitting surface shared by ``RunContext``, ``StepHandle`` and ``SubagentScope``."""
 
-    __slots__ = ("_core", "_kw", "_tag")
+    __slots__ = ("_core", "_kw", "_push", "_tag")
 
     def __init__(self, core: RunCore, tag: str | None) -> None:
         self._core = core
         self._tag = tag
         self._kw: dict[str, Any] = {} if tag is None else {"subagent_run_id": tag}
-
-    def _push(self, event: BaseEvent) -> None:
-        self._core.pipeline.push(event)
+        # Bound once: the emit path is the hot path, and handles copy this too.
+        self._push: Callable[[BaseEvent], None] = core.pipeline.push
 
     # -- text -------------------------------------------------------------------
 
@@ -332,13 +331,14 @@ class SubagentScope(Emitter[S]):
         self.id = sub_id
         self.name = name
         self._ended = False
+        self._push = self._push_open
 
     @property
     def is_open(self) -> bool:
         """Whether the scope has not been finished, failed or suspended yet."""
         return not self._ended
 
-    def _push(self, event: BaseEvent) -> None:
+    def _push_open(self, event: BaseEvent) -> None:
         if self._ended:
             raise Error.violation(
                 f"subagent {self.name!r} ({self.id}) has ended; it cannot emit "
