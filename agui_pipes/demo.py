@@ -41,9 +41,10 @@ DEFAULT_CHAIN = """\
 # The chain `agui-pipes demo` runs the demo agent through.
 version: 1
 transformers:
-  # The price lookup is an implementation detail: the client never sees it.
+  # Internal tools (the price lookup) are implementation details: the client never
+  # sees them, not even in snapshots.
   - type: filter_tool_calls
-    deny: [internal_price_lookup]
+    deny: ["internal_*"]
   # Publish the places the search found into the shared state, at /places.
   - type: tool_result_to_state
     tool: search_places

@@ -200,4 +200,4 @@ def test_demo_show_chain_prints_a_loadable_chain() -> None:
     done = demo_cli("--show-chain")
     assert done.returncode == 0
     assert "filter_tool_calls" in done.stdout
-    assert "internal_price_lookup" in done.stdout
+    assert "internal_*" in done.stdout

@@ -73,6 +73,7 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    TokenUsage,
     ToolCall,
     ToolCallArgsEvent,
     ToolCallChunkEvent,
@@ -112,6 +113,7 @@ class StreamConfig:
     activities: bool = True
     messages_snapshots: bool = True
     raw_and_custom: bool = True
+    envelope: bool = True
     outcomes: bool = True
     run_errors: bool = True
     untagged_continuations: bool = True
@@ -205,7 +207,24 @@ class _Sim:
         """Append ``event``; with ``lane=True`` it closes the chunk item of lane ``closes``."""
         if lane:
             self.lanes.pop(closes, None)
+        if self.cfg.envelope:
+            event = self._envelope(event)
         self.out.append(event)
+
+    def _envelope(self, event: BaseEvent) -> BaseEvent:
+        """Sometimes add the optional envelope fields every event may carry."""
+        fast = self.c.content
+        if not fast.chance(12):
+            return event
+        update: dict[str, Any] = {}
+        if fast.chance(60):
+            update["timestamp"] = 1_767_225_600_000 + len(self.out) * fast.integer(0, 50)
+        if fast.chance(40):
+            # Open by key; "ag-ui" is reserved, so user keys only.
+            update["metadata"] = {fast.pick(("trace", "usage", "note")): fast.json_value(1)}
+        if fast.chance(30):
+            update["raw_event"] = fast.json_value(2)
+        return event.model_copy(update=update) if update else event
 
     def lane_free(self, lane: Lane, me: object) -> bool:
         holder = self.held.get(lane)
@@ -774,7 +793,7 @@ class _Encrypted(_Actor):
 
 
 class _Single(_Actor):
-    """One stand-alone event (state, activity, raw, custom) drawn when it is emitted."""
+    """One stand-alone event (state, raw, custom) drawn when it is emitted."""
 
     def __init__(self, owner: Lane, kind: str) -> None:
         self.owner = owner
@@ -809,13 +828,11 @@ class _Single(_Actor):
             if c.chance(40):
                 fields["source"] = "provider"
             sim.emit(RawEvent(**fields))
-        else:
-            _activity_event(sim, self.owner)
 
 
 def _state_event(sim: _Sim, tag: Lane) -> None:
     c = sim.c
-    if isinstance(sim.state, dict) and sim.state and c.chance(65):
+    if isinstance(sim.state, dict) and c.chance(65):
         ops, new_state = patch_for(c, sim.state)
         sim.state = new_state
         event: BaseEvent = StateDeltaEvent.model_validate({"delta": ops, **_alias_tag(tag)})
@@ -830,54 +847,33 @@ def _alias_tag(tag: Lane) -> dict[str, Any]:
     return {} if tag is None else {"subagentRunId": tag}
 
 
-def _activity_event(sim: _Sim, owner: Lane) -> None:
+class _ActivityWriter(_Actor):
+    """An activity message: created by ACTIVITY_SNAPSHOT, then patched or re-snapshotted.
+
+    ACTIVITY_* close no chunk lane, so this actor is always ready.
+    """
+
+    def __init__(self, sim: _Sim, owner: Lane) -> None:
+        self.owner = owner
+        self.id: str | None = None
+        self.remaining = sim.c.integer(0, 3)
+
+    def step(self, sim: _Sim) -> None:
+        c = sim.c
+        if self.id is None:
+            existing = list(sim.activities)
+            if existing and c.chance(25):
+                _update_activity(sim, self.owner, c.pick(existing))
+            else:
+                self.id = _new_activity(sim, self.owner)
+        else:
+            _update_activity(sim, self.owner, self.id)
+        self.remaining -= 1
+        self.done = self.id is None or self.remaining < 0
+
+
+def _new_activity(sim: _Sim, owner: Lane) -> str:
     c = sim.c
-    existing = list(sim.activities.items())
-    if existing and c.chance(60):
-        activity_id, activity = c.pick(existing)
-        # A delta (or replace:false) must not disagree with the activity's owner.
-        tag = activity.owner if c.chance(70) else None
-        if c.chance(70):
-            ops, content = patch_for(c, activity.content)
-            activity.content = content
-            sim.emit(
-                ActivityDeltaEvent.model_validate(
-                    {
-                        "messageId": activity_id,
-                        "activityType": activity.activity_type,
-                        "patch": ops,
-                        **_alias_tag(tag),
-                    }
-                )
-            )
-            return
-        content = c.json_object(1)
-        if c.chance(30):
-            # replace:false leaves an existing activity (and its owner) alone.
-            sim.emit(
-                ActivitySnapshotEvent(
-                    message_id=activity_id,
-                    activity_type=activity.activity_type,
-                    content=content,
-                    replace=False,
-                    **_tag(tag),
-                )
-            )
-            return
-        # A replacing snapshot re-mints the activity under its own tag.
-        new_owner = owner if c.chance(80) else activity.owner
-        activity.owner, activity.content = new_owner, copy.deepcopy(content)
-        fields: dict[str, Any] = {"replace": True} if c.chance(30) else {}
-        sim.emit(
-            ActivitySnapshotEvent(
-                message_id=activity_id,
-                activity_type=activity.activity_type,
-                content=content,
-                **fields,
-                **_tag(new_owner),
-            )
-        )
-        return
     activity_id = sim.new_id("activity")
     content = c.json_object(1)
     activity_type = c.pick(("PLAN", "SEARCH_PROGRESS"))
@@ -885,6 +881,54 @@ def _activity_event(sim: _Sim, owner: Lane) -> None:
     sim.emit(
         ActivitySnapshotEvent(
             message_id=activity_id, activity_type=activity_type, content=content, **_tag(owner)
+        )
+    )
+    return activity_id
+
+
+def _update_activity(sim: _Sim, owner: Lane, activity_id: str) -> None:
+    c = sim.c
+    activity = sim.activities[activity_id]
+    # A delta (or replace:false) must not disagree with the activity's owner.
+    tag = activity.owner if c.chance(70) else None
+    if c.chance(75):
+        ops, content = patch_for(c, activity.content)
+        activity.content = content
+        sim.emit(
+            ActivityDeltaEvent.model_validate(
+                {
+                    "messageId": activity_id,
+                    "activityType": activity.activity_type,
+                    "patch": ops,
+                    **_alias_tag(tag),
+                }
+            )
+        )
+        return
+    content = c.json_object(1)
+    if c.chance(30):
+        # replace:false leaves an existing activity (and its owner) alone.
+        sim.emit(
+            ActivitySnapshotEvent(
+                message_id=activity_id,
+                activity_type=activity.activity_type,
+                content=content,
+                replace=False,
+                **_tag(tag),
+            )
+        )
+        return
+    # A replacing snapshot re-mints the activity under its own tag.
+    new_owner = owner if c.chance(80) else activity.owner
+    activity.owner, activity.content = new_owner, copy.deepcopy(content)
+    fields: dict[str, Any] = {"replace": True} if c.chance(30) else {}
+    sim.emit(
+        ActivitySnapshotEvent(
+            message_id=activity_id,
+            activity_type=activity.activity_type,
+            content=content,
+            **fields,
+            **_tag(new_owner),
         )
     )
 
@@ -968,7 +1012,7 @@ def _item_kinds(sim: _Sim, owner: Lane, depth: int) -> list[_ItemFactory]:
     if cfg.state:
         kinds.append(lambda s, o, d: _Single(o, "state"))
     if cfg.activities:
-        kinds.append(lambda s, o, d: _Single(o, "activity"))
+        kinds.append(lambda s, o, d: _ActivityWriter(s, o))
     if cfg.raw_and_custom:
         kinds.append(lambda s, o, d: _Single(o, "raw"))
         kinds.append(lambda s, o, d: _Single(o, "custom"))
@@ -999,10 +1043,15 @@ def _run_started(sim: _Sim, index: int) -> RunStartedEvent:
         if index == 0 and c.chance(30):
             messages.append(SystemMessage(id=sim.new_id("system"), content="Be helpful."))
         if c.chance(80):
-            user = _Msg(sim.new_id("user"), "user", None, c.sentence())
-            messages.append(_message_model(user))
+            text = c.sentence()
+            user_id = sim.new_id("user")
+            if c.content.chance(20):
+                messages.append(UserMessage(id=user_id, content=[_TextPart(text=text)]))
+            else:
+                messages.append(UserMessage(id=user_id, content=text))
         for m in messages:
-            sim.add_message(_Msg(m.id, m.role, None, m.content))
+            content = m.content if isinstance(m.content, str) else m.content[0].text
+            sim.add_message(_Msg(m.id, m.role, None, content))
             sim.text_owner.setdefault(m.id, None)
         echo["messages"] = messages
         if resume:
@@ -1042,7 +1091,21 @@ def _run_finished(sim: _Sim, outcome: str) -> RunFinishedEvent:
         fields["outcome"] = RunFinishedSuccessOutcome(**success)
     if outcome in ("absent", "success") and c.chance(30):
         fields["result"] = c.json_value(1)
+    if c.content.chance(20):
+        fields["usage"] = [_usage(c)]
     return RunFinishedEvent(**fields)
+
+
+def _usage(c: Choices) -> TokenUsage:
+    fast = c.content
+    prompt, completion = fast.integer(0, 5000), fast.integer(0, 2000)
+    return TokenUsage(
+        provider="openai",
+        model=fast.pick(("gpt-x", "small-1")),
+        input_tokens=prompt,
+        output_tokens=completion,
+        total_tokens=prompt + completion,
+    )
 
 
 def _run_error(sim: _Sim) -> RunErrorEvent:
@@ -1050,6 +1113,8 @@ def _run_error(sim: _Sim) -> RunErrorEvent:
     fields: dict[str, Any] = {"message": c.sentence()}
     if c.chance(50):
         fields["code"] = c.pick(("INTERNAL", "RATE_LIMITED"))
+    if c.content.chance(15):
+        fields["usage"] = [_usage(c)]
     return RunErrorEvent(**fields)
 
 

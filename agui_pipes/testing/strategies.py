@@ -101,6 +101,7 @@ def streams(
     activities: bool = True,
     messages_snapshots: bool = True,
     raw_and_custom: bool = True,
+    envelope: bool = True,
     outcomes: bool = True,
     run_errors: bool = True,
     untagged_continuations: bool = True,
@@ -122,6 +123,8 @@ def streams(
     * ``subagents`` / ``max_subagent_depth`` — subagent scopes and their nesting.
     * ``reasoning``, ``steps``, ``state``, ``activities``, ``messages_snapshots``,
       ``raw_and_custom`` — switch families of events on or off.
+    * ``envelope`` — sometimes add ``timestamp`` / ``metadata`` / ``rawEvent``
+      (and token ``usage`` on run terminals).
     * ``outcomes`` — vary RUN_FINISHED's outcome (else it is always absent).
     * ``run_errors`` — sometimes end a run with RUN_ERROR, things left open.
     * ``untagged_continuations`` — let continuations of a subagent's entities
@@ -147,6 +150,7 @@ def streams(
         activities=activities,
         messages_snapshots=messages_snapshots,
         raw_and_custom=raw_and_custom,
+        envelope=envelope,
         outcomes=outcomes,
         run_errors=run_errors,
         untagged_continuations=untagged_continuations,
