@@ -52,11 +52,15 @@ _COLLECT = settings(
 _CHUNKS = {ET.TEXT_MESSAGE_CHUNK, ET.TOOL_CALL_CHUNK, ET.REASONING_MESSAGE_CHUNK}
 
 
-def _collect(strategy: st.SearchStrategy[Any], n: int) -> list[Any]:
-    """``n`` examples of ``strategy`` (hypothesis-driven, so sizes and shapes vary)."""
+def _collect(strategy: st.SearchStrategy[Any], n: int, *, derandomize: bool = False) -> list[Any]:
+    """``n`` examples of ``strategy`` (hypothesis-driven, so sizes and shapes vary).
+
+    ``derandomize`` fixes the examples, for checks about how *often* something is
+    generated (those must not depend on the luck of one CI run).
+    """
     bucket: list[Any] = []
 
-    @settings(_COLLECT, max_examples=n)
+    @settings(_COLLECT, max_examples=n, derandomize=derandomize)
     @given(strategy)
     def _gather(value: Any) -> None:
         bucket.append(value)
@@ -87,6 +91,19 @@ def _reassembled(delivered: list[dict[str, Any]]) -> dict[str, str]:
     return {k: v for k, v in out.items() if v}
 
 
+def _results_after_end(delivered: list[dict[str, Any]]) -> bool:
+    """Every TOOL_CALL_RESULT answers a call whose (possibly synthetic) END already came."""
+    ended: set[str] = set()
+    for event in delivered:
+        if event["type"] == "RUN_STARTED":
+            ended.clear()
+        elif event["type"] == "TOOL_CALL_END":
+            ended.add(event["toolCallId"])
+        elif event["type"] == "TOOL_CALL_RESULT" and event["toolCallId"] not in ended:
+            return False
+    return True
+
+
 def _describe(stream: list[BaseEvent], result: OracleResult) -> str:
     lines = "\n".join(str(to_wire(e)) for e in stream)
     return f"error={result['error']!r} warnings={result['warnings']!r}\n{lines}"
@@ -98,7 +115,10 @@ def _describe(stream: list[BaseEvent], result: OracleResult) -> str:
 
 @pytest.mark.node
 def test_typescript_client_accepts_generated_streams(ts_oracle: Oracle) -> None:
-    with_expectations = _collect(_with_expectations(max_items=8, max_runs=4), 300)
+    with_expectations = [
+        *_collect(_with_expectations(max_items=8, max_runs=4), 260),
+        *_collect(_with_expectations(max_items=8, reopen=True), 60),
+    ]
     others: list[list[BaseEvent]] = [
         *_collect(expanded_streams(), 40),
         *_collect(streams(tool_names=["internal_debug", "internal_trace", "lookup"]), 30),
@@ -136,6 +156,10 @@ def test_typescript_client_accepts_generated_streams(ts_oracle: Oracle) -> None:
     ):
         want = {k: v for k, v in expected.items() if v}
         assert _reassembled(result["events"]) == want, _describe(stream, result)
+
+    # Results follow their call's END (chunked calls included) in what apps receive.
+    for stream, result in zip(generated, results, strict=True):
+        assert _results_after_end(result["events"]), _describe(stream, result)
 
     # The strategies produce real content, not just empty runs.
     roles = Counter(m["role"] for r in results for m in r["messages"])
@@ -311,3 +335,17 @@ def test_bad_knobs_are_explained() -> None:
         expanded_streams(chunks=True)
     with pytest.raises(TypeError, match="object or array"):
         json_patches(3)  # type: ignore[arg-type]
+
+
+def test_reopen_knob_reuses_closed_ids_and_default_does_not() -> None:
+    def reopened(events: list[BaseEvent]) -> int:
+        starts = [
+            getattr(e, "message_id", None) or getattr(e, "tool_call_id", None)
+            for e in events
+            if e.type in (ET.TEXT_MESSAGE_START, ET.TOOL_CALL_START)
+        ]
+        return len(starts) - len(set(starts))
+
+    with_reopen = _collect(streams(reopen=True, max_items=8), 200, derandomize=True)
+    assert sum(reopened(s) for s in with_reopen) > 0
+    assert sum(reopened(s) for s in _collect(streams(max_items=8), 150)) == 0

@@ -114,6 +114,7 @@ class StreamConfig:
     messages_snapshots: bool = True
     raw_and_custom: bool = True
     envelope: bool = True
+    reopen: bool = False
     outcomes: bool = True
     run_errors: bool = True
     untagged_continuations: bool = True
@@ -180,6 +181,9 @@ class _Sim:
         # What each message / tool call must accumulate once chunks are expanded,
         # keyed "text:<id>", "tool:<id>", "reasoning:<id>" (a self-check for tests).
         self.expected: dict[str, str] = {}
+        # Explicitly closed items that may be reopened with the same id (knob ``reopen``).
+        self.closed_texts: dict[str, tuple[Lane, str | None]] = {}
+        self.closed_tools: dict[str, tuple[Lane, str, str | None]] = {}
         self.reset_run()
 
     def reset_run(self) -> None:
@@ -256,6 +260,8 @@ class _Sim:
         return _Msg(self.new_id("msg"), "assistant", owner)
 
     def attach_tool_call(self, call_id: str, name: str, parent: str | None, owner: Lane) -> None:
+        if any(call[0] == call_id for m in self.messages.values() for call in m.tool_calls):
+            return  # a reopened call: the consumer keeps its existing entry
         target: _Msg | None = None
         if parent is not None:
             existing = self.messages.get(parent)
@@ -369,9 +375,20 @@ class _Text(_Actor):
             return True
         return bool(sim.tags_for(self.owner, self))
 
+    def _maybe_reopen(self, sim: _Sim) -> None:
+        """Reuse the id of a closed message of the same owner (content appends)."""
+        mine = [i for i, (owner, _) in sim.closed_texts.items() if owner == self.owner]
+        if not (sim.cfg.reopen and mine and sim.c.chance(50)):
+            return
+        self.id = sim.c.pick(mine)
+        self.role = sim.closed_texts.pop(self.id)[1]
+        if self.chunk is not None:
+            self.chunk.item_id = self.id
+
     def step(self, sim: _Sim) -> None:
         c = sim.c
         if self.pos == -1:
+            self._maybe_reopen(sim)
             self.pos = 0
             sim.add_message(_Msg(self.id, self.role or "assistant", self.owner))
             sim.text_owner.setdefault(self.id, self.owner)
@@ -408,6 +425,7 @@ class _Text(_Actor):
             return
         sim.open_messages -= 1
         sim.emit(TextMessageEndEvent(message_id=self.id, **_tag(tag)), tag, lane=True)
+        sim.closed_texts[self.id] = (self.owner, self.role)
         self.done = True
 
     def _next_delta(self, sim: _Sim) -> str:
@@ -442,9 +460,22 @@ class _Tool(_Actor):
     def ready(self, sim: _Sim) -> bool:
         if self.pos == -1:
             return sim.lane_free(self.owner, self)
-        if self.ended or self.chunk is None:
+        if self.ended:
+            return bool(self._result_tags(sim))
+        if self.chunk is None:
             return bool(sim.tags_for(self.owner, self))
         return True
+
+    def _result_tags(self, sim: _Sim) -> list[Lane]:
+        """Tags the result may carry: it must come after the call's (synthetic) END.
+
+        A chunk call still pending in its lane is only ended when something closes
+        that lane, so its result must be in that lane (which closes it first).
+        """
+        tags = sim.tags_for(self.owner, self)
+        if sim.lanes.get(self.owner) == ("tool", self.id):
+            tags = [t for t in tags if t == self.owner]
+        return tags
 
     def step(self, sim: _Sim) -> None:
         c = sim.c
@@ -473,13 +504,28 @@ class _Tool(_Actor):
             return
         sim.open_messages -= 1
         sim.emit(ToolCallEndEvent(tool_call_id=self.id, **_tag(tag)), tag, lane=True)
+        sim.closed_tools[self.id] = (self.owner, self.name, self.parent)
         self._ended()
+
+    def _reopen(self, sim: _Sim) -> bool:
+        """Reuse a closed call of the same owner: same name and parent, no second result."""
+        mine = [i for i, (owner, _, _) in sim.closed_tools.items() if owner == self.owner]
+        if not (sim.cfg.reopen and mine and sim.c.chance(50)):
+            return False
+        self.id = sim.c.pick(mine)
+        _, self.name, self.parent = sim.closed_tools.pop(self.id)
+        self.result = False
+        if self.chunk is not None:
+            self.chunk.item_id = self.id
+        return True
 
     def _start(self, sim: _Sim) -> None:
         c = sim.c
         self.pos = 0
         tag: Lane = self.owner
-        if c.chance(60):
+        if self._reopen(sim):
+            pass
+        elif c.chance(60):
             parent = sim.assistant_parent(self.owner)
             self.parent = parent.id
             # An untagged opener inherits its parent message's owner — only when
@@ -530,7 +576,7 @@ class _Tool(_Actor):
 
     def _result(self, sim: _Sim) -> None:
         c = sim.c
-        tag = c.pick(sim.tags_for(self.owner, self))
+        tag = c.pick(self._result_tags(sim))
         result_id = sim.new_id("result")
         content: Any = c.sentence() if c.chance(70) else c.args_json()
         if c.chance(10):
