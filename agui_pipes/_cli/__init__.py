@@ -26,6 +26,7 @@ _COMMANDS: tuple[str, ...] = (
     "schema",
     "demo",
     "run",
+    "serve",
 )
 """Modules under agui_pipes._cli that provide a subcommand, in help order."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._app import HEALTH_PATH, build_app
 from ._stats import RunStats
 from ._streaming import SSE_HEADERS, RunFailure, SSERun, run_error_for
 from .endpoint import AgentEndpoint, AgentFactory
@@ -31,6 +32,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "HEALTH_PATH",
     "SSE_HEADERS",
     "AgentEndpoint",
     "AgentFactory",
@@ -40,6 +42,7 @@ __all__ = [
     "SSERun",
     "UpstreamError",
     "agent_route",
+    "build_app",
     "gateway_route",
     "run_error_for",
 ]
