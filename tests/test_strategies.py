@@ -98,7 +98,10 @@ def _describe(stream: list[BaseEvent], result: OracleResult) -> str:
 
 @pytest.mark.node
 def test_typescript_client_accepts_generated_streams(ts_oracle: Oracle) -> None:
-    with_expectations = _collect(_with_expectations(max_items=8, max_runs=4), 300)
+    with_expectations = [
+        *_collect(_with_expectations(max_items=8, max_runs=4), 260),
+        *_collect(_with_expectations(max_items=8, reopen=True), 60),
+    ]
     others: list[list[BaseEvent]] = [
         *_collect(expanded_streams(), 40),
         *_collect(streams(tool_names=["internal_debug", "internal_trace", "lookup"]), 30),
@@ -311,3 +314,16 @@ def test_bad_knobs_are_explained() -> None:
         expanded_streams(chunks=True)
     with pytest.raises(TypeError, match="object or array"):
         json_patches(3)  # type: ignore[arg-type]
+
+
+def test_reopen_knob_reuses_closed_ids_and_default_does_not() -> None:
+    def reopened(events: list[BaseEvent]) -> int:
+        starts = [
+            getattr(e, "message_id", None) or getattr(e, "tool_call_id", None)
+            for e in events
+            if e.type in (ET.TEXT_MESSAGE_START, ET.TOOL_CALL_START)
+        ]
+        return len(starts) - len(set(starts))
+
+    assert sum(reopened(s) for s in _collect(streams(reopen=True, max_items=8), 150)) > 0
+    assert sum(reopened(s) for s in _collect(streams(max_items=8), 150)) == 0

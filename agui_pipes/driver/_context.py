@@ -223,9 +223,12 @@ class Emitter(Generic[S]):
         if baseline is UNSET:
             event = StateSnapshotEvent(snapshot=document, **kw)
         else:
-            whole = json.dumps(document, separators=_COMPACT)
-            if whole == json.dumps(baseline, separators=_COMPACT):
+            # Compared as canonical JSON: key order is not a change, and 1 vs true is.
+            if json.dumps(document, separators=_COMPACT, sort_keys=True) == json.dumps(
+                baseline, separators=_COMPACT, sort_keys=True
+            ):
                 return
+            whole = json.dumps(document, separators=_COMPACT)
             operations = jsonpatch.make_patch(baseline, document).patch
             # make_patch compares with ==, so 1 -> true finds no change: snapshot then.
             if operations and len(json.dumps(operations, separators=_COMPACT)) < len(whole):

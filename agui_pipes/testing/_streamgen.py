@@ -114,6 +114,7 @@ class StreamConfig:
     messages_snapshots: bool = True
     raw_and_custom: bool = True
     envelope: bool = True
+    reopen: bool = False
     outcomes: bool = True
     run_errors: bool = True
     untagged_continuations: bool = True
@@ -180,6 +181,9 @@ class _Sim:
         # What each message / tool call must accumulate once chunks are expanded,
         # keyed "text:<id>", "tool:<id>", "reasoning:<id>" (a self-check for tests).
         self.expected: dict[str, str] = {}
+        # Explicitly closed items that may be reopened with the same id (knob ``reopen``).
+        self.closed_texts: dict[str, tuple[Lane, str | None]] = {}
+        self.closed_tools: dict[str, tuple[Lane, str, str | None]] = {}
         self.reset_run()
 
     def reset_run(self) -> None:
@@ -256,6 +260,8 @@ class _Sim:
         return _Msg(self.new_id("msg"), "assistant", owner)
 
     def attach_tool_call(self, call_id: str, name: str, parent: str | None, owner: Lane) -> None:
+        if any(call[0] == call_id for m in self.messages.values() for call in m.tool_calls):
+            return  # a reopened call: the consumer keeps its existing entry
         target: _Msg | None = None
         if parent is not None:
             existing = self.messages.get(parent)
@@ -369,9 +375,20 @@ class _Text(_Actor):
             return True
         return bool(sim.tags_for(self.owner, self))
 
+    def _maybe_reopen(self, sim: _Sim) -> None:
+        """Reuse the id of a closed message of the same owner (content appends)."""
+        mine = [i for i, (owner, _) in sim.closed_texts.items() if owner == self.owner]
+        if not (sim.cfg.reopen and mine and sim.c.chance(50)):
+            return
+        self.id = sim.c.pick(mine)
+        self.role = sim.closed_texts.pop(self.id)[1]
+        if self.chunk is not None:
+            self.chunk.item_id = self.id
+
     def step(self, sim: _Sim) -> None:
         c = sim.c
         if self.pos == -1:
+            self._maybe_reopen(sim)
             self.pos = 0
             sim.add_message(_Msg(self.id, self.role or "assistant", self.owner))
             sim.text_owner.setdefault(self.id, self.owner)
@@ -408,6 +425,7 @@ class _Text(_Actor):
             return
         sim.open_messages -= 1
         sim.emit(TextMessageEndEvent(message_id=self.id, **_tag(tag)), tag, lane=True)
+        sim.closed_texts[self.id] = (self.owner, self.role)
         self.done = True
 
     def _next_delta(self, sim: _Sim) -> str:
@@ -473,13 +491,28 @@ class _Tool(_Actor):
             return
         sim.open_messages -= 1
         sim.emit(ToolCallEndEvent(tool_call_id=self.id, **_tag(tag)), tag, lane=True)
+        sim.closed_tools[self.id] = (self.owner, self.name, self.parent)
         self._ended()
+
+    def _reopen(self, sim: _Sim) -> bool:
+        """Reuse a closed call of the same owner: same name and parent, no second result."""
+        mine = [i for i, (owner, _, _) in sim.closed_tools.items() if owner == self.owner]
+        if not (sim.cfg.reopen and mine and sim.c.chance(50)):
+            return False
+        self.id = sim.c.pick(mine)
+        _, self.name, self.parent = sim.closed_tools.pop(self.id)
+        self.result = False
+        if self.chunk is not None:
+            self.chunk.item_id = self.id
+        return True
 
     def _start(self, sim: _Sim) -> None:
         c = sim.c
         self.pos = 0
         tag: Lane = self.owner
-        if c.chance(60):
+        if self._reopen(sim):
+            pass
+        elif c.chance(60):
             parent = sim.assistant_parent(self.owner)
             self.parent = parent.id
             # An untagged opener inherits its parent message's owner — only when

@@ -39,7 +39,8 @@ What the streams contain (each family has a knob to switch it off):
 
 Ownership is always consistent: openers carry their owner's ``subagentRunId``,
 continuations carry the same tag or none, and a tool call's parent message has
-the call's owner. Ids are unique within a stream (``msg-3``, ``call-2``, ...).
+the call's owner. Ids are unique within a stream (``msg-3``, ``call-2``, ...)
+unless ``reopen=True``.
 Numbers are integers only (floats print differently across languages).
 
 Drawing is procedural, so generation is fast (hundreds of streams per second)
@@ -102,6 +103,7 @@ def streams(
     messages_snapshots: bool = True,
     raw_and_custom: bool = True,
     envelope: bool = True,
+    reopen: bool = False,
     outcomes: bool = True,
     run_errors: bool = True,
     untagged_continuations: bool = True,
@@ -125,6 +127,9 @@ def streams(
       ``raw_and_custom`` — switch families of events on or off.
     * ``envelope`` — sometimes add ``timestamp`` / ``metadata`` / ``rawEvent``
       (and token ``usage`` on run terminals).
+    * ``reopen`` — sometimes reopen a closed text message or tool call with the
+      same id (legal: content appends). Off by default, because it gives up the
+      "ids are unique" guarantee.
     * ``outcomes`` — vary RUN_FINISHED's outcome (else it is always absent).
     * ``run_errors`` — sometimes end a run with RUN_ERROR, things left open.
     * ``untagged_continuations`` — let continuations of a subagent's entities
@@ -151,6 +156,7 @@ def streams(
         messages_snapshots=messages_snapshots,
         raw_and_custom=raw_and_custom,
         envelope=envelope,
+        reopen=reopen,
         outcomes=outcomes,
         run_errors=run_errors,
         untagged_continuations=untagged_continuations,
