@@ -5,6 +5,7 @@ from .expand_chunks import ExpandChunks
 from .filter_tool_calls import FilterToolCalls
 from .state_diff import StateDiff
 from .strip_raw_events import StripRawEvents
+from .subagent_visibility import SubagentVisibility
 from .timestamp import Timestamp
 from .tool_result_to_state import ToolResultToState
 from .verify import Verify
@@ -16,6 +17,7 @@ __all__ = [
     "KeepEvents",
     "StateDiff",
     "StripRawEvents",
+    "SubagentVisibility",
     "Timestamp",
     "ToolResultToState",
     "Verify",
