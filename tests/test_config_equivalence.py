@@ -19,15 +19,15 @@ from agui_pipes.codecs import encode_json
 from agui_pipes.config import load_chain
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import (
+    CoalesceDeltas,
     DropEvents,
     ExpandChunks,
     FilterToolCalls,
-    CoalesceDeltas,
     KeepEvents,
     Redact,
     StateDiff,
-    SubagentVisibility,
     StripRawEvents,
+    SubagentVisibility,
     ToolResultToState,
     Verify,
 )
