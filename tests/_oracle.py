@@ -20,9 +20,15 @@ under pytest)::
         OracleError with npm's output when the install fails.
     run_oracle(cases, *, batch_size=1000, timeout=600.0) -> list[OracleResult]
         One result per case, in order. A case is a sequence of events (ag_ui.core
-        models or wire dicts) or a mapping
-        ``{"stream": [...], "deny": [names] | "allow": [names],
-        "threadId": str, "initialMessages": [...], "initialState": ...}``.
+        models or wire dicts) or a mapping with exactly one of
+        ``"stream": [...]`` (replayed in-process) or ``"url": "http://..."`` (the
+        official ``HttpAgent`` POSTs a RunAgentInput there and reads SSE back;
+        optional ``"headers"``), plus optional ``"deny": [names]`` or
+        ``"allow": [names]`` (FilterToolCallsMiddleware), ``"threadId"``,
+        ``"runId"``, ``"initialMessages"``, ``"initialState"``, ``"tools"``,
+        ``"context"``, ``"forwardedProps"``, ``"resume"`` (models or dicts),
+        ``"abortAfterEvents": n`` (``agent.abortRun()`` once n events arrived)
+        and ``"timeoutMs": n`` (abort and fail the case; default 30 s for urls).
     run_one(stream, *, deny=None, allow=None) -> OracleResult
         A single stream (prefer ``run_oracle`` for many).
     to_wire(event) -> dict
@@ -54,6 +60,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from ag_ui.core import BaseEvent
+from pydantic import BaseModel
 
 __all__ = [
     "HARNESS_DIR",
@@ -183,17 +190,47 @@ def to_wire(event: BaseEvent) -> dict[str, Any]:
 
 
 def _wire_item(item: Any, where: str) -> Any:
-    if isinstance(item, BaseEvent):
-        return to_wire(item)
+    if isinstance(item, BaseModel):
+        wire: dict[str, Any] = item.model_dump(mode="json", by_alias=True)
+        return wire
     if isinstance(item, Mapping):
         return dict(item)
-    raise TypeError(f"{where} is a {type(item).__name__}; expected an ag_ui.core event or a dict")
+    raise TypeError(f"{where} is a {type(item).__name__}; expected an ag_ui.core model or a dict")
+
+
+_CASE_KEYS = frozenset(
+    {
+        "stream",
+        "url",
+        "headers",
+        "deny",
+        "allow",
+        "threadId",
+        "runId",
+        "initialMessages",
+        "initialState",
+        "tools",
+        "context",
+        "forwardedProps",
+        "resume",
+        "abortAfterEvents",
+        "timeoutMs",
+    }
+)
 
 
 def _wire_case(case: Any, index: int) -> dict[str, Any]:
     if isinstance(case, Mapping):
-        if "stream" not in case:
-            raise ValueError(f"case #{index} has no 'stream' key (keys: {sorted(case)})")
+        unknown = set(case) - _CASE_KEYS
+        if unknown:
+            raise ValueError(
+                f"case #{index} has unknown keys {sorted(unknown)}; known: {sorted(_CASE_KEYS)}"
+            )
+        if ("stream" in case) == ("url" in case):
+            raise ValueError(
+                f"case #{index} needs exactly one of 'stream' (events to replay) or 'url' "
+                f"(a live endpoint); keys: {sorted(case)}"
+            )
         if "deny" in case and "allow" in case:
             raise ValueError(f"case #{index}: give 'deny' or 'allow', not both")
         out = {k: v for k, v in case.items() if k != "stream"}
@@ -203,13 +240,20 @@ def _wire_case(case: Any, index: int) -> dict[str, Any]:
                 if isinstance(names, str) or not all(isinstance(n, str) for n in names):
                     raise TypeError(f"case #{index}: '{key}' must be a list of tool names")
                 out[key] = list(names)
+        for key in ("initialMessages", "tools", "context", "resume"):
+            if key in out:
+                out[key] = [
+                    _wire_item(m, f"case #{index} {key}[{i}]") for i, m in enumerate(out[key])
+                ]
+        if "url" in case:
+            return out
         stream = case["stream"]
     elif isinstance(case, Sequence) and not isinstance(case, (str, bytes)):
         out, stream = {}, case
     else:
         raise TypeError(
             f"case #{index} is a {type(case).__name__}; expected a list of events or a "
-            "mapping with a 'stream' key"
+            "mapping with a 'stream' or 'url' key"
         )
     out["stream"] = [_wire_item(item, f"case #{index} event #{i}") for i, item in enumerate(stream)]
     return out
@@ -234,7 +278,9 @@ def _run_batch(node: str, cases: list[dict[str, Any]], timeout: float) -> list[O
     stderr = proc.stderr.decode(errors="replace").strip()
     if proc.returncode != 0:
         raise OracleError(f"oracle.mjs exited with {proc.returncode}:\n{stderr[-4000:]}")
-    lines = proc.stdout.decode().splitlines()
+    # Split on "\n" only: str.splitlines() would also cut at U+2028, \x1c, ... which
+    # JSON.stringify leaves unescaped inside strings.
+    lines = [line for line in proc.stdout.decode().split("\n") if line.strip()]
     if len(lines) != len(cases):
         raise OracleError(
             f"oracle.mjs printed {len(lines)} results for {len(cases)} cases:\n{stderr[-4000:]}"

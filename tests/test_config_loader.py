@@ -212,7 +212,7 @@ def test_unknown_option() -> None:
     assert (err.line, err.column, err.key) == (3, 5, "transformers[0].profle")
     assert "unknown option `profle` for `verify`" in err.message
     assert err.suggestion == "profile"
-    assert err.choices == ("profile", "on_violation", "allow_truncated")
+    assert err.choices == ("profile", "on_violation", "allow_truncated", "debug", "enabled")
 
 
 def test_option_on_a_stage_without_options() -> None:

@@ -24,6 +24,9 @@ _COMMANDS: tuple[str, ...] = (
     "check",
     "list",
     "schema",
+    "demo",
+    "run",
+    "serve",
 )
 """Modules under agui_pipes._cli that provide a subcommand, in help order."""
 

@@ -110,6 +110,16 @@ class VerifyOptions(_Options):
         False,
         description="Accept a stream that stops without RUN_FINISHED / RUN_ERROR.",
     )
+    debug: bool = Field(
+        False,
+        description="End violation messages with a dump of everything still open (slower).",
+    )
+    enabled: bool = Field(
+        True,
+        description=(
+            "`false` turns the stage into a pass-through, e.g. `enabled: ${VERIFY:-true}`."
+        ),
+    )
 
 
 class FilterToolCallsOptions(_Options):
@@ -120,13 +130,15 @@ class FilterToolCallsOptions(_Options):
     snapshots go with it.
     """
 
-    model_config = _example({"deny": ["internal_lookup", "debug_dump"]})
+    model_config = _example({"deny": ["internal_*", "debug_dump"]})
 
     allow: list[str] | None = Field(
-        None, description="Tool names that pass; every other tool call is removed."
+        None,
+        description="Tool names or glob patterns (`search_*`) that pass; all other calls go.",
     )
     deny: list[str] | None = Field(
-        None, description="Tool names that are removed; every other tool call passes."
+        None,
+        description="Tool names or glob patterns (`internal_*`) that are removed; all others pass.",
     )
 
     @field_validator("allow", "deny")

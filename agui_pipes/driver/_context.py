@@ -67,15 +67,14 @@ _COMPACT = (",", ":")
 class Emitter(Generic[S]):
     """The emitting surface shared by ``RunContext``, ``StepHandle`` and ``SubagentScope``."""
 
-    __slots__ = ("_core", "_kw", "_tag")
+    __slots__ = ("_core", "_kw", "_push", "_tag")
 
     def __init__(self, core: RunCore, tag: str | None) -> None:
         self._core = core
         self._tag = tag
         self._kw: dict[str, Any] = {} if tag is None else {"subagent_run_id": tag}
-
-    def _push(self, event: BaseEvent) -> None:
-        self._core.pipeline.push(event)
+        # Bound once: the emit path is the hot path, and handles copy this too.
+        self._push: Callable[[BaseEvent], None] = core.pipeline.push
 
     # -- text -------------------------------------------------------------------
 
@@ -224,9 +223,12 @@ class Emitter(Generic[S]):
         if baseline is UNSET:
             event = StateSnapshotEvent(snapshot=document, **kw)
         else:
-            whole = json.dumps(document, separators=_COMPACT)
-            if whole == json.dumps(baseline, separators=_COMPACT):
+            # Compared as canonical JSON: key order is not a change, and 1 vs true is.
+            if json.dumps(document, separators=_COMPACT, sort_keys=True) == json.dumps(
+                baseline, separators=_COMPACT, sort_keys=True
+            ):
                 return
+            whole = json.dumps(document, separators=_COMPACT)
             operations = jsonpatch.make_patch(baseline, document).patch
             # make_patch compares with ==, so 1 -> true finds no change: snapshot then.
             if operations and len(json.dumps(operations, separators=_COMPACT)) < len(whole):
@@ -332,13 +334,14 @@ class SubagentScope(Emitter[S]):
         self.id = sub_id
         self.name = name
         self._ended = False
+        self._push = self._push_open
 
     @property
     def is_open(self) -> bool:
         """Whether the scope has not been finished, failed or suspended yet."""
         return not self._ended
 
-    def _push(self, event: BaseEvent) -> None:
+    def _push_open(self, event: BaseEvent) -> None:
         if self._ended:
             raise Error.violation(
                 f"subagent {self.name!r} ({self.id}) has ended; it cannot emit "

@@ -68,12 +68,14 @@ def dumps_json(value: Any, what: str) -> str:
 class _Closable:
     """Shared ``with`` behaviour: close on exit, quietly if an exception is unwinding."""
 
-    __slots__ = ("_emitter", "_open", "id")
+    __slots__ = ("_emitter", "_kw", "_open", "_send", "id")
 
     _what = "entity"
 
     def __init__(self, emitter: Emitter[Any], entity_id: str) -> None:
         self._emitter = emitter
+        self._send = emitter._push
+        self._kw = emitter._kw
         self.id = entity_id
         self._open = True
 
@@ -119,10 +121,11 @@ class MessageHandle(_Closable):
         """Emit TEXT_MESSAGE_CONTENT."""
         if not self._open:
             self._require_open("take more content")
-        self._emitter._push(
-            make_event(TextMessageContentEvent, message_id=self.id, delta=text,
-                       **self._emitter._kw)
-        )
+        try:
+            event = TextMessageContentEvent(message_id=self.id, delta=text, **self._kw)
+        except ValidationError:
+            event = make_event(TextMessageContentEvent, message_id=self.id, delta=text)
+        self._send(event)
 
     def end(self) -> None:
         """Emit TEXT_MESSAGE_END."""
@@ -131,7 +134,7 @@ class MessageHandle(_Closable):
 
     def _close(self) -> None:
         self._open = False
-        self._emitter._push(TextMessageEndEvent(message_id=self.id, **self._emitter._kw))
+        self._send(TextMessageEndEvent(message_id=self.id, **self._kw))
 
 
 class ReasoningMessageHandle(_Closable):
@@ -144,10 +147,11 @@ class ReasoningMessageHandle(_Closable):
         """Emit REASONING_MESSAGE_CONTENT."""
         if not self._open:
             self._require_open("take more content")
-        self._emitter._push(
-            make_event(ReasoningMessageContentEvent, message_id=self.id, delta=text,
-                       **self._emitter._kw)
-        )
+        try:
+            event = ReasoningMessageContentEvent(message_id=self.id, delta=text, **self._kw)
+        except ValidationError:
+            event = make_event(ReasoningMessageContentEvent, message_id=self.id, delta=text)
+        self._send(event)
 
     def end(self) -> None:
         """Emit REASONING_MESSAGE_END."""
@@ -156,7 +160,7 @@ class ReasoningMessageHandle(_Closable):
 
     def _close(self) -> None:
         self._open = False
-        self._emitter._push(ReasoningMessageEndEvent(message_id=self.id, **self._emitter._kw))
+        self._send(ReasoningMessageEndEvent(message_id=self.id, **self._kw))
 
 
 class ReasoningHandle(_Closable):
@@ -188,7 +192,7 @@ class ReasoningHandle(_Closable):
 
     def _close(self) -> None:
         self._open = False
-        self._emitter._push(ReasoningEndEvent(message_id=self.id, **self._emitter._kw))
+        self._send(ReasoningEndEvent(message_id=self.id, **self._kw))
 
 
 class ToolCallHandle(_Closable):
@@ -210,10 +214,11 @@ class ToolCallHandle(_Closable):
         """Emit TOOL_CALL_ARGS with a fragment of the argument text (any string)."""
         if not self._open:
             self._require_open("take more arguments")
-        self._emitter._push(
-            make_event(ToolCallArgsEvent, tool_call_id=self.id, delta=delta,
-                       **self._emitter._kw)
-        )
+        try:
+            event = ToolCallArgsEvent(tool_call_id=self.id, delta=delta, **self._kw)
+        except ValidationError:
+            event = make_event(ToolCallArgsEvent, tool_call_id=self.id, delta=delta)
+        self._send(event)
 
     def args_json(self, value: Any) -> None:
         """Emit the arguments as one JSON-encoded TOOL_CALL_ARGS (SERIALIZATION if it cannot)."""
@@ -255,4 +260,4 @@ class ToolCallHandle(_Closable):
 
     def _close(self) -> None:
         self._open = False
-        self._emitter._push(ToolCallEndEvent(tool_call_id=self.id, **self._emitter._kw))
+        self._send(ToolCallEndEvent(tool_call_id=self.id, **self._kw))

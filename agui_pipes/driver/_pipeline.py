@@ -28,7 +28,7 @@ from typing import Any, Final
 
 import anyio
 import jsonpatch
-from ag_ui.core import BaseEvent, EventType, StateDeltaEvent, StateSnapshotEvent
+from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 
 from .._errors import StreamRejected
 from .._transformer import StreamTransformer
@@ -158,8 +158,8 @@ class Pipeline:
             raise self.fail(Error.buffer_full(self.buffer_size or 0, event)) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise self.fail(Error.disconnected()) from None
-        kind = event.type
-        if kind is EventType.STATE_SNAPSHOT or kind is EventType.STATE_DELTA:
+        cls = event.__class__
+        if cls is StateSnapshotEvent or cls is StateDeltaEvent:
             self._follow_state(event)
 
     # -- the state baseline ---------------------------------------------------------

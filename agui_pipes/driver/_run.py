@@ -21,6 +21,7 @@ driver sends a RUN_ERROR past them.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -282,7 +283,13 @@ class Run:
             pipeline.start(self._started_event())
             core.decode_state()
             ctx: RunContext[Any] = RunContext(core, None)
-            outcome = await self._function(ctx)
+            pending = self._function(ctx)
+            if not inspect.isawaitable(pending):
+                raise Error.agent(
+                    f"the agent's run(ctx) returned a {type(pending).__name__} instead of an "
+                    "awaitable; declare it with `async def`"
+                )
+            outcome = await pending
         except Error as exc:
             error = exc
         except Exception as exc:

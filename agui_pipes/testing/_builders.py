@@ -295,9 +295,5 @@ def run(
     **finished: Any,
 ) -> list[BaseEvent]:
     """A whole run: RUN_STARTED, ``inner``, RUN_FINISHED (or RUN_ERROR when ``error``)."""
-    end = (
-        run_error(error)
-        if error is not None
-        else run_finished(thread_id, run_id, **finished)
-    )
+    end = run_error(error) if error is not None else run_finished(thread_id, run_id, **finished)
     return [*run_started(thread_id, run_id), *inner, *end]

@@ -1,9 +1,24 @@
 """Built-in stages, one module each (see docs/architecture.md for the YAML names)."""
 
+from .drop_events import DropEvents, KeepEvents
 from .expand_chunks import ExpandChunks
+from .filter_tool_calls import FilterToolCalls
+from .state_diff import StateDiff
+from .strip_raw_events import StripRawEvents
+from .subagent_visibility import SubagentVisibility
+from .timestamp import Timestamp
+from .tool_result_to_state import ToolResultToState
 from .verify import Verify
 
 __all__ = [
+    "DropEvents",
     "ExpandChunks",
+    "FilterToolCalls",
+    "KeepEvents",
+    "StateDiff",
+    "StripRawEvents",
+    "SubagentVisibility",
+    "Timestamp",
+    "ToolResultToState",
     "Verify",
 ]

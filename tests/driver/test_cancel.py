@@ -263,3 +263,23 @@ async def test_an_outer_cancel_scope_stops_consumer_and_agent() -> None:
     assert agent.cleaned_up
     assert agent.said > 0
     assert task_count() == before
+
+
+async def test_a_completed_run_leaves_no_task_and_keeps_the_token() -> None:
+    before = task_count()
+    token = CancelToken()
+    events = await collect(noop, INPUT, cancel_token=token)
+    assert events[-1].type is EventType.RUN_FINISHED
+    assert task_count() == before
+    assert not token.is_cancelled()
+
+
+async def test_a_synchronous_agent_is_a_clear_agent_error() -> None:
+    def sync_agent(ctx: RunContext[Any]) -> RunOutcome:
+        return RunOutcome.success()
+
+    events = await collect(sync_agent, INPUT)
+    last = events[-1]
+    assert isinstance(last, RunErrorEvent)
+    assert last.code == "AGENT_ERROR"
+    assert "declare it with `async def`" in last.message

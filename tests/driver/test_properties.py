@@ -140,3 +140,53 @@ def test_any_agent_script_yields_a_stream_the_consumer_verifier_accepts(
     verifier = Verifier(profile="consumer")
     verifier.observe_all(events)
     verifier.finish()
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(alphabet="ab", max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.sampled_from(["a", "b", "c/d", "e~f"]), inner, max_size=4),
+    ),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(json_values, min_size=1, max_size=6), padded=st.booleans())
+def test_published_state_events_reproduce_every_state(values: list[Any], padded: bool) -> None:
+    """Folding the snapshots and deltas a client receives yields each state in turn."""
+    import json
+
+    import jsonpatch
+
+    # A large constant part makes deltas pay off, so both kinds get exercised.
+    states = [{"pad": "x" * 200, "value": v} for v in values] if padded else values
+
+    async def agent(ctx: RunContext[Any]) -> RunOutcome:
+        for state in states:
+            ctx.set_state(state)
+        return RunOutcome.success()
+
+    events = anyio.run(collect, agent, INPUT)
+
+    published = [e for e in events if e.type in (EventType.STATE_SNAPSHOT, EventType.STATE_DELTA)]
+    client: Any = None
+    seen: list[str] = []
+    for event in published:
+        if event.type is EventType.STATE_SNAPSHOT:
+            client = event.snapshot  # type: ignore[attr-defined]
+        else:
+            operations = [
+                op.model_dump(mode="json", exclude_unset=True)
+                for op in event.delta  # type: ignore[attr-defined]
+            ]
+            client = jsonpatch.apply_patch(client, operations)
+        seen.append(json.dumps(client, sort_keys=True))
+    # Every distinct consecutive state was published once, and nothing else was.
+    expected: list[str] = []
+    for state in states:
+        encoded = json.dumps(state, sort_keys=True)
+        if not expected or expected[-1] != encoded:
+            expected.append(encoded)
+    assert seen == expected

@@ -8,9 +8,14 @@
 // Input (a file path argument, or stdin when the argument is missing or "-"):
 // a JSON array of cases. A case is either a bare array of wire events or an
 // object
-//   {"stream": [...events...],
+//   {"stream": [...events...]           replayed in-process, or
+//    "url": "http://...", "headers": {}  run against a live endpoint (HttpAgent:
+//                                        POST RunAgentInput, SSE back),
 //    "deny": ["tool", ...] | "allow": ["tool", ...],   (FilterToolCallsMiddleware)
-//    "threadId": "...", "initialMessages": [...], "initialState": {...}}
+//    "threadId": "...", "runId": "...", "initialMessages": [...], "initialState": {...},
+//    "tools": [...], "context": [...], "forwardedProps": {...}, "resume": [...],
+//    "abortAfterEvents": n,   call agent.abortRun() once n events were delivered
+//    "timeoutMs": n}          abort and fail the case after n ms (default 30000 for url)
 // Output: one JSON line per case, in input order:
 //   {"outcome": "completed" | "failed", "error": string | null,
 //    "events": [...what onEvent delivered...], "messages": [...], "state": ...,
@@ -21,7 +26,7 @@
 // is captured per case, which also keeps stdout reserved for results.
 import { readFileSync } from "node:fs";
 import { from } from "rxjs";
-import { AbstractAgent, FilterToolCallsMiddleware } from "@ag-ui/client";
+import { AbstractAgent, FilterToolCallsMiddleware, HttpAgent } from "@ag-ui/client";
 
 // Empty means "do not suppress": we want the chunk-transformation warnings.
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = "";
@@ -74,8 +79,10 @@ class ReplayAgent extends AbstractAgent {
 
 function normalise(raw, index) {
   const c = Array.isArray(raw) ? { stream: raw } : raw;
-  if (c === null || typeof c !== "object" || !Array.isArray(c.stream)) {
-    throw new Error(`case #${index}: expected an array of events or an object with a "stream" array`);
+  if (c === null || typeof c !== "object" || (!Array.isArray(c.stream) && typeof c.url !== "string")) {
+    throw new Error(
+      `case #${index}: expected an array of events, or an object with a "stream" array or a "url"`,
+    );
   }
   if (c.deny !== undefined && c.allow !== undefined) {
     throw new Error(`case #${index}: give "deny" or "allow", not both`);
@@ -85,30 +92,57 @@ function normalise(raw, index) {
 
 function threadIdOf(c) {
   if (typeof c.threadId === "string") return c.threadId;
+  if (!Array.isArray(c.stream)) return "oracle-thread";
   const first = c.stream.find((e) => e && e.type === "RUN_STARTED" && typeof e.threadId === "string");
   return first ? first.threadId : "oracle-thread";
+}
+
+function makeAgent(c) {
+  const config = {
+    threadId: threadIdOf(c),
+    initialMessages: c.initialMessages ?? [],
+    initialState: c.initialState ?? {},
+  };
+  if (typeof c.url === "string") return new HttpAgent({ ...config, url: c.url, headers: c.headers ?? {} });
+  return new ReplayAgent(config, c.stream);
+}
+
+function runParameters(c) {
+  const params = { runId: c.runId ?? "oracle-run" };
+  for (const key of ["tools", "context", "forwardedProps", "resume"]) {
+    if (c[key] !== undefined) params[key] = c[key];
+  }
+  return params;
 }
 
 async function judge(c) {
   captured = [];
   strayErrors = [];
-  const agent = new ReplayAgent(
-    {
-      threadId: threadIdOf(c),
-      initialMessages: c.initialMessages ?? [],
-      initialState: c.initialState ?? {},
-    },
-    c.stream,
-  );
+  const agent = makeAgent(c);
   if (c.deny !== undefined) agent.use(new FilterToolCallsMiddleware({ disallowedToolCalls: c.deny }));
   if (c.allow !== undefined) agent.use(new FilterToolCallsMiddleware({ allowedToolCalls: c.allow }));
   const events = [];
   const result = { outcome: "completed", error: null };
+  const onEvent = ({ event }) => {
+    events.push(event);
+    if (c.abortAfterEvents !== undefined && events.length === c.abortAfterEvents) agent.abortRun();
+  };
+  const timeoutMs = c.timeoutMs ?? (typeof c.url === "string" ? 30000 : undefined);
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    if (timeoutMs === undefined) return;
+    timer = setTimeout(() => {
+      agent.abortRun();
+      reject(new Error(`oracle timeout: the run did not settle within ${timeoutMs} ms`));
+    }, timeoutMs);
+  });
   try {
-    await agent.runAgent({ runId: "oracle-run" }, { onEvent: ({ event }) => { events.push(event); } });
+    await Promise.race([agent.runAgent(runParameters(c), { onEvent }), timeout]);
   } catch (err) {
     result.outcome = "failed";
     result.error = describe(err);
+  } finally {
+    clearTimeout(timer);
   }
   // Let queued microtasks/rejections of this run settle before reading results.
   await new Promise((resolve) => setImmediate(resolve));
@@ -135,3 +169,6 @@ for (const c of cases) {
   const result = await judge(c);
   process.stdout.write(JSON.stringify(result) + "\n");
 }
+// Exit now rather than when idle keep-alive sockets of HttpAgent's fetch time out.
+// Writes to a pipe or file are synchronous in node, so nothing is lost.
+process.exit(0);

@@ -1,0 +1,159 @@
+"""Reading a recorded or piped event stream, whatever shape it was saved in.
+
+Formats: NDJSON (one event per line), SSE (``data:`` frames, as served over
+HTTP), a JSON array of events, and a conformance-corpus case (a JSON object
+whose ``stream`` key holds the events). ``auto`` picks by file extension
+(``.ndjson``/``.jsonl``, ``.sse``, ``.json``) and otherwise by the first bytes.
+
+NDJSON and SSE are decoded incrementally, chunk by chunk, so a command can
+start emitting before a long recording (or a live pipe) has been read to the
+end; the JSON shapes are parsed whole. Every wire event goes through
+``agui_pipes.decode`` — the AG-UI 1.0 processing model: unknown types and
+properties are dropped with a warning, malformed fields are a ``DecodeError``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from ag_ui.core import BaseEvent
+
+from ..codecs import NDJSONDecoder, SSEDecoder
+from ..decode import DecodeWarning, decode
+
+__all__ = ["FORMATS", "InputError", "Progress", "read_events"]
+
+InputFormat = Literal["auto", "ndjson", "sse", "json", "corpus"]
+FORMATS: tuple[str, ...] = ("auto", "ndjson", "sse", "json", "corpus")
+_CHUNK = 64 * 1024
+_BY_SUFFIX = {".ndjson": "ndjson", ".jsonl": "ndjson", ".sse": "sse", ".json": "json"}
+
+
+class InputError(Exception):
+    """The input could not be opened or is not in any event-stream format (exit 2)."""
+
+
+@dataclass
+class Progress:
+    """How far reading has got: bytes of the source, events decoded so far."""
+
+    total_bytes: int | None
+    bytes_read: int = 0
+    events: int = 0
+
+
+def _sniff(head: bytes) -> str:
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"["):
+        return "json"
+    if text.startswith((b"data:", b":", b"event:", b"id:", b"retry:")):
+        return "sse"
+    return "ndjson"
+
+
+async def _chunks(path: str | None, progress: Progress) -> AsyncGenerator[bytes, None]:
+    if path is None or path == "-":
+        source: Any = anyio.wrap_file(sys.stdin.buffer)
+    else:
+        try:
+            source = await anyio.open_file(path, "rb")
+        except OSError as exc:
+            raise InputError(f"cannot open input {path}: {exc.strerror or exc}") from None
+    try:
+        while True:
+            try:
+                chunk: bytes = await source.read(_CHUNK)
+            except OSError as exc:
+                raise InputError(f"cannot read input: {exc.strerror or exc}") from None
+            if not chunk:
+                return
+            progress.bytes_read += len(chunk)
+            yield chunk
+    finally:
+        if path is not None and path != "-":
+            await source.aclose()
+
+
+def _json_items(data: bytes, fmt: str, name: str) -> list[Any]:
+    try:
+        document = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{name} is not valid JSON ({exc}); expected a JSON array of "
+                         "events or a corpus case, or pass --input-format") from None
+    if isinstance(document, dict) and isinstance(document.get("stream"), list):
+        return list(document["stream"])
+    if fmt == "corpus":
+        raise InputError(f"{name} is not a corpus case: expected an object with a `stream` list")
+    if isinstance(document, list):
+        return document
+    raise InputError(
+        f"{name} holds a JSON {type(document).__name__}; expected an array of events, a "
+        "corpus case ({\"stream\": [...]}) or NDJSON (one event per line)"
+    )
+
+
+async def _payloads(path: str | None, fmt: str, progress: Progress) -> AsyncIterator[Any]:
+    name = "standard input" if path in (None, "-") else str(path)
+    chunks = _chunks(path, progress)
+    try:
+        first = b""
+        async for chunk in chunks:
+            first = chunk
+            break
+        if fmt == "auto":
+            suffix = Path(path).suffix.lower() if path not in (None, "-") else ""
+            fmt = _BY_SUFFIX.get(suffix) or _sniff(first)
+        if fmt in ("json", "corpus"):
+            data = bytearray(first)
+            async for chunk in chunks:
+                data += chunk
+            if not data.strip():
+                return
+            for item in _json_items(bytes(data), fmt, name):
+                yield item
+            return
+        decoder = NDJSONDecoder() if fmt == "ndjson" else SSEDecoder()
+        for payload in decoder.feed(first):
+            yield payload
+        async for chunk in chunks:
+            for payload in decoder.feed(chunk):
+                yield payload
+        for payload in decoder.close():
+            yield payload
+    finally:
+        await chunks.aclose()
+
+
+async def read_events(
+    path: str | None,
+    *,
+    input_format: str = "auto",
+    on_warning: Callable[[DecodeWarning], None] | None = None,
+    progress: Progress | None = None,
+) -> AsyncIterator[BaseEvent]:
+    """The decoded events of ``path`` (``None`` or ``-``: standard input), in order.
+
+    Raises ``InputError`` when the input cannot be read or has no recognisable
+    format, and ``agui_pipes.decode.DecodeError`` (a ``ProtocolViolation``)
+    for a malformed event — the stream is rejected at that event.
+    """
+    if input_format not in FORMATS:
+        raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
+    if progress is None:
+        progress = Progress(None)
+    index = 0
+    async for payload in _payloads(path, input_format, progress):
+        decoded = decode(payload, index=index)
+        index += 1
+        if on_warning is not None:
+            for warning in decoded.warnings:
+                on_warning(warning)
+        if decoded.event is not None:
+            progress.events += 1
+            yield decoded.event

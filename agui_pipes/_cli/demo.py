@@ -1,0 +1,124 @@
+"""``agui-pipes demo`` — watch a pipeline at work, with nothing to configure.
+
+Runs the scripted demo agent (``agui_pipes.demo``: reasoning, streamed text,
+tool calls including an internal one, a nested subagent, state updates)
+through the run driver and a chain — the built-in default chain, or yours with
+``--config`` — and prints a readable transcript (``--raw`` for NDJSON events).
+No network, no model, no API key.
+
+Exit status: 0 when the run finished, 1 when it ended in RUN_ERROR (e.g. a
+stage of your chain rejected the stream), 2 for an invalid chain file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import anyio
+
+from ..codecs import encode_ndjson
+from ..config import ConfigError, LoadedChain, load_chain
+from ..demo import DEFAULT_CHAIN, DemoAgent, demo_input
+from ..driver import run
+from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
+from ._transcript import Transcript, use_color
+
+__all__ = ["register"]
+
+_DEFAULT_PACE = 0.015
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "demo",
+        help="run a built-in demo agent through a chain and show the result",
+        description=(
+            "Run a scripted demo agent (no network, no LLM) through the run driver and a "
+            "chain, and print a readable transcript of what the client receives."
+        ),
+    )
+    parser.add_argument(
+        "--config",
+        metavar="CHAIN.yaml",
+        help="your own chain file instead of the default chain (see --show-chain)",
+    )
+    parser.add_argument(
+        "--allow-imports",
+        action="store_true",
+        help="permit `type: module:attr` references in --config",
+    )
+    parser.add_argument("--raw", action="store_true", help="print the events as NDJSON")
+    parser.add_argument(
+        "--message",
+        default="Plan me a weekend in Lisbon, please.",
+        help="the user's request (the demo plans a weekend in the city it names)",
+    )
+    parser.add_argument(
+        "--pace",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=f"pause between streamed words (default {_DEFAULT_PACE} on a terminal, else 0)",
+    )
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="color the transcript (auto: when stdout is a terminal and NO_COLOR is unset)",
+    )
+    parser.add_argument(
+        "--show-chain",
+        action="store_true",
+        help="print the default chain (a starting point for your own) and exit",
+    )
+    parser.set_defaults(handler=_demo)
+
+
+def _chain(args: argparse.Namespace) -> LoadedChain | None:
+    if args.config is not None:
+        return load_or_report(args.config, allow_imports=args.allow_imports)
+    with plugin_warnings_on_stderr():
+        try:
+            return load_chain(DEFAULT_CHAIN)
+        except ConfigError as exc:  # only if an installation is broken
+            print(f"agui-pipes: the default demo chain did not load: {exc}", file=sys.stderr)
+            return None
+
+
+def _demo(args: argparse.Namespace) -> int:
+    if args.show_chain:
+        sys.stdout.write(DEFAULT_CHAIN)
+        return 0
+    chain = _chain(args)
+    if chain is None:
+        return EXIT_CONFIG
+    interactive = bool(sys.stdout.isatty()) and not args.raw
+    pace = args.pace if args.pace is not None else (_DEFAULT_PACE if interactive else 0.0)
+    if pace < 0:
+        print("agui-pipes: --pace must be zero or positive", file=sys.stderr)
+        return 2
+    agent = DemoAgent(pace=pace)
+    ended_in_error = False
+
+    async def main() -> None:
+        nonlocal ended_in_error
+        transcript = None if args.raw else Transcript(
+            sys.stdout, color=use_color(sys.stdout, args.color)
+        )
+        out = sys.stdout.buffer if args.raw else None
+        async with run(agent, demo_input(args.message), transformers=chain) as events:
+            async for event in events:
+                ended_in_error = event.type.value == "RUN_ERROR"
+                if transcript is not None:
+                    transcript.feed(event)
+                else:
+                    assert out is not None
+                    out.write(encode_ndjson(event))
+                    out.flush()
+        if transcript is not None:
+            transcript.close()
+
+    anyio.run(main)
+    return 1 if ended_in_error else 0

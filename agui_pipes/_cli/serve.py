@@ -1,0 +1,168 @@
+"""``agui-pipes serve`` — put a chain in front of an AG-UI agent, over HTTP.
+
+Two modes:
+
+* ``--upstream URL`` — a gateway: each run POSTed here is forwarded to the
+  upstream agent, and its events come back through chunk expansion,
+  verification and the chain in ``--config``;
+* ``--demo`` — serve the built-in demo agent (through ``--config``, or the
+  demo's default chain), handy to try a client or to be an upstream.
+
+The agent endpoint is ``POST --path`` (``/`` by default); ``GET /healthz``
+answers ``ok``. One log line per run at INFO shows what each stage did.
+
+Exit status: 0 after a clean shutdown (Ctrl-C), 2 for usage or an invalid
+chain file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="serve a chain over HTTP in front of an upstream agent (or the demo agent)",
+        description=(
+            "Serve AG-UI over HTTP: POST a RunAgentInput, get the run as SSE. With --upstream "
+            "the runs are forwarded to that agent and its events pass through the chain; "
+            "with --demo the built-in demo agent answers."
+        ),
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--upstream", metavar="URL", help="the AG-UI agent to forward runs to")
+    source.add_argument("--demo", action="store_true", help="serve the built-in demo agent")
+    parser.add_argument(
+        "--config",
+        metavar="CHAIN.yaml",
+        help="the chain to apply (with --demo, default: the demo's default chain)",
+    )
+    parser.add_argument(
+        "--allow-imports",
+        action="store_true",
+        help="permit `type: module:attr` references in --config",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    parser.add_argument("--path", default="/", help="path of the agent endpoint (default /)")
+    parser.add_argument(
+        "--keepalive",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="send an SSE comment after this much idle time (default 15; 0 disables)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="gateway: longest silence tolerated from the upstream (default 60)",
+    )
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="gateway: do not verify the upstream's events (chunks are still expanded)",
+    )
+    parser.add_argument(
+        "--pace",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="demo: pause between streamed words (default 0)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="logging level (default info: one line per run)",
+    )
+    parser.set_defaults(handler=_serve)
+
+
+def _usage(message: str) -> int:
+    print(f"agui-pipes serve: {message}", file=sys.stderr)
+    return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if not args.upstream and not args.demo:
+        return _usage("give --upstream URL (a gateway) or --demo (the demo agent)")
+    if not args.path.startswith("/"):
+        return _usage(f"--path must start with '/', got {args.path!r}")
+    if args.keepalive < 0 or args.timeout <= 0 or args.pace < 0:
+        return _usage("--keepalive and --pace must be >= 0 and --timeout > 0")
+    try:
+        import uvicorn
+
+        from ..server import build_app
+    except ImportError as exc:
+        return _usage(f"serving needs the server extras: pip install 'agui-pipes[server,http]' "
+                      f"({exc})")
+
+    if args.config is not None:
+        chain = load_or_report(args.config, allow_imports=args.allow_imports)
+        if chain is None:
+            return EXIT_CONFIG
+    elif args.demo:
+        from ..config import ConfigError, load_chain
+        from ..demo import DEFAULT_CHAIN
+
+        with plugin_warnings_on_stderr():
+            try:
+                chain = load_chain(DEFAULT_CHAIN)
+            except ConfigError as exc:  # only if an installation is broken
+                print(f"agui-pipes: the default demo chain did not load: {exc}", file=sys.stderr)
+                return EXIT_CONFIG
+    else:
+        chain = None
+
+    keepalive = args.keepalive or None
+    try:
+        if args.demo:
+            from ..demo import DemoAgent
+
+            app = build_app(
+                agent=DemoAgent(pace=args.pace), chain=chain, path=args.path, keepalive=keepalive
+            )
+            what = "the demo agent"
+        else:
+            app = build_app(
+                upstream=args.upstream,
+                chain=chain,
+                path=args.path,
+                keepalive=keepalive,
+                timeout=_timeout(args.timeout),
+                verify=not args.no_verify,
+            )
+            what = f"a gateway to {args.upstream}"
+    except (TypeError, ValueError) as exc:
+        return _usage(str(exc))
+
+    level = getattr(logging, args.log_level.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("agui_pipes").setLevel(level)
+    logging.getLogger(__name__).info(
+        "serving %s at http://%s:%s%s%s",
+        what,
+        args.host,
+        args.port,
+        args.path,
+        f" through {chain!r}" if chain is not None else "",
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
+    return 0
+
+
+def _timeout(read: float) -> Any:
+    import httpx
+
+    return httpx.Timeout(connect=min(read, 10.0), read=read, write=10.0, pool=10.0)

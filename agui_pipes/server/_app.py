@@ -1,0 +1,71 @@
+"""A ready-made Starlette app: one agent endpoint or one gateway, plus a health check.
+
+What ``agui-pipes serve`` runs, and a shortcut for deployments that need
+nothing else. ``GET /healthz`` answers ``ok`` so a load balancer can probe a
+worker without starting a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from .._chain import ChainFactory
+
+__all__ = ["HEALTH_PATH", "build_app"]
+
+HEALTH_PATH = "/healthz"
+
+
+def build_app(
+    *,
+    agent: Any = None,
+    upstream: str | None = None,
+    chain: ChainFactory | None = None,
+    path: str = "/",
+    keepalive: float | None = 15.0,
+    **options: Any,
+) -> Any:
+    """A Starlette app serving ``agent`` or relaying to ``upstream`` at ``POST path``.
+
+    Exactly one of ``agent`` and ``upstream``. ``options`` go to
+    ``AgentEndpoint`` or ``Gateway``. The gateway's HTTP client is closed at
+    shutdown by the app's lifespan.
+    """
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    if (agent is None) == (upstream is None):
+        raise TypeError("build_app() needs exactly one of agent=... or upstream=...")
+    if not path.startswith("/"):
+        raise ValueError(f"path must start with '/', got {path!r}")
+    if path == HEALTH_PATH:
+        raise ValueError(f"{HEALTH_PATH} is the health check; serve the agent at another path")
+
+    async def health(request: Request) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    routes = [Route(HEALTH_PATH, health, methods=["GET"])]
+    if upstream is not None:
+        from .gateway import Gateway
+
+        gateway = Gateway(upstream, chain=chain, keepalive=keepalive, **options)
+        routes.append(Route(path, gateway, methods=["POST"]))
+
+        @asynccontextmanager
+        async def lifespan(app: object) -> AsyncIterator[None]:
+            async with gateway.lifespan(app):
+                yield
+
+        return Starlette(routes=routes, lifespan=lifespan)
+
+    from .endpoint import AgentEndpoint
+
+    routes.append(
+        Route(path, AgentEndpoint(agent, chain=chain, keepalive=keepalive, **options),
+              methods=["POST"])
+    )
+    return Starlette(routes=routes)

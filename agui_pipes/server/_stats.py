@@ -1,0 +1,110 @@
+"""What one served run did, for the per-run INFO log line.
+
+An operator reading the log wants to see, per run, where events were added
+or dropped: so the chain is instrumented with pass-through counting stages
+between its stages (sync stages fuse into one loop, so a counter costs one
+method call per event), and the line reads like
+``source 40 → ExpandChunks 52 → Verify 52 → Redact 52 → out 52``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+
+from ag_ui.core import BaseEvent, EventType
+
+from .._chain import TransformerChain
+from .._transformer import StreamTransformer
+
+__all__ = ["RunStats", "instrument"]
+
+_log = logging.getLogger("agui_pipes.server")
+
+
+class _Count(StreamTransformer):
+    """Pass-through stage that counts what flows past its position in the chain."""
+
+    def __init__(self, counts: list[int], index: int) -> None:
+        self._counts = counts
+        self._index = index
+
+    @property
+    def name(self) -> str:
+        return "count"
+
+    def fresh(self) -> _Count:
+        return _Count(self._counts, self._index)
+
+    def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
+        self._counts[self._index] += 1
+        return (event,)
+
+
+class RunStats:
+    """Counters and outcome of one served run; ``log()`` writes the INFO line."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.run_id = "-"
+        self.thread_id = "-"
+        self.stage_names: list[str] = []
+        self.counts: list[int] = [0]  # [source, after stage 1, ..., after stage n]
+        self.written = 0
+        self.outcome = "incomplete"
+        self.detail = ""
+        self._started = time.monotonic()
+        self._logged = False
+
+    def count_source(self, n: int = 1) -> None:
+        self.counts[0] += n
+
+    def note_output(self, event: BaseEvent) -> None:
+        """Track the outcome from what reaches the client."""
+        kind = event.type
+        if kind is EventType.RUN_FINISHED:
+            outcome = getattr(event, "outcome", None)
+            outcome_type = getattr(outcome, "type", None)
+            self.outcome = "finished" if outcome_type in (None, "success") else str(outcome_type)
+            self.detail = ""
+        elif kind is EventType.RUN_ERROR:
+            self.outcome = "error"
+            code = getattr(event, "code", None)
+            message = getattr(event, "message", "")
+            self.detail = f"{code}: {message}" if code else str(message)
+        elif kind is EventType.RUN_STARTED:
+            self.outcome = "incomplete"
+
+    def stages_line(self) -> str:
+        parts = [f"source {self.counts[0]}"]
+        parts += [f"{name} {n}" for name, n in zip(self.stage_names, self.counts[1:], strict=True)]
+        parts.append(f"out {self.written}")
+        return " → ".join(parts)
+
+    def log(self, logger: logging.Logger = _log) -> None:
+        if self._logged:
+            return
+        self._logged = True
+        duration = time.monotonic() - self._started
+        detail = f" ({self.detail})" if self.detail else ""
+        logger.info(
+            "%s run %s thread %s: %s%s in %.3fs; events %s",
+            self.kind,
+            self.run_id,
+            self.thread_id,
+            self.outcome,
+            detail,
+            duration,
+            self.stages_line(),
+        )
+
+
+def instrument(chain: TransformerChain, stats: RunStats) -> TransformerChain:
+    """``chain`` with a counter in front and after each stage, recording into ``stats``."""
+    stats.stage_names = [stage.name for stage in chain.stages]
+    stats.counts = [0] * (len(chain.stages) + 1)
+    staged: list[object] = [_Count(stats.counts, 0)]
+    for index, stage in enumerate(chain.stages, start=1):
+        staged += [stage, _Count(stats.counts, index)]
+    return TransformerChain(staged)  # type: ignore[arg-type]

@@ -1,0 +1,169 @@
+"""Serve an agent over HTTP: POST a RunAgentInput, get the run as SSE.
+
+::
+
+    from agui_pipes.server import AgentEndpoint, agent_route
+
+    app = Starlette(routes=[agent_route("/agent", my_agent, chain=load_chain("chain.yaml"))])
+    # FastAPI: app.add_route("/agent", AgentEndpoint(my_agent), methods=["POST"])
+
+Per request: the body is validated *before* the response starts (a bad body
+is a 422 JSON error, never a stream that opens and dies), a fresh chain is
+built from the chain factory, and the agent runs under the run driver with
+its own cancel token. The token is tripped when the client disconnects, and
+the agent task is cancelled too, so an agent blocked in an await stops
+without waiting for its next emit.
+
+A chain of synchronous stages runs inside the driver (so the driver's
+producer verification sees the chain's output and its end-of-run guarantees
+hold); a chain with async stages or operators runs over the driver's output.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ag_ui.core import RunAgentInput
+
+from .._chain import ChainFactory, TransformerChain
+from ..driver import CancelToken, run
+from ._http import (
+    DEFAULT_MAX_BODY_BYTES,
+    BadRequest,
+    ClientGone,
+    parse_run_input,
+    read_body,
+    send_json_error,
+)
+from ._stats import RunStats, instrument
+from ._streaming import Receive, Scope, Send, SSERun
+
+__all__ = ["AgentEndpoint", "AgentFactory"]
+
+_log = logging.getLogger("agui_pipes.server")
+
+AgentFactory = Callable[[RunAgentInput], Any]
+"""Builds the agent for one request (it sees the validated input)."""
+
+
+class AgentEndpoint:
+    """An ASGI app that runs an agent per POSTed RunAgentInput and streams SSE.
+
+    Give either ``agent`` (one agent object or async function, shared by all
+    requests — it must keep per-run state in its ``ctx`` only) or
+    ``agent_factory`` (called with the input, per request). ``chain`` is a
+    chain factory (``load_chain(...)`` returns one, so does ``lambda:
+    a | b``); a plain ``TransformerChain`` is accepted and ``fresh()``-ed per
+    request. ``keepalive`` is the idle time (seconds) before a keep-alive
+    comment; ``None`` disables them.
+    """
+
+    def __init__(
+        self,
+        agent: Any = None,
+        *,
+        agent_factory: AgentFactory | None = None,
+        chain: ChainFactory | TransformerChain | None = None,
+        keepalive: float | None = 15.0,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        verify: bool = True,
+        echo_input: bool = False,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        if (agent is None) == (agent_factory is None):
+            raise TypeError(
+                "AgentEndpoint needs exactly one of agent=... (shared by every request) or "
+                "agent_factory=... (called with the RunAgentInput of each request)"
+            )
+        if agent_factory is not None and not callable(agent_factory):
+            raise TypeError(f"agent_factory must be callable, got {type(agent_factory).__name__}")
+        if keepalive is not None and keepalive <= 0:
+            raise ValueError(f"keepalive must be a positive number of seconds or None, got "
+                             f"{keepalive!r}")
+        self._agent = agent
+        self._agent_factory = agent_factory
+        self._chain_factory = _chain_factory(chain)
+        self._keepalive = keepalive
+        self._max_body = max_body_bytes
+        self._verify = verify
+        self._echo_input = echo_input
+        self._log = logger or _log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            raise RuntimeError(f"AgentEndpoint serves HTTP only, got a {scope['type']!r} scope")
+        try:
+            if scope.get("method") != "POST":
+                raise BadRequest(
+                    405, "method_not_allowed", "POST a RunAgentInput to start a run"
+                )
+            run_input = parse_run_input(await read_body(receive, self._max_body))
+        except ClientGone:
+            return
+        except BadRequest as error:
+            self._log.info("rejected request: %s %s", error.status, error.message)
+            await send_json_error(send, error)
+            return
+
+        stats = RunStats("agent")
+        stats.run_id = run_input.run_id
+        stats.thread_id = run_input.thread_id
+        try:
+            agent = self._agent if self._agent_factory is None else self._agent_factory(run_input)
+            chain = None if self._chain_factory is None else self._chain_factory()
+        except Exception as exc:
+            self._log.error("cannot set up run %s: %s", run_input.run_id, exc, exc_info=exc)
+            await send_json_error(
+                send,
+                BadRequest(500, "setup_failed", f"the server could not set up the run: {exc}"),
+            )
+            return
+
+        inner: TransformerChain | None = None
+        outer: TransformerChain | None = None
+        if chain is not None:
+            if not isinstance(chain, TransformerChain):
+                chain = TransformerChain([chain])  # a factory returning one stage
+            chain = instrument(chain, stats)
+            if chain.is_sync:
+                inner = chain
+            else:
+                outer = chain
+        token = CancelToken()
+        run_options: dict[str, Any] = {
+            "verify": self._verify,
+            "echo_input": self._echo_input,
+            "cancel_token": token,
+        }
+        if inner is not None:
+            run_options["transformers"] = inner
+
+        def open_run() -> Any:
+            return run(agent, run_input, **run_options)
+
+        response = SSERun(
+            open_run,
+            stats=stats,
+            chain=outer,
+            count_source=chain is None,
+            keepalive=self._keepalive,
+            on_disconnect=token.cancel,
+            logger=self._log,
+        )
+        await response(scope, receive, send)
+
+
+def _chain_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:
+    if chain is None:
+        return None
+    if isinstance(chain, TransformerChain):
+        template = chain
+        return template.fresh
+    if callable(chain):
+        return chain
+    raise TypeError(
+        f"chain must be a chain factory (e.g. load_chain(...)) or a TransformerChain, got "
+        f"{type(chain).__name__}"
+    )

@@ -1,0 +1,332 @@
+"""A gateway: forward each run to an upstream AG-UI agent and pipe its answer.
+
+::
+
+    from agui_pipes.server import Gateway
+
+    gateway = Gateway("http://agent.internal:8000/", chain=load_chain("chain.yaml"))
+    app = Starlette(routes=[Route("/", gateway, methods=["POST"])],
+                    lifespan=gateway.lifespan)
+
+Per request the POSTed body is validated as a RunAgentInput (422 otherwise —
+nothing is forwarded) and sent upstream *as received*, so fields this version
+does not know survive. The upstream's SSE is decoded incrementally, each
+event by the consumer decoder, then runs through ``ExpandChunks | Verify |
+<your chain>`` and is re-encoded to the client.
+
+Everything that can go wrong upstream reaches the client as a well-formed
+RUN_ERROR whose ``code`` says what happened, and is logged:
+
+==========================  =====================================================
+``UPSTREAM_UNREACHABLE``    cannot connect (refused, DNS, TLS)
+``UPSTREAM_TIMEOUT``        connecting, or waiting for the next byte, took too long
+``UPSTREAM_HTTP_ERROR``     the upstream answered with a non-2xx status
+``UPSTREAM_BAD_RESPONSE``   a 2xx that is not ``text/event-stream``
+``UPSTREAM_MALFORMED``      a frame that is not a valid AG-UI event, or too large
+``UPSTREAM_TRUNCATED``      the body or the run stopped before its end
+``PROTOCOL_VIOLATION``      the events break the AG-UI ordering rules
+==========================  =====================================================
+
+A client that disconnects cancels the run, which closes the upstream request
+(and so cancels the upstream agent, if it is one of ours).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+from ag_ui.core import BaseEvent, EventType
+
+from .._chain import ChainFactory, TransformerChain
+from .._transformer import Stage
+from ..codecs import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder, TruncatedFrame
+from ..decode import DecodeError, decode
+from ..transformers import ExpandChunks, Verify
+from ._http import (
+    DEFAULT_MAX_BODY_BYTES,
+    BadRequest,
+    ClientGone,
+    parse_run_input,
+    read_body,
+    send_json_error,
+)
+from ._stats import RunStats, instrument
+from ._streaming import Receive, RunFailure, Scope, Send, SSERun
+
+__all__ = ["DEFAULT_TIMEOUT", "Gateway", "UpstreamError", "gateway_route"]
+
+_log = logging.getLogger("agui_pipes.server")
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=5.0, read=60.0, write=10.0, pool=10.0)
+"""``read`` is the longest silence tolerated between upstream bytes (keep-alive
+comments count), not a limit on the whole run."""
+
+
+class UpstreamError(RunFailure):
+    """The upstream failed; ``code`` is one of the ``UPSTREAM_*`` codes."""
+
+
+def _hop_headers(
+    headers: Iterable[tuple[bytes, bytes]], forward: frozenset[str]
+) -> dict[str, str]:
+    out = {"content-type": "application/json", "accept": "text/event-stream"}
+    for raw_name, raw_value in headers:
+        name = raw_name.decode("latin-1").lower()
+        if name in forward:
+            out[name] = raw_value.decode("latin-1")
+    return out
+
+
+class Gateway:
+    """An ASGI app relaying runs to ``upstream`` through a chain (see module doc).
+
+    ``chain`` is a chain factory (or a chain, ``fresh()``-ed per request);
+    ``verify=False`` drops the consumer verification (chunks are still
+    expanded). ``forward_headers`` names the request headers passed upstream
+    (``authorization`` by default). ``client`` lets you bring your own
+    ``httpx.AsyncClient`` (then you close it); otherwise one is created on
+    first use and closed by ``aclose()`` / the ``lifespan`` helper.
+    """
+
+    def __init__(
+        self,
+        upstream: str,
+        *,
+        chain: ChainFactory | TransformerChain | None = None,
+        verify: bool = True,
+        keepalive: float | None = 15.0,
+        timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        forward_headers: Iterable[str] = ("authorization",),
+        client: httpx.AsyncClient | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        url = httpx.URL(upstream)
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(
+                f"upstream must be an http(s) URL such as http://127.0.0.1:8000/, got "
+                f"{upstream!r}"
+            )
+        if keepalive is not None and keepalive <= 0:
+            raise ValueError(
+                f"keepalive must be a positive number of seconds or None, got {keepalive!r}"
+            )
+        self.upstream = str(url)
+        self._chain_factory = _as_factory(chain)
+        self._verify = verify
+        self._keepalive = keepalive
+        self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+        self._max_frame = max_frame_bytes
+        self._max_body = max_body_bytes
+        self._forward = frozenset(name.lower() for name in forward_headers)
+        self._client = client
+        self._owns_client = client is None
+        self._log = logger or _log
+
+    # -- lifecycle --------------------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            # No pool ceiling: every concurrent run holds one upstream
+            # connection for its whole duration, so a cap would queue runs.
+            self._client = httpx.AsyncClient(
+                timeout=self._timeout,
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+            )
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the upstream HTTP client (if the gateway created it)."""
+        client, self._client = self._client, None
+        if client is not None and self._owns_client:
+            await client.aclose()
+
+    @asynccontextmanager
+    async def lifespan(self, app: object) -> AsyncIterator[None]:
+        """A Starlette/FastAPI ``lifespan`` that closes the client at shutdown."""
+        try:
+            yield
+        finally:
+            await self.aclose()
+
+    # -- one request ------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            raise RuntimeError(f"Gateway serves HTTP only, got a {scope['type']!r} scope")
+        try:
+            if scope.get("method") != "POST":
+                raise BadRequest(405, "method_not_allowed", "POST a RunAgentInput to start a run")
+            body = await read_body(receive, self._max_body)
+            run_input = parse_run_input(body)
+        except ClientGone:
+            return
+        except BadRequest as error:
+            self._log.info("rejected request: %s %s", error.status, error.message)
+            await send_json_error(send, error)
+            return
+
+        stats = RunStats("gateway")
+        stats.run_id = run_input.run_id
+        stats.thread_id = run_input.thread_id
+        try:
+            stages: list[Stage] = [ExpandChunks()]
+            if self._verify:
+                stages.append(Verify(profile="consumer", on_violation="raise"))
+            if self._chain_factory is not None:
+                stages.append(self._chain_factory())
+            chain = instrument(TransformerChain(stages), stats)
+        except Exception as exc:
+            self._log.error(
+                "cannot build the chain for run %s: %s", stats.run_id, exc, exc_info=exc
+            )
+            message = f"the gateway could not build its chain: {exc}"
+            failure = BadRequest(500, "setup_failed", message)
+            await send_json_error(send, failure)
+            return
+        headers = _hop_headers(scope.get("headers", ()), self._forward)
+
+        def open_upstream() -> Any:
+            return self._events(body, headers)
+
+        response = SSERun(
+            open_upstream, stats=stats, chain=chain, keepalive=self._keepalive, logger=self._log
+        )
+        await response(scope, receive, send)
+
+    @asynccontextmanager
+    async def _events(
+        self, body: bytes, headers: Mapping[str, str]
+    ) -> AsyncIterator[AsyncIterator[BaseEvent]]:
+        client = self._http()
+        request = client.build_request("POST", self.upstream, content=body, headers=headers)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise UpstreamError(
+                "UPSTREAM_TIMEOUT", f"timed out connecting to the upstream agent at "
+                f"{self.upstream} ({type(exc).__name__})"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError(
+                "UPSTREAM_UNREACHABLE",
+                f"cannot reach the upstream agent at {self.upstream}: "
+                f"{type(exc).__name__}: {exc or 'connection failed'}",
+            ) from exc
+        try:
+            await self._check_response(response)
+            yield self._decode(response)
+        finally:
+            # Shielded: on a client disconnect we are being cancelled, and the
+            # upstream connection must still be closed (that is what stops the
+            # upstream agent).
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await response.aclose()
+
+    async def _check_response(self, response: httpx.Response) -> None:
+        if not response.is_success:
+            snippet = b""
+            try:
+                async for chunk in response.aiter_bytes():
+                    snippet += chunk
+                    if len(snippet) >= 300:
+                        break
+            except httpx.HTTPError:
+                pass
+            text = snippet[:300].decode("utf-8", "replace").strip()
+            raise UpstreamError(
+                "UPSTREAM_HTTP_ERROR",
+                f"the upstream agent answered {response.status_code} "
+                f"{response.reason_phrase}" + (f": {text}" if text else ""),
+            )
+        content_type = response.headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != "text/event-stream":
+            raise UpstreamError(
+                "UPSTREAM_BAD_RESPONSE",
+                f"the upstream agent answered {response.status_code} with content-type "
+                f"{content_type or '(none)'!r}; an AG-UI agent must answer text/event-stream",
+            )
+
+    async def _decode(self, response: httpx.Response) -> AsyncIterator[BaseEvent]:
+        decoder = SSEDecoder(max_frame_bytes=self._max_frame)
+        index = 0
+        open_run: str | None = None
+        seen_any = False
+        try:
+            async for chunk in response.aiter_bytes():
+                for payload in decoder.feed(chunk):
+                    decoded = decode(payload, index=index)
+                    index += 1
+                    for warning in decoded.warnings:
+                        self._log.debug("upstream event: %s", warning)
+                    event = decoded.event
+                    if event is None:
+                        continue
+                    seen_any = True
+                    kind = event.type
+                    if kind is EventType.RUN_STARTED:
+                        open_run = getattr(event, "run_id", "?")
+                    elif kind is EventType.RUN_FINISHED or kind is EventType.RUN_ERROR:
+                        open_run = None
+                    yield event
+            decoder.close()
+        except httpx.TimeoutException as exc:
+            raise UpstreamError(
+                "UPSTREAM_TIMEOUT",
+                f"the upstream agent sent nothing for {self._timeout.read}s "
+                f"(after {index} events)",
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise UpstreamError(
+                "UPSTREAM_TRUNCATED",
+                f"the upstream connection broke after {index} events: "
+                f"{type(exc).__name__}: {exc}",
+            ) from exc
+        except TruncatedFrame as exc:
+            raise UpstreamError("UPSTREAM_TRUNCATED", f"after {index} events: {exc}") from exc
+        except FrameTooLarge as exc:
+            raise UpstreamError("UPSTREAM_MALFORMED", f"after {index} events: {exc}") from exc
+        except DecodeError as exc:
+            raise UpstreamError(
+                "UPSTREAM_MALFORMED", f"the upstream sent an invalid event #{index}: {exc}"
+            ) from exc
+        if not seen_any:
+            raise UpstreamError(
+                "UPSTREAM_TRUNCATED", "the upstream agent ended its stream without any event"
+            )
+        if open_run is not None:
+            raise UpstreamError(
+                "UPSTREAM_TRUNCATED",
+                f"the upstream agent ended its stream while run {open_run} was still open "
+                "(no RUN_FINISHED or RUN_ERROR)",
+            )
+
+
+def _as_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:
+    if chain is None:
+        return None
+    if isinstance(chain, TransformerChain):
+        return chain.fresh
+    if callable(chain):
+        return chain
+    raise TypeError(
+        f"chain must be a chain factory (e.g. load_chain(...)) or a TransformerChain, got "
+        f"{type(chain).__name__}"
+    )
+
+
+def gateway_route(path: str, upstream: str, **options: Any) -> Any:
+    """A Starlette ``Route`` (POST only) serving ``Gateway(upstream, **options)``.
+
+    The gateway is the route's ``endpoint`` attribute; close it at shutdown
+    (``route.endpoint.aclose()`` or its ``lifespan``).
+    """
+    from starlette.routing import Route
+
+    return Route(path, Gateway(upstream, **options), methods=["POST"])

@@ -1,0 +1,377 @@
+"""FilterToolCalls: remove tool calls by name so that nothing of them reaches the client.
+
+A tool is denied because the client must not learn about it (an internal
+lookup, a debug hook), so dropping its TOOL_CALL_START is not enough. The
+reference implementations leak a blocked call through MESSAGES_SNAPSHOT, the
+RUN_STARTED input echo, ``pendingToolCallIds``, SUBAGENT_STARTED
+``parentToolCallId`` and id-less chunk continuations. This stage closes all of
+those: a blocked call leaves no trace anywhere in the stream —
+
+* its START / ARGS / END / RESULT, its chunks (id-less continuations too,
+  routed with the client's lane model) and its tool-call encrypted values;
+* its ``toolCalls`` entry in assistant messages and its answering ``tool``
+  message, in MESSAGES_SNAPSHOT and in the RUN_STARTED input echo (whose
+  ``tools`` declarations of blocked names go too); an assistant message left
+  with nothing but the blocked calls is dropped, as the client would never
+  have created it;
+* its id in a success outcome's ``pendingToolCallIds``;
+* a subagent it spawned (``parentToolCallId``), nested subagents of that one,
+  and everything attributed to them, messages in snapshots included.
+
+Interrupts are the one thing not removed: the next run must answer every
+interrupt of an interrupted run, so an interrupt tied to a blocked call or
+subagent is kept with that ``toolCallId`` / ``subagentRunId`` taken off.
+
+Blocked ids are per run: the set is cleared at every RUN_STARTED (the TS
+middleware once shared it across runs).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    MessagesSnapshotEvent,
+    ReasoningEncryptedValueEvent,
+    ReasoningMessageChunkEvent,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentStartedEvent,
+    TextMessageChunkEvent,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+)
+
+from .._transformer import StreamTransformer
+from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
+from ._lanes import CLOSING_CLASSES, ChunkLanes
+
+__all__ = ["FilterToolCalls"]
+
+
+def _pass(event: BaseEvent) -> Sequence[BaseEvent]:
+    return (event,)
+
+
+_Handler = Callable[[Any], Sequence[BaseEvent]]
+_ATTRIBUTABLE: frozenset[type[BaseEvent]] = frozenset(
+    EVENT_CLASS_BY_TYPE[t] for t in ATTRIBUTABLE_TYPES
+)
+
+
+def _names(value: Iterable[str] | str | None, option: str) -> list[str] | None:
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else list(value)
+    if not names:
+        raise ValueError(f"FilterToolCalls({option}=[]): give at least one tool name or pattern")
+    for i, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise ValueError(
+                f"FilterToolCalls({option}=...): entry #{i + 1} is {name!r}; tool names must "
+                "be non-empty strings (glob patterns such as 'internal_*' are allowed)"
+            )
+    return names
+
+
+class FilterToolCalls(StreamTransformer):
+    """Remove tool calls by name, leaving no trace of a removed call anywhere in the stream.
+
+    Build with ``FilterToolCalls.deny(["internal_*"])`` or
+    ``FilterToolCalls.allow(["search", "weather"])`` (exactly one of the two);
+    names are ``fnmatch`` glob patterns, matched case-sensitively.
+    """
+
+    def __init__(
+        self,
+        allow: Iterable[str] | str | None = None,
+        deny: Iterable[str] | str | None = None,
+    ) -> None:
+        allowed = _names(allow, "allow")
+        denied = _names(deny, "deny")
+        if (allowed is None) == (denied is None):
+            raise ValueError(
+                "FilterToolCalls needs exactly one of allow=[...] or deny=[...] "
+                f"({'both were' if allowed is not None else 'neither was'} given), e.g. "
+                "FilterToolCalls.deny(['internal_*'])"
+            )
+        patterns = allowed if allowed is not None else denied
+        assert patterns is not None
+        self._allow_mode = allowed is not None
+        exact = {p for p in patterns if not any(c in p for c in "*?[")}
+        globs = [p for p in patterns if p not in exact]
+        self._exact = frozenset(exact)
+        self._glob = re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
+        self._decisions: dict[str, bool] = {}
+        self._base: dict[type[BaseEvent], _Handler] = {
+            RunStartedEvent: self._run_started,
+            RunFinishedEvent: self._run_finished,
+            MessagesSnapshotEvent: self._messages_snapshot,
+            ToolCallStartEvent: self._tool_start,
+            ToolCallArgsEvent: self._by_call_id,
+            ToolCallEndEvent: self._by_call_id,
+            ToolCallResultEvent: self._by_call_id,
+            ToolCallChunkEvent: self._chunk,
+            ReasoningEncryptedValueEvent: self._encrypted,
+            SubagentStartedEvent: self._subagent_started,
+            SubagentFinishedEvent: self._subagent_end,
+            SubagentErrorEvent: self._subagent_end,
+        }
+        self._lanes = ChunkLanes()
+        self._blocked: set[str] = set()
+        self._blocked_subagents: set[str] = set()
+        self._table = self._base
+        self._tracking_lanes = False
+        self._build_tables()
+
+    @classmethod
+    def allow(cls, names: Iterable[str] | str) -> FilterToolCalls:
+        """Only calls of these tools pass (glob patterns allowed)."""
+        return cls(allow=names)
+
+    @classmethod
+    def deny(cls, names: Iterable[str] | str) -> FilterToolCalls:
+        """Calls of these tools are removed; every other call passes (glob patterns allowed)."""
+        return cls(deny=names)
+
+    # -- decisions ------------------------------------------------------------
+
+    def blocks(self, tool_name: str) -> bool:
+        """True when calls of ``tool_name`` are removed."""
+        decision = self._decisions.get(tool_name)
+        if decision is None:
+            matched = tool_name in self._exact or (
+                self._glob is not None and self._glob.match(tool_name) is not None
+            )
+            decision = matched is not self._allow_mode
+            if len(self._decisions) < 4096:
+                self._decisions[tool_name] = decision
+        return decision
+
+    # -- dispatch -------------------------------------------------------------
+
+    def _build_tables(self) -> None:
+        """Precompute the handler tables for the four tracking situations.
+
+        The common case (no chunk stream open, no blocked subagent) only looks at
+        tool events and run-level events; every other event costs one dict miss.
+        While a chunk stream is open, closing events also update the lanes; while
+        a subagent is blocked, every attributable event is checked for its tag.
+        """
+        base = self._base
+        tagged = dict(base)
+        for cls in _ATTRIBUTABLE:
+            tagged.setdefault(cls, self._by_tag)
+        lanes = dict(base)
+        both = dict(tagged)
+        for cls in CLOSING_CLASSES:
+            lanes[cls] = self._observing(base.get(cls, _pass))
+            both[cls] = self._observing(tagged.get(cls, _pass))
+        # Other chunk kinds matter only while a lane is open: opening a text or
+        # reasoning item replaces (closes) the lane's tool item.
+        for cls in (TextMessageChunkEvent, ReasoningMessageChunkEvent):
+            lanes[cls] = self._routing(_pass)
+            both[cls] = self._routing(self._by_tag)
+        self._tables = (base, lanes, tagged, both)
+
+    def _observing(self, handler: _Handler) -> _Handler:
+        lanes = self._lanes
+
+        def observe(event: BaseEvent) -> Sequence[BaseEvent]:
+            lanes.observe(event)
+            self._select_table()
+            return handler(event)
+
+        return observe
+
+    def _routing(self, handler: _Handler) -> _Handler:
+        lanes = self._lanes
+
+        def route(event: BaseEvent) -> Sequence[BaseEvent]:
+            lanes.route(event)
+            self._select_table()
+            return handler(event)
+
+        return route
+
+    def _select_table(self) -> None:
+        index = (1 if self._lanes.open else 0) + (2 if self._blocked_subagents else 0)
+        self._table = self._tables[index]
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        handler = self._table.get(type(event))
+        if handler is None:
+            return (event,)
+        return handler(event)
+
+    # -- handlers -------------------------------------------------------------
+
+    def _reset(self) -> None:
+        self._blocked.clear()
+        self._blocked_subagents.clear()
+        self._lanes.reset()
+        self._table = self._base
+
+    def _subagent_blocked(self, event: BaseEvent) -> bool:
+        tag = event.subagent_run_id  # type: ignore[attr-defined]
+        return tag is not None and tag in self._blocked_subagents
+
+    def _by_tag(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        return () if self._subagent_blocked(event) else (event,)
+
+    def _tool_start(self, event: ToolCallStartEvent) -> Sequence[BaseEvent]:
+        if self._subagent_blocked(event) or self.blocks(event.tool_call_name):
+            self._blocked.add(event.tool_call_id)
+            return ()
+        self._blocked.discard(event.tool_call_id)
+        return (event,)
+
+    def _by_call_id(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if event.tool_call_id in self._blocked or self._subagent_blocked(event):  # type: ignore[attr-defined]
+            return ()
+        return (event,)
+
+    def _chunk(self, event: ToolCallChunkEvent) -> Sequence[BaseEvent]:
+        route = self._lanes.route(event)
+        self._select_table()
+        if self._subagent_blocked(event):
+            if route.item is not None:
+                self._blocked.add(route.item.id)
+            return ()
+        if route.candidates:
+            # Ambiguous on the client too (it will reject the stream); never let
+            # the arguments of a blocked call out on a guess.
+            if any(c.id in self._blocked for c in route.candidates):
+                return ()
+            return (event,)
+        item = route.item
+        if item is None:
+            blocked = event.tool_call_id is not None and event.tool_call_id in self._blocked
+            return () if blocked else (event,)
+        if route.opened:
+            name = item.name
+            if name is not None and self.blocks(name):
+                self._blocked.add(item.id)
+            elif name is not None:
+                self._blocked.discard(item.id)
+        return () if item.id in self._blocked else (event,)
+
+    def _encrypted(self, event: ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
+        if self._subagent_blocked(event):
+            return ()
+        if event.subtype == "tool-call" and event.entity_id in self._blocked:
+            return ()
+        return (event,)
+
+    def _subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
+        parent_call = event.parent_tool_call_id
+        parent_sub = event.parent_subagent_run_id
+        if (parent_call is not None and parent_call in self._blocked) or (
+            parent_sub is not None and parent_sub in self._blocked_subagents
+        ):
+            self._blocked_subagents.add(event.subagent_run_id)
+            self._select_table()
+            return ()
+        return (event,)
+
+    def _subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if event.subagent_run_id in self._blocked_subagents:  # type: ignore[attr-defined]
+            return ()
+        return (event,)
+
+    # -- run-level events -----------------------------------------------------
+
+    def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+        self._reset()
+        echo = event.input
+        if not isinstance(echo, RunAgentInput):
+            return (event,)
+        update: dict[str, Any] = {}
+        messages = self._filter_messages(echo.messages)
+        if messages is not None:
+            update["messages"] = messages
+        if echo.tools:
+            tools = [t for t in echo.tools if not self.blocks(t.name)]
+            if len(tools) != len(echo.tools):
+                update["tools"] = tools
+        if not update:
+            return (event,)
+        return (event.model_copy(update={"input": echo.model_copy(update=update)}),)
+
+    def _run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
+        outcome = event.outcome
+        if isinstance(outcome, RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
+            pending = [i for i in outcome.pending_tool_call_ids if i not in self._blocked]
+            if len(pending) != len(outcome.pending_tool_call_ids):
+                new = outcome.model_copy(update={"pending_tool_call_ids": pending or None})
+                return (event.model_copy(update={"outcome": new}),)
+        elif isinstance(outcome, RunFinishedInterruptOutcome):
+            interrupts = []
+            changed = False
+            for interrupt in outcome.interrupts:
+                update: dict[str, Any] = {}
+                if interrupt.tool_call_id is not None and interrupt.tool_call_id in self._blocked:
+                    update["tool_call_id"] = None
+                tag = interrupt.subagent_run_id
+                if tag is not None and tag in self._blocked_subagents:
+                    update["subagent_run_id"] = None
+                if update:
+                    changed = True
+                    interrupt = interrupt.model_copy(update=update)
+                interrupts.append(interrupt)
+            if changed:
+                new_outcome = outcome.model_copy(update={"interrupts": interrupts})
+                return (event.model_copy(update={"outcome": new_outcome}),)
+        return (event,)
+
+    def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
+        messages = self._filter_messages(event.messages)
+        if messages is None:
+            return (event,)
+        return (event.model_copy(update={"messages": messages}),)
+
+    def _filter_messages(self, messages: Sequence[Any]) -> list[Any] | None:
+        """The messages without any trace of a blocked call, or None when nothing changed.
+
+        Ids of calls blocked by name here join the run's blocked set, so a later
+        TOOL_CALL_RESULT or chunk for them is dropped too.
+        """
+        for message in messages:
+            if isinstance(message, AssistantMessage) and message.tool_calls:
+                for call in message.tool_calls:
+                    if self.blocks(call.function.name):
+                        self._blocked.add(call.id)
+        out: list[Any] = []
+        changed = False
+        for message in messages:
+            tag = getattr(message, "subagent_run_id", None)
+            if tag is not None and tag in self._blocked_subagents:
+                changed = True
+                continue
+            if isinstance(message, ToolMessage) and message.tool_call_id in self._blocked:
+                changed = True
+                continue
+            if isinstance(message, AssistantMessage) and message.tool_calls:
+                calls = [c for c in message.tool_calls if c.id not in self._blocked]
+                if len(calls) != len(message.tool_calls):
+                    changed = True
+                    if not calls and not message.content:
+                        continue
+                    message = message.model_copy(update={"tool_calls": calls or None})
+            out.append(message)
+        return out if changed else None
+

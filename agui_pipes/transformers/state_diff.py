@@ -1,0 +1,111 @@
+"""StateDiff: send later state snapshots as JSON Patch deltas when that is smaller.
+
+Agents that publish their whole state after every change (many frameworks
+do) resend kilobytes to change a field. The run driver's rule is: the first
+publish of a run is a STATE_SNAPSHOT, and afterwards a JSON Patch diff is
+sent as STATE_DELTA only when it serialises strictly smaller than the full
+state. This stage applies that rule to any stream.
+
+The baseline is the state as the client will have it: every STATE_SNAPSHOT
+and STATE_DELTA that left this stage is applied (a delta that does not apply
+is skipped, as the client skips it), so a delta is always computed against
+what the client holds. Each diff is checked by applying it to a copy of the
+baseline and comparing with the snapshot as JSON (``true`` is not ``1``); a
+diff that would not reproduce the snapshot exactly is never sent. The
+baseline resets at every RUN_STARTED (from ``input.state`` when the echo
+carries it, otherwise unknown, so the run's first snapshot passes as is).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+import jsonpatch
+from ag_ui.core import (
+    BaseEvent,
+    EventType,
+    RunAgentInput,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+)
+from pydantic import ValidationError
+
+from .._patch import PatchError, apply_patch, clone_json, json_equal
+from .._transformer import StreamTransformer
+
+__all__ = ["StateDiff"]
+
+_UNKNOWN: Final = object()
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
+class StateDiff(StreamTransformer):
+    """Replace a STATE_SNAPSHOT after the first by a STATE_DELTA when the delta is smaller."""
+
+    event_types = (EventType.RUN_STARTED, EventType.STATE_SNAPSHOT, EventType.STATE_DELTA)
+
+    def __init__(self) -> None:
+        self._state: Any = _UNKNOWN
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        cls = type(event)
+        if cls is StateSnapshotEvent:
+            return self._snapshot(event)  # type: ignore[arg-type]
+        if cls is StateDeltaEvent:
+            if self._state is not _UNKNOWN:
+                try:
+                    self._state = apply_patch(self._state, event.delta)  # type: ignore[attr-defined]
+                except PatchError:
+                    pass  # skipped by the client too; its state is unchanged
+            return (event,)
+        if cls is RunStartedEvent:
+            echo = event.input  # type: ignore[attr-defined]
+            self._state = _UNKNOWN
+            if isinstance(echo, RunAgentInput) and echo.state is not None:
+                self._state = clone_json(echo.state)
+        return (event,)
+
+    def _snapshot(self, event: StateSnapshotEvent) -> Sequence[BaseEvent]:
+        new = event.snapshot
+        old = self._state
+        self._state = clone_json(new)
+        if old is _UNKNOWN:
+            return (event,)
+        delta = self._diff(old, new)
+        if delta is None:
+            return (event,)
+        fields = {
+            "delta": delta,
+            "subagentRunId": event.subagent_run_id,
+            "timestamp": event.timestamp,
+            "metadata": event.metadata,
+            "rawEvent": event.raw_event,
+        }
+        replacement = StateDeltaEvent.model_validate(
+            {k: v for k, v in fields.items() if v is not None}
+        )
+        return (replacement,)
+
+    @staticmethod
+    def _diff(old: Any, new: Any) -> list[dict[str, Any]] | None:
+        """A patch from ``old`` to ``new`` that is strictly smaller and exact, else None."""
+        if not isinstance(old, dict | list) or not isinstance(new, dict | list):
+            return None
+        try:
+            operations: list[dict[str, Any]] = jsonpatch.make_patch(old, new).patch
+        except Exception:  # jsonpatch raises assorted errors on exotic values
+            return None
+        if _size(operations) >= _size(new):
+            return None
+        try:
+            parsed = StateDeltaEvent.model_validate({"delta": operations}).delta
+            check = apply_patch(clone_json(old), parsed)
+        except (PatchError, ValidationError):
+            return None
+        return operations if json_equal(check, new) else None

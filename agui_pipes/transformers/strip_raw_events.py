@@ -1,0 +1,32 @@
+"""StripRawEvents: remove provider payloads — RAW events and every ``rawEvent`` field.
+
+``rawEvent`` carries the provider-native event an AG-UI event was translated
+from, and RAW carries payloads the protocol does not model. Both are for
+debugging; on the way to a browser they cost bandwidth and can leak prompts,
+keys or internal ids. Neither drives behaviour (PROTOCOL.md §1: never drive
+behaviour from ``rawEvent``), so removing them cannot change what a client
+assembles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ag_ui.core import BaseEvent, RawEvent
+
+from .._transformer import StreamTransformer
+
+__all__ = ["StripRawEvents"]
+
+
+class StripRawEvents(StreamTransformer):
+    """Drop RAW events and the ``rawEvent`` payload of every other event."""
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if event.raw_event is None:
+            if type(event) is RawEvent:
+                return ()
+            return (event,)
+        if type(event) is RawEvent:
+            return ()
+        return (event.model_copy(update={"raw_event": None}),)

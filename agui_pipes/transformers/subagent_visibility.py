@@ -1,0 +1,560 @@
+"""SubagentVisibility: what a client sees of subagent work — attributed, inline or hidden.
+
+Clients older than subagent support fail while decoding SUBAGENT_* events,
+so what reaches a consumer is a producer-side choice (TRANSFORMERS.md):
+
+``attributed`` (default)
+    The stream as emitted.
+
+``inline`` — the pre-subagent shape
+    SUBAGENT_* events and *tagged* STEP_* events are dropped (a subagent's
+    step flattened into the parent's would collide with or misdescribe the
+    parent's steps); ``subagentRunId`` is stripped everywhere, nested places
+    included (snapshot messages, the RUN_STARTED echo, interrupts). Before a
+    tag is stripped, every chunk continuation gets the id (and tool name /
+    parent message / role) its lane would have resolved it to on the client:
+    once every lane collapses into the parent's, an id-less chunk would
+    otherwise be routed to whatever the parent had open. A client assembles
+    the same messages and state from the inline stream as from the attributed
+    one.
+
+``hidden`` — only the parent's own events
+    Ownership is first-writer-wins and remembered for the whole run, per kind
+    (text messages, reasoning spans, reasoning messages, tool calls — a call
+    inside a subagent's message is the subagent's — and activities); an
+    untagged event is judged by the owner of what it continues. Tagged or
+    subagent-owned events are dropped, SUBAGENT_* too. A TOOL_CALL_RESULT is
+    kept iff the consumer saw the call, whoever executed it (agents as tools),
+    and goes out untagged. STATE_* always pass, untagged: state is shared, and
+    a client that missed a subagent's publish would mirror stale state and
+    send it back. MESSAGES_SNAPSHOT is authoritative for ownership and is
+    filtered to the parent's messages (a tool message is kept iff its call is
+    visible); the RUN_STARTED echo only adds owners (and is filtered the same
+    way). Invariant: an entity the consumer saw open keeps that visibility
+    until it closes, so a late ownership change can never strand a START
+    without its END or the other way round.
+
+In every mode a RUN_FINISHED while an announced subagent is still active is
+rejected with a ``VerificationError`` (rule ``open-at-finish``) — even when the
+lifecycle is hidden, because the stream was wrong before any rewriting. The
+run driver turns that into RUN_ERROR ``PROTOCOL_VIOLATION``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal
+
+from ag_ui.core import (
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
+    AssistantMessage,
+    BaseEvent,
+    CustomEvent,
+    EventType,
+    MessagesSnapshotEvent,
+    RawEvent,
+    ReasoningEncryptedValueEvent,
+    ReasoningEndEvent,
+    ReasoningMessageChunkEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    SubagentErrorEvent,
+    SubagentFinishedEvent,
+    SubagentStartedEvent,
+    TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolMessage,
+)
+
+from .._transformer import StreamTransformer
+from ..events import strip_attribution
+from ..verify import Rule, VerificationError
+from ._lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes
+
+__all__ = ["SubagentVisibility"]
+
+Mode = Literal["attributed", "inline", "hidden"]
+_MODES: Final = ("attributed", "inline", "hidden")
+_Handler = Callable[[Any], Sequence[BaseEvent]]
+
+# Ownership buckets (each kind has its own id space).
+_TEXT: Final = "text"
+_TOOL: Final = "tool"
+_SPAN: Final = "span"
+_REASONING: Final = "reasoning"
+_ACTIVITY: Final = "activity"
+
+_OPEN: Final[dict[type[BaseEvent], tuple[str, str]]] = {
+    TextMessageStartEvent: (_TEXT, "message_id"),
+    ReasoningStartEvent: (_SPAN, "message_id"),
+    ReasoningMessageStartEvent: (_REASONING, "message_id"),
+}
+_CONTINUE: Final[dict[type[BaseEvent], tuple[str, str]]] = {
+    TextMessageContentEvent: (_TEXT, "message_id"),
+    ToolCallArgsEvent: (_TOOL, "tool_call_id"),
+    ReasoningMessageContentEvent: (_REASONING, "message_id"),
+}
+_CLOSE: Final[dict[type[BaseEvent], tuple[str, str]]] = {
+    TextMessageEndEvent: (_TEXT, "message_id"),
+    ToolCallEndEvent: (_TOOL, "tool_call_id"),
+    ReasoningEndEvent: (_SPAN, "message_id"),
+    ReasoningMessageEndEvent: (_REASONING, "message_id"),
+}
+_CHUNK_BUCKET: Final[dict[type[BaseEvent], str]] = {
+    TextMessageChunkEvent: _TEXT,
+    ToolCallChunkEvent: _TOOL,
+    ReasoningMessageChunkEvent: _REASONING,
+}
+_ROLE_BUCKET: Final = {"reasoning": _REASONING, "activity": _ACTIVITY}
+
+
+def _pass(event: BaseEvent) -> Sequence[BaseEvent]:
+    return (event,)
+
+
+def _fill_chunk(event: BaseEvent, item: ChunkItem) -> BaseEvent:
+    """The chunk with the fields its item carries that the chunk itself omits."""
+    update: dict[str, Any] = {}
+    cls = type(event)
+    if cls is ToolCallChunkEvent:
+        if event.tool_call_id is None:  # type: ignore[attr-defined]
+            update["tool_call_id"] = item.id
+        if event.tool_call_name is None and item.name is not None:  # type: ignore[attr-defined]
+            update["tool_call_name"] = item.name
+        if event.parent_message_id is None and item.parent_message_id is not None:  # type: ignore[attr-defined]
+            update["parent_message_id"] = item.parent_message_id
+    else:
+        if event.message_id is None:  # type: ignore[attr-defined]
+            update["message_id"] = item.id
+        if cls is TextMessageChunkEvent:
+            if event.role is None and item.role is not None:  # type: ignore[attr-defined]
+                update["role"] = item.role
+            if event.name is None and item.name is not None:  # type: ignore[attr-defined]
+                update["name"] = item.name
+    return event.model_copy(update=update) if update else event
+
+
+class SubagentVisibility(StreamTransformer):
+    """Choose how subagent activity reaches the client: attributed, inlined, or hidden.
+
+    Build with ``SubagentVisibility.inline()``, ``.hidden()`` or
+    ``.attributed()`` (equivalently ``SubagentVisibility(mode="inline")``).
+    """
+
+    def __init__(self, mode: Mode = "attributed") -> None:
+        if mode not in _MODES:
+            raise ValueError(
+                f"SubagentVisibility: mode {mode!r} is not one of 'attributed', 'inline', "
+                "'hidden'"
+            )
+        self.mode: Mode = mode
+        self._active: dict[str, None] = {}
+        self._lanes = ChunkLanes()
+        # hidden mode
+        self._owner: dict[str, dict[str, str | None]] = {}
+        self._open: dict[str, dict[str, bool]] = {}
+        self._chunk_visible: dict[tuple[str, str], bool] = {}
+        self._visible_calls: set[str] = set()
+        self._reset_hidden()
+        handlers: dict[type[BaseEvent], _Handler]
+        if mode == "attributed":
+            self.event_types = (
+                EventType.RUN_STARTED,
+                EventType.RUN_FINISHED,
+                EventType.SUBAGENT_STARTED,
+                EventType.SUBAGENT_FINISHED,
+                EventType.SUBAGENT_ERROR,
+            )
+            handlers = {
+                RunStartedEvent: self._attributed_run_started,
+                RunFinishedEvent: self._attributed_run_finished,
+                SubagentStartedEvent: self._attributed_subagent_started,
+                SubagentFinishedEvent: self._attributed_subagent_end,
+                SubagentErrorEvent: self._attributed_subagent_end,
+            }
+        elif mode == "inline":
+            handlers = self._inline_handlers()
+        else:
+            handlers = self._hidden_handlers()
+        self._handlers = handlers
+
+    @classmethod
+    def attributed(cls) -> SubagentVisibility:
+        """The stream as emitted (subagent lifecycle and tags included)."""
+        return cls("attributed")
+
+    @classmethod
+    def inline(cls) -> SubagentVisibility:
+        """The pre-subagent shape: lifecycle dropped, tags stripped, same messages and state."""
+        return cls("inline")
+
+    @classmethod
+    def hidden(cls) -> SubagentVisibility:
+        """Only the parent's own events (shared state always passes)."""
+        return cls("hidden")
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        handler = self._handlers.get(type(event))
+        return (event,) if handler is None else handler(event)
+
+    # -- shared: subagent lifecycle bookkeeping ------------------------------
+
+    def _started(self, event: SubagentStartedEvent) -> None:
+        self._active[event.subagent_run_id] = None
+
+    def _ended(self, event: BaseEvent) -> None:
+        self._active.pop(event.subagent_run_id, None)  # type: ignore[attr-defined]
+
+    def _check_finish(self, event: RunFinishedEvent) -> None:
+        if self._active:
+            still = ", ".join(repr(s) for s in self._active)
+            raise VerificationError(
+                Rule.OPEN_AT_FINISH,
+                f"Cannot send 'RUN_FINISHED' while subagents are still active: {still} "
+                f"(SubagentVisibility, mode {self.mode!r}); finish or error each subagent first",
+                event,
+            )
+
+    def _attributed_run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+        self._active.clear()
+        return (event,)
+
+    def _attributed_run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
+        self._check_finish(event)
+        return (event,)
+
+    def _attributed_subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
+        self._started(event)
+        return (event,)
+
+    def _attributed_subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._ended(event)
+        return (event,)
+
+    # -- inline ------------------------------------------------------------
+
+    def _inline_handlers(self) -> dict[type[BaseEvent], _Handler]:
+        handlers: dict[type[BaseEvent], _Handler] = {}
+        cls: type[BaseEvent]
+        for cls in (
+            TextMessageStartEvent, TextMessageContentEvent, TextMessageEndEvent,
+            ToolCallStartEvent, ToolCallArgsEvent, ToolCallEndEvent, ToolCallResultEvent,
+            StateSnapshotEvent, StateDeltaEvent, CustomEvent,
+            ReasoningStartEvent, ReasoningMessageStartEvent, ReasoningMessageContentEvent,
+            ReasoningMessageEndEvent, ReasoningEndEvent, MessagesSnapshotEvent, RunErrorEvent,
+        ):  # fmt: skip
+            handlers[cls] = self._inline_observed
+        for cls in (RawEvent, ActivitySnapshotEvent, ActivityDeltaEvent,
+                    ReasoningEncryptedValueEvent):  # fmt: skip
+            handlers[cls] = self._inline_strip
+        for cls in CHUNK_CLASSES:
+            handlers[cls] = self._inline_chunk
+        handlers[StepStartedEvent] = self._inline_step
+        handlers[StepFinishedEvent] = self._inline_step
+        handlers[SubagentStartedEvent] = self._inline_subagent_started
+        handlers[SubagentFinishedEvent] = self._inline_subagent_end
+        handlers[SubagentErrorEvent] = self._inline_subagent_end
+        handlers[RunStartedEvent] = self._inline_run_started
+        handlers[RunFinishedEvent] = self._inline_run_finished
+        return handlers
+
+    def _inline_strip(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        return (strip_attribution(event),)
+
+    def _inline_observed(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        return (strip_attribution(event),)
+
+    def _inline_step(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        if event.subagent_run_id is not None:  # type: ignore[attr-defined]
+            return ()
+        return (event,)
+
+    def _inline_chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        route = self._lanes.route(event)
+        if route.item is not None and not route.opened:
+            event = _fill_chunk(event, route.item)
+        return (strip_attribution(event),)
+
+    def _inline_subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
+        self._started(event)
+        return ()
+
+    def _inline_subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._ended(event)
+        self._lanes.observe(event)
+        return ()
+
+    def _inline_run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+        self._active.clear()
+        self._lanes.reset()
+        return (strip_attribution(event),)
+
+    def _inline_run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
+        self._check_finish(event)
+        self._lanes.observe(event)
+        return (strip_attribution(event),)
+
+    # -- hidden ------------------------------------------------------------
+
+    def _reset_hidden(self) -> None:
+        self._owner = {b: {} for b in (_TEXT, _TOOL, _SPAN, _REASONING, _ACTIVITY)}
+        self._open = {b: {} for b in (_TEXT, _TOOL, _SPAN, _REASONING)}
+        self._chunk_visible = {}
+        self._visible_calls = set()
+
+    def _hidden_handlers(self) -> dict[type[BaseEvent], _Handler]:
+        handlers: dict[type[BaseEvent], _Handler] = {}
+        for cls in _OPEN:
+            handlers[cls] = self._hidden_open
+        for cls in _CONTINUE:
+            handlers[cls] = self._hidden_continue
+        for cls in _CLOSE:
+            handlers[cls] = self._hidden_close
+        for cls in CHUNK_CLASSES:
+            handlers[cls] = self._hidden_chunk
+        handlers[ToolCallStartEvent] = self._hidden_tool_start
+        handlers[ToolCallResultEvent] = self._hidden_tool_result
+        handlers[StateSnapshotEvent] = self._hidden_state
+        handlers[StateDeltaEvent] = self._hidden_state
+        for cls in (StepStartedEvent, StepFinishedEvent, CustomEvent):
+            handlers[cls] = self._hidden_tagged_observed
+        handlers[RawEvent] = self._hidden_tagged
+        handlers[ActivitySnapshotEvent] = self._hidden_activity
+        handlers[ActivityDeltaEvent] = self._hidden_activity
+        handlers[ReasoningEncryptedValueEvent] = self._hidden_encrypted
+        handlers[SubagentStartedEvent] = self._hidden_subagent_started
+        handlers[SubagentFinishedEvent] = self._hidden_subagent_end
+        handlers[SubagentErrorEvent] = self._hidden_subagent_end
+        handlers[MessagesSnapshotEvent] = self._hidden_messages_snapshot
+        handlers[RunStartedEvent] = self._hidden_run_started
+        handlers[RunFinishedEvent] = self._hidden_run_finished
+        handlers[RunErrorEvent] = self._hidden_run_error
+        return handlers
+
+    def _judge(self, bucket: str, entity: str | None, tag: str | None) -> bool:
+        """Visible iff untagged and (when known) owned by the parent."""
+        if tag is not None:
+            return False
+        if entity is None:
+            return True
+        return self._owner[bucket].get(entity) is None
+
+    def _hidden_open(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        bucket, attr = _OPEN[type(event)]
+        entity: str = getattr(event, attr)
+        tag: str | None = event.subagent_run_id  # type: ignore[attr-defined]
+        opened = self._open[bucket]
+        visible = opened.get(entity)
+        if visible is None:
+            owner = self._owner[bucket].setdefault(entity, tag)
+            visible = tag is None and owner is None
+            opened[entity] = visible
+        return (event,) if visible else ()
+
+    def _hidden_continue(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        bucket, attr = _CONTINUE[type(event)]
+        entity: str = getattr(event, attr)
+        visible = self._open[bucket].get(entity)
+        if visible is None:
+            visible = self._judge(bucket, entity, event.subagent_run_id)  # type: ignore[attr-defined]
+        return (event,) if visible else ()
+
+    def _hidden_close(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        bucket, attr = _CLOSE[type(event)]
+        entity: str = getattr(event, attr)
+        visible = self._open[bucket].pop(entity, None)
+        if visible is None:
+            visible = self._judge(bucket, entity, event.subagent_run_id)  # type: ignore[attr-defined]
+        return (event,) if visible else ()
+
+    def _call_owner(self, call: str, tag: str | None, parent_message: str | None) -> str | None:
+        """First writer wins; an untagged call inherits its parent message's owner."""
+        owners = self._owner[_TOOL]
+        if call in owners:
+            return owners[call]
+        owner = tag
+        if owner is None and parent_message is not None:
+            owner = self._owner[_TEXT].get(parent_message)
+        owners[call] = owner
+        if parent_message is not None:
+            self._owner[_TEXT].setdefault(parent_message, owner)
+        return owner
+
+    def _hidden_tool_start(self, event: ToolCallStartEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        opened = self._open[_TOOL]
+        visible = opened.get(event.tool_call_id)
+        if visible is None:
+            owner = self._call_owner(
+                event.tool_call_id, event.subagent_run_id, event.parent_message_id
+            )
+            visible = event.subagent_run_id is None and owner is None
+            opened[event.tool_call_id] = visible
+        if not visible:
+            return ()
+        self._visible_calls.add(event.tool_call_id)
+        return (event,)
+
+    def _hidden_tool_result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        if event.tool_call_id not in self._visible_calls:
+            return ()
+        return (strip_attribution(event),)
+
+    def _hidden_chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        route = self._lanes.route(event)
+        tag: str | None = event.subagent_run_id  # type: ignore[attr-defined]
+        item = route.item
+        if item is None:
+            # Ambiguous or id-less with nothing open: the client rejects it anyway.
+            return (event,) if tag is None and not route.candidates else ()
+        bucket = _CHUNK_BUCKET[type(event)]
+        key = (bucket, item.id)
+        if route.opened or key not in self._chunk_visible:
+            if bucket == _TOOL:
+                owner = self._call_owner(item.id, tag, item.parent_message_id)
+            else:
+                owner = self._owner[bucket].setdefault(item.id, tag)
+            self._chunk_visible[key] = tag is None and item.lane is None and owner is None
+        if not self._chunk_visible[key]:
+            return ()
+        if bucket == _TOOL:
+            self._visible_calls.add(item.id)
+        return (_fill_chunk(event, item) if not route.opened else event,)
+
+    def _hidden_state(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        return (strip_attribution(event),)
+
+    def _hidden_tagged(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        return () if event.subagent_run_id is not None else (event,)  # type: ignore[attr-defined]
+
+    def _hidden_tagged_observed(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        return () if event.subagent_run_id is not None else (event,)  # type: ignore[attr-defined]
+
+    def _hidden_activity(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        tag: str | None = event.subagent_run_id  # type: ignore[attr-defined]
+        owner = self._owner[_ACTIVITY].setdefault(event.message_id, tag)  # type: ignore[attr-defined]
+        return (event,) if tag is None and owner is None else ()
+
+    def _hidden_encrypted(self, event: ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
+        if event.subagent_run_id is not None:
+            return ()
+        entity = event.entity_id
+        if event.subtype == "tool-call":
+            visible = self._owner[_TOOL].get(entity) is None
+        else:
+            visible = (
+                self._owner[_TEXT].get(entity) is None
+                and self._owner[_REASONING].get(entity) is None
+            )
+        return (event,) if visible else ()
+
+    def _hidden_subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
+        self._started(event)
+        return ()
+
+    def _hidden_subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._ended(event)
+        self._lanes.observe(event)
+        return ()
+
+    def _hidden_messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        messages = self._hidden_messages(event.messages, authoritative=True)
+        return (event.model_copy(update={"messages": messages}),)
+
+    def _hidden_messages(self, messages: Sequence[Any], *, authoritative: bool) -> list[Any]:
+        """Record ownership from ``messages`` and return the parent's, untagged."""
+        for message in messages:
+            if isinstance(message, ToolMessage):
+                continue
+            tag = message.subagent_run_id
+            bucket = _ROLE_BUCKET.get(message.role, _TEXT)
+            owners = self._owner[bucket]
+            if authoritative:
+                owners[message.id] = tag
+            else:
+                owners.setdefault(message.id, tag)
+            if isinstance(message, AssistantMessage) and message.tool_calls:
+                call_owners = self._owner[_TOOL]
+                for call in message.tool_calls:
+                    if authoritative:
+                        call_owners[call.id] = tag
+                    else:
+                        call_owners.setdefault(call.id, tag)
+        kept: set[int] = set()
+        for message in messages:
+            if isinstance(message, ToolMessage):
+                continue
+            bucket = _ROLE_BUCKET.get(message.role, _TEXT)
+            if message.subagent_run_id is None and self._owner[bucket].get(message.id) is None:
+                if isinstance(message, AssistantMessage) and message.tool_calls:
+                    self._visible_calls.update(c.id for c in message.tool_calls)
+                kept.add(id(message))
+        out: list[Any] = []
+        for message in messages:
+            if isinstance(message, ToolMessage):
+                if message.tool_call_id in self._visible_calls:
+                    out.append(message.model_copy(update={"subagent_run_id": None}))
+            elif id(message) in kept:
+                out.append(message)
+        return out
+
+    def _hidden_run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+        self._active.clear()
+        self._lanes.reset()
+        self._reset_hidden()
+        echo = event.input
+        if not isinstance(echo, RunAgentInput):
+            return (event,)
+        messages = self._hidden_messages(echo.messages, authoritative=False)
+        if len(messages) == len(echo.messages) and all(
+            a is b for a, b in zip(messages, echo.messages, strict=True)
+        ):
+            return (event,)
+        new_input = echo.model_copy(update={"messages": messages})
+        return (event.model_copy(update={"input": new_input}),)
+
+    def _hidden_run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
+        self._check_finish(event)
+        self._lanes.observe(event)
+        outcome = event.outcome
+        if isinstance(outcome, RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
+            pending = [i for i in outcome.pending_tool_call_ids if i in self._visible_calls]
+            if len(pending) != len(outcome.pending_tool_call_ids):
+                new = outcome.model_copy(update={"pending_tool_call_ids": pending or None})
+                return (event.model_copy(update={"outcome": new}),)
+        elif isinstance(outcome, RunFinishedInterruptOutcome):
+            return (strip_attribution(event),)
+        return (event,)
+
+    def _hidden_run_error(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
+        return (event,)
