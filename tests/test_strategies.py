@@ -91,6 +91,19 @@ def _reassembled(delivered: list[dict[str, Any]]) -> dict[str, str]:
     return {k: v for k, v in out.items() if v}
 
 
+def _results_after_end(delivered: list[dict[str, Any]]) -> bool:
+    """Every TOOL_CALL_RESULT answers a call whose (possibly synthetic) END already came."""
+    ended: set[str] = set()
+    for event in delivered:
+        if event["type"] == "RUN_STARTED":
+            ended.clear()
+        elif event["type"] == "TOOL_CALL_END":
+            ended.add(event["toolCallId"])
+        elif event["type"] == "TOOL_CALL_RESULT" and event["toolCallId"] not in ended:
+            return False
+    return True
+
+
 def _describe(stream: list[BaseEvent], result: OracleResult) -> str:
     lines = "\n".join(str(to_wire(e)) for e in stream)
     return f"error={result['error']!r} warnings={result['warnings']!r}\n{lines}"
@@ -143,6 +156,10 @@ def test_typescript_client_accepts_generated_streams(ts_oracle: Oracle) -> None:
     ):
         want = {k: v for k, v in expected.items() if v}
         assert _reassembled(result["events"]) == want, _describe(stream, result)
+
+    # Results follow their call's END (chunked calls included) in what apps receive.
+    for stream, result in zip(generated, results, strict=True):
+        assert _results_after_end(result["events"]), _describe(stream, result)
 
     # The strategies produce real content, not just empty runs.
     roles = Counter(m["role"] for r in results for m in r["messages"])

@@ -460,9 +460,22 @@ class _Tool(_Actor):
     def ready(self, sim: _Sim) -> bool:
         if self.pos == -1:
             return sim.lane_free(self.owner, self)
-        if self.ended or self.chunk is None:
+        if self.ended:
+            return bool(self._result_tags(sim))
+        if self.chunk is None:
             return bool(sim.tags_for(self.owner, self))
         return True
+
+    def _result_tags(self, sim: _Sim) -> list[Lane]:
+        """Tags the result may carry: it must come after the call's (synthetic) END.
+
+        A chunk call still pending in its lane is only ended when something closes
+        that lane, so its result must be in that lane (which closes it first).
+        """
+        tags = sim.tags_for(self.owner, self)
+        if sim.lanes.get(self.owner) == ("tool", self.id):
+            tags = [t for t in tags if t == self.owner]
+        return tags
 
     def step(self, sim: _Sim) -> None:
         c = sim.c
@@ -563,7 +576,7 @@ class _Tool(_Actor):
 
     def _result(self, sim: _Sim) -> None:
         c = sim.c
-        tag = c.pick(sim.tags_for(self.owner, self))
+        tag = c.pick(self._result_tags(sim))
         result_id = sim.new_id("result")
         content: Any = c.sentence() if c.chance(70) else c.args_json()
         if c.chance(10):
