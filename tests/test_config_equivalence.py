@@ -19,12 +19,15 @@ from agui_pipes.codecs import encode_json
 from agui_pipes.config import load_chain
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import (
+    CoalesceDeltas,
     DropEvents,
     ExpandChunks,
     FilterToolCalls,
     KeepEvents,
+    Redact,
     StateDiff,
     StripRawEvents,
+    SubagentVisibility,
     ToolResultToState,
     Verify,
 )
@@ -96,6 +99,44 @@ CASES: list[Case] = [
             DropEvents(["reasoning", "activity"]),
             KeepEvents(["text", "tool_call", "state", "subagent", "step"]),
             StateDiff(),
+        ),
+    ),
+    (
+        "pre-subagent-client",
+        "transformers:\n  - subagent_visibility: {mode: inline}\n",
+        lambda: chain(SubagentVisibility.inline()),
+    ),
+    (
+        "parent-only",
+        "transformers:\n  - type: subagent_visibility\n    mode: hidden\n",
+        lambda: chain(SubagentVisibility.hidden()),
+    ),
+    (
+        "gateway",
+        r"""
+        transformers:
+          - expand_chunks
+          - strip_raw_events
+          - filter_tool_calls: {deny: ["internal_*"]}
+          - type: redact
+            patterns: ["[0-9]{3,}", 'secret\w*']
+            replacement: "#"
+            hold_back: 8
+          - type: coalesce_deltas
+            max_chars: 12
+          - subagent_visibility: {mode: attributed}
+          - state_diff
+          - verify: {on_violation: run_error}
+        """,
+        lambda: chain(
+            ExpandChunks(),
+            StripRawEvents(),
+            FilterToolCalls.deny(["internal_*"]),
+            Redact(["[0-9]{3,}", r"secret\w*"], replacement="#", hold_back=8),
+            CoalesceDeltas(max_chars=12),
+            SubagentVisibility.attributed(),
+            StateDiff(),
+            Verify(on_violation="run_error"),
         ),
     ),
     (

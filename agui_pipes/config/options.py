@@ -280,7 +280,12 @@ class StripRawEventsOptions(NoOptions):
 
 
 class CoalesceDeltasOptions(_Options):
-    """Merge consecutive content deltas of the same message into fewer, larger events."""
+    """Merge consecutive content deltas of the same message into fewer, larger events.
+
+    Text, reasoning and tool-argument deltas (and their chunk forms) merge only
+    with the delta right before them, so the client assembles the same messages
+    from fewer events; the cost is a delta held until the next event arrives.
+    """
 
     model_config = _example({"max_chars": 200})
 
@@ -294,7 +299,12 @@ class CoalesceDeltasOptions(_Options):
 
 
 class RedactOptions(_Options):
-    """Replace text matching regular expressions in message content, tool arguments and results."""
+    """Replace text matching regular expressions in message content, tool arguments and results.
+
+    Streamed text is buffered per item so a secret split across deltas still
+    matches; tool results, state, activity content and messages in snapshots
+    are redacted whole. RAW payloads are not inspected (use strip_raw_events).
+    """
 
     model_config = _example(
         {"patterns": ["sk-[A-Za-z0-9]{20,}", "\\b\\d{16}\\b"], "replacement": "[secret]"}
@@ -303,7 +313,17 @@ class RedactOptions(_Options):
     patterns: list[str] = Field(
         ..., description="Python regular expressions; every match is replaced."
     )
-    replacement: str = Field("[REDACTED]", description="What a match is replaced with.")
+    replacement: str = Field(
+        "[REDACTED]", description="What a match is replaced with (literal text)."
+    )
+    hold_back: int = Field(
+        64,
+        ge=0,
+        description=(
+            "Characters of streamed text held back so a secret split across deltas is "
+            "still caught (the latency cost)."
+        ),
+    )
 
     @field_validator("patterns")
     @classmethod
