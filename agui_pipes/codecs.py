@@ -251,6 +251,10 @@ def encode_json(event: BaseEvent) -> bytes:
         exclude: set[str] | None
         if all(value is None for value in present):
             exclude = fast.all_omitted
+        elif any(type(value) is float and not math.isfinite(value) for value in present):
+            # pydantic writes a non-finite float as null, and ag_ui's hook then
+            # omits that key; only the hooked serializer reproduces that.
+            return event.model_dump_json(by_alias=True).encode()
         else:
             exclude = _exclusions(fast.omittable_fields, present)
         extra = event.__pydantic_extra__
