@@ -72,6 +72,7 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+from pydantic_core import from_json as _from_json
 
 from ._construct import construct
 from .verify import ProtocolViolation
@@ -553,7 +554,7 @@ _TEXT_ROLE = _enum("developer", "system", "assistant", "user")
 class _EventSpec:
     """How one event type is checked and turned into its ``ag_ui.core`` model."""
 
-    __slots__ = ("cls", "fields", "flat", "required", "type_name")
+    __slots__ = ("cls", "fields", "flat", "required", "required_attrs", "str_attrs", "type_name")
 
     def __init__(
         self, cls: type[BaseEvent], fields: Mapping[str, tuple[Checker, bool]], flat: bool
@@ -563,6 +564,10 @@ class _EventSpec:
         self.fields = {k: _Field(k, _snake(k), c, r) for k, (c, r) in fields.items()}
         self.required = tuple(f for f in self.fields.values() if f.required)
         self.flat = flat
+        self.required_attrs = frozenset(f.attr for f in self.required)
+        self.str_attrs = {"type": "type", **{
+            f.key: f.attr for f in self.fields.values() if f.check is _str
+        }}
 
 
 def _spec(cls: type[BaseEvent], tagged: bool = True, flat: bool = True,
@@ -631,18 +636,51 @@ def _build(spec: _EventSpec, values: dict[str, Any], snake: dict[str, Any]) -> B
 
 
 def _decode_object(raw: dict[str, Any], index: int | None) -> Decoded:
+    sink: list[DecodeWarning] = []
+    event = _decode_event(raw, index, sink)
+    return Decoded(event, tuple(sink))
+
+
+def _unknown_type(type_name: Any, index: int | None, sink: list[DecodeWarning]) -> None:
+    shown = type_name if isinstance(type_name, str) else json.dumps(type_name)
+    warning = DecodeWarning(
+        "unknown-event-type",
+        f"dropped an event of unrecognised type '{shown}': AG-UI {PROTOCOL_VERSION} "
+        "does not describe it",
+        index,
+    )
+    logger.warning("%s", warning)
+    sink.append(warning)
+
+
+def _decode_event(
+    raw: dict[str, Any], index: int | None, sink: list[DecodeWarning]
+) -> BaseEvent | None:
+    """The event for one parsed wire object; warnings are appended to ``sink``."""
     type_name = raw.get("type")
-    spec = _SPECS.get(type_name) if isinstance(type_name, str) else None
+    spec = _SPECS.get(type_name) if type_name.__class__ is str else None
     if spec is None:
-        shown = type_name if isinstance(type_name, str) else json.dumps(type_name)
-        warning = DecodeWarning(
-            "unknown-event-type",
-            f"dropped an event of unrecognised type '{shown}': AG-UI {PROTOCOL_VERSION} "
-            "does not describe it",
-            index,
-        )
-        logger.warning("%s", warning)
-        return Decoded(None, (warning,))
+        _unknown_type(type_name, index, sink)
+        return None
+    if spec.flat:
+        # Fast path: every field a plain string, no unknown keys (the common case).
+        snake: dict[str, Any] = {}
+        str_attrs = spec.str_attrs
+        for key, value in raw.items():
+            attr = str_attrs.get(key)
+            if attr is None or value.__class__ is not str:
+                break
+            snake[attr] = value
+        else:
+            del snake["type"]  # the model's own enum member stays the default
+            if spec.required_attrs <= snake.keys():
+                return construct(spec.cls, snake)
+    return _decode_general(spec, raw, index, sink)
+
+
+def _decode_general(
+    spec: _EventSpec, raw: dict[str, Any], index: int | None, sink: list[DecodeWarning]
+) -> BaseEvent:
     ctx: _Context | None = None
     values: dict[str, Any] = {}
     snake: dict[str, Any] = {}
@@ -680,9 +718,9 @@ def _decode_object(raw: dict[str, Any], index: int | None) -> Decoded:
         raise _decode_error(spec.type_name, invalid, index) from None
     values["type"] = spec.type_name
     event = _build(spec, values, snake)
-    if ctx is None and spec.cls is not RunStartedEvent:
-        return Decoded(event)
-    return Decoded(event, _warnings(spec, ctx, raw, index))
+    if ctx is not None or spec.cls is RunStartedEvent:
+        sink.extend(_warnings(spec, ctx, raw, index))
+    return event
 
 
 def _warnings(
@@ -753,36 +791,49 @@ def _decode_error(type_name: str, invalid: _Invalid, index: int | None) -> Decod
 
 
 def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[str, Any]:
-    if isinstance(wire, dict):
+    if wire.__class__ is dict:
         return wire
-    if isinstance(wire, bytes | bytearray | memoryview):
+    if isinstance(wire, bytes | bytearray | memoryview | str):
         try:
-            wire = bytes(wire).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise DecodeError(
-                f"event is not valid UTF-8 ({exc}); AG-UI events are UTF-8 JSON objects",
-                index=index,
-            ) from None
-    if not isinstance(wire, str):
+            parsed = _from_json(wire)
+        except ValueError:
+            raise _not_json(wire, index) from None
+    elif isinstance(wire, dict):
+        return wire
+    else:
         raise TypeError(
             f"decode() takes a dict, str or bytes, got {type(wire).__name__}; pass the parsed "
             "JSON object or its text"
         )
-    try:
-        parsed = json.loads(wire)
-    except json.JSONDecodeError as exc:
-        raise DecodeError(
-            f"event is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
-            "each AG-UI event is one JSON object",
-            index=index,
-        ) from None
-    if not isinstance(parsed, dict):
+    if parsed.__class__ is not dict:
         raise DecodeError(
             f"event is a JSON {_received(parsed)}, not an object; each AG-UI event is a JSON "
             "object with a 'type'",
             index=index,
         )
     return parsed
+
+
+def _not_json(wire: str | bytes | bytearray | memoryview, index: int | None) -> DecodeError:
+    """The error for input that is not JSON, worded by the standard library's parser."""
+    if not isinstance(wire, str):
+        try:
+            wire = bytes(wire).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return DecodeError(
+                f"event is not valid UTF-8 ({exc}); AG-UI events are UTF-8 JSON objects",
+                index=index,
+            )
+    try:
+        json.loads(wire)
+    except json.JSONDecodeError as exc:
+        return DecodeError(
+            f"event is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
+            "each AG-UI event is one JSON object",
+            index=index,
+        )
+    return DecodeError("event is not valid JSON; each AG-UI event is one JSON object",
+                       index=index)
 
 
 def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> Decoded:
