@@ -72,8 +72,8 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from pydantic_core import from_json as _from_json
 
+from . import _json
 from ._construct import construct
 from .verify import ProtocolViolation
 
@@ -641,6 +641,17 @@ def _decode_object(raw: dict[str, Any], index: int | None) -> Decoded:
     return Decoded(event, tuple(sink))
 
 
+def _decode_checked(raw: dict[str, Any], type_name: Any, index: int | None) -> Decoded:
+    """The fully checked path, without the plain-string shortcut (tests compare the two)."""
+    sink: list[DecodeWarning] = []
+    spec = _SPECS.get(type_name) if isinstance(type_name, str) else None
+    if spec is None:
+        _unknown_type(type_name, index, sink)
+        return Decoded(None, tuple(sink))
+    event = _decode_general(spec, raw, index, sink)
+    return Decoded(event, tuple(sink))
+
+
 def _unknown_type(type_name: Any, index: int | None, sink: list[DecodeWarning]) -> None:
     shown = type_name if isinstance(type_name, str) else json.dumps(type_name)
     warning = DecodeWarning(
@@ -794,10 +805,22 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
     if wire.__class__ is dict:
         return wire
     if isinstance(wire, bytes | bytearray | memoryview | str):
+        if isinstance(wire, memoryview):
+            wire = wire.tobytes()
         try:
-            parsed = _from_json(wire)
-        except ValueError:
-            raise _not_json(wire, index) from None
+            # orjson when it can, the standard library's semantics and errors always.
+            parsed = _json.loads(wire)
+        except json.JSONDecodeError as exc:
+            raise DecodeError(
+                f"event is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
+                "each AG-UI event is one JSON object",
+                index=index,
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise DecodeError(
+                f"event is not valid UTF-8 ({exc}); AG-UI events are UTF-8 JSON objects",
+                index=index,
+            ) from None
     elif isinstance(wire, dict):
         return wire
     else:
@@ -812,28 +835,6 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
             index=index,
         )
     return parsed
-
-
-def _not_json(wire: str | bytes | bytearray | memoryview, index: int | None) -> DecodeError:
-    """The error for input that is not JSON, worded by the standard library's parser."""
-    if not isinstance(wire, str):
-        try:
-            wire = bytes(wire).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return DecodeError(
-                f"event is not valid UTF-8 ({exc}); AG-UI events are UTF-8 JSON objects",
-                index=index,
-            )
-    try:
-        json.loads(wire)
-    except json.JSONDecodeError as exc:
-        return DecodeError(
-            f"event is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
-            "each AG-UI event is one JSON object",
-            index=index,
-        )
-    return DecodeError("event is not valid JSON; each AG-UI event is one JSON object",
-                       index=index)
 
 
 def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> Decoded:
