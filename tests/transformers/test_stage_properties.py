@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ag_ui.core import BaseEvent, EventType
 from _stage_helpers import consumed, through, wire
+from ag_ui.core import BaseEvent, EventType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

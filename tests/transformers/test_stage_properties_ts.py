@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ag_ui.core import BaseEvent
 from _stage_helpers import consumed, through
+from ag_ui.core import BaseEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_stage_properties import STAGES
@@ -45,7 +45,9 @@ def _collect(strategy: st.SearchStrategy[Any], n: int) -> list[Any]:
 def test_every_stage_output_is_accepted_by_the_ts_client(ts_oracle: Oracle) -> None:
     inputs = _collect(streams(), 25)
     cases: list[tuple[str, list[BaseEvent]]] = [
-        (name, through(stage, events)) for name, stage in sorted(STAGES.items()) for events in inputs
+        (name, through(stage, events))
+        for name, stage in sorted(STAGES.items())
+        for events in inputs
     ]
     results = ts_oracle([{"stream": out} for _, out in cases])
     for (name, out), theirs in zip(cases, results, strict=True):
