@@ -15,6 +15,7 @@ from ._transformer import (
     StreamTransformer,
 )
 from ._version import __version__
+from .config import ConfigError, chain_schema, load_chain
 from .consume import Consumer, RunInfo, RunResult, consume, fold
 from .decode import Decoded, DecodeError, DecodeWarning, decode
 from .driver import CancelToken, Error, RunContext, RunOutcome, run
@@ -26,6 +27,7 @@ __all__ = [
     "AsyncStreamTransformer",
     "CancelToken",
     "ChainFactory",
+    "ConfigError",
     "Consumer",
     "DecodeError",
     "DecodeWarning",
@@ -49,8 +51,10 @@ __all__ = [
     "VerificationError",
     "Verifier",
     "__version__",
+    "chain_schema",
     "consume",
     "decode",
     "fold",
+    "load_chain",
     "run",
 ]

@@ -460,7 +460,13 @@ class EventStream(AsyncIterator[BaseEvent]):
                 stream = _start_operator(task_group, segment, stream, position)
         return stream
 
-    def __aiter__(self) -> EventStream:
+    def __aiter__(self) -> AsyncIterator[BaseEvent]:
+        # ``async for`` iterates the innermost generator directly, saving a
+        # coroutine per event; ``__anext__`` stays for callers that step by hand.
+        if self._iterator is None and not self._closed and not self._has_operators:
+            self._iterator = self._build(None)
+        if self._iterator is not None:
+            return self._iterator
         return self
 
     async def __anext__(self) -> BaseEvent:

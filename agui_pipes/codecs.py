@@ -27,6 +27,7 @@ from typing import Any, Final
 from ag_ui.core import BaseEvent
 from pydantic_core import SchemaSerializer
 
+from . import _json
 from ._errors import AguiPipesError
 
 __all__ = [
@@ -71,7 +72,14 @@ class TruncatedFrame(CodecError):
 class _FastSerializer:
     """The hook-free serializer of one event class, plus what it must exclude."""
 
-    __slots__ = ("all_omitted", "get_omittable", "omittable_fields", "omittable_keys", "serializer")
+    __slots__ = (
+        "all_omitted",
+        "all_omitted_set",
+        "get_omittable",
+        "omittable_fields",
+        "omittable_keys",
+        "serializer",
+    )
 
     def __init__(
         self,
@@ -85,6 +93,7 @@ class _FastSerializer:
         # The common case — every optional field absent — gets a prebuilt
         # exclude set; values are fetched in one C call.
         self.all_omitted: set[str] | None = set(omittable_fields) or None
+        self.all_omitted_set: frozenset[str] = frozenset(omittable_fields)
         getter = operator.itemgetter(*omittable_fields) if omittable_fields else None
         if len(omittable_fields) == 1:
             assert getter is not None
@@ -145,6 +154,62 @@ def _fast_for(cls: type[BaseEvent]) -> _FastSerializer | None:
         return fast
 
 
+_SAFE_INT: Final = 2**53 - 1
+_PlainLayout = tuple[str, tuple[tuple[str, str, bool], ...]]
+_PLAIN_LAYOUTS: dict[type[BaseEvent], _PlainLayout | None] = {}
+
+
+def _plain_layout(cls: type[BaseEvent]) -> _PlainLayout | None:
+    """(type value, ((attribute, wire key, omit-when-None), ...)) in serialisation order."""
+    fast = _fast_for(cls)
+    layout: _PlainLayout | None = None
+    if fast is not None:
+        fields = tuple(
+            (name, info.serialization_alias or info.alias or name, name in fast.all_omitted_set)
+            for name, info in cls.model_fields.items()
+            if name != "type"
+        )
+        layout = (cls.model_fields["type"].default.value, fields)
+    _PLAIN_LAYOUTS[cls] = layout
+    return layout
+
+
+def _encode_plain(event: BaseEvent) -> bytes | None:
+    """The wire JSON of an event whose every value is a string, bool, small int or None.
+
+    Those are exactly the values whose JSON text orjson and pydantic write
+    byte for byte alike (the codec tests prove it on generated events), and
+    they are what the hot events — deltas, starts, ends — carry. Anything
+    else (floats, nested objects, extra fields) returns None for the general
+    serializer.
+    """
+    if event.__pydantic_extra__:
+        return None
+    cls = type(event)
+    try:
+        layout = _PLAIN_LAYOUTS[cls]
+    except KeyError:
+        layout = _plain_layout(cls)
+    if layout is None:
+        return None
+    type_value, fields = layout
+    values = event.__dict__
+    out: dict[str, Any] = {"type": type_value}
+    for attr, key, omit in fields:
+        value = values[attr]
+        kind = type(value)
+        if kind is str or kind is bool:
+            out[key] = value
+        elif value is None:
+            if not omit:
+                out[key] = None
+        elif kind is int and -_SAFE_INT <= value <= _SAFE_INT:
+            out[key] = value
+        else:
+            return None
+    return _json.dumps_plain(out)
+
+
 def encode_json(event: BaseEvent) -> bytes:
     """The event's wire JSON (camelCase, optional-without-value omitted), as UTF-8."""
     if not isinstance(event, BaseEvent):
@@ -152,6 +217,9 @@ def encode_json(event: BaseEvent) -> bytes:
             f"encode_json() takes an AG-UI event (an ag_ui.core event model), got "
             f"{type(event).__name__}; decode wire data first, e.g. with agui_pipes.decode()"
         )
+    plain = _encode_plain(event)
+    if plain is not None:
+        return plain
     fast = _fast_for(type(event))
     if fast is not None:
         present = fast.get_omittable(event.__dict__)

@@ -76,7 +76,7 @@ from ag_ui.core import (
 from ._patch import PatchError, apply_patch, clone_json
 from .decode import DecodeWarning, _as_object, _decode_object
 from .transformers.expand_chunks import ExpandChunks
-from .verify import ProtocolViolation, Verifier
+from .verify import Profile, ProtocolViolation, Verifier
 
 __all__ = [
     "Consumer",
@@ -670,6 +670,9 @@ WireItem = dict[str, Any] | str | bytes | BaseEvent
 class Consumer:
     """Decode → expand chunks → verify (consumer profile) → fold, one pushed item at a time.
 
+    ``profile="producer"`` verifies with the stricter producer rules instead
+    (what ``agui-pipes verify --profile producer`` uses to audit a recording).
+
     ``push(item)`` returns the events delivered to the application for that
     item (after expansion and verification) and raises
     :class:`~agui_pipes.ProtocolViolation` on a rejected stream (a
@@ -686,11 +689,12 @@ class Consumer:
         allow_truncated: bool = False,
         state: Any = _UNSET,
         messages: Iterable[dict[str, Any]] | None = None,
+        profile: Profile = "consumer",
     ) -> None:
         self._allow_truncated = allow_truncated
         self._folder = _Folder({} if state is _UNSET else state, messages)
         self._expand = ExpandChunks().transform
-        self._verifier = Verifier("consumer")
+        self._verifier = Verifier(profile)
         self._index = 0
         self._failure: ProtocolViolation | None = None
         self._finished = False

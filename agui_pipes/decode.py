@@ -73,6 +73,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from . import _json
 from ._construct import construct
 from .verify import ProtocolViolation
 
@@ -630,8 +631,73 @@ def _build(spec: _EventSpec, values: dict[str, Any], snake: dict[str, Any]) -> B
     return spec.cls.model_validate(values)
 
 
+def _fast_parse(wire: bytes) -> dict[str, Any] | None:
+    """A JSON object parsed by the fast library, or None to take the checked path."""
+    try:
+        parsed = _json.loads(wire)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return parsed if type(parsed) is dict else None
+
+
+_FastPlan = tuple[type[BaseEvent], tuple[str | None, ...]]
+_FAST_PLANS: dict[tuple[str, tuple[str, ...]], _FastPlan | None] = {}
+_FAST_PLAN_LIMIT: Final = 1024
+"""Bounds the plan cache: key sets come from the wire, so a hostile peer cannot grow it."""
+
+
+def _fast_plan(type_name: str, keys: tuple[str, ...]) -> _FastPlan | None:
+    """How to build an event whose keys are all plain-string fields of a flat type.
+
+    ``None`` when anything about the key set needs the general path: an unknown
+    type or key (warnings to give), a non-string field (a checker to run), a
+    missing required field (an error to raise) or a type with nested models.
+    """
+    spec = _SPECS.get(type_name)
+    plan: _FastPlan | None = None
+    if spec is not None and spec.flat:
+        attrs: list[str | None] = []
+        for key in keys:
+            if key == "type":
+                attrs.append(None)
+                continue
+            field = spec.fields.get(key)
+            if field is None or field.check is not _str:
+                break
+            attrs.append(field.attr)
+        else:
+            if all(f.key in keys for f in spec.required):
+                plan = (spec.cls, tuple(attrs))
+    if len(_FAST_PLANS) < _FAST_PLAN_LIMIT:
+        _FAST_PLANS[(type_name, keys)] = plan
+    return plan
+
+
 def _decode_object(raw: dict[str, Any], index: int | None) -> Decoded:
     type_name = raw.get("type")
+    if type(type_name) is str:
+        # Fast path: the hot events (deltas, starts, ends) carry nothing but
+        # strings; when every value is a str the checked path would accept the
+        # event unchanged and warn about nothing, so build it directly.
+        keys = tuple(raw)
+        plan = _FAST_PLANS.get((type_name, keys))
+        if plan is None and (type_name, keys) not in _FAST_PLANS:
+            plan = _fast_plan(type_name, keys)
+        if plan is not None:
+            cls, attrs = plan
+            values: dict[str, Any] = {}
+            for attr, value in zip(attrs, raw.values(), strict=True):
+                if attr is None:
+                    continue
+                if type(value) is not str:
+                    break
+                values[attr] = value
+            else:
+                return Decoded(construct(cls, values))
+    return _decode_checked(raw, type_name, index)
+
+
+def _decode_checked(raw: dict[str, Any], type_name: Any, index: int | None) -> Decoded:
     spec = _SPECS.get(type_name) if isinstance(type_name, str) else None
     if spec is None:
         shown = type_name if isinstance(type_name, str) else json.dumps(type_name)
@@ -755,6 +821,12 @@ def _decode_error(type_name: str, invalid: _Invalid, index: int | None) -> Decod
 def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[str, Any]:
     if isinstance(wire, dict):
         return wire
+    if type(wire) is bytes:
+        # orjson validates UTF-8 itself; anything it refuses is re-examined
+        # below so the error (or acceptance) is exactly the standard one.
+        fast = _fast_parse(wire)
+        if fast is not None:
+            return fast
     if isinstance(wire, bytes | bytearray | memoryview):
         try:
             wire = bytes(wire).decode("utf-8")
@@ -769,7 +841,7 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
             "JSON object or its text"
         )
     try:
-        parsed = json.loads(wire)
+        parsed = _json.loads(wire)
     except json.JSONDecodeError as exc:
         raise DecodeError(
             f"event is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "

@@ -48,6 +48,22 @@ def test_check_reports_invalid_chains_with_exit_2(
     assert "Traceback" not in captured.err
 
 
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_run_refuses_invalid_chains_with_exit_2(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, position, fragment = INVALID[case]
+    path = tmp_path / "chain.yaml"
+    path.write_text(text)
+    events = tmp_path / "events.ndjson"
+    events.write_text('{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n')
+    assert main(["run", "--config", str(path), str(events)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing runs with an invalid chain
+    assert f"{path}{position}" in captured.err
+    assert fragment in captured.err
+
+
 def test_check_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "absent.yaml"
     assert main(["check", str(missing)]) == 2

@@ -434,6 +434,11 @@ def test_bad_import_reference_is_pointed(registry: Registry) -> None:
         )
 
 
+def test_a_missing_path_without_a_yaml_suffix_is_explained() -> None:
+    with pytest.raises(ConfigError, match="if it is a file path, no such file exists"):
+        load_chain("configs/prod-chain")
+
+
 def test_load_chain_rejects_other_source_types() -> None:
     with pytest.raises(TypeError, match="path, YAML/JSON text or a mapping"):
         load_chain(42)  # type: ignore[arg-type]

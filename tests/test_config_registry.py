@@ -210,3 +210,21 @@ def test_register_in_code() -> None:
         registry.register(TransformerSpec("Bad-Name", StreamTransformer))
     with pytest.raises(TypeError, match="pydantic BaseModel"):
         TransformerSpec("x", StreamTransformer, options=dict)  # type: ignore[arg-type]
+
+
+def test_cli_reports_a_broken_plugin_and_keeps_working(plugins: Path) -> None:
+    import os
+    import subprocess
+
+    install_fake_distribution(plugins, "brokenplug", {"broken_thing": "brokenplug_missing:Thing"})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugins), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_pipes", "list"],
+        capture_output=True, text=True, env=env, check=False, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "agui-pipes: warning: transformer plugin `broken_thing`" in done.stderr
+    assert "brokenplug_missing" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "\nshout  [shoutplug]\n" in done.stdout
+    assert "\nverify\n" in done.stdout

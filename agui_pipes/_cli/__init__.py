@@ -27,6 +27,7 @@ _COMMANDS: tuple[str, ...] = (
     "demo",
     "run",
     "serve",
+    "verify",
 )
 """Modules under agui_pipes._cli that provide a subcommand, in help order."""
 

@@ -27,7 +27,7 @@ from ag_ui.core import BaseEvent
 from ..codecs import NDJSONDecoder, SSEDecoder
 from ..decode import DecodeWarning, decode
 
-__all__ = ["FORMATS", "InputError", "Progress", "read_events"]
+__all__ = ["FORMATS", "InputError", "Progress", "read_events", "read_wire_events"]
 
 InputFormat = Literal["auto", "ndjson", "sse", "json", "corpus"]
 FORMATS: tuple[str, ...] = ("auto", "ndjson", "sse", "json", "corpus")
@@ -128,6 +128,22 @@ async def _payloads(path: str | None, fmt: str, progress: Progress) -> AsyncIter
             yield payload
     finally:
         await chunks.aclose()
+
+
+async def read_wire_events(
+    path: str | None, *, input_format: str = "auto", progress: Progress | None = None
+) -> AsyncIterator[Any]:
+    """The raw wire events of ``path`` (``None`` or ``-``: standard input), undecoded.
+
+    Each item is a JSON text (NDJSON line, SSE ``data:`` payload) or an
+    already-parsed object (JSON array / corpus case), ready for
+    ``agui_pipes.decode`` or ``agui_pipes.Consumer.push``. Raises
+    ``InputError`` like ``read_events``.
+    """
+    if input_format not in FORMATS:
+        raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
+    async for payload in _payloads(path, input_format, progress or Progress(None)):
+        yield payload
 
 
 async def read_events(

@@ -140,6 +140,13 @@ def _declarations(doc: Located, registry: Registry, allow_imports: bool) -> list
             "  version: 1\n  transformers:\n    - type: expand_chunks",
             (),
         )
+    if isinstance(top, str) and doc.source == "<string>" and "\n" not in top.strip():
+        raise doc.error(
+            f"the chain declaration is the plain string {top!r}, not a mapping; if it is a "
+            "file path, no such file exists (pass a pathlib.Path to load a file "
+            "whatever its name)",
+            (),
+        )
     if not isinstance(top, Mapping):
         raise doc.error(
             f"the top level must be a mapping with a `transformers` list, "

@@ -48,6 +48,9 @@ _NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*")
 """snake_case, optionally dotted for namespacing (``acme.upper``); never ``:``."""
 
 
+_IMMUTABLE = (str, int, float, bool, bytes)
+
+
 class PluginWarning(UserWarning):
     """A transformer plugin could not be loaded (it is skipped, the rest keep working)."""
 
@@ -81,11 +84,15 @@ class TransformerSpec:
             object.__setattr__(self, "summary", own)
 
     def resolve_factory(self) -> Callable[..., Stage]:
-        """The factory callable (importing it when it was given as a string)."""
-        if isinstance(self.factory, str):
-            target: Callable[..., Stage] = import_reference(self.factory)
-            return target
-        return self.factory
+        """The factory callable (importing it when it was given as a string, once)."""
+        if not isinstance(self.factory, str):
+            return self.factory
+        resolved: Callable[..., Stage] | None = self.__dict__.get("_resolved")
+        if resolved is None:
+            resolved = import_reference(self.factory)
+            object.__setattr__(self, "_resolved", resolved)
+        assert resolved is not None
+        return resolved
 
     def validate(self, options: Any) -> BaseModel:
         """Validate a mapping of options (raises ``pydantic.ValidationError``)."""
@@ -93,8 +100,9 @@ class TransformerSpec:
 
     def build(self, options: BaseModel) -> Stage:
         """A new stage configured by validated ``options``."""
+        # Mutable values are copied per build, so no two chains share a list.
         kwargs = {
-            name: copy.deepcopy(value)
+            name: value if isinstance(value, _IMMUTABLE) else copy.deepcopy(value)
             for name in type(options).model_fields
             if (value := getattr(options, name)) is not None
         }

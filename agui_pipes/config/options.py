@@ -27,6 +27,7 @@ from pydantic.config import JsonDict
 __all__ = [
     "CoalesceDeltasOptions",
     "DropEventsOptions",
+    "EventFamily",
     "ExpandChunksOptions",
     "FilterToolCallsOptions",
     "KeepEventsOptions",
@@ -222,36 +223,69 @@ class SubagentVisibilityOptions(_Options):
     )
 
 
+EventFamily = Literal[
+    "text",
+    "tool_call",
+    "reasoning",
+    "state",
+    "messages_snapshot",
+    "activity",
+    "step",
+    "raw",
+    "custom",
+    "subagent",
+]
+"""The event families of DropEvents / KeepEvents (a test keeps this equal to the stage's)."""
+
+
 class _FamiliesOptions(_Options):
-    families: list[str] = Field(
+    families: list[EventFamily] = Field(
         ...,
-        description="Event families (e.g. `reasoning`, `raw`, `custom`, `activity`, `step`).",
+        description=(
+            "Event families; the run lifecycle (RUN_STARTED / RUN_FINISHED / RUN_ERROR) is "
+            "not one and always passes."
+        ),
     )
 
     @field_validator("families")
     @classmethod
-    def _families(cls, families: list[str]) -> list[str]:
-        return _non_empty_names(families, "event family")
+    def _families(cls, families: list[EventFamily]) -> list[EventFamily]:
+        if not families:
+            raise ValueError("give at least one event family")
+        return families
 
 
 class DropEventsOptions(_FamiliesOptions):
-    """Drop every event of the given families (a dropped entity's continuations go with it)."""
+    """Drop every event of the given families (a dropped entity's continuations go with it).
 
-    model_config = _example({"families": ["reasoning"]})
+    Where a dropped family also lives inside MESSAGES_SNAPSHOT or the RUN_STARTED
+    input echo (reasoning, activity and tool messages), it is removed there too.
+    """
+
+    model_config = _example({"families": ["reasoning", "activity"]})
 
 
 class KeepEventsOptions(_FamiliesOptions):
-    """Keep only run lifecycle events and the given families; drop everything else."""
+    """Keep only the run lifecycle and the given families; drop everything else."""
 
     model_config = _example({"families": ["text", "tool_call", "state"]})
 
 
 class StripRawEventsOptions(NoOptions):
-    """Drop RAW events (upstream provider payloads that clients should not see)."""
+    """Drop RAW events and the `rawEvent` payload of every other event.
+
+    Both carry provider-native payloads for debugging; on the way to a browser
+    they cost bandwidth and can leak prompts, keys or internal ids.
+    """
 
 
 class CoalesceDeltasOptions(_Options):
-    """Merge consecutive content deltas of the same message into fewer, larger events."""
+    """Merge consecutive content deltas of the same message into fewer, larger events.
+
+    Text, reasoning and tool-argument deltas (and their chunk forms) merge only
+    with the delta right before them, so the client assembles the same messages
+    from fewer events; the cost is a delta held until the next event arrives.
+    """
 
     model_config = _example({"max_chars": 200})
 
@@ -265,7 +299,12 @@ class CoalesceDeltasOptions(_Options):
 
 
 class RedactOptions(_Options):
-    """Replace text matching regular expressions in message content, tool arguments and results."""
+    """Replace text matching regular expressions in message content, tool arguments and results.
+
+    Streamed text is buffered per item so a secret split across deltas still
+    matches; tool results, state, activity content and messages in snapshots
+    are redacted whole. RAW payloads are not inspected (use strip_raw_events).
+    """
 
     model_config = _example(
         {"patterns": ["sk-[A-Za-z0-9]{20,}", "\\b\\d{16}\\b"], "replacement": "[secret]"}
@@ -274,7 +313,17 @@ class RedactOptions(_Options):
     patterns: list[str] = Field(
         ..., description="Python regular expressions; every match is replaced."
     )
-    replacement: str = Field("[REDACTED]", description="What a match is replaced with.")
+    replacement: str = Field(
+        "[REDACTED]", description="What a match is replaced with (literal text)."
+    )
+    hold_back: int = Field(
+        64,
+        ge=0,
+        description=(
+            "Characters of streamed text held back so a secret split across deltas is "
+            "still caught (the latency cost)."
+        ),
+    )
 
     @field_validator("patterns")
     @classmethod
@@ -291,8 +340,15 @@ class RedactOptions(_Options):
 
 
 class StateDiffOptions(NoOptions):
-    """Replace a STATE_SNAPSHOT after the first by a STATE_DELTA when the delta is smaller."""
+    """Send later state snapshots as JSON Patch deltas when that is smaller.
+
+    Deltas are computed against the state the client holds and checked to
+    reproduce the snapshot exactly; the baseline resets at every RUN_STARTED.
+    """
 
 
 class TimestampOptions(NoOptions):
-    """Stamp every event that has no `timestamp` with the current time (milliseconds)."""
+    """Stamp every event that has no `timestamp` with the current time (milliseconds).
+
+    An event that already carries a timestamp keeps it.
+    """

@@ -1,8 +1,10 @@
 """Built-in stages, one module each (see docs/architecture.md for the YAML names)."""
 
+from .coalesce_deltas import CoalesceDeltas
 from .drop_events import DropEvents, KeepEvents
 from .expand_chunks import ExpandChunks
 from .filter_tool_calls import FilterToolCalls
+from .redact import Redact
 from .state_diff import StateDiff
 from .strip_raw_events import StripRawEvents
 from .subagent_visibility import SubagentVisibility
@@ -11,10 +13,12 @@ from .tool_result_to_state import ToolResultToState
 from .verify import Verify
 
 __all__ = [
+    "CoalesceDeltas",
     "DropEvents",
     "ExpandChunks",
     "FilterToolCalls",
     "KeepEvents",
+    "Redact",
     "StateDiff",
     "StripRawEvents",
     "SubagentVisibility",

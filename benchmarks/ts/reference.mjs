@@ -1,6 +1,7 @@
 // The official TypeScript client's inbound pipeline, timed on an NDJSON file:
 // parse -> enforceEvents -> transformChunks -> verifyEvents -> SSE encode (EventEncoder).
-// Prints one JSON line: {events, seconds: [..per repetition..], outBytes}.
+// Prints one JSON line: {events, seconds: [wall, per repetition], cpuSeconds: [user+system
+// CPU of this process, per repetition], outBytes}.
 // Usage: node reference.mjs FILE [--repeat N]
 import { readFileSync } from "node:fs";
 import { from, lastValueFrom } from "rxjs";
@@ -14,11 +15,13 @@ const repeat = args.includes("--repeat") ? Number(args[args.indexOf("--repeat") 
 process.env.SUPPRESS_TRANSFORMATION_WARNINGS = "true";
 
 const seconds = [];
+const cpuSeconds = [];
 let events = 0;
 let outBytes = 0;
 for (let r = 0; r < repeat; r++) {
   const text = readFileSync(file, "utf8");
   const start = process.hrtime.bigint();
+  const cpuStart = process.cpuUsage();
   const parsed = [];
   let pos = 0;
   while (pos < text.length) {
@@ -42,8 +45,10 @@ for (let r = 0; r < repeat; r++) {
     ),
   );
   const elapsed = Number(process.hrtime.bigint() - start) / 1e9;
+  const cpu = process.cpuUsage(cpuStart);
   seconds.push(elapsed);
+  cpuSeconds.push((cpu.user + cpu.system) / 1e6);
   events = parsed.length;
   outBytes = bytes;
 }
-process.stdout.write(JSON.stringify({ events, seconds, outBytes }) + "\n");
+process.stdout.write(JSON.stringify({ events, seconds, cpuSeconds, outBytes }) + "\n");

@@ -255,10 +255,13 @@ async def test_an_outer_cancel_scope_stops_consumer_and_agent() -> None:
     before = task_count()
     agent = Endless()
 
-    with anyio.move_on_after(0.05):
+    received = 0
+    with anyio.CancelScope() as outer:
         async with run(agent, INPUT) as events:
             async for _ in events:
-                pass
+                received += 1
+                if received == 5:
+                    outer.cancel()  # the consumer's next await is cancelled
 
     assert agent.cleaned_up
     assert agent.said > 0

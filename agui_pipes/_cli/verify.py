@@ -1,0 +1,136 @@
+"""``agui-pipes verify [PATH|-]`` — is this recorded or piped stream valid AG-UI 1.0?
+
+Runs the consumer pipeline (decode, chunk expansion, verification, fold) over
+the input, auto-detected as NDJSON, SSE (``data:`` frames, multi-line data,
+comments, CRLF), a JSON array of events or a corpus case (an object with a
+``stream`` array); ``--input-format`` overrides the detection.
+
+Options: ``--profile consumer|producer`` (default consumer: exactly what AG-UI
+1.0 requires a client to reject; producer adds the strict rules),
+``--allow-truncated`` (a stream that stops mid-run is accepted, outcome
+``truncated``), ``--result`` (print the folded result as one JSON object:
+``{"outcome", "messages", "state", "interrupts", "runError", "usage"}``),
+``--quiet`` (no warnings, no summary).
+
+Exit status: 0 accepted; 1 rejected, with a stderr line starting
+``rejected:``; 2 usage or I/O error (missing file, input in none of the
+formats). Warnings go to stderr, one per line, each starting ``warning:``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+
+from ..codecs import CodecError
+from ..consume import Consumer, RunResult
+from ..decode import DecodeError, DecodeWarning
+from ..verify import ProtocolViolation
+from ._input import FORMATS, InputError, read_wire_events
+
+__all__ = ["register"]
+
+EXIT_ACCEPTED = 0
+EXIT_REJECTED = 1
+EXIT_USAGE = 2
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "verify",
+        help="check that a recorded or piped stream is valid AG-UI 1.0 (exit 0/1/2)",
+        description=(
+            "Decode, expand and verify an AG-UI event stream (NDJSON, SSE, JSON array or "
+            "corpus case) the way a 1.0 consumer must. Exit 0 accepted, 1 rejected, "
+            "2 usage or I/O error."
+        ),
+    )
+    parser.add_argument("input", nargs="?", default="-", metavar="PATH",
+                        help="the stream to check; `-` or nothing for standard input")
+    parser.add_argument("--profile", choices=("consumer", "producer"), default="consumer",
+                        help="consumer (default): what AG-UI 1.0 requires a client to reject; "
+                             "producer: those rules plus the strict ones")
+    parser.add_argument("--allow-truncated", action="store_true",
+                        help="accept a stream that ends while a run is open (outcome "
+                             "'truncated')")
+    parser.add_argument("--result", action="store_true",
+                        help="print the folded result as one JSON object on stdout")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no warnings and no summary (the rejection line still prints)")
+    parser.add_argument("--input-format", choices=FORMATS, default="auto",
+                        help="input encoding (default: by extension, else by content)")
+    parser.set_defaults(handler=_verify)
+
+
+class _Rejected(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _warn(warning: DecodeWarning | str) -> None:
+    print(f"warning: {warning}", file=sys.stderr)
+
+
+async def _consume(args: argparse.Namespace) -> tuple[RunResult, int]:
+    consumer = Consumer(allow_truncated=args.allow_truncated, profile=args.profile)
+    shown = 0
+    count = 0
+    try:
+        async for payload in read_wire_events(args.input, input_format=args.input_format):
+            try:
+                consumer.push(payload)
+            except DecodeError as error:
+                if count == 0 and not error.path:
+                    # Not one event could be read: this is not an event stream at all.
+                    raise InputError(
+                        f"{_name(args.input)} is not an AG-UI event stream in any supported "
+                        f"format (NDJSON, SSE, JSON array, corpus case): {error.message}"
+                    ) from None
+                raise
+            count += 1
+            if not args.quiet:
+                for warning in consumer.warnings[shown:]:
+                    _warn(warning)
+                shown = len(consumer.warnings)
+        result = consumer.finish()
+    except ProtocolViolation as violation:
+        raise _Rejected(str(violation)) from None
+    except CodecError as error:
+        raise _Rejected(f"{error} (after {count} events)") from None
+    if not args.quiet:
+        for warning in result.warnings[shown:]:
+            _warn(warning)
+        if count == 0:
+            _warn(f"{_name(args.input)} holds no events")
+    return result, count
+
+
+def _name(path: str | None) -> str:
+    return "standard input" if path in (None, "-") else str(path)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    try:
+        result, count = anyio.run(_consume, args)
+    except InputError as error:
+        print(f"agui-pipes verify: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except _Rejected as rejected:
+        print(f"rejected: {rejected.message}", file=sys.stderr)
+        return EXIT_REJECTED
+    if args.result:
+        json.dump(result.to_json(), sys.stdout, ensure_ascii=False)
+        sys.stdout.write("\n")
+    elif not args.quiet:
+        runs = len(result.runs)
+        print(
+            f"accepted: {count} event{'s' if count != 1 else ''}, {runs} "
+            f"run{'s' if runs != 1 else ''}, outcome {result.outcome or 'none (no run)'}"
+            f" ({args.profile} profile)"
+        )
+    return EXIT_ACCEPTED

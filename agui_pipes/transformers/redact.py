@@ -1,0 +1,394 @@
+"""Redact: replace text matching regular expressions before it reaches the client.
+
+Secrets (API keys, card numbers, internal hostnames) leak into model output,
+tool arguments and tool results. Redacting per event is not enough, because a
+streamed secret is split across deltas ("sk-ab" + "c123..."), and neither half
+matches. So for streamed items — text message content, reasoning message
+content, tool-call arguments, and the chunk forms of each — the stage keeps a
+small **hold-back buffer** per item: it releases text only up to a point no
+match can still reach, holding back the last ``hold_back`` characters and any
+match that touches the end of what has arrived (it may continue). The held
+text is released, redacted, right before the item's END (for chunk streams:
+before whatever closes the item's lane), before a RUN_ERROR, and at the end
+of the stream.
+
+Whole values are redacted in place: tool results (string content and text
+parts), state (every string inside STATE_SNAPSHOT and STATE_DELTA values),
+activity content, and messages in MESSAGES_SNAPSHOT and the RUN_STARTED echo
+(content, text parts, tool-call arguments). RAW payloads and ``rawEvent`` are
+not inspected — drop them with StripRawEvents.
+
+A secret longer than ``hold_back`` characters is still caught as long as its
+pattern matches a prefix of it that reaches the end of the buffer (for example
+``sk-[A-Za-z0-9]{20,}``); the guarantee for arbitrary patterns is for matches
+of up to ``hold_back + 1`` characters. The cost is latency: text reaches the
+client ``hold_back`` characters late.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ag_ui.core import (
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
+    AssistantMessage,
+    BaseEvent,
+    MessagesSnapshotEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+)
+
+from .._transformer import StreamTransformer
+from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem, ChunkLanes
+
+__all__ = ["Redact"]
+
+_Handler = Callable[[Any], Sequence[BaseEvent]]
+
+_CONTENT: dict[type[BaseEvent], tuple[str, str]] = {
+    TextMessageContentEvent: ("text", "message_id"),
+    ToolCallArgsEvent: ("tool", "tool_call_id"),
+    ReasoningMessageContentEvent: ("reasoning", "message_id"),
+}
+_END: dict[type[BaseEvent], tuple[str, str]] = {
+    TextMessageEndEvent: ("text", "message_id"),
+    ToolCallEndEvent: ("tool", "tool_call_id"),
+    ReasoningMessageEndEvent: ("reasoning", "message_id"),
+}
+
+
+class Redact(StreamTransformer):
+    """Replace text matching regular expressions in message content, tool arguments and results.
+
+    ``Redact([r"sk-[A-Za-z0-9]{20,}", r"\\b\\d{16}\\b"], replacement="[secret]")``.
+    Patterns are Python regular expressions; the replacement is literal text.
+    """
+
+    def __init__(
+        self,
+        patterns: Iterable[str] | str,
+        replacement: str = "[REDACTED]",
+        hold_back: int = 64,
+    ) -> None:
+        sources = [patterns] if isinstance(patterns, str) else list(patterns)
+        if not sources:
+            raise ValueError("Redact: give at least one pattern, e.g. Redact([r'sk-\\w{20,}'])")
+        compiled: list[re.Pattern[str]] = []
+        for i, source in enumerate(sources):
+            try:
+                compiled.append(re.compile(source))
+            except (re.error, TypeError) as exc:
+                raise ValueError(
+                    f"Redact: pattern #{i + 1} {source!r} is not a valid regular expression: {exc}"
+                ) from None
+        if not isinstance(hold_back, int) or hold_back < 0:
+            raise ValueError(f"Redact: hold_back must be an integer >= 0, got {hold_back!r}")
+        self._patterns = tuple(compiled)
+        self._replacement = str(replacement)
+        self._hold = hold_back
+        self._lanes = ChunkLanes()
+        # held text per streamed item: key -> (text, template event to flush with)
+        self._held: dict[tuple[str, str, str], tuple[str, BaseEvent]] = {}
+        handlers: dict[type[BaseEvent], _Handler] = {}
+        for cls in CLOSING_CLASSES:
+            handlers[cls] = self._closing
+        for cls in _CONTENT:
+            handlers[cls] = self._content
+        for cls in _END:
+            handlers[cls] = self._end
+        for cls in CHUNK_CLASSES:
+            handlers[cls] = self._chunk
+        handlers[ToolCallResultEvent] = self._result
+        handlers[StateSnapshotEvent] = self._state_snapshot
+        handlers[StateDeltaEvent] = self._state_delta
+        handlers[ActivitySnapshotEvent] = self._activity_snapshot
+        handlers[ActivityDeltaEvent] = self._activity_delta
+        handlers[MessagesSnapshotEvent] = self._messages_snapshot
+        handlers[RunStartedEvent] = self._run_started
+        handlers[RunErrorEvent] = self._run_error
+        self._handlers = handlers
+
+    # -- text machinery ------------------------------------------------------
+
+    def _matches(self, text: str) -> list[tuple[int, int]]:
+        """Non-overlapping match spans of every pattern, leftmost (then longest) first."""
+        spans: list[tuple[int, int]] = []
+        for pattern in self._patterns:
+            spans.extend(
+                (m.start(), m.end()) for m in pattern.finditer(text) if m.end() > m.start()
+            )
+        if len(self._patterns) > 1:
+            spans.sort(key=lambda s: (s[0], -s[1]))
+        merged: list[tuple[int, int]] = []
+        end = -1
+        for start, stop in spans:
+            if start >= end:
+                merged.append((start, stop))
+                end = stop
+        return merged
+
+    def _replace(self, text: str, spans: list[tuple[int, int]], upto: int) -> str:
+        out: list[str] = []
+        position = 0
+        for start, stop in spans:
+            if stop > upto:
+                break
+            out.append(text[position:start])
+            out.append(self._replacement)
+            position = stop
+        out.append(text[position:upto])
+        return "".join(out)
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with every match replaced (no hold-back)."""
+        spans = self._matches(text)
+        return self._replace(text, spans, len(text)) if spans else text
+
+    def _stream(self, key: tuple[str, str, str], delta: str, template: BaseEvent) -> str:
+        """Add ``delta`` to the item's buffer; return the redacted text safe to release."""
+        held = self._held.pop(key, None)
+        text = held[0] + delta if held is not None else delta
+        spans = self._matches(text)
+        cut = max(0, len(text) - self._hold)
+        for start, stop in spans:
+            if stop > cut or stop == len(text):
+                cut = min(cut, start)
+                break
+        if cut < len(text):
+            self._held[key] = (text[cut:], template)
+        return self._replace(text, spans, cut)
+
+    def _release(self, key: tuple[str, str, str]) -> BaseEvent | None:
+        """The held text of an item as one more delta event (None when nothing is held)."""
+        held = self._held.pop(key, None)
+        if held is None:
+            return None
+        text, template = held
+        update: dict[str, Any] = {"delta": self.redact_text(text), "raw_event": None}
+        if key[0] == "chunk":
+            update["tool_call_id" if type(template) is ToolCallChunkEvent else "message_id"] = (
+                key[2]
+            )
+        return template.model_copy(update=update)
+
+    def _value(self, value: Any) -> tuple[Any, bool]:
+        """A JSON value with every string redacted, and whether anything changed."""
+        if isinstance(value, str):
+            new = self.redact_text(value)
+            return new, new != value
+        if isinstance(value, dict):
+            changed = False
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                out[k], c = self._value(v)
+                changed = changed or c
+            return (out, True) if changed else (value, False)
+        if isinstance(value, list):
+            items = [self._value(v) for v in value]
+            if any(c for _, c in items):
+                return [v for v, _ in items], True
+            return value, False
+        return value, False
+
+    def _content_value(self, content: Any) -> tuple[Any, bool]:
+        """Message/result content: a string, or parts whose text parts are redacted."""
+        if isinstance(content, str):
+            new = self.redact_text(content)
+            return new, new != content
+        if isinstance(content, list):
+            out = []
+            changed = False
+            for part in content:
+                if getattr(part, "type", None) == "text" and isinstance(part.text, str):
+                    new = self.redact_text(part.text)
+                    if new != part.text:
+                        part = part.model_copy(update={"text": new})
+                        changed = True
+                out.append(part)
+            return (out, True) if changed else (content, False)
+        return content, False
+
+    # -- dispatch --------------------------------------------------------------
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        handler = self._handlers.get(type(event))
+        return (event,) if handler is None else handler(event)
+
+    def finish(self) -> Sequence[BaseEvent]:
+        out = [self._release(key) for key in list(self._held)]
+        return [e for e in out if e is not None]
+
+    def _closing(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        """An event that may close chunk lanes: release their held text first."""
+        if not self._lanes.open:
+            return (event,)
+        before = dict(self._lanes.open)
+        self._lanes.observe(event)
+        flushed = self._release_items(
+            item for lane, item in before.items() if self._lanes.open.get(lane) is not item
+        )
+        return (*flushed, event) if flushed else (event,)
+
+    def _release_items(self, items: Iterable[ChunkItem]) -> list[BaseEvent]:
+        out = []
+        for item in items:
+            released = self._release(("chunk", item.kind.__name__, item.id))
+            if released is not None:
+                out.append(released)
+        return out
+
+    def _content(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        out = self._closing(event)
+        bucket, attr = _CONTENT[type(event)]
+        emit = self._stream(("item", bucket, getattr(event, attr)), event.delta, event)  # type: ignore[attr-defined]
+        if emit == event.delta:  # type: ignore[attr-defined]
+            return out
+        if emit == "" and event.metadata is None and event.raw_event is None:
+            return out[:-1]
+        return (*out[:-1], event.model_copy(update={"delta": emit}))
+
+    def _end(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        out = self._closing(event)
+        bucket, attr = _END[type(event)]
+        released = self._release(("item", bucket, getattr(event, attr)))
+        return out if released is None else (*out[:-1], released, event)
+
+    def _chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        route = self._lanes.peek(event)
+        before: list[BaseEvent] = []
+        if route.opened and route.item is not None:
+            replaced = self._lanes.open.get(route.item.lane)
+            if replaced is not None:
+                before = self._release_items([replaced])
+        route = self._lanes.route(event)
+        delta: str | None = event.delta  # type: ignore[attr-defined]
+        item = route.item
+        if delta is None:
+            return (*before, event)
+        if item is None:
+            emit = self.redact_text(delta)
+        else:
+            emit = self._stream(("chunk", item.kind.__name__, item.id), delta, event)
+        if emit == delta:
+            return (*before, event)
+        if emit == "" and not route.opened and event.metadata is None and event.raw_event is None:
+            return tuple(before)
+        return (*before, event.model_copy(update={"delta": emit}))
+
+    def _result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
+        out = self._closing(event)
+        content, changed = self._content_value(event.content)
+        if not changed:
+            return out
+        return (*out[:-1], event.model_copy(update={"content": content}))
+
+    def _state_snapshot(self, event: StateSnapshotEvent) -> Sequence[BaseEvent]:
+        out = self._closing(event)
+        snapshot, changed = self._value(event.snapshot)
+        if not changed:
+            return out
+        return (*out[:-1], event.model_copy(update={"snapshot": snapshot}))
+
+    def _patch(self, operations: Sequence[Any]) -> tuple[list[Any], bool]:
+        changed = False
+        out = []
+        for op in operations:
+            if hasattr(op, "value"):
+                value, c = self._value(op.value)
+                if c:
+                    op = op.model_copy(update={"value": value})
+                    changed = True
+            out.append(op)
+        return out, changed
+
+    def _state_delta(self, event: StateDeltaEvent) -> Sequence[BaseEvent]:
+        out = self._closing(event)
+        delta, changed = self._patch(event.delta)
+        if not changed:
+            return out
+        return (*out[:-1], event.model_copy(update={"delta": delta}))
+
+    def _activity_snapshot(self, event: ActivitySnapshotEvent) -> Sequence[BaseEvent]:
+        content, changed = self._value(event.content)
+        return (event.model_copy(update={"content": content}),) if changed else (event,)
+
+    def _activity_delta(self, event: ActivityDeltaEvent) -> Sequence[BaseEvent]:
+        patch, changed = self._patch(event.patch)
+        return (event.model_copy(update={"patch": patch}),) if changed else (event,)
+
+    def _messages(self, messages: Sequence[Any]) -> tuple[list[Any], bool]:
+        out = []
+        changed = False
+        for message in messages:
+            update: dict[str, Any] = {}
+            content = getattr(message, "content", None)
+            if content is not None:
+                new, c = (
+                    self._value(content) if isinstance(content, dict)
+                    else self._content_value(content)
+                )  # fmt: skip
+                if c:
+                    update["content"] = new
+            if isinstance(message, AssistantMessage) and message.tool_calls:
+                calls = []
+                calls_changed = False
+                for call in message.tool_calls:
+                    arguments = self.redact_text(call.function.arguments)
+                    if arguments != call.function.arguments:
+                        function = call.function.model_copy(update={"arguments": arguments})
+                        call = call.model_copy(update={"function": function})
+                        calls_changed = True
+                    calls.append(call)
+                if calls_changed:
+                    update["tool_calls"] = calls
+            if update:
+                message = message.model_copy(update=update)
+                changed = True
+            out.append(message)
+        return out, changed
+
+    def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
+        out = self._closing(event)
+        messages, changed = self._messages(event.messages)
+        if not changed:
+            return out
+        return (*out[:-1], event.model_copy(update={"messages": messages}))
+
+    def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+        self._held.clear()
+        self._lanes.reset()
+        echo = event.input
+        if not isinstance(echo, RunAgentInput):
+            return (event,)
+        update: dict[str, Any] = {}
+        messages, changed = self._messages(echo.messages)
+        if changed:
+            update["messages"] = messages
+        if echo.state is not None:
+            state, changed = self._value(echo.state)
+            if changed:
+                update["state"] = state
+        if not update:
+            return (event,)
+        return (event.model_copy(update={"input": echo.model_copy(update=update)}),)
+
+    def _run_error(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
+        """A run that blew up: release everything held (explicit items stay open, legally)."""
+        out = self._closing(event)
+        released = [self._release(key) for key in list(self._held)]
+        extra = [e for e in released if e is not None]
+        return (*extra, *out) if extra else out
