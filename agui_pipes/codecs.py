@@ -20,6 +20,7 @@ a peer that never ends a frame cannot exhaust the process.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any, Final
@@ -226,6 +227,10 @@ def encode_json(event: BaseEvent) -> bytes:
         exclude: set[str] | None
         if all(value is None for value in present):
             exclude = fast.all_omitted
+        elif any(type(value) is float and not math.isfinite(value) for value in present):
+            # pydantic writes a non-finite float as null, and ag_ui's hook then
+            # omits that key; only the hooked serializer reproduces that.
+            return event.model_dump_json(by_alias=True).encode()
         else:
             exclude = {
                 name

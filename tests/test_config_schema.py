@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import jsonschema
+import pytest
+import yaml
 
 from agui_pipes.config import Registry, chain_schema
 
@@ -57,3 +62,45 @@ def test_option_types_defaults_and_choices_come_from_the_models() -> None:
     assert on_violation["default"] == "raise"
     assert "RUN_ERROR" in on_violation["description"]
     assert verify["properties"]["allow_truncated"]["type"] == "boolean"
+
+
+# -- the schema as an editor uses it (validated with jsonschema) ---------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def validator() -> jsonschema.protocols.Validator:
+    schema = chain_schema(Registry(plugins=False))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "examples" / "chains").glob("*.yaml")), ids=lambda p: p.stem
+)
+def test_example_chains_are_valid_against_the_schema(path: Path) -> None:
+    document = yaml.safe_load(path.read_text())
+    # ${VAR} values are strings to an editor; substitute plausible typed values.
+    for entry in document["transformers"]:
+        if isinstance(entry, dict):
+            for key, value in list(entry.items()):
+                if isinstance(value, str) and value.startswith("${"):
+                    entry[key] = {"max_chars": 256, "enabled": True}.get(key, "attributed")
+    errors = list(validator().iter_errors(document))
+    assert errors == [], [e.message for e in errors]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"transformers": [{"type": "verify", "profle": "producer"}]},
+        {"transformers": [{"type": "no_such_stage"}]},
+        {"transformers": [{"subagent_visibility": {"mode": "inlined"}}]},
+        {"transformers": [{"type": "tool_result_to_state"}]},  # `tool` is required
+        {"transformers": ["redact"]},  # bare name needs every option to have a default
+        {"version": 2, "transformers": []},
+        {"transformers": [], "extra": 1},
+    ],
+)
+def test_schema_rejects_what_the_loader_rejects(document: dict[str, Any]) -> None:
+    assert list(validator().iter_errors(document))

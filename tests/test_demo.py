@@ -201,3 +201,29 @@ def test_demo_show_chain_prints_a_loadable_chain() -> None:
     assert done.returncode == 0
     assert "filter_tool_calls" in done.stdout
     assert "internal_*" in done.stdout
+
+
+def test_demo_refuses_async_stages_with_a_hint(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("transformers:\n  - type: agui_pipes._transformer:AsyncStreamTransformer\n")
+    done = demo_cli("--config", str(chain), "--allow-imports")
+    assert done.returncode == 2
+    assert "these are not: AsyncStreamTransformer" in done.stderr
+    assert "agui-pipes demo --raw | agui-pipes run --config" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_demo_raw_piped_into_run(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("transformers: []\n")
+    hide = tmp_path / "hide.yaml"
+    hide.write_text('transformers:\n  - filter_tool_calls: {deny: ["internal_*"]}\n')
+    raw = demo_cli("--config", str(chain), "--raw")
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_pipes", "run", "--config", str(hide)],
+        input=raw.stdout, capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "internal_price_lookup" in raw.stdout
+    assert "internal_price_lookup" not in done.stdout
+    assert len(done.stdout.splitlines()) == len(raw.stdout.splitlines()) - 4

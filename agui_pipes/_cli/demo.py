@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 
+from .._transformer import StreamTransformer
 from ..codecs import encode_ndjson
 from ..config import ConfigError, LoadedChain, load_chain
 from ..demo import DEFAULT_CHAIN, DemoAgent, demo_input
@@ -93,6 +94,18 @@ def _demo(args: argparse.Namespace) -> int:
         return 0
     chain = _chain(args)
     if chain is None:
+        return EXIT_CONFIG
+    if not chain().is_sync:
+        async_stages = [
+            type(s).__name__ for s in chain().stages if not isinstance(s, StreamTransformer)
+        ]
+        print(
+            "agui-pipes: the demo runs the chain inside the run driver, which emits "
+            "synchronously, so every stage must be a synchronous StreamTransformer; "
+            f"these are not: {', '.join(async_stages)}. Run them over the demo's output "
+            "instead: agui-pipes demo --raw | agui-pipes run --config CHAIN.yaml",
+            file=sys.stderr,
+        )
         return EXIT_CONFIG
     interactive = bool(sys.stdout.isatty()) and not args.raw
     pace = args.pace if args.pace is not None else (_DEFAULT_PACE if interactive else 0.0)
