@@ -261,9 +261,11 @@ class SubagentVisibility(StreamTransformer):
             ToolCallStartEvent, ToolCallArgsEvent, ToolCallEndEvent, ToolCallResultEvent,
             StateSnapshotEvent, StateDeltaEvent, CustomEvent,
             ReasoningStartEvent, ReasoningMessageStartEvent, ReasoningMessageContentEvent,
-            ReasoningMessageEndEvent, ReasoningEndEvent, MessagesSnapshotEvent, RunErrorEvent,
+            ReasoningMessageEndEvent, ReasoningEndEvent,
         ):  # fmt: skip
             handlers[cls] = self._inline_observed
+        handlers[MessagesSnapshotEvent] = self._inline_run_level
+        handlers[RunErrorEvent] = self._inline_run_level
         for cls in (RawEvent, ActivitySnapshotEvent, ActivityDeltaEvent,
                     ReasoningEncryptedValueEvent):  # fmt: skip
             handlers[cls] = self._inline_strip
@@ -282,6 +284,15 @@ class SubagentVisibility(StreamTransformer):
         return (strip_attribution(event),)
 
     def _inline_observed(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        """The hot path: an attributable event that may close a chunk lane."""
+        lanes = self._lanes
+        if lanes.open:
+            lanes.observe(event)
+        if event.subagent_run_id is None:  # type: ignore[attr-defined]
+            return (event,)
+        return (event.model_copy(update={"subagent_run_id": None}),)
+
+    def _inline_run_level(self, event: BaseEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
         return (strip_attribution(event),)
 
@@ -422,9 +433,19 @@ class SubagentVisibility(StreamTransformer):
 
     def _hidden_tool_result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
-        if event.tool_call_id not in self._visible_calls:
+        if not self._result_owed(event.tool_call_id, event.subagent_run_id):
             return ()
         return (strip_attribution(event),)
+
+    def _result_owed(self, call: str, tag: str | None) -> bool:
+        """A result is owed for a call the consumer saw, whoever executed it.
+
+        A call this run never introduced (an earlier run's, before the RUN_STARTED
+        reset) has no known owner; an untagged answer to it is the parent's.
+        """
+        if call in self._visible_calls:
+            return True
+        return tag is None and call not in self._owner[_TOOL]
 
     def _hidden_chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
         route = self._lanes.route(event)
@@ -521,7 +542,7 @@ class SubagentVisibility(StreamTransformer):
         out: list[Any] = []
         for message in messages:
             if isinstance(message, ToolMessage):
-                if message.tool_call_id in self._visible_calls:
+                if self._result_owed(message.tool_call_id, message.subagent_run_id):
                     out.append(message.model_copy(update={"subagent_run_id": None}))
             elif id(message) in kept:
                 out.append(message)
