@@ -634,16 +634,18 @@ def _build(spec: _EventSpec, values: dict[str, Any], snake: dict[str, Any]) -> B
 def _fast_parse(wire: bytes) -> dict[str, Any] | None:
     """A JSON object parsed by the fast library, or None to take the checked path."""
     try:
-        parsed = _json.loads(wire)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        parsed = _json.fast_loads(wire)
+    except ValueError:  # malformed JSON or UTF-8: the checked path reports it precisely
         return None
     return parsed if type(parsed) is dict else None
 
 
-_FastPlan = tuple[type[BaseEvent], tuple[str | None, ...]]
+_FastPlan = tuple[type[BaseEvent], tuple[str | None, ...], dict[str, Any], frozenset[str]]
 _FAST_PLANS: dict[tuple[str, tuple[str, ...]], _FastPlan | None] = {}
 _FAST_PLAN_LIMIT: Final = 1024
 """Bounds the plan cache: key sets come from the wire, so a hostile peer cannot grow it."""
+_new_object = object.__new__
+_set = object.__setattr__
 
 
 def _fast_plan(type_name: str, keys: tuple[str, ...]) -> _FastPlan | None:
@@ -652,6 +654,8 @@ def _fast_plan(type_name: str, keys: tuple[str, ...]) -> _FastPlan | None:
     ``None`` when anything about the key set needs the general path: an unknown
     type or key (warnings to give), a non-string field (a checker to run), a
     missing required field (an error to raise) or a type with nested models.
+    The plan holds the attribute per key (``None`` for ``type``), the model's
+    defaults as a ready ``__dict__`` template, and the fields-set.
     """
     spec = _SPECS.get(type_name)
     plan: _FastPlan | None = None
@@ -667,7 +671,9 @@ def _fast_plan(type_name: str, keys: tuple[str, ...]) -> _FastPlan | None:
             attrs.append(field.attr)
         else:
             if all(f.key in keys for f in spec.required):
-                plan = (spec.cls, tuple(attrs))
+                template = {name: info.default for name, info in spec.cls.model_fields.items()}
+                given = frozenset(a for a in attrs if a is not None)
+                plan = (spec.cls, tuple(attrs), template, given)
     if len(_FAST_PLANS) < _FAST_PLAN_LIMIT:
         _FAST_PLANS[(type_name, keys)] = plan
     return plan
@@ -678,22 +684,27 @@ def _decode_object(raw: dict[str, Any], index: int | None) -> Decoded:
     if type(type_name) is str:
         # Fast path: the hot events (deltas, starts, ends) carry nothing but
         # strings; when every value is a str the checked path would accept the
-        # event unchanged and warn about nothing, so build it directly.
+        # event unchanged and warn about nothing, so build it directly (the
+        # same instance ``construct`` makes, without its per-call set-up).
         keys = tuple(raw)
         plan = _FAST_PLANS.get((type_name, keys))
         if plan is None and (type_name, keys) not in _FAST_PLANS:
             plan = _fast_plan(type_name, keys)
         if plan is not None:
-            cls, attrs = plan
-            values: dict[str, Any] = {}
-            for attr, value in zip(attrs, raw.values(), strict=True):
-                if attr is None:
-                    continue
+            cls, attrs, template, given = plan
+            data = template.copy()
+            for attr, value in zip(attrs, raw.values(), strict=False):
                 if type(value) is not str:
                     break
-                values[attr] = value
+                if attr is not None:
+                    data[attr] = value
             else:
-                return Decoded(construct(cls, values))
+                event = _new_object(cls)
+                _set(event, "__dict__", data)
+                _set(event, "__pydantic_fields_set__", set(given))
+                _set(event, "__pydantic_extra__", {})
+                _set(event, "__pydantic_private__", None)
+                return Decoded(event)
     return _decode_checked(raw, type_name, index)
 
 
@@ -865,6 +876,11 @@ def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> D
     input that is not one JSON object. ``index`` (the event's position in its
     stream) is stamped on warnings and errors.
     """
+    if type(wire) is bytes:
+        # The common case, inlined: UTF-8 JSON bytes straight into the fast parser.
+        raw = _fast_parse(wire)
+        if raw is not None:
+            return _decode_object(raw, index)
     return _decode_object(_as_object(wire, index), index)
 
 

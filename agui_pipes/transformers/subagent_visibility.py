@@ -87,7 +87,7 @@ from ag_ui.core import (
 )
 
 from .._transformer import StreamTransformer
-from ..events import strip_attribution
+from ..events import ATTRIBUTABLE_CLASSES, strip_attribution
 from ..verify import Rule, VerificationError
 from ._lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes
 
@@ -95,6 +95,8 @@ __all__ = ["SubagentVisibility"]
 
 Mode = Literal["attributed", "inline", "hidden"]
 _MODES: Final = ("attributed", "inline", "hidden")
+_TAG_ONLY: Final = ATTRIBUTABLE_CLASSES
+"""Classes whose only attribution is their own tag (no nested messages or interrupts)."""
 _Handler = Callable[[Any], Sequence[BaseEvent]]
 
 # Ownership buckets (each kind has its own id space).
@@ -282,7 +284,12 @@ class SubagentVisibility(StreamTransformer):
         return (strip_attribution(event),)
 
     def _inline_observed(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        self._lanes.observe(event)
+        # The per-event hot path of inline mode: skip the lane bookkeeping when
+        # no chunk lane is open, and the copy when the event carries no tag.
+        if self._lanes.open:
+            self._lanes.observe(event)
+        if event.__dict__.get("subagent_run_id") is None and type(event) in _TAG_ONLY:
+            return (event,)
         return (strip_attribution(event),)
 
     def _inline_step(self, event: BaseEvent) -> Sequence[BaseEvent]:
