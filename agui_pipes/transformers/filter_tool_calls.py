@@ -34,11 +34,18 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ag_ui.core import (
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
     AssistantMessage,
     BaseEvent,
     MessagesSnapshotEvent,
     ReasoningEncryptedValueEvent,
+    ReasoningEndEvent,
     ReasoningMessageChunkEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     RunAgentInput,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
@@ -48,6 +55,9 @@ from ag_ui.core import (
     SubagentFinishedEvent,
     SubagentStartedEvent,
     TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
     ToolCallArgsEvent,
     ToolCallChunkEvent,
     ToolCallEndEvent,
@@ -61,6 +71,21 @@ from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
 from ._lanes import CLOSING_CLASSES, ChunkLanes
 
 __all__ = ["FilterToolCalls"]
+
+
+_ENTITY: dict[type[BaseEvent], tuple[str, str]] = {
+    TextMessageStartEvent: ("text", "message_id"),
+    TextMessageContentEvent: ("text", "message_id"),
+    TextMessageEndEvent: ("text", "message_id"),
+    ReasoningStartEvent: ("span", "message_id"),
+    ReasoningEndEvent: ("span", "message_id"),
+    ReasoningMessageStartEvent: ("reasoning", "message_id"),
+    ReasoningMessageContentEvent: ("reasoning", "message_id"),
+    ReasoningMessageEndEvent: ("reasoning", "message_id"),
+    ActivitySnapshotEvent: ("activity", "message_id"),
+    ActivityDeltaEvent: ("activity", "message_id"),
+}
+"""Entities a blocked subagent may open, whose untagged continuations are its own too."""
 
 
 def _pass(event: BaseEvent) -> Sequence[BaseEvent]:
@@ -134,6 +159,7 @@ class FilterToolCalls(StreamTransformer):
         self._lanes = ChunkLanes()
         self._blocked: set[str] = set()
         self._blocked_subagents: set[str] = set()
+        self._blocked_entities: set[tuple[str, str]] = set()
         self._table = self._base
         self._tracking_lanes = False
         self._build_tables()
@@ -185,7 +211,7 @@ class FilterToolCalls(StreamTransformer):
         # reasoning item replaces (closes) the lane's tool item.
         for cls in (TextMessageChunkEvent, ReasoningMessageChunkEvent):
             lanes[cls] = self._routing(_pass)
-            both[cls] = self._routing(self._by_tag)
+            both[cls] = self._routing_owned
         self._tables = (base, lanes, tagged, both)
 
     def _observing(self, handler: _Handler) -> _Handler:
@@ -223,6 +249,7 @@ class FilterToolCalls(StreamTransformer):
     def _reset(self) -> None:
         self._blocked.clear()
         self._blocked_subagents.clear()
+        self._blocked_entities.clear()
         self._lanes.reset()
         self._table = self._base
 
@@ -231,10 +258,48 @@ class FilterToolCalls(StreamTransformer):
         return tag is not None and tag in self._blocked_subagents
 
     def _by_tag(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        return () if self._subagent_blocked(event) else (event,)
+        """While a subagent is blocked: drop its events and untagged continuations of them.
+
+        Ownership is first-writer-wins, so an untagged CONTENT / END of a message a
+        blocked subagent opened is that subagent's too.
+        """
+        ref = _ENTITY.get(type(event))
+        if self._subagent_blocked(event):
+            if ref is not None:
+                self._blocked_entities.add((ref[0], getattr(event, ref[1])))
+            return ()
+        if ref is not None and (ref[0], getattr(event, ref[1])) in self._blocked_entities:
+            return ()
+        return (event,)
+
+    def _routing_owned(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        """A text / reasoning chunk while a subagent is blocked: judged by its item's owner."""
+        route = self._lanes.route(event)
+        self._select_table()
+        item = route.item
+        bucket = "text" if type(event) is TextMessageChunkEvent else "reasoning"
+        if self._subagent_blocked(event):
+            if item is not None:
+                self._blocked_entities.add((bucket, item.id))
+            return ()
+        if item is not None and (
+            item.lane in self._blocked_subagents or (bucket, item.id) in self._blocked_entities
+        ):
+            self._blocked_entities.add((bucket, item.id))
+            return ()
+        return (event,)
+
+    def _in_blocked_message(self, parent_message_id: str | None) -> bool:
+        return parent_message_id is not None and ("text", parent_message_id) in (
+            self._blocked_entities
+        )
 
     def _tool_start(self, event: ToolCallStartEvent) -> Sequence[BaseEvent]:
-        if self._subagent_blocked(event) or self.blocks(event.tool_call_name):
+        if (
+            self._subagent_blocked(event)
+            or self.blocks(event.tool_call_name)
+            or self._in_blocked_message(event.parent_message_id)
+        ):
             self._blocked.add(event.tool_call_id)
             return ()
         self._blocked.discard(event.tool_call_id)
@@ -248,9 +313,16 @@ class FilterToolCalls(StreamTransformer):
     def _chunk(self, event: ToolCallChunkEvent) -> Sequence[BaseEvent]:
         route = self._lanes.route(event)
         self._select_table()
-        if self._subagent_blocked(event):
-            if route.item is not None:
-                self._blocked.add(route.item.id)
+        item = route.item
+        if self._subagent_blocked(event) or (
+            item is not None
+            and (
+                item.lane in self._blocked_subagents
+                or self._in_blocked_message(item.parent_message_id)
+            )
+        ):
+            if item is not None:
+                self._blocked.add(item.id)
             return ()
         if route.candidates:
             # Ambiguous on the client too (it will reject the stream); never let
@@ -258,7 +330,6 @@ class FilterToolCalls(StreamTransformer):
             if any(c.id in self._blocked for c in route.candidates):
                 return ()
             return (event,)
-        item = route.item
         if item is None:
             blocked = event.tool_call_id is not None and event.tool_call_id in self._blocked
             return () if blocked else (event,)
@@ -273,7 +344,14 @@ class FilterToolCalls(StreamTransformer):
     def _encrypted(self, event: ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
         if self._subagent_blocked(event):
             return ()
-        if event.subtype == "tool-call" and event.entity_id in self._blocked:
+        entity = event.entity_id
+        if event.subtype == "tool-call":
+            if entity in self._blocked:
+                return ()
+        elif ("text", entity) in self._blocked_entities or (
+            "reasoning",
+            entity,
+        ) in self._blocked_entities:
             return ()
         return (event,)
 
@@ -352,8 +430,10 @@ class FilterToolCalls(StreamTransformer):
         """
         for message in messages:
             if isinstance(message, AssistantMessage) and message.tool_calls:
+                tag = message.subagent_run_id
+                owner_blocked = tag is not None and tag in self._blocked_subagents
                 for call in message.tool_calls:
-                    if self.blocks(call.function.name):
+                    if owner_blocked or self.blocks(call.function.name):
                         self._blocked.add(call.id)
         out: list[Any] = []
         changed = False
@@ -374,4 +454,3 @@ class FilterToolCalls(StreamTransformer):
                     message = message.model_copy(update={"tool_calls": calls or None})
             out.append(message)
         return out if changed else None
-

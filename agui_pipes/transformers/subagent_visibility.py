@@ -87,7 +87,7 @@ from ag_ui.core import (
 )
 
 from .._transformer import StreamTransformer
-from ..events import ATTRIBUTABLE_CLASSES, strip_attribution
+from ..events import strip_attribution
 from ..verify import Rule, VerificationError
 from ._lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes
 
@@ -95,8 +95,6 @@ __all__ = ["SubagentVisibility"]
 
 Mode = Literal["attributed", "inline", "hidden"]
 _MODES: Final = ("attributed", "inline", "hidden")
-_TAG_ONLY: Final = ATTRIBUTABLE_CLASSES
-"""Classes whose only attribution is their own tag (no nested messages or interrupts)."""
 _Handler = Callable[[Any], Sequence[BaseEvent]]
 
 # Ownership buckets (each kind has its own id space).
@@ -263,9 +261,11 @@ class SubagentVisibility(StreamTransformer):
             ToolCallStartEvent, ToolCallArgsEvent, ToolCallEndEvent, ToolCallResultEvent,
             StateSnapshotEvent, StateDeltaEvent, CustomEvent,
             ReasoningStartEvent, ReasoningMessageStartEvent, ReasoningMessageContentEvent,
-            ReasoningMessageEndEvent, ReasoningEndEvent, MessagesSnapshotEvent, RunErrorEvent,
+            ReasoningMessageEndEvent, ReasoningEndEvent,
         ):  # fmt: skip
             handlers[cls] = self._inline_observed
+        handlers[MessagesSnapshotEvent] = self._inline_run_level
+        handlers[RunErrorEvent] = self._inline_run_level
         for cls in (RawEvent, ActivitySnapshotEvent, ActivityDeltaEvent,
                     ReasoningEncryptedValueEvent):  # fmt: skip
             handlers[cls] = self._inline_strip
@@ -284,12 +284,16 @@ class SubagentVisibility(StreamTransformer):
         return (strip_attribution(event),)
 
     def _inline_observed(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        # The per-event hot path of inline mode: skip the lane bookkeeping when
-        # no chunk lane is open, and the copy when the event carries no tag.
-        if self._lanes.open:
-            self._lanes.observe(event)
-        if event.__dict__.get("subagent_run_id") is None and type(event) in _TAG_ONLY:
+        """The hot path: an attributable event that may close a chunk lane."""
+        lanes = self._lanes
+        if lanes.open:
+            lanes.observe(event)
+        if event.subagent_run_id is None:  # type: ignore[attr-defined]
             return (event,)
+        return (event.model_copy(update={"subagent_run_id": None}),)
+
+    def _inline_run_level(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self._lanes.observe(event)
         return (strip_attribution(event),)
 
     def _inline_step(self, event: BaseEvent) -> Sequence[BaseEvent]:
@@ -429,9 +433,19 @@ class SubagentVisibility(StreamTransformer):
 
     def _hidden_tool_result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
-        if event.tool_call_id not in self._visible_calls:
+        if not self._result_owed(event.tool_call_id, event.subagent_run_id):
             return ()
         return (strip_attribution(event),)
+
+    def _result_owed(self, call: str, tag: str | None) -> bool:
+        """A result is owed for a call the consumer saw, whoever executed it.
+
+        A call this run never introduced (an earlier run's, before the RUN_STARTED
+        reset) has no known owner; an untagged answer to it is the parent's.
+        """
+        if call in self._visible_calls:
+            return True
+        return tag is None and call not in self._owner[_TOOL]
 
     def _hidden_chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
         route = self._lanes.route(event)
@@ -528,7 +542,7 @@ class SubagentVisibility(StreamTransformer):
         out: list[Any] = []
         for message in messages:
             if isinstance(message, ToolMessage):
-                if message.tool_call_id in self._visible_calls:
+                if self._result_owed(message.tool_call_id, message.subagent_run_id):
                     out.append(message.model_copy(update={"subagent_run_id": None}))
             elif id(message) in kept:
                 out.append(message)
