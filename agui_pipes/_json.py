@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["HAVE_ORJSON", "dumps_plain", "fast_loads", "loads"]
+__all__ = ["HAVE_ORJSON", "dumps_plain", "fast_loads", "loads", "orjson_dumps"]
 
 try:
     import orjson as _orjson
@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - orjson is a core dependency; kept for 
 HAVE_ORJSON = _orjson is not None
 
 fast_loads = _orjson.loads if _orjson is not None else json.loads
+orjson_dumps = _orjson.dumps if _orjson is not None else None
 """The fastest parser available; raises a ValueError subclass on bad input (any wording)."""
 
 
