@@ -74,7 +74,7 @@ from ag_ui.core import (
 )
 
 from ._patch import PatchError, apply_patch, clone_json
-from .decode import DecodeWarning, _as_object, _decode_object
+from .decode import DecodeWarning, _as_object, _decode_event
 from .transformers.expand_chunks import ExpandChunks
 from .verify import Profile, ProtocolViolation, Verifier
 
@@ -343,6 +343,11 @@ class _Folder:
         if message is None or message["role"] == "activity":
             self._warn_missing(event, message)
             return
+        # Join the deltas now: memory then holds one string per finished message,
+        # not one object per delta, however long the stream runs.
+        parts = self._text.pop(event.message_id, None)
+        if parts is not None:
+            message["content"] = "".join(parts)
         _merge_metadata(message, event)
 
     def _tool_start(self, event: ToolCallStartEvent) -> None:
@@ -417,6 +422,9 @@ class _Folder:
                 f"'{event.tool_call_id}'",
             )
             return
+        parts = self._args.pop(event.tool_call_id, None)
+        if parts is not None:
+            found[1]["function"]["arguments"] = "".join(parts)
         _merge_metadata(found[1], event)
 
     def _tool_result(self, event: ToolCallResultEvent) -> None:
@@ -609,23 +617,29 @@ class _Folder:
 
     # -- result --------------------------------------------------------------
 
-    def result_snapshot(self) -> RunResult:
+    def result_snapshot(self, *, final: bool = False) -> RunResult:
+        """The result; a deep copy unless ``final`` (nothing will touch the state again)."""
         self._flush()
         runs = list(self.runs)
         if self._run is not None:
             runs.append(RunInfo(self._run[0], self._run[1], "truncated"))
+        copy = _keep if final else clone_json
         return RunResult(
-            messages=clone_json(self.messages),
-            state=clone_json(self.state),
+            messages=copy(self.messages),
+            state=copy(self.state),
             outcome=self.outcome,
-            interrupts=clone_json(self.interrupts),
-            run_error=clone_json(self.run_error),
-            usage=clone_json(self.usage),
+            interrupts=copy(self.interrupts),
+            run_error=copy(self.run_error),
+            usage=copy(self.usage),
             result=clone_json(self.result),
             pending_tool_call_ids=list(self.pending),
             runs=runs,
             warnings=list(self.warnings),
         )
+
+
+def _keep(value: Any) -> Any:
+    return value
 
 
 def _authoritative_activity_types(metadata: dict[str, Any] | None) -> Any:
@@ -661,7 +675,7 @@ def fold(
     apply = folder.apply
     for event in events:
         apply(event)
-    return folder.result_snapshot()
+    return folder.result_snapshot(final=True)
 
 
 WireItem = dict[str, Any] | str | bytes | BaseEvent
@@ -695,6 +709,8 @@ class Consumer:
         self._folder = _Folder({} if state is _UNSET else state, messages)
         self._expand = ExpandChunks().transform
         self._verifier = Verifier(profile)
+        self._observe = self._verifier.observe
+        self._apply = self._folder.apply
         self._index = 0
         self._failure: ProtocolViolation | None = None
         self._finished = False
@@ -718,20 +734,16 @@ class Consumer:
         index = self._index
         self._index = index + 1
         try:
-            event: BaseEvent | None
             if isinstance(item, BaseEvent):
                 event = item
             else:
-                decoded = _decode_object(_as_object(item, index), index)
-                if decoded.warnings:
-                    self._folder.warnings.extend(decoded.warnings)
-                event = decoded.event
-                if event is None:
+                decoded = _decode_event(_as_object(item, index), index, self._folder.warnings)
+                if decoded is None:
                     return ()
-            assert event is not None
+                event = decoded
             expanded = self._expand(event)
-            observe = self._verifier.observe
-            apply = self._folder.apply
+            observe = self._observe
+            apply = self._apply
             for out in expanded:
                 observe(out)
                 apply(out)
@@ -762,7 +774,8 @@ class Consumer:
             violation.index = self._index
             self._failure = violation
             raise
-        return self._folder.result_snapshot()
+        # The consumer is done with its private documents: hand them over uncopied.
+        return self._folder.result_snapshot(final=True)
 
 
 async def consume(

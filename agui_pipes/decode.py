@@ -554,7 +554,7 @@ _TEXT_ROLE = _enum("developer", "system", "assistant", "user")
 class _EventSpec:
     """How one event type is checked and turned into its ``ag_ui.core`` model."""
 
-    __slots__ = ("cls", "fields", "flat", "required", "type_name")
+    __slots__ = ("cls", "fields", "flat", "required", "required_attrs", "str_attrs", "type_name")
 
     def __init__(
         self, cls: type[BaseEvent], fields: Mapping[str, tuple[Checker, bool]], flat: bool
@@ -564,6 +564,10 @@ class _EventSpec:
         self.fields = {k: _Field(k, _snake(k), c, r) for k, (c, r) in fields.items()}
         self.required = tuple(f for f in self.fields.values() if f.required)
         self.flat = flat
+        self.required_attrs = frozenset(f.attr for f in self.required)
+        self.str_attrs = {"type": "type", **{
+            f.key: f.attr for f in self.fields.values() if f.check is _str
+        }}
 
 
 def _spec(cls: type[BaseEvent], tagged: bool = True, flat: bool = True,
@@ -631,84 +635,63 @@ def _build(spec: _EventSpec, values: dict[str, Any], snake: dict[str, Any]) -> B
     return spec.cls.model_validate(values)
 
 
-def _fast_parse(wire: bytes) -> dict[str, Any] | None:
-    """A JSON object parsed by the fast library, or None to take the checked path."""
-    try:
-        parsed = _json.loads(wire)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    return parsed if type(parsed) is dict else None
-
-
-_FastPlan = tuple[type[BaseEvent], tuple[str | None, ...]]
-_FAST_PLANS: dict[tuple[str, tuple[str, ...]], _FastPlan | None] = {}
-_FAST_PLAN_LIMIT: Final = 1024
-"""Bounds the plan cache: key sets come from the wire, so a hostile peer cannot grow it."""
-
-
-def _fast_plan(type_name: str, keys: tuple[str, ...]) -> _FastPlan | None:
-    """How to build an event whose keys are all plain-string fields of a flat type.
-
-    ``None`` when anything about the key set needs the general path: an unknown
-    type or key (warnings to give), a non-string field (a checker to run), a
-    missing required field (an error to raise) or a type with nested models.
-    """
-    spec = _SPECS.get(type_name)
-    plan: _FastPlan | None = None
-    if spec is not None and spec.flat:
-        attrs: list[str | None] = []
-        for key in keys:
-            if key == "type":
-                attrs.append(None)
-                continue
-            field = spec.fields.get(key)
-            if field is None or field.check is not _str:
-                break
-            attrs.append(field.attr)
-        else:
-            if all(f.key in keys for f in spec.required):
-                plan = (spec.cls, tuple(attrs))
-    if len(_FAST_PLANS) < _FAST_PLAN_LIMIT:
-        _FAST_PLANS[(type_name, keys)] = plan
-    return plan
-
-
 def _decode_object(raw: dict[str, Any], index: int | None) -> Decoded:
-    type_name = raw.get("type")
-    if type(type_name) is str:
-        # Fast path: the hot events (deltas, starts, ends) carry nothing but
-        # strings; when every value is a str the checked path would accept the
-        # event unchanged and warn about nothing, so build it directly.
-        keys = tuple(raw)
-        plan = _FAST_PLANS.get((type_name, keys))
-        if plan is None and (type_name, keys) not in _FAST_PLANS:
-            plan = _fast_plan(type_name, keys)
-        if plan is not None:
-            cls, attrs = plan
-            values: dict[str, Any] = {}
-            for attr, value in zip(attrs, raw.values(), strict=True):
-                if attr is None:
-                    continue
-                if type(value) is not str:
-                    break
-                values[attr] = value
-            else:
-                return Decoded(construct(cls, values))
-    return _decode_checked(raw, type_name, index)
+    sink: list[DecodeWarning] = []
+    event = _decode_event(raw, index, sink)
+    return Decoded(event, tuple(sink))
 
 
 def _decode_checked(raw: dict[str, Any], type_name: Any, index: int | None) -> Decoded:
+    """The fully checked path, without the plain-string shortcut (tests compare the two)."""
+    sink: list[DecodeWarning] = []
     spec = _SPECS.get(type_name) if isinstance(type_name, str) else None
     if spec is None:
-        shown = type_name if isinstance(type_name, str) else json.dumps(type_name)
-        warning = DecodeWarning(
-            "unknown-event-type",
-            f"dropped an event of unrecognised type '{shown}': AG-UI {PROTOCOL_VERSION} "
-            "does not describe it",
-            index,
-        )
-        logger.warning("%s", warning)
-        return Decoded(None, (warning,))
+        _unknown_type(type_name, index, sink)
+        return Decoded(None, tuple(sink))
+    event = _decode_general(spec, raw, index, sink)
+    return Decoded(event, tuple(sink))
+
+
+def _unknown_type(type_name: Any, index: int | None, sink: list[DecodeWarning]) -> None:
+    shown = type_name if isinstance(type_name, str) else json.dumps(type_name)
+    warning = DecodeWarning(
+        "unknown-event-type",
+        f"dropped an event of unrecognised type '{shown}': AG-UI {PROTOCOL_VERSION} "
+        "does not describe it",
+        index,
+    )
+    logger.warning("%s", warning)
+    sink.append(warning)
+
+
+def _decode_event(
+    raw: dict[str, Any], index: int | None, sink: list[DecodeWarning]
+) -> BaseEvent | None:
+    """The event for one parsed wire object; warnings are appended to ``sink``."""
+    type_name = raw.get("type")
+    spec = _SPECS.get(type_name) if type_name.__class__ is str else None
+    if spec is None:
+        _unknown_type(type_name, index, sink)
+        return None
+    if spec.flat:
+        # Fast path: every field a plain string, no unknown keys (the common case).
+        snake: dict[str, Any] = {}
+        str_attrs = spec.str_attrs
+        for key, value in raw.items():
+            attr = str_attrs.get(key)
+            if attr is None or value.__class__ is not str:
+                break
+            snake[attr] = value
+        else:
+            del snake["type"]  # the model's own enum member stays the default
+            if spec.required_attrs <= snake.keys():
+                return construct(spec.cls, snake)
+    return _decode_general(spec, raw, index, sink)
+
+
+def _decode_general(
+    spec: _EventSpec, raw: dict[str, Any], index: int | None, sink: list[DecodeWarning]
+) -> BaseEvent:
     ctx: _Context | None = None
     values: dict[str, Any] = {}
     snake: dict[str, Any] = {}
@@ -746,9 +729,9 @@ def _decode_checked(raw: dict[str, Any], type_name: Any, index: int | None) -> D
         raise _decode_error(spec.type_name, invalid, index) from None
     values["type"] = spec.type_name
     event = _build(spec, values, snake)
-    if ctx is None and spec.cls is not RunStartedEvent:
-        return Decoded(event)
-    return Decoded(event, _warnings(spec, ctx, raw, index))
+    if ctx is not None or spec.cls is RunStartedEvent:
+        sink.extend(_warnings(spec, ctx, raw, index))
+    return event
 
 
 def _warnings(
@@ -819,36 +802,33 @@ def _decode_error(type_name: str, invalid: _Invalid, index: int | None) -> Decod
 
 
 def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[str, Any]:
-    if isinstance(wire, dict):
+    if wire.__class__ is dict:
         return wire
-    if type(wire) is bytes:
-        # orjson validates UTF-8 itself; anything it refuses is re-examined
-        # below so the error (or acceptance) is exactly the standard one.
-        fast = _fast_parse(wire)
-        if fast is not None:
-            return fast
-    if isinstance(wire, bytes | bytearray | memoryview):
+    if isinstance(wire, bytes | bytearray | memoryview | str):
+        if isinstance(wire, memoryview):
+            wire = wire.tobytes()
         try:
-            wire = bytes(wire).decode("utf-8")
+            # orjson when it can, the standard library's semantics and errors always.
+            parsed = _json.loads(wire)
+        except json.JSONDecodeError as exc:
+            raise DecodeError(
+                f"event is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
+                "each AG-UI event is one JSON object",
+                index=index,
+            ) from None
         except UnicodeDecodeError as exc:
             raise DecodeError(
                 f"event is not valid UTF-8 ({exc}); AG-UI events are UTF-8 JSON objects",
                 index=index,
             ) from None
-    if not isinstance(wire, str):
+    elif isinstance(wire, dict):
+        return wire
+    else:
         raise TypeError(
             f"decode() takes a dict, str or bytes, got {type(wire).__name__}; pass the parsed "
             "JSON object or its text"
         )
-    try:
-        parsed = _json.loads(wire)
-    except json.JSONDecodeError as exc:
-        raise DecodeError(
-            f"event is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
-            "each AG-UI event is one JSON object",
-            index=index,
-        ) from None
-    if not isinstance(parsed, dict):
+    if parsed.__class__ is not dict:
         raise DecodeError(
             f"event is a JSON {_received(parsed)}, not an object; each AG-UI event is a JSON "
             "object with a 'type'",

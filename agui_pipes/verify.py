@@ -204,6 +204,7 @@ class Verifier:
         "_dispatch",
         "_ended_tool_calls",
         "_first_seen",
+        "_gated",
         "_known_tool_calls",
         "_owners_activity",
         "_owners_message",
@@ -227,6 +228,7 @@ class Verifier:
         self._producer = profile == "producer"
         self._debug = debug
         self._first_seen = False
+        self._gated = True  # first event, or after a run ended: run the sequence checks
         self._run_started = False
         self._run_finished = False
         self._run_errored = False
@@ -297,7 +299,7 @@ class Verifier:
 
     def observe(self, event: BaseEvent) -> None:
         """Accept ``event`` or raise :class:`VerificationError` (state unchanged on raise)."""
-        if self._run_errored or self._run_finished or not self._first_seen:
+        if self._gated:
             self._sequence_gate(event)
         elif event.__class__ is RunStartedEvent:
             self._fail(
@@ -428,6 +430,9 @@ class Verifier:
         self._ended_tool_calls.clear()
         self._run_finished = False
         self._run_errored = False
+
+    def _update_gate(self) -> None:
+        self._gated = self._run_errored or self._run_finished or not self._first_seen
 
     def _tag_mismatch(
         self,
@@ -817,6 +822,7 @@ class Verifier:
         if self._run_finished or self._run_errored:
             self._reset_run()
         self._run_started = True
+        self._update_gate()
         echo = event.input
         if echo is not None:
             self._seed_owners(echo.messages, False)
@@ -848,9 +854,11 @@ class Verifier:
                     event,
                 )
         self._run_finished = True
+        self._gated = True
 
     def _run_error_event(self, event: RunErrorEvent) -> None:
         self._run_errored = True
+        self._gated = True
 
     def _chunk(self, event: BaseEvent) -> None:
         self._fail(

@@ -819,7 +819,12 @@ class _Encrypted(_Actor):
         messages = [
             i for i, o in {**sim.text_owner, **sim.reasoning_owner}.items() if o == self.owner
         ]
-        messages = [i for i in messages if i in sim.messages]
+        # Encrypted reasoning belongs on what the model produced: assistant or reasoning.
+        messages = [
+            i
+            for i in messages
+            if i in sim.messages and sim.messages[i].role in ("assistant", "reasoning")
+        ]
         calls = [i for i, o in sim.tool_owner.items() if o == self.owner]
         self.done = True
         if not messages and not calls:
