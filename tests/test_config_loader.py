@@ -105,6 +105,15 @@ def test_merge_keys_and_anchors_work(registry: Registry) -> None:
     assert deltas(factory()) == ["a+++++++", "b+++++++"]  # type: ignore[operator]
 
 
+def test_nested_aliases_do_not_blow_up(registry: Registry) -> None:
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    document = "\n".join(levels) + "\ntransformers: []\n"
+    # 10**9 strings if aliases were expanded; an error about the unknown keys here.
+    with pytest.raises(ConfigError, match="unknown top-level key `a0`"):
+        load_chain(document, registry=registry)
+
+
 # -- interpolation --------------------------------------------------------------------
 
 

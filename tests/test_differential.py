@@ -153,3 +153,45 @@ def test_truncation_is_the_only_tolerated_difference() -> None:
         consumer.finish()
     assert info.value.rule is Rule.TRUNCATED
     assert ours(cut)["outcome"] == "completed"
+
+
+# -- the same comparison over agui_pipes.testing.strategies streams ---------------
+# The shared strategies (written independently of tests/_wire_streams.py) give a
+# second, differently-shaped population: valid streams with every knob on, and a
+# wire-level mutation of each.
+
+STRATEGY_BATCHES = 12
+STRATEGY_PER_BATCH = 8
+
+
+def _strategy_streams() -> st.SearchStrategy[list[list[Any]]]:
+    from agui_pipes.testing.strategies import streams
+
+    return st.lists(
+        streams(max_runs=2, reopen=True, leading_run_error=True, late_run_error=True),
+        min_size=STRATEGY_PER_BATCH, max_size=STRATEGY_PER_BATCH,
+    )
+
+
+@pytest.mark.node
+@settings(max_examples=STRATEGY_BATCHES, deadline=None, derandomize=True, database=None,
+          phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+@given(batch=_strategy_streams(), seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_shared_strategy_streams_agree(
+    batch: list[list[Any]], seed: int, ts_oracle: Callable[..., list[dict[str, Any]]]
+) -> None:
+    rng = random.Random(seed)
+    wire = [[e.model_dump(by_alias=True, mode="json") for e in events] for events in batch]
+    cases = [(stream, []) for stream in wire] + [mutate(rng, stream) for stream in wire]
+    results = ts_oracle([stream for stream, _ in cases])
+    problems = []
+    for (stream, mutations), theirs in zip(cases, results, strict=True):
+        verdict, reason = compare(stream, dict(theirs))
+        TOTALS[verdict] += 1
+        if not mutations:
+            # Every valid strategy stream is accepted by both sides.
+            assert verdict == "agree-accept", f"{reason}\n stream: {_json(stream)}"
+        if verdict == "disagree":
+            problems.append(f"seed={seed} mutations={mutations}: {reason}\n"
+                            f" stream: {_json(stream)}")
+    assert not problems, "\n\n".join(problems[:3])

@@ -18,6 +18,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from .._chain import TransformerChain
+from .._transformer import Stage
 from ._errors import ConfigError, KeyPath, did_you_mean
 from ._registry import Registry, TransformerSpec, default_registry, import_reference
 from ._registry import spec_from_object as _spec_from_object
@@ -42,7 +43,8 @@ class StageDeclaration:
     key: str
     """Where it was declared (``transformers[2]``), for messages."""
 
-    def build(self) -> Any:
+    def build(self) -> Stage:
+        """A new stage from the validated options."""
         return self.spec.build(self.options)
 
 

@@ -103,6 +103,9 @@ class _Builder:
         self.doc = doc
         self.env = env
         self.active: set[int] = set()
+        # An alias is the same node again: build it once and share the value, as
+        # PyYAML does, so nested aliases ("billion laughs") cannot blow up.
+        self.built: dict[int, Any] = {}
 
     def fail(self, message: str, node: Node, path: KeyPath) -> ConfigError:
         mark = _mark_of(node)
@@ -116,20 +119,26 @@ class _Builder:
 
     def build(self, node: Node, path: KeyPath) -> Any:
         self.doc.values.setdefault(path, _mark_of(node))
+        if id(node) in self.built:
+            return self.built[id(node)]
         if id(node) in self.active:
             raise self.fail("a YAML alias refers to itself (recursive structure)", node, path)
         self.active.add(id(node))
         try:
+            value: Any
             if isinstance(node, ScalarNode):
-                return self.scalar(node, path)
-            if isinstance(node, SequenceNode):
+                value = self.scalar(node, path)
+            elif isinstance(node, SequenceNode):
                 self.expect_tag(node, _CORE + "seq", path)
-                return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-            assert isinstance(node, MappingNode)
-            self.expect_tag(node, _CORE + "map", path)
-            return self.mapping(node, path)
+                value = [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+            else:
+                assert isinstance(node, MappingNode)
+                self.expect_tag(node, _CORE + "map", path)
+                value = self.mapping(node, path)
         finally:
             self.active.discard(id(node))
+        self.built[id(node)] = value
+        return value
 
     def expect_tag(self, node: Node, tag: str, path: KeyPath) -> None:
         if node.tag != tag:
