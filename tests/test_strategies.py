@@ -233,6 +233,9 @@ def _check_expanded_run(run_events: list[BaseEvent]) -> None:
             if action == "open":
                 assert key not in opened, f"{e.type.value} reopens open {key}"
                 owner_key = ("reasoning" if kind == "span" else kind, key[1])
+                parent: str = getattr(e, "parent_message_id", None) or ""
+                if tag is None and kind == "tool" and ("text", parent) in owners:
+                    tag = owners[("text", parent)]  # an untagged call inherits its message's
                 if owner_key not in owners:
                     owners[owner_key] = tag
                 elif tag is not None:

@@ -366,7 +366,6 @@ class _Text(_Actor):
         self.name = "agent" if sim.c.chance(10) else None
         self.chunk = _ChunkWriter(self, "text", owner, self.id) if chunk else None
         self.pos = -1
-        self._tag: Lane = owner
 
     def ready(self, sim: _Sim) -> bool:
         if self.pos == -1:
@@ -849,7 +848,6 @@ class _Single(_Actor):
     def __init__(self, owner: Lane, kind: str) -> None:
         self.owner = owner
         self.kind = kind
-        self.tag: Lane = owner
 
     def ready(self, sim: _Sim) -> bool:
         if self.kind in ("state", "custom"):
