@@ -796,7 +796,7 @@ async def consume(
     if isinstance(source, str | bytes | bytearray):
         raise TypeError(
             "consume() takes an iterable of events, not one str/bytes blob; split NDJSON into "
-            "lines or read SSE/NDJSON/JSON with agui_pipes._cli._input.read_wire_events()"
+            "lines, or feed an SSE body through agui_pipes.codecs.SSEDecoder first"
         )
     consumer = Consumer(allow_truncated=allow_truncated, state=state, messages=messages)
     push = consumer.push

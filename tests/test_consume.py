@@ -365,3 +365,19 @@ def test_json_equal_is_reflexive_and_strict_about_booleans(value: Any) -> None:
     assert json_equal(value, value)
     assert not json_equal(True, 1)
     assert json_equal(1, 1.0)
+
+
+@given(st.lists(st.text(max_size=5), min_size=1, max_size=6),
+       st.lists(st.text(alphabet="{}:\"ab1", max_size=4), min_size=1, max_size=4),
+       st.sampled_from([None, "s1"]))
+def test_chunk_form_folds_like_the_explicit_form(
+    deltas: list[str], args: list[str], owner: str | None
+) -> None:
+    explicit = run([*text("m", *deltas, subagent=owner),
+                    *tool_call("c", "t", *args, parent_message_id="m", subagent=owner)])
+    chunked = run([*text_chunks("m", *deltas, subagent=owner),
+                   *tool_call_chunks("c", "t", *args, parent_message_id="m", subagent=owner)])
+    assert fold(expand(chunked)).messages == fold(explicit).messages
+    consumer = Consumer()
+    consumer.push_many(chunked)
+    assert consumer.finish().messages == fold(explicit).messages
