@@ -160,9 +160,8 @@ class FilterToolCalls(StreamTransformer):
         self._blocked: set[str] = set()
         self._blocked_subagents: set[str] = set()
         self._blocked_entities: set[tuple[str, str]] = set()
-        self._table = self._base
-        self._tracking_lanes = False
         self._build_tables()
+        self._table = self._tables[0]
 
     @classmethod
     def allow(cls, names: Iterable[str] | str) -> FilterToolCalls:
@@ -198,7 +197,7 @@ class FilterToolCalls(StreamTransformer):
         While a chunk stream is open, closing events also update the lanes; while
         a subagent is blocked, every attributable event is checked for its tag.
         """
-        base = self._base
+        base = dict(self._base)
         tagged = dict(base)
         for cls in _ATTRIBUTABLE:
             tagged.setdefault(cls, self._by_tag)
@@ -207,11 +206,12 @@ class FilterToolCalls(StreamTransformer):
         for cls in CLOSING_CLASSES:
             lanes[cls] = self._observing(base.get(cls, _pass))
             both[cls] = self._observing(tagged.get(cls, _pass))
-        # Other chunk kinds matter only while a lane is open: opening a text or
-        # reasoning item replaces (closes) the lane's tool item.
+        # Text and reasoning chunks are always routed: opening one replaces (closes)
+        # a lane's tool item, and an id-less one must be attributed to the right lane
+        # once a subagent is blocked (an untracked parent item would send it elsewhere).
         for cls in (TextMessageChunkEvent, ReasoningMessageChunkEvent):
-            lanes[cls] = self._routing(_pass)
-            both[cls] = self._routing_owned
+            base[cls] = lanes[cls] = self._routing(_pass)
+            tagged[cls] = both[cls] = self._routing_owned
         self._tables = (base, lanes, tagged, both)
 
     def _observing(self, handler: _Handler) -> _Handler:
@@ -251,7 +251,7 @@ class FilterToolCalls(StreamTransformer):
         self._blocked_subagents.clear()
         self._blocked_entities.clear()
         self._lanes.reset()
-        self._table = self._base
+        self._table = self._tables[0]
 
     def _subagent_blocked(self, event: BaseEvent) -> bool:
         tag = event.subagent_run_id  # type: ignore[attr-defined]

@@ -330,17 +330,23 @@ class SubagentVisibility(StreamTransformer):
     # -- hidden ------------------------------------------------------------
 
     def _reset_hidden(self) -> None:
-        self._owner = {b: {} for b in (_TEXT, _TOOL, _SPAN, _REASONING, _ACTIVITY)}
-        self._open = {b: {} for b in (_TEXT, _TOOL, _SPAN, _REASONING)}
-        self._chunk_visible = {}
-        self._visible_calls = set()
+        # Cleared in place: the continuation handlers hold these dicts in closures.
+        if not self._owner:
+            self._owner = {b: {} for b in (_TEXT, _TOOL, _SPAN, _REASONING, _ACTIVITY)}
+            self._open = {b: {} for b in (_TEXT, _TOOL, _SPAN, _REASONING)}
+        for owners in self._owner.values():
+            owners.clear()
+        for opened in self._open.values():
+            opened.clear()
+        self._chunk_visible.clear()
+        self._visible_calls.clear()
 
     def _hidden_handlers(self) -> dict[type[BaseEvent], _Handler]:
         handlers: dict[type[BaseEvent], _Handler] = {}
         for cls in _OPEN:
             handlers[cls] = self._hidden_open
-        for cls in _CONTINUE:
-            handlers[cls] = self._hidden_continue
+        for cls, (bucket, attr) in _CONTINUE.items():
+            handlers[cls] = self._hidden_continuation(bucket, attr)
         for cls in _CLOSE:
             handlers[cls] = self._hidden_close
         for cls in CHUNK_CLASSES:
@@ -385,14 +391,22 @@ class SubagentVisibility(StreamTransformer):
             opened[entity] = visible
         return (event,) if visible else ()
 
-    def _hidden_continue(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        self._lanes.observe(event)
-        bucket, attr = _CONTINUE[type(event)]
-        entity: str = getattr(event, attr)
-        visible = self._open[bucket].get(entity)
-        if visible is None:
-            visible = self._judge(bucket, entity, event.subagent_run_id)  # type: ignore[attr-defined]
-        return (event,) if visible else ()
+    def _hidden_continuation(self, bucket: str, attr: str) -> _Handler:
+        """The hot path (content deltas), specialised per event class."""
+        lanes = self._lanes
+        opened = self._open[bucket]
+        judge = self._judge
+
+        def continuation(event: BaseEvent) -> Sequence[BaseEvent]:
+            if lanes.open:
+                lanes.observe(event)
+            entity: str = getattr(event, attr)
+            visible = opened.get(entity)
+            if visible is None:
+                visible = judge(bucket, entity, event.subagent_run_id)  # type: ignore[attr-defined]
+            return (event,) if visible else ()
+
+        return continuation
 
     def _hidden_close(self, event: BaseEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)

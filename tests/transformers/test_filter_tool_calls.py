@@ -11,6 +11,7 @@ from ag_ui.core import (
     Interrupt,
     MessagesSnapshotEvent,
     ReasoningEncryptedValueEvent,
+    ReasoningMessageChunkEvent,
     RunAgentInput,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
@@ -103,14 +104,14 @@ def test_configuration_errors_are_clear(kwargs: dict[str, list[str]], needle: st
 def test_chunks_and_idless_continuations_of_a_blocked_call_are_dropped() -> None:
     events = run(
         text_chunks("m1", "a", "b")
-        + tool_call_chunks("c1", "internal_x", '{"k"', ':1}', parent_message_id="m1")
-        + tool_call_chunks("c2", "search", '{"q"', ':2}', parent_message_id="m1")
+        + tool_call_chunks("c1", "internal_x", '{"k"', ":1}", parent_message_id="m1")
+        + tool_call_chunks("c2", "search", '{"q"', ":2}", parent_message_id="m1")
         + [ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="hidden")]
     )
     out = through(DENY, events)
     expected = run(
         text_chunks("m1", "a", "b")
-        + tool_call_chunks("c2", "search", '{"q"', ':2}', parent_message_id="m1")
+        + tool_call_chunks("c2", "search", '{"q"', ":2}", parent_message_id="m1")
     )
     assert_events_equal(out, expected)
     assert consumed(out).messages == consumed(expected).messages
@@ -250,11 +251,7 @@ def test_pending_tool_call_ids_lose_blocked_ids() -> None:
 
 def test_subagent_spawned_by_a_blocked_call_disappears_with_everything_it_did() -> None:
     nested = subagent("s2", "inner", text("m3", "nested secret"), parent="s1")
-    inner = (
-        text("m2", "sub secret")
-        + tool_call("c5", "search", "{}", result="r")
-        + nested
-    )
+    inner = text("m2", "sub secret") + tool_call("c5", "search", "{}", result="r") + nested
     events = [
         *run_started(),
         *tool_call("c1", "internal_delegate"),
@@ -310,3 +307,26 @@ def test_fresh_instances_do_not_share_state() -> None:
 async def test_same_output_through_chain_apply() -> None:
     out = await through_async(DENY, _stream())
     assert_events_equal(out, _expected())
+
+
+def test_idless_chunk_of_a_blocked_subagent_found_through_its_lane() -> None:
+    # The parent streams a text chunk message; the blocked subagent streams reasoning.
+    # An untagged id-less reasoning chunk can only be the subagent's (the only lane with
+    # an open reasoning item); an untagged id-less text chunk is the parent's.
+    events = run(
+        [
+            *tool_call("c1", "internal_x"),
+            TextMessageChunkEvent(message_id="m1", delta="parent "),
+            SubagentStartedEvent(subagent_run_id="s1", name="w", parent_tool_call_id="c1"),
+            TextMessageChunkEvent(message_id="h1", delta="hidden ", subagent_run_id="s1"),
+            ReasoningMessageChunkEvent(message_id="r1", delta="x", subagent_run_id="s1"),
+            ReasoningMessageChunkEvent(delta="secret thought"),
+            TextMessageChunkEvent(delta="visible"),
+            *subagent("s1", "w")[-1:],
+        ]
+    )
+    out = through(DENY, events)
+    assert "secret" not in wire(out) and "hidden" not in wire(out)
+    assert consumed(out).messages == [
+        {"id": "m1", "role": "assistant", "content": "parent visible"}
+    ]
