@@ -358,9 +358,37 @@ class TransformerChain(StreamTransformer):
         segment = self._require_sync("TransformerChain.transform()")
         return (event,) if segment is None else segment.push(event, -1)
 
+    def transform_at(self, event: BaseEvent, index: int) -> Sequence[BaseEvent]:
+        """``transform`` for a driver that knows the event's position in its source.
+
+        Errors then name that index (``StageError.index``, ``StreamRejected.index``).
+        """
+        segment = self._require_sync("TransformerChain.transform_at()")
+        return (event,) if segment is None else segment.push(event, index)
+
+    def _sync_push(self) -> Callable[[BaseEvent, int], Sequence[BaseEvent]]:
+        """The fused segment's ``push(event, index)`` (for in-package drivers such as Relay)."""
+        segment = self._require_sync("TransformerChain._sync_push()")
+        if segment is None:
+            return lambda event, index: (event,)
+        return segment.push
+
+    def claim(self) -> None:
+        """Mark the chain as processing a stream (what ``apply`` does); raises if it already did.
+
+        For drivers that run a sync chain event by event (``transform_at``) rather
+        than through ``apply``, so a chain still cannot serve two streams.
+        """
+        self._claim()
+
     def finish(self) -> Sequence[BaseEvent]:
         segment = self._require_sync("TransformerChain.finish()")
         return () if segment is None else segment.finish(-1)
+
+    def finish_at(self, count: int) -> Sequence[BaseEvent]:
+        """``finish`` for a driver that knows how many source events there were."""
+        segment = self._require_sync("TransformerChain.finish_at()")
+        return () if segment is None else segment.finish(count - 1)
 
     # -- running ------------------------------------------------------------
 

@@ -29,8 +29,10 @@ def _where(stage: str | None, event: BaseEvent | None, index: int | None) -> str
     if event is not None:
         parts.append(f"event #{index} ({event.type.value})" if index is not None else
                      f"event {event.type.value}")
+    elif index is not None and index >= 0:
+        parts.append(f"end of stream after {index + 1} events")
     elif index is not None:
-        parts.append(f"end of stream after {index} events")
+        parts.append("end of stream")
     return ", ".join(parts)
 
 

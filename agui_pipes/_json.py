@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["HAVE_ORJSON", "dumps_plain", "loads"]
+__all__ = ["HAVE_ORJSON", "dumps_plain", "fast_loads", "loads", "orjson_dumps"]
 
 try:
     import orjson as _orjson
@@ -22,6 +22,10 @@ except ImportError:  # pragma: no cover - orjson is a core dependency; kept for 
     _orjson = None  # type: ignore[assignment]
 
 HAVE_ORJSON = _orjson is not None
+
+fast_loads = _orjson.loads if _orjson is not None else json.loads
+orjson_dumps = _orjson.dumps if _orjson is not None else None
+"""The fastest parser available; raises a ValueError subclass on bad input (any wording)."""
 
 
 def loads(data: str | bytes) -> Any:

@@ -175,6 +175,48 @@ def _plain_layout(cls: type[BaseEvent]) -> _PlainLayout | None:
     return layout
 
 
+_Compiled = Callable[[dict[str, Any]], "bytes | None"]
+_COMPILED: dict[type[BaseEvent], _Compiled | None] = {}
+
+
+def _compile_common_shape(cls: type[BaseEvent]) -> _Compiled | None:
+    """A straight-line writer for the class's most common shape.
+
+    That shape is: every optional field absent and every required field a
+    plain string — what deltas, starts and ends look like on the wire. The
+    generated function checks exactly that and writes the JSON with orjson;
+    for any other shape it returns None and the general loop below runs.
+    Generating the code (as dataclasses do) removes the per-field loop from
+    the hottest path of a relay.
+    """
+    layout = _PLAIN_LAYOUTS.get(cls) or _plain_layout(cls)
+    if layout is None or not _json.HAVE_ORJSON:
+        _COMPILED[cls] = None
+        return None
+    type_value, fields = layout
+    optional = [attr for attr, _, omit in fields if omit]
+    required = [(attr, key) for attr, key, omit in fields if not omit]
+    lines = ["def write(d):"]
+    if optional:
+        absent = " and ".join(f"d[{attr!r}] is None" for attr in optional)
+        lines.append(f"    if not ({absent}): return None")
+    for i, (attr, _) in enumerate(required):
+        lines.append(f"    v{i} = d[{attr!r}]")
+        lines.append(f"    if type(v{i}) is not str: return None")
+    items = ", ".join([f"'type': {type_value!r}"] + [
+        f"{key!r}: v{i}" for i, (_, key) in enumerate(required)
+    ])
+    lines.append("    try:")
+    lines.append(f"        return dumps({{{items}}})")
+    lines.append("    except Exception:")
+    lines.append("        return None")
+    namespace: dict[str, Any] = {"dumps": _json.orjson_dumps}
+    exec("\n".join(lines), namespace)  # generated from the model's own field names
+    compiled: _Compiled = namespace["write"]
+    _COMPILED[cls] = compiled
+    return compiled
+
+
 def _encode_plain(event: BaseEvent) -> bytes | None:
     """The wire JSON of an event whose every value is a string, bool, small int or None.
 
@@ -187,6 +229,14 @@ def _encode_plain(event: BaseEvent) -> bytes | None:
     if event.__pydantic_extra__:
         return None
     cls = type(event)
+    try:
+        compiled = _COMPILED[cls]
+    except KeyError:
+        compiled = _compile_common_shape(cls)
+    if compiled is not None:
+        written = compiled(event.__dict__)
+        if written is not None:
+            return written
     try:
         layout = _PLAIN_LAYOUTS[cls]
     except KeyError:
@@ -247,7 +297,8 @@ def encode_json(event: BaseEvent) -> bytes:
 
 def encode_sse(event: BaseEvent) -> bytes:
     """One SSE frame, byte-identical to ``EventEncoder().encode(event).encode()``."""
-    return b"data: " + encode_json(event) + b"\n\n"
+    plain = _encode_plain(event) if isinstance(event, BaseEvent) else None
+    return b"data: " + (plain if plain is not None else encode_json(event)) + b"\n\n"
 
 
 def encode_ndjson(event: BaseEvent) -> bytes:

@@ -448,8 +448,16 @@ class _Folder:
         at = self._position(found[0]) + 1
         while at < len(messages) and messages[at]["role"] == "tool":
             at += 1
-        messages.insert(at, message)
-        self._index(message)
+        if message["id"] in self._by_id:
+            # A duplicate id inserted ahead of its namesake becomes the one lookups
+            # find first (list order), so re-index — after flushing buffered deltas
+            # into the messages they were meant for.
+            self._flush()
+            messages.insert(at, message)
+            self._index_all()
+        else:
+            messages.insert(at, message)
+            self._index(message)
 
     def _state_snapshot(self, event: StateSnapshotEvent) -> None:
         self.state = clone_json(event.snapshot)

@@ -59,6 +59,7 @@ from ag_ui.core import (
 
 __all__ = [
     "ALL_EVENT_CLASSES",
+    "ATTRIBUTABLE_CLASSES",
     "ATTRIBUTABLE_TYPES",
     "EVENT_CLASS_BY_TYPE",
     "Action",
@@ -139,6 +140,8 @@ or closed, not a tag, so those types are deliberately excluded.
 _ATTRIBUTABLE_CLASSES: Final = frozenset(
     cls for cls in ALL_EVENT_CLASSES if cls.model_fields["type"].default in ATTRIBUTABLE_TYPES
 )
+ATTRIBUTABLE_CLASSES: Final[frozenset[type[BaseEvent]]] = _ATTRIBUTABLE_CLASSES
+"""The model classes of ``ATTRIBUTABLE_TYPES`` (for dispatch on ``type(event)``)."""
 
 
 def is_event(item: object) -> bool:

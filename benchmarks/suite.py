@@ -38,7 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,9 +53,10 @@ from ag_ui.core import BaseEvent  # noqa: E402
 from streams import write_ndjson  # noqa: E402
 
 from agui_pipes import Stage, TransformerChain  # noqa: E402
-from agui_pipes.codecs import encode_sse  # noqa: E402
+from agui_pipes.codecs import NDJSONDecoder, encode_sse  # noqa: E402
 from agui_pipes.consume import fold  # noqa: E402
 from agui_pipes.decode import decode  # noqa: E402
+from agui_pipes.relay import Relay  # noqa: E402
 from agui_pipes.transformers import (  # noqa: E402
     CoalesceDeltas,
     DropEvents,
@@ -162,22 +163,18 @@ def floor(lines: Sequence[bytes]) -> None:
         _floor_roundtrip(line)
 
 
-def gateway(lines: Sequence[bytes]) -> int:
-    """The gateway path over in-memory NDJSON lines; returns the SSE bytes produced."""
+def gateway(lines: Sequence[bytes], chunk: int = 32) -> int:
+    """The gateway path over in-memory NDJSON lines; returns the SSE bytes produced.
 
-    async def source() -> AsyncIterator[BaseEvent]:
-        for index, line in enumerate(lines):
-            event = decode(line, index=index).event
-            if event is not None:
-                yield event
-
-    async def run() -> int:
-        total = 0
-        async for event in gateway_chain().apply(source()):
-            total += len(encode_sse(event))
-        return total
-
-    return anyio.run(run)
+    Lines are fed to ``agui_pipes.relay.Relay`` (what the gateway runs for a
+    synchronous chain) ``chunk`` at a time, the way events arrive in network
+    reads.
+    """
+    relay = Relay(gateway_chain())
+    total = 0
+    for start in range(0, len(lines), chunk):
+        total += len(relay.feed(lines[start : start + chunk]))
+    return total + len(relay.finish())
 
 
 def decoded(lines: Sequence[bytes]) -> list[BaseEvent]:
@@ -271,20 +268,14 @@ def peak_rss(path: Path) -> int:
 
 
 def _rss_child(path: Path) -> None:
-    """Stream the file through the gateway path line by line; print ru_maxrss in bytes."""
-
-    async def source() -> AsyncIterator[BaseEvent]:
-        with path.open("rb") as lines:
-            for index, line in enumerate(lines):
-                event = decode(line, index=index).event
-                if event is not None:
-                    yield event
-
-    async def run() -> None:
-        async for event in gateway_chain().apply(source()):
-            encode_sse(event)
-
-    anyio.run(run)
+    """Stream the file through the gateway path in 64 KiB reads; print ru_maxrss in bytes."""
+    relay = Relay(gateway_chain())
+    decoder = NDJSONDecoder()
+    with path.open("rb") as stream:
+        while chunk := stream.read(65536):
+            relay.feed(decoder.feed(chunk))
+    relay.feed(decoder.close())
+    relay.finish()
     scale = 1 if sys.platform == "darwin" else 1024
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale)
 

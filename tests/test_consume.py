@@ -16,6 +16,7 @@ from ag_ui.core import (
     TextMessageEndEvent,
     TextMessageStartEvent,
     ToolCallChunkEvent,
+    ToolCallResultEvent,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -381,3 +382,18 @@ def test_chunk_form_folds_like_the_explicit_form(
     consumer = Consumer()
     consumer.push_many(chunked)
     assert consumer.finish().messages == fold(explicit).messages
+
+
+def test_lookups_follow_list_order_when_a_result_reuses_a_message_id() -> None:
+    # The tool message "m3" is inserted *before* the assistant message "m3", so a
+    # later reference to "m3" finds the tool message first (as the reference does):
+    # a tool call naming it as parent gets a fresh assistant message of its own.
+    result = fold([
+        *run_started(),
+        *tool_call("c1", "search", parent_message_id="m2"),
+        *tool_call("c4", "search", parent_message_id="m3"),
+        ToolCallResultEvent(message_id="m3", tool_call_id="c1", content="ok"),
+        *tool_call("c9", "lookup", parent_message_id="m3"),
+    ])
+    assert [(m["id"], m["role"]) for m in result.messages] == [
+        ("m2", "assistant"), ("m3", "tool"), ("m3", "assistant"), ("c9", "assistant")]

@@ -9,7 +9,8 @@ through ``agui_pipes.Consumer`` and, batched, through ``@ag-ui/client``
 * the verdicts agree — both accept, or both reject — except that a stream we
   reject *only* as truncated is one the reference accepts (it cannot detect
   truncation; PROTOCOL.md §4), and
-* on accepted streams the final messages and state are equal (JSON equality);
+* on accepted streams the final messages and state are equal (JSON equality)
+  and the application receives the same sequence of event types;
 * on rejected streams the reasons agree: our message contains the reference
   client's (verification and chunk errors), or — for a malformed field, which
   the reference reports as validator issues — our ``DecodeError.path`` is the
@@ -41,9 +42,10 @@ PER_BATCH = 400  # 2,400 streams in all
 
 def ours(stream: list[dict[str, Any]]) -> dict[str, Any]:
     consumer = Consumer(allow_truncated=True)
+    delivered: list[str] = []
     try:
         for item in stream:
-            consumer.push(item)
+            delivered.extend(event.type.value for event in consumer.push(item))
         truncated = consumer.verifier.run_open
         result = consumer.finish()
     except ProtocolViolation as error:
@@ -53,6 +55,7 @@ def ours(stream: list[dict[str, Any]]) -> dict[str, Any]:
         "truncated": truncated,
         "messages": result.messages,
         "state": result.state,
+        "delivered": delivered,
     }
 
 
@@ -87,6 +90,11 @@ def compare(
         return "disagree", (
             f"messages differ:\n ours:   {_json(mine['messages'])}\n theirs: "
             f"{_json(theirs['messages'])}"
+        )
+    if mine["delivered"] != [e["type"] for e in theirs["events"]]:
+        return "disagree", (
+            f"delivered events differ:\n ours:   {mine['delivered']}\n theirs: "
+            f"{[e['type'] for e in theirs['events']]}"
         )
     if _json(mine["state"]) != _json(theirs["state"]):
         return "disagree", (

@@ -1,0 +1,102 @@
+"""Wire in, wire out: decode → chain → encode, a batch of payloads at a time.
+
+A relay (the gateway, ``agui-pipes run``) receives events in network-sized
+chunks and sends them on in chunks. Doing the per-event work synchronously
+per chunk — instead of pushing every event through a stack of async
+generators — removes the per-event scheduling cost and lets the transport
+write one buffer per chunk. ``Relay`` is that loop, for chains of synchronous
+stages (``chain.is_sync``); chains with async stages or operators run through
+``TransformerChain.apply`` instead.
+
+    relay = Relay(chain)                    # a fresh chain, for one stream
+    for chunk in upstream:                  # bytes from the network
+        out = relay.feed(decoder.feed(chunk))   # SSE frames for this chunk
+        send(out)
+    send(relay.finish())                    # what the stages flush at the end
+
+Errors surface as raised exceptions, exactly as through ``chain.apply``: a
+malformed event is a ``DecodeError``, a stage's refusal its ``StreamRejected``
+subclass, a stage bug a ``StageError`` — each naming the event's index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ag_ui.core import BaseEvent
+
+from ._chain import TransformerChain
+from .codecs import encode_sse
+from .decode import DecodeWarning, decode
+
+__all__ = ["Relay"]
+
+
+class Relay:
+    """Decode, transform and encode a stream in batches (one instance per stream)."""
+
+    __slots__ = ("_chain", "_encode", "_finished", "_index", "_on_event", "_on_warning")
+
+    def __init__(
+        self,
+        chain: TransformerChain,
+        *,
+        encode: Callable[[BaseEvent], bytes] = encode_sse,
+        on_warning: Callable[[DecodeWarning], None] | None = None,
+        on_event: Callable[[BaseEvent], None] | None = None,
+    ) -> None:
+        if not chain.is_sync:
+            raise TypeError(
+                "Relay runs chains of synchronous stages; this chain has async stages or "
+                "operators — run it with chain.apply(source)"
+            )
+        chain.claim()
+        self._chain = chain
+        self._encode = encode
+        self._on_warning = on_warning
+        self._on_event = on_event
+        self._index = 0
+        self._finished = False
+
+    @property
+    def events_in(self) -> int:
+        """How many wire events were decoded so far (dropped unknown types included)."""
+        return self._index
+
+    def feed(self, payloads: Iterable[bytes | str]) -> bytes:
+        """Process wire payloads (one JSON event each); returns the encoded output."""
+        transform = self._chain._sync_push()
+        encode = self._encode
+        on_warning = self._on_warning
+        on_event = self._on_event
+        out: list[bytes] = []
+        index = self._index
+        try:
+            for payload in payloads:
+                decoded = decode(payload, index=index)
+                index += 1
+                if decoded.warnings and on_warning is not None:
+                    for warning in decoded.warnings:
+                        on_warning(warning)
+                event = decoded.event
+                if event is None:
+                    continue
+                for output in transform(event, index - 1):
+                    if on_event is not None:
+                        on_event(output)
+                    out.append(encode(output))
+        finally:
+            self._index = index
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        """The stages' end-of-stream output, encoded (call once, after the last ``feed``)."""
+        if self._finished:
+            raise RuntimeError("Relay.finish() was already called for this stream")
+        self._finished = True
+        out = []
+        for output in self._chain.finish_at(self._index):
+            if self._on_event is not None:
+                self._on_event(output)
+            out.append(self._encode(output))
+        return b"".join(out)

@@ -1,0 +1,102 @@
+"""Relay: decode → chain → encode in batches, equal to the event-by-event path."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ag_ui.core import BaseEvent
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agui_pipes import StageError, TransformerChain
+from agui_pipes.codecs import encode_sse
+from agui_pipes.decode import DecodeError, decode
+from agui_pipes.relay import Relay
+from agui_pipes.testing import event_lines, run, text
+from agui_pipes.testing.strategies import streams
+from agui_pipes.transformers import (
+    ExpandChunks,
+    FilterToolCalls,
+    SubagentVisibility,
+    ToolResultToState,
+    Verify,
+)
+from agui_pipes.verify import ProtocolViolation
+
+
+def chain() -> TransformerChain:
+    return TransformerChain(
+        [
+            ExpandChunks(),
+            Verify(),
+            FilterToolCalls.deny(["internal_*"]),
+            SubagentVisibility.inline(),
+            ToolResultToState.delta("update_items"),
+        ]
+    )
+
+
+def wire(events: list[BaseEvent]) -> list[bytes]:
+    return [line.encode() for line in event_lines(events)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(streams(max_runs=2, tool_names=["search", "internal_debug", "update_items"]),
+       st.integers(1, 7))
+def test_relay_equals_apply_sync(events: list[BaseEvent], batch: int) -> None:
+    lines = wire(events)
+    expected = b"".join(
+        encode_sse(e) for e in chain().apply_sync([decode(line).event for line in lines])
+    )
+    relay = Relay(chain())
+    out = b"".join(relay.feed(lines[i : i + batch]) for i in range(0, len(lines), batch))
+    assert out + relay.finish() == expected
+    assert relay.events_in == len(lines)
+
+
+def test_relay_reports_positions() -> None:
+    lines = wire(run(text("m1", "hi")))
+    bad = [*lines[:2], b'{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": 5}']
+    with pytest.raises(DecodeError) as info:
+        Relay(chain()).feed(bad)
+    assert info.value.index == 2
+    relay = Relay(chain())
+    relay.feed(lines[:-1])
+    with pytest.raises(ProtocolViolation, match=r"truncated|still open") as rejected:
+        relay.finish()
+    assert "end of stream after 4 events" in str(rejected.value)
+
+
+def test_relay_counts_unknown_events_and_warns() -> None:
+    seen = []
+    lines = [*wire(run())[:1], json.dumps({"type": "THINKING_START"}).encode(), wire(run())[1]]
+    relay = Relay(TransformerChain([ExpandChunks()]), on_warning=seen.append)
+    out = relay.feed(lines) + relay.finish()
+    assert out.count(b"data: ") == 2
+    assert relay.events_in == 3
+    assert [w.code for w in seen] == ["unknown-event-type"]
+
+
+def test_relay_needs_a_sync_chain_used_once() -> None:
+    from agui_pipes import AsyncStreamTransformer
+
+    with pytest.raises(TypeError, match="synchronous"):
+        Relay(TransformerChain([AsyncStreamTransformer()]))
+    c = chain()
+    Relay(c)
+    with pytest.raises(RuntimeError, match="already processed"):
+        Relay(c)
+    relay = Relay(chain())
+    relay.feed(wire(run()))
+    relay.finish()
+    with pytest.raises(RuntimeError, match="already called"):
+        relay.finish()
+    with pytest.raises(StageError) as info:
+        Relay(TransformerChain([_Boom()])).feed(wire(run()))
+    assert info.value.index == 0
+
+
+class _Boom(ExpandChunks):
+    def transform(self, event: BaseEvent):  # type: ignore[no-untyped-def, override]
+        raise ValueError("bug")
