@@ -131,3 +131,20 @@ def test_decode_bytes_errors_are_unchanged() -> None:
     escaped = decode(b'{"type": "STEP_STARTED", "stepName": "\\ud800"}')
     assert escaped.event is not None
     assert escaped.event.step_name == "\ud800"  # type: ignore[attr-defined]
+
+
+@settings(max_examples=300, deadline=None)
+@given(streams(max_runs=2))
+def test_decode_bytes_builders_equal_checked_path(events: list[BaseEvent]) -> None:
+    # every event of a generated stream, as bytes: the generated builders (or
+    # the general path) must give exactly what the checked path gives
+    for index, event in enumerate(events):
+        line = event.model_dump_json(by_alias=True).encode()
+        fast = decode(line, index=index)
+        checked = _decode_checked(json.loads(line), event.type.value, index)
+        assert fast.event == checked.event
+        assert fast.warnings == checked.warnings
+        assert fast.event is not None
+        assert checked.event is not None
+        assert fast.event.model_fields_set == checked.event.model_fields_set
+        assert encode_json(fast.event) == encode_json(checked.event)
