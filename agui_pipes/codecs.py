@@ -261,6 +261,30 @@ def _encode_plain(event: BaseEvent) -> bytes | None:
     return _json.dumps_plain(out)
 
 
+_UNSURE: Final[set[str]] = set()
+"""Marker: a value might serialize to ``null`` — let the official path decide."""
+_PLAIN: Final = (str, int, dict, list)
+
+
+def _exclusions(names: tuple[str, ...], values: tuple[Any, ...]) -> set[str] | None:
+    """The optional fields ag_ui's hook would drop: those that serialize to ``null``.
+
+    That is ``None``, and also a non-finite float (JSON has no ``inf``: it is
+    written as ``null``, which the hook then drops). A value of any type that
+    cannot be judged cheaply returns ``_UNSURE``.
+    """
+    exclude: set[str] = set()
+    for name, value in zip(names, values, strict=True):
+        if value is None:
+            exclude.add(name)
+        elif isinstance(value, float):
+            if value != value or value in (math.inf, -math.inf):
+                exclude.add(name)
+        elif not isinstance(value, _PLAIN):
+            return _UNSURE
+    return exclude or None
+
+
 def encode_json(event: BaseEvent) -> bytes:
     """The event's wire JSON (camelCase, optional-without-value omitted), as UTF-8."""
     if not isinstance(event, BaseEvent):
@@ -282,14 +306,13 @@ def encode_json(event: BaseEvent) -> bytes:
             # omits that key; only the hooked serializer reproduces that.
             return event.model_dump_json(by_alias=True).encode()
         else:
-            exclude = {
-                name
-                for name, value in zip(fast.omittable_fields, present, strict=True)
-                if value is None
-            } or None
+            exclude = _exclusions(fast.omittable_fields, present)
         extra = event.__pydantic_extra__
-        if not extra or not any(
-            value is None and key in fast.omittable_keys for key, value in extra.items()
+        if exclude is not _UNSURE and (
+            not extra
+            or not any(
+                value is None and key in fast.omittable_keys for key, value in extra.items()
+            )
         ):
             return fast.serializer.to_json(event, by_alias=True, exclude=exclude)
     return event.model_dump_json(by_alias=True).encode()

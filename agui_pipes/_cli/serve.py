@@ -150,6 +150,8 @@ def _serve(args: argparse.Namespace) -> int:
     level = getattr(logging, args.log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("agui_pipes").setLevel(level)
+    # httpx logs every upstream request at INFO; the per-run line says more.
+    logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     logging.getLogger(__name__).info(
         "serving %s at http://%s:%s%s%s",
         what,

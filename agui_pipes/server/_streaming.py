@@ -120,6 +120,7 @@ class SSERun:
         self._on_disconnect = on_disconnect
         self._log = logger
         self._disconnected = False
+        self._last_write = 0.0
 
     @property
     def disconnected(self) -> bool:
@@ -149,7 +150,17 @@ class SSERun:
                             return
 
                 tg.start_soon(watch, name="agui_pipes disconnect watcher")
-                tg.start_soon(self._produce, frames_in, name="agui_pipes run producer")
+                keepalive_scope = anyio.CancelScope()
+                if self._keepalive is not None:
+                    tg.start_soon(
+                        self._keep_alive,
+                        frames_in.clone(),
+                        keepalive_scope,
+                        name="agui_pipes keep-alive",
+                    )
+                tg.start_soon(
+                    self._produce, frames_in, keepalive_scope, name="agui_pipes run producer"
+                )
                 try:
                     await self._write(send, frames_out)
                 except OSError:
@@ -167,78 +178,115 @@ class SSERun:
             stats.count_source()
             yield event
 
-    async def _produce(self, frames: MemoryObjectSendStream[bytes]) -> None:
-        stats = self._stats
+    async def _produce(
+        self, frames: MemoryObjectSendStream[bytes], keepalive_scope: anyio.CancelScope
+    ) -> None:
         async with frames:
             try:
-                async with self._open() as events:
-                    source: AsyncIterator[BaseEvent] = events
-                    if self._count_source:
-                        source = self._events(source)
-                    if self._chain is None:
-                        await self._forward(source, frames)
-                    else:
-                        async with self._chain.apply(source) as output:
-                            await self._forward(output, frames)
-            except Exception as exc:
-                if stats.outcome in ("finished", "error", "interrupt", "cancelled"):
-                    self._log.warning(
-                        "run %s failed after its terminal event (not sent): %s",
-                        stats.run_id,
-                        exc,
-                    )
-                    return
-                error = run_error_for(exc)
-                if not isinstance(exc, RunFailure):
-                    self._log.error("run %s failed: %s", stats.run_id, exc, exc_info=exc)
+                await self._produce_events(frames)
+            finally:
+                # The keep-alive task holds the other sender: stop it, so the
+                # writer sees the end of the stream.
+                keepalive_scope.cancel()
+
+    async def _produce_events(self, frames: MemoryObjectSendStream[bytes]) -> None:
+        stats = self._stats
+        try:
+            async with self._open() as events:
+                source: AsyncIterator[BaseEvent] = events
+                if self._count_source:
+                    source = self._events(source)
+                if self._chain is None:
+                    await self._forward(source, frames)
                 else:
-                    self._log.warning("run %s failed: %s: %s", stats.run_id, exc.code, exc.message)
-                stats.note_output(error)
-                stats.written += 1
-                try:
-                    await frames.send(encode_sse(error))
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    pass
+                    async with self._chain.apply(source) as output:
+                        await self._forward(output, frames)
+        except Exception as exc:
+            if stats.outcome in ("finished", "error", "interrupt", "cancelled"):
+                self._log.warning(
+                    "run %s failed after its terminal event (not sent): %s",
+                    stats.run_id,
+                    exc,
+                )
+                return
+            error = run_error_for(exc)
+            if not isinstance(exc, RunFailure):
+                self._log.error("run %s failed: %s", stats.run_id, exc, exc_info=exc)
+            else:
+                self._log.warning("run %s failed: %s: %s", stats.run_id, exc.code, exc.message)
+            stats.note_output(error)
+            stats.written += 1
+            try:
+                await frames.send(encode_sse(error))
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass
 
     async def _forward(
         self, events: AsyncIterator[BaseEvent], frames: MemoryObjectSendStream[bytes]
     ) -> None:
         stats = self._stats
+        send_nowait = frames.send_nowait
+        for_later = frames.send
         async for event in events:
             if event.type in _WATCHED:
                 stats.note_output(event)
             stats.written += 1
-            await frames.send(encode_sse(event))
+            frame = encode_sse(event)
+            try:
+                # Hands the frame to a waiting writer, or queues it, without
+                # a scheduler round; only a full queue (slow client) waits.
+                send_nowait(frame)
+            except anyio.WouldBlock:
+                await for_later(frame)
 
     # -- writing ----------------------------------------------------------
 
+    async def _keep_alive(
+        self, frames: MemoryObjectSendStream[bytes], scope: anyio.CancelScope
+    ) -> None:
+        """Queue a comment whenever nothing was written for ``keepalive`` seconds.
+
+        A task of its own rather than a timeout around each receive: a cancel
+        scope per event costs more than the event's encoding.
+        """
+        assert self._keepalive is not None
+        interval = self._keepalive
+        with scope, frames:
+            while True:
+                idle = anyio.current_time() - self._last_write
+                if idle < interval:
+                    await anyio.sleep(interval - idle)
+                    continue
+                try:
+                    frames.send_nowait(_KEEPALIVE)
+                except anyio.WouldBlock:
+                    pass  # frames are queued: the connection is not idle
+                self._last_write = anyio.current_time()
+
     async def _write(self, send: Send, frames: MemoryObjectReceiveStream[bytes]) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        keepalive = self._keepalive
+        self._last_write = anyio.current_time()
+        receive_nowait = frames.receive_nowait
         async with frames:
             while True:
-                frame: bytes | None = None
                 try:
-                    if keepalive is None:
+                    frame = receive_nowait()
+                except anyio.WouldBlock:
+                    try:
                         frame = await frames.receive()
-                    else:
-                        with anyio.move_on_after(keepalive):
-                            frame = await frames.receive()
+                    except anyio.EndOfStream:
+                        break
                 except anyio.EndOfStream:
                     break
-                if frame is None:
-                    await send(
-                        {"type": "http.response.body", "body": _KEEPALIVE, "more_body": True}
-                    )
-                    continue
                 batch = [frame]
                 while len(batch) < _BATCH:
                     try:
-                        batch.append(frames.receive_nowait())
+                        batch.append(receive_nowait())
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 body = batch[0] if len(batch) == 1 else b"".join(batch)
                 await send({"type": "http.response.body", "body": body, "more_body": True})
+                self._last_write = anyio.current_time()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
