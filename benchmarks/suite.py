@@ -333,6 +333,43 @@ def table(rows: Iterable[Row], floor_row: Row, ref_row: Row | None) -> str:
     return "\n".join(lines)
 
 
+def markdown(report: dict[str, Any], repeat: int) -> str:
+    """The report as Markdown tables: one per stream size, then peak RSS."""
+    machine = report["machine"]
+    out = [
+        f"Machine: {machine['platform']}, {machine['cpus']} CPUs, Python {machine['python']}, "
+        f"floor library {machine['floor_library']}. CPU time, median of {repeat}.",
+        "",
+    ]
+    for label, size in report["sizes"].items():
+        rows = size["rows"]
+        floor_us = rows[0]["us_per_event"]
+        ref_us = size["reference"]
+        out += [
+            f"### {label} stream ({size['events']:,} events)",
+            "",
+            "| measurement | events/s | µs/event | × floor | vs TS reference |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for row in rows:
+            vs = f"{ref_us / row['us_per_event']:.2f}×" if ref_us else "n/a"
+            out.append(
+                f"| {row['name']} | {row['events_per_second']:,} | {row['us_per_event']:.2f} | "
+                f"{row['us_per_event'] / floor_us:.1f}× | {vs} |"
+            )
+        out.append("")
+    if report["memory"]:
+        out += [
+            "### Peak RSS of the gateway path (streaming from disk)",
+            "",
+            "| stream | peak RSS |",
+            "|---|---:|",
+        ]
+        out += [f"| {k} | {v / 2**20:.1f} MiB |" for k, v in report["memory"].items()]
+        out.append("")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="agui_pipes benchmark suite")
     parser.add_argument("--sizes", default="10k,150k", help="comma list of 10k,150k,1.5M")
@@ -346,6 +383,9 @@ def main() -> None:
         help="only floor, reference and the gateway path (quick comparisons while optimising)",
     )
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
+    parser.add_argument(
+        "--markdown", type=Path, help="write the tables as Markdown (for docs/benchmarks.md)"
+    )
     parser.add_argument("--_rss-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._rss_child is not None:
@@ -422,9 +462,13 @@ def main() -> None:
         if len(memory_labels) >= 2:
             first, last = report["memory"][memory_labels[0]], report["memory"][memory_labels[-1]]
             print(f"  ratio {memory_labels[-1]}/{memory_labels[0]}: {last / first:.3f}")
+            report["memory_ratio"] = round(last / first, 3)
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2))
         print(f"\nwrote {args.json}")
+    if args.markdown is not None:
+        args.markdown.write_text(markdown(report, args.repeat))
+        print(f"wrote {args.markdown}")
 
 
 if __name__ == "__main__":

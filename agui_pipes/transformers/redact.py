@@ -10,7 +10,12 @@ match can still reach, holding back the last ``hold_back`` characters and any
 match that touches the end of what has arrived (it may continue). The held
 text is released, redacted, right before the item's END (for chunk streams:
 before whatever closes the item's lane), before a RUN_ERROR, and at the end
-of the stream.
+of the stream. Explicit CONTENT / ARGS events are held and released *whole*:
+an event whose text holds no match leaves unchanged (no copy — the common
+case costs a regex scan), and a released stretch holding a match becomes one
+event carrying the redacted text (the first event's fields; later events'
+metadata in that stretch is not kept). Chunk streams release held text by
+rewriting deltas, because a chunk opener cannot be held back.
 
 Whole values are redacted in place: tool results (string content and text
 parts), state (every string inside STATE_SNAPSHOT and STATE_DELTA values),
@@ -71,6 +76,22 @@ _END: dict[type[BaseEvent], tuple[str, str]] = {
 }
 
 
+class _Queue:
+    """The delta events of one explicit item not yet released, and their text."""
+
+    __slots__ = ("ends", "events", "text")
+
+    def __init__(self) -> None:
+        self.events: list[BaseEvent] = []
+        self.ends: list[int] = []
+        self.text = ""
+
+    def push(self, event: BaseEvent, delta: str) -> None:
+        self.events.append(event)
+        self.text += delta
+        self.ends.append(len(self.text))
+
+
 class Redact(StreamTransformer):
     """Replace text matching regular expressions in message content, tool arguments and results.
 
@@ -101,7 +122,9 @@ class Redact(StreamTransformer):
         self._replacement = str(replacement)
         self._hold = hold_back
         self._lanes = ChunkLanes()
-        # held text per streamed item: key -> (text, template event to flush with)
+        # explicit items: (kind, id) -> the delta events held back, released whole
+        self._queues: dict[tuple[str, str], _Queue] = {}
+        # chunk items: key -> (held text, template chunk to release it with)
         self._held: dict[tuple[str, str, str], tuple[str, BaseEvent]] = {}
         handlers: dict[type[BaseEvent], _Handler] = {}
         for cls in CLOSING_CLASSES:
@@ -229,8 +252,18 @@ class Redact(StreamTransformer):
         return (event,) if handler is None else handler(event)
 
     def finish(self) -> Sequence[BaseEvent]:
-        out = [self._release(key) for key in list(self._held)]
-        return [e for e in out if e is not None]
+        return self._release_all()
+
+    def _release_all(self) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        for queue in self._queues.values():
+            out.extend(self._drain(queue, final=True))
+        self._queues.clear()
+        for key in list(self._held):
+            released = self._release(key)
+            if released is not None:
+                out.append(released)
+        return out
 
     def _closing(self, event: BaseEvent) -> Sequence[BaseEvent]:
         """An event that may close chunk lanes: release their held text first."""
@@ -254,18 +287,60 @@ class Redact(StreamTransformer):
     def _content(self, event: BaseEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)
         bucket, attr = _CONTENT[type(event)]
-        emit = self._stream(("item", bucket, getattr(event, attr)), event.delta, event)  # type: ignore[attr-defined]
-        if emit == event.delta:  # type: ignore[attr-defined]
-            return out
-        if emit == "" and event.metadata is None and event.raw_event is None:
-            return out[:-1]
-        return (*out[:-1], event.model_copy(update={"delta": emit}))
+        key = (bucket, getattr(event, attr))
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = _Queue()
+        queue.push(event, event.delta)  # type: ignore[attr-defined]
+        released = self._drain(queue, final=False)
+        if not queue.events:
+            del self._queues[key]
+        return (*out[:-1], *released)
 
     def _end(self, event: BaseEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)
         bucket, attr = _END[type(event)]
-        released = self._release(("item", bucket, getattr(event, attr)))
-        return out if released is None else (*out[:-1], released, event)
+        queue = self._queues.pop((bucket, getattr(event, attr)), None)
+        if queue is None:
+            return out
+        return (*out[:-1], *self._drain(queue, final=True), event)
+
+    def _drain(self, queue: _Queue, *, final: bool) -> list[BaseEvent]:
+        """Release the held delta events no match can still reach.
+
+        Events are released whole and unchanged when their text holds no match
+        (the common case costs no copy); the released stretch that does hold a
+        match becomes one event (the first one's fields, the redacted text).
+        """
+        text = queue.text
+        spans = self._matches(text)
+        if final:
+            count, boundary = len(queue.events), len(text)
+        else:
+            cut = max(0, len(text) - self._hold)
+            for start, stop in spans:
+                if stop > cut or stop == len(text):
+                    cut = min(cut, start)
+                    break
+            count = boundary = 0
+            for i, end in enumerate(queue.ends):
+                if end > cut:
+                    break
+                if not any(start < end < stop for start, stop in spans):
+                    count, boundary = i + 1, end
+            if count == 0:
+                return []
+        released = queue.events[:count]
+        inside = [span for span in spans if span[1] <= boundary]
+        queue.events = queue.events[count:]
+        queue.ends = [end - boundary for end in queue.ends[count:]]
+        queue.text = text[boundary:]
+        if not inside:
+            return released
+        merged = released[0].model_copy(
+            update={"delta": self._replace(text, inside, boundary), "raw_event": None}
+        )
+        return [merged]
 
     def _chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
         route = self._lanes.peek(event)
@@ -370,6 +445,7 @@ class Redact(StreamTransformer):
 
     def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
         self._held.clear()
+        self._queues.clear()
         self._lanes.reset()
         echo = event.input
         if not isinstance(echo, RunAgentInput):
@@ -389,6 +465,5 @@ class Redact(StreamTransformer):
     def _run_error(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
         """A run that blew up: release everything held (explicit items stay open, legally)."""
         out = self._closing(event)
-        released = [self._release(key) for key in list(self._held)]
-        extra = [e for e in released if e is not None]
+        extra = self._release_all()
         return (*extra, *out) if extra else out

@@ -223,3 +223,12 @@ def test_redact_configuration_errors(args: tuple[object, ...], needle: str) -> N
 async def test_redact_through_chain_apply() -> None:
     events = run(text("m1", "a ", SECRET[:4], SECRET[4:]))
     assert await through_async(Redact([KEY]), events) == through(Redact([KEY]), events)
+
+
+def test_redact_releases_clean_deltas_whole_and_unchanged() -> None:
+    events = run(text("m1", *["word "] * 30) + text("m2", "a ", SECRET, " b"))
+    out = through(Redact([KEY], hold_back=16), events)
+    clean = [e for e in events if isinstance(e, TextMessageContentEvent) and e.message_id == "m1"]
+    released = [e for e in out if isinstance(e, TextMessageContentEvent) and e.message_id == "m1"]
+    assert all(a is b for a, b in zip(clean, released, strict=True))
+    assert _content(out) == "word " * 30 + "a [REDACTED] b"
