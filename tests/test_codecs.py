@@ -55,14 +55,14 @@ cut_lists = st.lists(st.integers(min_value=0, max_value=10_000), max_size=12)
 # -- encoding -------------------------------------------------------------
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(any_event)
 def test_encode_sse_is_byte_identical_to_the_official_encoder(event: BaseEvent) -> None:
     assert encode_sse(event) == official(event)
 
 
 @pytest.mark.parametrize("cls", EVENT_CLASSES, ids=lambda cls: cls.__name__)
-@settings(max_examples=25)
+@settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_every_event_class_encodes_identically(cls: type[BaseEvent], data: st.DataObject) -> None:
     event = data.draw(events_of(cls))
@@ -70,7 +70,7 @@ def test_every_event_class_encodes_identically(cls: type[BaseEvent], data: st.Da
     assert encode_ndjson(event) == event.model_dump_json(by_alias=True).encode() + b"\n"
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(any_event, st.data())
 def test_copies_with_updates_encode_identically(event: BaseEvent, data: st.DataObject) -> None:
     # Stages rewrite events with model_copy(update=...), which skips validation:
@@ -154,7 +154,7 @@ def decode_sse(chunks: list[bytes], **kwargs: Any) -> list[str]:
     return out
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(any_event, max_size=6), cut_lists)
 def test_sse_round_trip_split_anywhere(events: list[BaseEvent], cuts: list[int]) -> None:
     wire = b"".join(encode_sse(e) for e in events)
@@ -227,7 +227,7 @@ def sse_stream(draw: st.DrawFn) -> tuple[bytes, list[str]]:
     return text.encode(), expected
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(sse_stream(), cut_lists)
 def test_sse_decoder_follows_the_spec_whatever_the_chunking(
     stream: tuple[bytes, list[str]], cuts: list[int]
@@ -278,7 +278,7 @@ def test_clean_end_after_comment_or_fields() -> None:
     assert decode_sse([b"data: x\n\nevent: y\n"]) == ["x"]
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.integers(min_value=8, max_value=200), cut_lists, st.booleans())
 def test_frame_cap_is_enforced_whatever_the_chunking(
     cap: int, cuts: list[int], many_lines: bool
@@ -334,7 +334,7 @@ def decode_ndjson(chunks: list[bytes], **kwargs: Any) -> list[str]:
     return out
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(any_event, max_size=6), cut_lists, st.booleans(), st.booleans())
 def test_ndjson_round_trip_split_anywhere(
     events: list[BaseEvent], cuts: list[int], crlf: bool, last_newline: bool
@@ -352,7 +352,7 @@ def test_ndjson_skips_blank_lines() -> None:
     assert decode_ndjson([b'\n{"a":1}\n  \n\r\n{"b":2}']) == ['{"a":1}', '{"b":2}']
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.integers(min_value=4, max_value=100), cut_lists)
 def test_ndjson_line_cap(cap: int, cuts: list[int]) -> None:
     wire = b"ok\n" + b"x" * (cap + 1) + b"\nafter\n"

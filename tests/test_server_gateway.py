@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import socket
@@ -70,6 +71,7 @@ def raw(
     content_type: str = "text/event-stream",
     stall: float = 0.0,
     crash: bool = False,
+    encoding: str | None = None,
 ) -> Any:
     """A scripted upstream: answers with ``parts``, optionally stalls or crashes mid-body."""
 
@@ -84,7 +86,8 @@ def raw(
             {
                 "type": "http.response.start",
                 "status": status,
-                "headers": [(b"content-type", content_type.encode())],
+                "headers": [(b"content-type", content_type.encode())]
+                + ([(b"content-encoding", encoding.encode())] if encoding else []),
             }
         )
         for part in parts:
@@ -110,6 +113,11 @@ UPSTREAM_ROUTES = {
             frame({"type": "TEXT_MESSAGE_CHUNK", "delta": "lo"}),
             FINISHED,
         ),
+        methods=["POST"],
+    ),
+    "/gzip": Route(
+        "/gzip",
+        raw(gzip.compress(STARTED + FINISHED), encoding="gzip"),
         methods=["POST"],
     ),
     "/status500": Route("/status500", raw(b"boom", status=500, content_type="text/plain"),
@@ -209,6 +217,13 @@ async def test_chunks_are_expanded(servers: tuple[Running, Running]) -> None:
         EventType.RUN_FINISHED,
     ]
     assert "".join(texts(events)) == "HELLO"
+
+
+async def test_compressed_upstream_is_decoded(servers: tuple[Running, Running]) -> None:
+    # The gateway asks for identity, but an upstream may compress anyway.
+    _, gateway = servers
+    events = await through(gateway, "/gzip")
+    assert [e.type for e in events] == [EventType.RUN_STARTED, EventType.RUN_FINISHED]
 
 
 async def test_bad_body_is_422_and_not_forwarded(servers: tuple[Running, Running]) -> None:

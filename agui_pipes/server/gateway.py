@@ -74,7 +74,13 @@ class UpstreamError(RunFailure):
 def _hop_headers(
     headers: Iterable[tuple[bytes, bytes]], forward: frozenset[str]
 ) -> dict[str, str]:
-    out = {"content-type": "application/json", "accept": "text/event-stream"}
+    # identity: an event stream is small frames that must not wait for a
+    # compressor's buffer, and it saves decoding every chunk.
+    out = {
+        "content-type": "application/json",
+        "accept": "text/event-stream",
+        "accept-encoding": "identity",
+    }
     for raw_name, raw_value in headers:
         name = raw_name.decode("latin-1").lower()
         if name in forward:
@@ -258,8 +264,10 @@ class Gateway:
         index = 0
         open_run: str | None = None
         seen_any = False
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        chunks = response.aiter_raw() if encoding == "identity" else response.aiter_bytes()
         try:
-            async for chunk in response.aiter_bytes():
+            async for chunk in chunks:
                 for payload in decoder.feed(chunk):
                     decoded = decode(payload, index=index)
                     index += 1
