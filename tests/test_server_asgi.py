@@ -7,16 +7,20 @@ a scripted ASGI ``receive``/``send`` pair, including the disconnect path.
 from __future__ import annotations
 
 import json
+import socket
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
-from _servers import EVENT, run_input
+from _servers import EVENT, Running, run_input, serve, wait_until
 from ag_ui.core import EventType
+from starlette.applications import Starlette
 
 from agui_pipes.codecs import SSEDecoder
 from agui_pipes.driver import RunContext, RunOutcome
-from agui_pipes.server import AgentEndpoint
+from agui_pipes.server import AgentEndpoint, Gateway, agent_route
 
 pytestmark = pytest.mark.anyio
 
@@ -97,3 +101,70 @@ async def test_disconnect_cancels_the_agent(anyio_backend: str) -> None:
         await AgentEndpoint(hang)(SCOPE, client.receive, client.send)
     assert state == {"cancelled": True}
     assert not client.finished  # the response was abandoned, not completed
+
+
+# -- the gateway in-process (asyncio and trio), upstream on uvicorn ---------------------
+
+HANG_STOPPED: dict[str, threading.Event] = {}
+
+
+async def hang_forever(ctx: RunContext[Any]) -> RunOutcome:
+    try:
+        ctx.say("first")
+        await anyio.sleep_forever()
+    finally:
+        HANG_STOPPED.setdefault(ctx.run_id, threading.Event()).set()
+    return RunOutcome.success()
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[Running]:
+    app = Starlette(
+        routes=[agent_route("/hello", hello), agent_route("/hang", hang_forever, keepalive=0.05)]
+    )
+    with serve(app) as running:
+        yield running
+
+
+async def test_gateway_relays_on_both_backends(upstream: Running, anyio_backend: str) -> None:
+    gateway = Gateway(upstream.url + "/hello")
+    try:
+        client = Client(json.dumps(run_input()).encode())
+        await gateway(SCOPE, client.receive, client.send)
+    finally:
+        await gateway.aclose()
+    assert client.finished
+    events = client.events()
+    assert events[0].type is EventType.RUN_STARTED
+    assert events[-1].type is EventType.RUN_FINISHED
+
+
+async def test_gateway_disconnect_on_both_backends(upstream: Running, anyio_backend: str) -> None:
+    run_id = f"asgi-hang-{anyio_backend}"
+    stopped = HANG_STOPPED.setdefault(run_id, threading.Event())
+    gateway = Gateway(upstream.url + "/hang")
+    try:
+        client = Client(
+            json.dumps(run_input(run_id)).encode(), disconnect_after=b'"delta":"first"'
+        )
+        with anyio.fail_after(1):
+            await gateway(SCOPE, client.receive, client.send)
+    finally:
+        await gateway.aclose()
+    await wait_until(stopped.is_set, 1.0, "the upstream agent's finally ran")
+    assert not client.finished
+
+
+async def test_gateway_upstream_refused_on_both_backends(anyio_backend: str) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    gateway = Gateway(f"http://127.0.0.1:{port}/")
+    try:
+        client = Client(json.dumps(run_input()).encode())
+        await gateway(SCOPE, client.receive, client.send)
+    finally:
+        await gateway.aclose()
+    (event,) = client.events()
+    assert event.type is EventType.RUN_ERROR
+    assert event.code == "UPSTREAM_UNREACHABLE"
