@@ -276,8 +276,21 @@ def _rss_child(path: Path) -> None:
             relay.feed(decoder.feed(chunk))
     relay.feed(decoder.close())
     relay.finish()
+    print(_peak_rss_bytes())
+
+
+def _peak_rss_bytes() -> int:
+    """This process's peak RSS. VmHWM on Linux: ru_maxrss would also count the
+    pages of the (large) parent this child was forked from before exec."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     scale = 1 if sys.platform == "darwin" else 1024
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def component_rows(
