@@ -111,56 +111,50 @@ class _Closable:
             self._close()
 
 
-class MessageHandle(_Closable):
-    """An open text message: ``delta(text)`` streams content, ``end()`` closes it."""
+class _StreamingHandle(_Closable):
+    """An open item that streams deltas: one content class, one terminator class."""
+
+    __slots__ = ()
+    _content: type[TextMessageContentEvent] | type[ReasoningMessageContentEvent]
+    _end: type[TextMessageEndEvent] | type[ReasoningMessageEndEvent]
+
+    def delta(self, text: str) -> None:
+        """Emit the content event carrying ``text``."""
+        if not self._open:
+            self._require_open("take more content")
+        content = self._content
+        try:
+            event = content(message_id=self.id, delta=text, **self._kw)
+        except ValidationError:
+            event = make_event(content, message_id=self.id, delta=text)
+        self._send(event)
+
+    def end(self) -> None:
+        """Emit the terminator."""
+        self._require_open("end again")
+        self._close()
+
+    def _close(self) -> None:
+        self._open = False
+        self._send(self._end(message_id=self.id, **self._kw))
+
+
+class MessageHandle(_StreamingHandle):
+    """An open text message: ``delta(text)`` streams TEXT_MESSAGE_CONTENT, ``end()`` closes it."""
 
     __slots__ = ()
     _what = "message"
-
-    def delta(self, text: str) -> None:
-        """Emit TEXT_MESSAGE_CONTENT."""
-        if not self._open:
-            self._require_open("take more content")
-        try:
-            event = TextMessageContentEvent(message_id=self.id, delta=text, **self._kw)
-        except ValidationError:
-            event = make_event(TextMessageContentEvent, message_id=self.id, delta=text)
-        self._send(event)
-
-    def end(self) -> None:
-        """Emit TEXT_MESSAGE_END."""
-        self._require_open("end again")
-        self._close()
-
-    def _close(self) -> None:
-        self._open = False
-        self._send(TextMessageEndEvent(message_id=self.id, **self._kw))
+    _content = TextMessageContentEvent
+    _end = TextMessageEndEvent
 
 
-class ReasoningMessageHandle(_Closable):
-    """An open reasoning message inside a reasoning span."""
+class ReasoningMessageHandle(_StreamingHandle):
+    """An open reasoning message inside a reasoning span (REASONING_MESSAGE_CONTENT / _END)."""
 
     __slots__ = ()
     _what = "reasoning message"
-
-    def delta(self, text: str) -> None:
-        """Emit REASONING_MESSAGE_CONTENT."""
-        if not self._open:
-            self._require_open("take more content")
-        try:
-            event = ReasoningMessageContentEvent(message_id=self.id, delta=text, **self._kw)
-        except ValidationError:
-            event = make_event(ReasoningMessageContentEvent, message_id=self.id, delta=text)
-        self._send(event)
-
-    def end(self) -> None:
-        """Emit REASONING_MESSAGE_END."""
-        self._require_open("end again")
-        self._close()
-
-    def _close(self) -> None:
-        self._open = False
-        self._send(ReasoningMessageEndEvent(message_id=self.id, **self._kw))
+    _content = ReasoningMessageContentEvent
+    _end = ReasoningMessageEndEvent
 
 
 class ReasoningHandle(_Closable):
