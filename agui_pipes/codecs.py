@@ -562,7 +562,16 @@ class NDJSONDecoder:
         if line.endswith(b"\r"):
             line = line[:-1]
         if line.strip():
-            out.append(line.decode("utf-8", "replace"))
+            try:
+                out.append(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                # Unlike SSE (whose spec says to substitute U+FFFD), NDJSON has no
+                # rule for bad bytes: replacing them would silently alter an event.
+                raise CodecError(
+                    f"an NDJSON line is not valid UTF-8 ({exc.reason} at byte {exc.start}: "
+                    f"{line[max(0, exc.start - 20) : exc.start + 20]!r}); AG-UI events are "
+                    "UTF-8 JSON, one per line"
+                ) from None
 
     def close(self) -> list[str]:
         """End of stream: the last line if it had no trailing newline."""

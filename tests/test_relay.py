@@ -100,3 +100,13 @@ def test_relay_needs_a_sync_chain_used_once() -> None:
 class _Boom(ExpandChunks):
     def transform(self, event: BaseEvent):  # type: ignore[no-untyped-def, override]
         raise ValueError("bug")
+
+
+def test_ndjson_invalid_utf8_is_an_error_not_a_replacement() -> None:
+    from agui_pipes.codecs import CodecError, NDJSONDecoder
+
+    decoder = NDJSONDecoder()
+    good = b'{"type": "STEP_STARTED", "stepName": "ok"}\n'
+    assert decoder.feed(good) == [good.decode().strip()]
+    with pytest.raises(CodecError, match="not valid UTF-8"):
+        decoder.feed(b'{"type": "STEP_STARTED", "stepName": "\xff"}\n')
