@@ -355,7 +355,36 @@ class _ChunkWriter:
             del sim.held[self.owner]
 
 
-class _Text(_Actor):
+class _DeltaActor(_Actor):
+    """An actor streaming ``deltas`` into one item, possibly in chunk form.
+
+    Subclasses set ``id``, ``deltas``, ``pos``, ``chunk`` and the kind the
+    oracle check expects (``text`` / ``reasoning``).
+    """
+
+    _kind: str
+    id: str
+    deltas: list[str]
+    pos: int
+    chunk: _ChunkWriter | None
+
+    def _next_delta(self, sim: _Sim) -> str:
+        delta = self.deltas[self.pos]
+        self.pos += 1
+        sim.append_text(self.id, delta)
+        sim.expect(self._kind, self.id, delta)
+        return delta
+
+    def _finish_chunk_if_done(self, sim: _Sim) -> None:
+        assert self.chunk is not None
+        if self.pos >= len(self.deltas):
+            self.chunk.release(sim)
+            self.done = True
+
+
+class _Text(_DeltaActor):
+    _kind = "text"
+
     def __init__(self, sim: _Sim, owner: Lane, chunk: bool) -> None:
         self.owner = owner
         self.id = sim.new_id("msg")
@@ -427,18 +456,6 @@ class _Text(_Actor):
         sim.closed_texts[self.id] = (self.owner, self.role)
         self.done = True
 
-    def _next_delta(self, sim: _Sim) -> str:
-        delta = self.deltas[self.pos]
-        self.pos += 1
-        sim.append_text(self.id, delta)
-        sim.expect("text", self.id, delta)
-        return delta
-
-    def _finish_chunk_if_done(self, sim: _Sim) -> None:
-        assert self.chunk is not None
-        if self.pos >= len(self.deltas):
-            self.chunk.release(sim)
-            self.done = True
 
 
 class _Tool(_Actor):
@@ -591,7 +608,9 @@ class _Tool(_Actor):
         self.done = True
 
 
-class _ReasoningMessage(_Actor):
+class _ReasoningMessage(_DeltaActor):
+    _kind = "reasoning"
+
     def __init__(self, sim: _Sim, owner: Lane, chunk: bool, message_id: str | None = None) -> None:
         self.owner = owner
         self.id = message_id or sim.new_id("reasoning")
@@ -647,18 +666,6 @@ class _ReasoningMessage(_Actor):
         sim.emit(ReasoningMessageEndEvent(message_id=self.id, **_tag(tag)), tag, lane=True)
         self.done = True
 
-    def _next_delta(self, sim: _Sim) -> str:
-        delta = self.deltas[self.pos]
-        self.pos += 1
-        sim.append_text(self.id, delta)
-        sim.expect("reasoning", self.id, delta)
-        return delta
-
-    def _finish_chunk_if_done(self, sim: _Sim) -> None:
-        assert self.chunk is not None
-        if self.pos >= len(self.deltas):
-            self.chunk.release(sim)
-            self.done = True
 
 
 class _Scope(_Actor):
