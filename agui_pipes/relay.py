@@ -26,16 +26,30 @@ from collections.abc import Callable, Iterable
 from ag_ui.core import BaseEvent
 
 from ._chain import TransformerChain
-from .codecs import encode_sse
-from .decode import DecodeWarning, decode
+from .codecs import encode_ndjson, encode_sse
+from .decode import DecodeWarning, _decode_reusable
 
 __all__ = ["Relay"]
+
+_FRAMING: dict[Callable[[BaseEvent], bytes], tuple[bytes, bytes]] = {
+    encode_sse: (b"data: ", b"\n\n"),
+    encode_ndjson: (b"", b"\n"),
+}
+"""How the built-in encoders frame an event's JSON (for re-sending input bytes as they are)."""
 
 
 class Relay:
     """Decode, transform and encode a stream in batches (one instance per stream)."""
 
-    __slots__ = ("_chain", "_encode", "_finished", "_index", "_on_event", "_on_warning")
+    __slots__ = (
+        "_chain",
+        "_encode",
+        "_finished",
+        "_framing",
+        "_index",
+        "_on_event",
+        "_on_warning",
+    )
 
     def __init__(
         self,
@@ -53,6 +67,7 @@ class Relay:
         chain.claim()
         self._chain = chain
         self._encode = encode
+        self._framing = _FRAMING.get(encode)
         self._on_warning = on_warning
         self._on_event = on_event
         self._index = 0
@@ -64,16 +79,24 @@ class Relay:
         return self._index
 
     def feed(self, payloads: Iterable[bytes | str]) -> bytes:
-        """Process wire payloads (one JSON event each); returns the encoded output."""
+        """Process wire payloads (one JSON event each); returns the encoded output.
+
+        An event that comes out of the chain as the very object decoded from its
+        payload, when that payload is already byte-for-byte the encoder's output,
+        is sent as those bytes without re-encoding (tests prove the output is
+        identical to encoding every event).
+        """
         transform = self._chain._sync_push()
         encode = self._encode
         on_warning = self._on_warning
         on_event = self._on_event
         out: list[bytes] = []
         index = self._index
+        framing = self._framing
+        prefix, suffix = framing if framing is not None else (b"", b"")
         try:
             for payload in payloads:
-                decoded = decode(payload, index=index)
+                decoded, wire = _decode_reusable(payload, index)
                 index += 1
                 if decoded.warnings and on_warning is not None:
                     for warning in decoded.warnings:
@@ -81,10 +104,17 @@ class Relay:
                 event = decoded.event
                 if event is None:
                     continue
+                if framing is None:
+                    wire = None
                 for output in transform(event, index - 1):
                     if on_event is not None:
                         on_event(output)
-                    out.append(encode(output))
+                    if output is event and wire is not None:
+                        # No stage replaced the event and its input bytes are
+                        # exactly what encoding it gives: send them on as they are.
+                        out.append(prefix + wire + suffix)
+                    else:
+                        out.append(encode(output))
         finally:
             self._index = index
         return b"".join(out)

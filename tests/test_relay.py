@@ -37,15 +37,26 @@ def chain() -> TransformerChain:
     )
 
 
-def wire(events: list[BaseEvent]) -> list[bytes]:
-    return [line.encode() for line in event_lines(events)]
+def wire(events: list[BaseEvent], style: str = "sorted") -> list[bytes]:
+    """The stream as NDJSON lines in one of several byte-level spellings."""
+    if style == "sorted":
+        return [line.encode() for line in event_lines(events)]
+    if style == "canonical":  # exactly the encoder's bytes: the relay may pass them through
+        return [e.model_dump_json(by_alias=True).encode() for e in events]
+    dumped = [e.model_dump(mode="json", by_alias=True) for e in events]
+    if style == "spaced":
+        return [json.dumps(d).encode() for d in dumped]
+    return [json.dumps(d, ensure_ascii=True, separators=(",", ":")).encode() for d in dumped]
 
 
-@settings(max_examples=150, deadline=None)
-@given(streams(max_runs=2, tool_names=["search", "internal_debug", "update_items"]),
-       st.integers(1, 7))
-def test_relay_equals_apply_sync(events: list[BaseEvent], batch: int) -> None:
-    lines = wire(events)
+@settings(max_examples=200, deadline=None)
+@given(
+    streams(max_runs=2, tool_names=["search", "internal_debug", "update_items"]),
+    st.integers(1, 7),
+    st.sampled_from(["sorted", "canonical", "spaced", "ascii"]),
+)
+def test_relay_equals_apply_sync(events: list[BaseEvent], batch: int, style: str) -> None:
+    lines = wire(events, style)
     expected = b"".join(
         encode_sse(e) for e in chain().apply_sync([decode(line).event for line in lines])
     )
@@ -110,3 +121,18 @@ def test_ndjson_invalid_utf8_is_an_error_not_a_replacement() -> None:
     assert decoder.feed(good) == [good.decode().strip()]
     with pytest.raises(CodecError, match="not valid UTF-8"):
         decoder.feed(b'{"type": "STEP_STARTED", "stepName": "\xff"}\n')
+
+
+def test_relay_passes_canonical_bytes_through_and_reencodes_the_rest() -> None:
+    from agui_pipes.codecs import encode_ndjson
+
+    events = run(text("m1", "héllo", "wörld"))
+    lines = wire(events, "canonical")
+    for encode in (encode_sse, encode_ndjson):
+        relay = Relay(chain(), encode=encode)
+        out = relay.feed(lines) + relay.finish()
+        assert out == b"".join(encode(e) for e in events)
+    escaped = wire(events, "ascii")
+    relay = Relay(chain())
+    assert relay.feed(escaped) + relay.finish() == b"".join(encode_sse(e) for e in events)
+    assert b"\\u00e9" not in b"".join(encode_sse(e) for e in events)
