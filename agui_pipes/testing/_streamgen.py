@@ -963,14 +963,16 @@ def _update_activity(sim: _Sim, owner: Lane, activity_id: str) -> None:
         return
     content = c.json_object(1)
     if c.chance(30):
-        # replace:false leaves an existing activity (and its owner) alone.
+        # replace:false leaves an activity the client already tracks (and its
+        # owner) alone — but ownership is per run: in a later run it records
+        # this event's tag as the owner, so it must carry the real owner.
         sim.emit(
             ActivitySnapshotEvent(
                 message_id=activity_id,
                 activity_type=activity.activity_type,
                 content=content,
                 replace=False,
-                **_tag(tag),
+                **_tag(activity.owner),
             )
         )
         return
