@@ -363,6 +363,9 @@ class _DeltaActor(_Actor):
     """
 
     _kind: str
+    _content_cls: type[TextMessageContentEvent] | type[ReasoningMessageContentEvent]
+    _end_cls: type[TextMessageEndEvent] | type[ReasoningMessageEndEvent]
+    owner: Lane
     id: str
     deltas: list[str]
     pos: int
@@ -375,6 +378,19 @@ class _DeltaActor(_Actor):
         sim.expect(self._kind, self.id, delta)
         return delta
 
+    def _triad_step(self, sim: _Sim) -> bool:
+        """One step of the START/CONTENT/END form: a delta, or the END (returns True)."""
+        tag = sim.c.pick(sim.tags_for(self.owner, self))
+        if self.pos < len(self.deltas):
+            delta = self._next_delta(sim)
+            content = self._content_cls(message_id=self.id, delta=delta, **_tag(tag))
+            sim.emit(content, tag, lane=True)
+            return False
+        sim.open_messages -= 1
+        sim.emit(self._end_cls(message_id=self.id, **_tag(tag)), tag, lane=True)
+        self.done = True
+        return True
+
     def _finish_chunk_if_done(self, sim: _Sim) -> None:
         assert self.chunk is not None
         if self.pos >= len(self.deltas):
@@ -384,6 +400,8 @@ class _DeltaActor(_Actor):
 
 class _Text(_DeltaActor):
     _kind = "text"
+    _content_cls = TextMessageContentEvent
+    _end_cls = TextMessageEndEvent
 
     def __init__(self, sim: _Sim, owner: Lane, chunk: bool) -> None:
         self.owner = owner
@@ -442,19 +460,8 @@ class _Text(_DeltaActor):
             sim.emit(TextMessageChunkEvent(**fields))
             self._finish_chunk_if_done(sim)
             return
-        tag = c.pick(sim.tags_for(self.owner, self))
-        if self.pos < len(self.deltas):
-            delta = self._next_delta(sim)
-            sim.emit(
-                TextMessageContentEvent(message_id=self.id, delta=delta, **_tag(tag)),
-                tag,
-                lane=True,
-            )
-            return
-        sim.open_messages -= 1
-        sim.emit(TextMessageEndEvent(message_id=self.id, **_tag(tag)), tag, lane=True)
-        sim.closed_texts[self.id] = (self.owner, self.role)
-        self.done = True
+        if self._triad_step(sim):
+            sim.closed_texts[self.id] = (self.owner, self.role)
 
 
 
@@ -610,6 +617,8 @@ class _Tool(_Actor):
 
 class _ReasoningMessage(_DeltaActor):
     _kind = "reasoning"
+    _content_cls = ReasoningMessageContentEvent
+    _end_cls = ReasoningMessageEndEvent
 
     def __init__(self, sim: _Sim, owner: Lane, chunk: bool, message_id: str | None = None) -> None:
         self.owner = owner
@@ -653,18 +662,7 @@ class _ReasoningMessage(_DeltaActor):
             sim.emit(ReasoningMessageChunkEvent(**fields))
             self._finish_chunk_if_done(sim)
             return
-        tag = c.pick(sim.tags_for(self.owner, self))
-        if self.pos < len(self.deltas):
-            delta = self._next_delta(sim)
-            sim.emit(
-                ReasoningMessageContentEvent(message_id=self.id, delta=delta, **_tag(tag)),
-                tag,
-                lane=True,
-            )
-            return
-        sim.open_messages -= 1
-        sim.emit(ReasoningMessageEndEvent(message_id=self.id, **_tag(tag)), tag, lane=True)
-        self.done = True
+        self._triad_step(sim)
 
 
 
