@@ -29,12 +29,19 @@ orjson_dumps = _orjson.dumps if _orjson is not None else None
 
 
 def loads(data: str | bytes) -> Any:
-    """Parse one JSON document (exactly the standard library's semantics and errors)."""
+    """Parse one JSON document (exactly the standard library's semantics and errors).
+
+    Bytes are UTF-8 (RFC 8259), decoded strictly before the fallback: given
+    bytes, ``json`` would also guess UTF-16/32 and skip a BOM, so the same
+    event would parse as bytes but not as text.
+    """
     if _orjson is not None:
         try:
             return _orjson.loads(data)
         except _orjson.JSONDecodeError:
             pass
+    if isinstance(data, bytes | bytearray):
+        data = bytes(data).decode("utf-8")
     return json.loads(data)
 
 

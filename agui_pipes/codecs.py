@@ -377,6 +377,13 @@ class SSEDecoder:
     everything in ``data``. Comments and unknown fields are ignored, and a
     frame with no ``data`` line dispatches nothing.
 
+    ``feed_bytes(chunk)`` is the same with each payload as UTF-8 ``bytes`` —
+    what a relay hands to ``agui_pipes.decode`` or ``agui_pipes.relay.Relay``
+    without a decode/encode round trip. Payload bytes that are not valid UTF-8
+    come out as the U+FFFD-replaced text re-encoded, exactly ``feed(chunk)``'s
+    strings encoded (the spec decodes the stream with replacement). The two
+    methods share the decoder's state, so a stream may mix them.
+
     ``max_frame_bytes`` caps the size of one frame: the bytes of its lines,
     each counted with one line end, not counting the blank line that ends it.
     Past it ``feed`` raises ``FrameTooLarge`` (however the bytes were chunked)
@@ -402,6 +409,13 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[str]:
         """Consume ``chunk``; return the payloads of the frames it completed."""
+        return self._feed(chunk, True)
+
+    def feed_bytes(self, chunk: bytes) -> list[bytes]:
+        """``feed``, with each payload as UTF-8 bytes (see the class docstring)."""
+        return self._feed(chunk, False)
+
+    def _feed(self, chunk: bytes, text: bool) -> list[Any]:
         if self._failed is not None:
             raise CodecError(f"SSE decoder already failed: {self._failed}") from self._failed
         if self._closed:
@@ -420,7 +434,7 @@ class SSEDecoder:
             self._line.clear()
             chunk = pending[len(_BOM):] if pending.startswith(_BOM) else pending
         chunk, self._skip_lf = _normalise_newlines(chunk, self._skip_lf)
-        out: list[str] = []
+        out: list[Any] = []
         if b"\n" not in chunk:
             self._line += chunk
             self._check(len(self._line))
@@ -432,7 +446,7 @@ class SSEDecoder:
         tail = lines.pop()
         try:
             for line in lines:
-                self._line_done(line, out)
+                self._line_done(line, out, text)
         except CodecError as exc:
             self._failed = exc
             raise
@@ -447,10 +461,16 @@ class SSEDecoder:
             self._failed = exc
             raise
 
-    def _line_done(self, line: bytes, out: list[str]) -> None:
+    def _line_done(self, line: bytes, out: list[Any], text: bool) -> None:
         if not line:
             if self._data:
-                out.append(b"\n".join(self._data).decode("utf-8", "replace"))
+                payload = b"\n".join(self._data)
+                if text:
+                    out.append(payload.decode("utf-8", "replace"))
+                elif payload.isascii():
+                    out.append(payload)
+                else:  # replace what is not UTF-8, as the text form does
+                    out.append(payload.decode("utf-8", "replace").encode())
             self._data = []
             self._frame_size = 0
             self._pending_fields = False
@@ -504,6 +524,11 @@ class SSEDecoder:
             )
         return []
 
+    def close_bytes(self) -> list[bytes]:
+        """``close`` (the counterpart of ``feed_bytes``; also returns ``[]``)."""
+        self.close()
+        return []
+
 
 class NDJSONDecoder:
     """Incremental NDJSON decoder: bytes in, one string per non-blank line out.
@@ -512,6 +537,9 @@ class NDJSONDecoder:
     ``max_line_bytes`` caps one line; past it ``feed`` raises ``FrameTooLarge``.
     ``close()`` returns a final line that has no newline after it (many
     producers omit the last one), so nothing is lost at end of stream.
+    ``feed_bytes`` / ``close_bytes`` return the lines as ``bytes`` instead
+    (checked to be UTF-8 all the same); the methods share the decoder's state.
+    A line that is not valid UTF-8 raises ``CodecError`` in both forms.
     """
 
     def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
@@ -524,6 +552,13 @@ class NDJSONDecoder:
 
     def feed(self, chunk: bytes) -> list[str]:
         """Consume ``chunk``; return the lines it completed."""
+        return self._feed(chunk, True)
+
+    def feed_bytes(self, chunk: bytes) -> list[bytes]:
+        """``feed``, with each line as (UTF-8-checked) bytes."""
+        return self._feed(chunk, False)
+
+    def _feed(self, chunk: bytes, text: bool) -> list[Any]:
         if self._failed is not None:
             raise CodecError(f"NDJSON decoder already failed: {self._failed}") from self._failed
         if self._closed:
@@ -531,7 +566,7 @@ class NDJSONDecoder:
         if not isinstance(chunk, bytes | bytearray | memoryview):
             raise TypeError(f"NDJSONDecoder.feed() takes bytes, got {type(chunk).__name__}")
         chunk = bytes(chunk)
-        out: list[str] = []
+        out: list[Any] = []
         if b"\n" not in chunk:
             self._line += chunk
             self._check()
@@ -545,7 +580,7 @@ class NDJSONDecoder:
             if len(line) > self.max_line_bytes:
                 self._line[:] = line
                 self._check()
-            self._emit(line, out)
+            self._emit(line, out, text)
         self._line += tail
         self._check()
         return out
@@ -558,12 +593,15 @@ class NDJSONDecoder:
             raise
 
     @staticmethod
-    def _emit(line: bytes, out: list[str]) -> None:
+    def _emit(line: bytes, out: list[Any], text: bool) -> None:
         if line.endswith(b"\r"):
             line = line[:-1]
         if line.strip():
+            if not text and line.isascii():
+                out.append(line)
+                return
             try:
-                out.append(line.decode("utf-8"))
+                decoded = line.decode("utf-8")
             except UnicodeDecodeError as exc:
                 # Unlike SSE (whose spec says to substitute U+FFFD), NDJSON has no
                 # rule for bad bytes: replacing them would silently alter an event.
@@ -572,14 +610,22 @@ class NDJSONDecoder:
                     f"{line[max(0, exc.start - 20) : exc.start + 20]!r}); AG-UI events are "
                     "UTF-8 JSON, one per line"
                 ) from None
+            out.append(decoded if text else line)
 
     def close(self) -> list[str]:
         """End of stream: the last line if it had no trailing newline."""
+        return self._close(True)
+
+    def close_bytes(self) -> list[bytes]:
+        """``close``, with the last line as bytes."""
+        return self._close(False)
+
+    def _close(self, text: bool) -> list[Any]:
         if self._closed or self._failed is not None:
             self._closed = True
             return []
         self._closed = True
-        out: list[str] = []
-        self._emit(bytes(self._line), out)
+        out: list[Any] = []
+        self._emit(bytes(self._line), out, text)
         self._line.clear()
         return out

@@ -43,7 +43,13 @@ _UNSEEN = object()
 
 
 class Relay:
-    """Decode, transform and encode a stream in batches (one instance per stream)."""
+    """Decode, transform and encode a stream in batches (one instance per stream).
+
+    Hooks (each costs nothing when ``None``): ``on_warning`` gets each decode
+    warning, ``on_input`` each decoded input event before the chain sees it
+    (dropped unknown types excluded), ``on_event`` each output event before
+    it is encoded.
+    """
 
     __slots__ = (
         "_chain",
@@ -52,6 +58,7 @@ class Relay:
         "_framing",
         "_index",
         "_on_event",
+        "_on_input",
         "_on_warning",
     )
 
@@ -62,6 +69,7 @@ class Relay:
         encode: Callable[[BaseEvent], bytes] = encode_sse,
         on_warning: Callable[[DecodeWarning], None] | None = None,
         on_event: Callable[[BaseEvent], None] | None = None,
+        on_input: Callable[[BaseEvent], None] | None = None,
     ) -> None:
         if not chain.is_sync:
             raise TypeError(
@@ -74,6 +82,7 @@ class Relay:
         self._framing = _FRAMING.get(encode)
         self._on_warning = on_warning
         self._on_event = on_event
+        self._on_input = on_input
         self._index = 0
         self._finished = False
 
@@ -94,6 +103,7 @@ class Relay:
         encode = self._encode
         on_warning = self._on_warning
         on_event = self._on_event
+        on_input = self._on_input
         out: list[bytes] = []
         append = out.append
         index = self._index
@@ -134,6 +144,8 @@ class Relay:
                         index += 1
                         continue
                 index += 1
+                if on_input is not None:
+                    on_input(event)
                 for output in transform(event, index - 1):
                     if on_event is not None:
                         on_event(output)

@@ -358,3 +358,101 @@ def test_ndjson_line_cap(cap: int, cuts: list[int]) -> None:
     wire = b"ok\n" + b"x" * (cap + 1) + b"\nafter\n"
     with pytest.raises(FrameTooLarge, match=f"cap of {cap} bytes"):
         decode_ndjson(split_at(wire, cuts), max_line_bytes=cap)
+
+
+# -- bytes payloads (feed_bytes / close_bytes) -----------------------------
+
+
+def _run_decoder(decoder: SSEDecoder | NDJSONDecoder, chunks: list[bytes], text: bool) -> Any:
+    """Every payload the decoder yields, then the error that stopped it (type and text)."""
+    out: list[Any] = []
+    try:
+        for chunk in chunks:
+            out.extend(decoder.feed(chunk) if text else decoder.feed_bytes(chunk))
+        out.extend(decoder.close() if text else decoder.close_bytes())
+    except CodecError as exc:
+        return out, (type(exc), str(exc))
+    return out, None
+
+
+# Invalid UTF-8 of every kind (stray continuation, overlong, surrogate, truncated
+# sequence) spliced into otherwise valid streams.
+bad_utf8 = st.sampled_from([b"\xff", b"\x80", b"\xc0\xaf", b"\xed\xa0\x80", b"\xe2\x82", b"\xf0"])
+
+
+@st.composite
+def spliced(draw: st.DrawFn, wire: bytes) -> bytes:
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(wire)))
+        wire = wire[:at] + draw(st.one_of(bad_utf8, st.binary(max_size=4))) + wire[at:]
+    return wire
+
+
+@settings(max_examples=300, deadline=None)
+@given(sse_stream(), cut_lists, st.data())
+def test_sse_bytes_payloads_are_the_text_payloads_encoded(
+    stream: tuple[bytes, list[str]], cuts: list[int], data: st.DataObject
+) -> None:
+    wire = data.draw(spliced(stream[0]))
+    chunks = split_at(wire, cuts)
+    texts, text_error = _run_decoder(SSEDecoder(), chunks, text=True)
+    raw, raw_error = _run_decoder(SSEDecoder(), chunks, text=False)
+    assert all(type(payload) is bytes for payload in raw)
+    assert raw == [payload.encode() for payload in texts]
+    assert raw_error == text_error
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(any_event, max_size=6), cut_lists, st.data())
+def test_ndjson_bytes_lines_are_the_text_lines_encoded(
+    events: list[BaseEvent], cuts: list[int], data: st.DataObject
+) -> None:
+    wire = data.draw(spliced(b"".join(encode_ndjson(e) for e in events)))
+    chunks = split_at(wire, cuts)
+    texts, text_error = _run_decoder(NDJSONDecoder(), chunks, text=True)
+    raw, raw_error = _run_decoder(NDJSONDecoder(), chunks, text=False)
+    assert all(type(line) is bytes for line in raw)
+    assert raw == [line.encode() for line in texts]
+    assert raw_error == text_error
+
+
+def test_sse_bytes_mode_replaces_invalid_utf8_like_the_text_mode() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed_bytes(b"data: caf\xc3\xa9 \xff!\n\n") == ["café \ufffd!".encode()]
+    assert decoder.feed_bytes(b"data: plain\n\n") == [b"plain"]
+    assert decoder.feed(b"data: mixed \xe2\x82\n\n") == ["mixed \ufffd"]
+    assert decoder.close_bytes() == []
+
+
+def test_ndjson_bytes_mode_rejects_invalid_utf8() -> None:
+    decoder = NDJSONDecoder()
+    assert decoder.feed_bytes('{"a":"é"}\n'.encode()) == ['{"a":"é"}'.encode()]
+    with pytest.raises(CodecError, match="not valid UTF-8"):
+        decoder.feed_bytes(b'{"a":"\xff"}\n')
+    assert NDJSONDecoder().close_bytes() == []
+    last = NDJSONDecoder()
+    assert last.feed_bytes(b'{"a":1}\r\n{"b":2}') == [b'{"a":1}']
+    assert last.close_bytes() == [b'{"b":2}']
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'\xef\xbb\xbf{"type":"RUN_STARTED","threadId":"t","runId":"r"}',  # a BOM
+        b'{\x00"\x00t\x00',  # looks like UTF-16 to json's encoding detection
+        b'\x00\x00\x00{',
+    ],
+)
+def test_decode_treats_bytes_and_their_text_alike(payload: bytes) -> None:
+    # Relays hand decode() bytes where they used to hand it text: the outcome must not
+    # depend on which (the standard library would guess UTF-16/32 or skip a BOM for bytes).
+    from agui_pipes.decode import decode
+
+    def outcome(wire: bytes | str) -> str:
+        try:
+            return repr(decode(wire, index=0))
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+
+    assert outcome(payload) == outcome(payload.decode("utf-8"))
+    assert outcome(payload).startswith("DecodeError")

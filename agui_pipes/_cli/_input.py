@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,7 +28,17 @@ from ag_ui.core import BaseEvent
 from ..codecs import NDJSONDecoder, SSEDecoder
 from ..decode import DecodeWarning, decode
 
-__all__ = ["FORMATS", "InputError", "Progress", "read_events", "read_wire_events"]
+__all__ = [
+    "FORMATS",
+    "InputError",
+    "OpenInput",
+    "Progress",
+    "decode_events",
+    "open_input",
+    "payloads_of",
+    "read_events",
+    "read_wire_events",
+]
 
 InputFormat = Literal["auto", "ndjson", "sse", "json", "corpus"]
 FORMATS: tuple[str, ...] = ("auto", "ndjson", "sse", "json", "corpus")
@@ -98,36 +109,72 @@ def _json_items(data: bytes, fmt: str, name: str) -> list[Any]:
     )
 
 
-async def _payloads(path: str | None, fmt: str, progress: Progress) -> AsyncIterator[Any]:
+@dataclass
+class OpenInput:
+    """An opened input whose format is settled: ``chunks`` yields all its bytes."""
+
+    format: str  # ndjson, sse, json or corpus
+    name: str
+    chunks: AsyncIterator[bytes]
+
+
+async def _prepend(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    async for chunk in chunks:
+        yield chunk
+
+
+@asynccontextmanager
+async def open_input(
+    path: str | None, *, input_format: str = "auto", progress: Progress | None = None
+) -> AsyncIterator[OpenInput]:
+    """Open ``path`` (``None`` or ``-``: standard input) and settle its format.
+
+    ``auto`` looks at the file extension, then at the first chunk read (which
+    ``chunks`` still yields). Raises ``InputError`` like ``read_events``.
+    """
+    if input_format not in FORMATS:
+        raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
     name = "standard input" if path in (None, "-") else str(path)
-    chunks = _chunks(path, progress)
+    chunks = _chunks(path, progress or Progress(None))
     try:
         first = b""
         async for chunk in chunks:
             first = chunk
             break
+        fmt = input_format
         if fmt == "auto":
             suffix = Path(path).suffix.lower() if path not in (None, "-") else ""
             fmt = _BY_SUFFIX.get(suffix) or _sniff(first)
-        if fmt in ("json", "corpus"):
-            data = bytearray(first)
-            async for chunk in chunks:
-                data += chunk
-            if not data.strip():
-                return
-            for item in _json_items(bytes(data), fmt, name):
-                yield item
-            return
-        decoder = NDJSONDecoder() if fmt == "ndjson" else SSEDecoder()
-        for payload in decoder.feed(first):
-            yield payload
-        async for chunk in chunks:
-            for payload in decoder.feed(chunk):
-                yield payload
-        for payload in decoder.close():
-            yield payload
+        yield OpenInput(fmt, name, _prepend(first, chunks))
     finally:
         await chunks.aclose()
+
+
+async def payloads_of(opened: OpenInput) -> AsyncIterator[Any]:
+    """The wire events of an opened input: JSON texts (NDJSON, SSE) or parsed objects."""
+    if opened.format in ("json", "corpus"):
+        data = bytearray()
+        async for chunk in opened.chunks:
+            data += chunk
+        if not data.strip():
+            return
+        for item in _json_items(bytes(data), opened.format, opened.name):
+            yield item
+        return
+    decoder = NDJSONDecoder() if opened.format == "ndjson" else SSEDecoder()
+    async for chunk in opened.chunks:
+        for payload in decoder.feed(chunk):
+            yield payload
+    for payload in decoder.close():
+        yield payload
+
+
+async def _payloads(path: str | None, fmt: str, progress: Progress) -> AsyncIterator[Any]:
+    async with open_input(path, input_format=fmt, progress=progress) as opened:
+        async for payload in payloads_of(opened):
+            yield payload
 
 
 async def read_wire_events(
@@ -163,13 +210,27 @@ async def read_events(
         raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
     if progress is None:
         progress = Progress(None)
+    async for event in decode_events(
+        _payloads(path, input_format, progress), on_warning=on_warning, progress=progress
+    ):
+        yield event
+
+
+async def decode_events(
+    payloads: AsyncIterator[Any],
+    *,
+    on_warning: Callable[[DecodeWarning], None] | None = None,
+    progress: Progress | None = None,
+) -> AsyncIterator[BaseEvent]:
+    """``agui_pipes.decode`` over wire events, numbering them from 0 (see ``read_events``)."""
     index = 0
-    async for payload in _payloads(path, input_format, progress):
+    async for payload in payloads:
         decoded = decode(payload, index=index)
         index += 1
         if on_warning is not None:
             for warning in decoded.warnings:
                 on_warning(warning)
         if decoded.event is not None:
-            progress.events += 1
+            if progress is not None:
+                progress.events += 1
             yield decoded.event

@@ -5,6 +5,13 @@ see ``_input``), runs it through the chain and writes the resulting events as
 NDJSON (default) or SSE. Events are written as they come out of the chain, so
 it works as a filter in a shell pipe.
 
+A chain of synchronous stages over NDJSON or SSE input runs through
+``agui_pipes.relay.Relay``: each chunk read is decoded, transformed and
+encoded in one pass and written with one call. Other chains (async stages,
+operators) and the JSON shapes run event by event through ``chain.apply``.
+Both write the same bytes, and on a rejection the events before the
+rejected one are written either way.
+
 Exit status: 0 the stream went through; 1 the stream was rejected — by a
 stage (e.g. ``verify`` with ``on_violation: raise``), by the decoder (a
 malformed event) or because a stage failed — with the reason on stderr, after
@@ -20,17 +27,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
 import anyio
 from ag_ui.core import BaseEvent
 
+from .._chain import TransformerChain
 from .._errors import StageError, StreamRejected
-from ..codecs import CodecError, encode_ndjson, encode_sse
+from ..codecs import CodecError, NDJSONDecoder, SSEDecoder, encode_ndjson, encode_sse
 from ..decode import DecodeWarning
+from ..relay import Relay
 from ._chainfile import EXIT_CONFIG, load_or_report
-from ._input import FORMATS, InputError, Progress, read_events
+from ._input import FORMATS, InputError, OpenInput, Progress, decode_events, open_input, payloads_of
 
 __all__ = ["register"]
 
@@ -133,18 +142,24 @@ def _run(args: argparse.Namespace) -> int:
         print(f"agui-pipes: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
+    on_warning = None if args.quiet else _warn
+
     async def main() -> None:
-        source: AsyncIterator[BaseEvent] = read_events(
-            args.input,
-            input_format=args.input_format,
-            on_warning=None if args.quiet else _warn,
-            progress=progress,
-        )
-        async with chain_factory().apply(source) as events:
-            async for event in events:
-                out.write(encode(event))
-                if line is not None:
-                    line.tick()
+        chain = chain_factory()
+        async with open_input(
+            args.input, input_format=args.input_format, progress=progress
+        ) as opened:
+            if chain.is_sync and opened.format in ("ndjson", "sse"):
+                await _relay(chain, opened, out, encode, on_warning, progress, line)
+                return
+            source: AsyncIterator[BaseEvent] = decode_events(
+                payloads_of(opened), on_warning=on_warning, progress=progress
+            )
+            async with chain.apply(source) as events:
+                async for event in events:
+                    out.write(encode(event))
+                    if line is not None:
+                        line.tick()
 
     try:
         anyio.run(main)
@@ -163,6 +178,50 @@ def _run(args: argparse.Namespace) -> int:
     if line is not None:
         line.done()
     return 0
+
+
+async def _relay(
+    chain: TransformerChain,
+    opened: OpenInput,
+    out: IO[bytes],
+    encode: Callable[[BaseEvent], bytes],
+    on_warning: Callable[[DecodeWarning], None] | None,
+    progress: Progress,
+    line: _ProgressLine | None,
+) -> None:
+    """Decode, transform and write NDJSON/SSE input a chunk at a time (sync chains)."""
+    decoder = NDJSONDecoder() if opened.format == "ndjson" else SSEDecoder()
+    produced: list[BaseEvent] = []
+
+    def count(event: BaseEvent) -> None:
+        progress.events += 1
+
+    relay = Relay(
+        chain,
+        encode=encode,
+        on_warning=on_warning,
+        on_event=produced.append,
+        on_input=count if line is not None else None,
+    )
+
+    def feed(payloads: list[bytes]) -> None:
+        if not payloads:
+            return
+        try:
+            data = relay.feed(payloads)
+        except Exception:
+            # The events before the failing one are written, as event by event.
+            out.write(b"".join([encode(event) for event in produced]))
+            raise
+        produced.clear()
+        out.write(data)
+        if line is not None:
+            line.tick()
+
+    async for chunk in opened.chunks:
+        feed(decoder.feed_bytes(chunk))
+    feed(decoder.close_bytes())
+    out.write(relay.finish())
 
 
 def _unwrap(exc: BaseException) -> BaseException:

@@ -4,7 +4,9 @@ Three tasks in one task group, because the three things happen on their own
 schedules:
 
 * the *producer* opens the event source (the agent run, or the upstream
-  request), pushes it through the chain and encodes each event;
+  request), pushes it through the chain and encodes each event — or, for a
+  source that already yields encoded frames (the gateway relaying a sync
+  chain, one batch per upstream chunk), passes the batches on;
 * the *writer* sends encoded frames to the client, batching whatever is
   ready into one ASGI message, and sends a keep-alive comment when nothing
   came for ``keepalive`` seconds (so proxies and clients do not time out an
@@ -38,6 +40,7 @@ from ._stats import RunStats
 __all__ = [
     "SSE_HEADERS",
     "Message",
+    "OpenFrames",
     "OpenSource",
     "Receive",
     "RunFailure",
@@ -55,6 +58,8 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 OpenSource = Callable[[], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]]
 """Opens the run's event source for the duration of an ``async with``."""
+OpenFrames = Callable[[], AbstractAsyncContextManager[AsyncIterator[bytes]]]
+"""Opens a source of SSE bytes, already transformed and encoded, counted in the stats."""
 
 SSE_HEADERS: list[tuple[bytes, bytes]] = [
     (b"content-type", SSE_CONTENT_TYPE.encode()),
@@ -98,13 +103,17 @@ class SSERun:
 
     ``open_source`` opens the events; ``chain`` (already instrumented, or
     None) is applied over them; ``count_source`` counts source events when no
-    chain does it. ``on_disconnect`` is called once if the client goes away.
+    chain does it. Alternatively ``open_frames`` (and no ``open_source``)
+    opens a source of encoded SSE batches, written as they are: whoever
+    produces them keeps ``stats`` up to date. ``on_disconnect`` is called
+    once if the client goes away.
     """
 
     def __init__(
         self,
-        open_source: OpenSource,
+        open_source: OpenSource | None = None,
         *,
+        open_frames: OpenFrames | None = None,
         stats: RunStats,
         chain: TransformerChain | None = None,
         count_source: bool = False,
@@ -112,7 +121,10 @@ class SSERun:
         on_disconnect: Callable[[], object] | None = None,
         logger: logging.Logger = _log,
     ) -> None:
+        if (open_source is None) == (open_frames is None):
+            raise TypeError("SSERun takes exactly one of open_source and open_frames")
         self._open = open_source
+        self._open_frames = open_frames
         self._chain = chain
         self._count_source = count_source
         self._stats = stats
@@ -192,6 +204,11 @@ class SSERun:
     async def _produce_events(self, frames: MemoryObjectSendStream[bytes]) -> None:
         stats = self._stats
         try:
+            if self._open_frames is not None:
+                async with self._open_frames() as batches:
+                    await self._forward_frames(batches, frames)
+                return
+            assert self._open is not None
             async with self._open() as events:
                 source: AsyncIterator[BaseEvent] = events
                 if self._count_source:
@@ -238,6 +255,17 @@ class SSERun:
                 send_nowait(frame)
             except anyio.WouldBlock:
                 await for_later(frame)
+
+    @staticmethod
+    async def _forward_frames(
+        batches: AsyncIterator[bytes], frames: MemoryObjectSendStream[bytes]
+    ) -> None:
+        send_nowait = frames.send_nowait
+        async for batch in batches:
+            try:
+                send_nowait(batch)
+            except anyio.WouldBlock:
+                await frames.send(batch)
 
     # -- writing ----------------------------------------------------------
 

@@ -14,6 +14,13 @@ does not know survive. The upstream's SSE is decoded incrementally, each
 event by the consumer decoder, then runs through ``ExpandChunks | Verify |
 <your chain>`` and is re-encoded to the client.
 
+When that chain is synchronous (every stage a ``StreamTransformer``, the
+usual case) it runs through ``agui_pipes.relay.Relay``: each upstream
+network chunk is decoded, transformed and encoded in one synchronous pass
+and written as one batch of frames, with no async generator per event.
+Chains with async stages or operators run through ``chain.apply``. The two
+paths send the same bytes (tests compare them on generated streams).
+
 Everything that can go wrong upstream reaches the client as a well-formed
 RUN_ERROR whose ``code`` says what happened, and is logged:
 
@@ -34,7 +41,7 @@ A client that disconnects cancels the run, which closes the upstream request
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -44,8 +51,15 @@ from ag_ui.core import BaseEvent, EventType
 
 from .._chain import ChainFactory, TransformerChain
 from .._transformer import Stage
-from ..codecs import DEFAULT_MAX_FRAME_BYTES, FrameTooLarge, SSEDecoder, TruncatedFrame
-from ..decode import DecodeError, decode
+from ..codecs import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameTooLarge,
+    SSEDecoder,
+    TruncatedFrame,
+    encode_sse,
+)
+from ..decode import DecodeError, DecodeWarning, decode
+from ..relay import Relay
 from ..transformers import ExpandChunks, Verify
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
@@ -56,7 +70,7 @@ from ._http import (
     send_json_error,
 )
 from ._stats import RunStats, instrument
-from ._streaming import Receive, RunFailure, Scope, Send, SSERun
+from ._streaming import _WATCHED, Receive, RunFailure, Scope, Send, SSERun
 
 __all__ = ["DEFAULT_TIMEOUT", "Gateway", "UpstreamError", "gateway_route"]
 
@@ -198,18 +212,46 @@ class Gateway:
             return
         headers = _hop_headers(scope.get("headers", ()), self._forward)
 
-        def open_upstream() -> Any:
-            return self._events(body, headers)
+        if chain.is_sync:
 
-        response = SSERun(
-            open_upstream, stats=stats, chain=chain, keepalive=self._keepalive, logger=self._log
-        )
+            def open_relay() -> Any:
+                return self._relayed(body, headers, chain, stats)
+
+            response = SSERun(
+                open_frames=open_relay, stats=stats, keepalive=self._keepalive, logger=self._log
+            )
+        else:
+
+            def open_upstream() -> Any:
+                return self._events(body, headers)
+
+            response = SSERun(
+                open_upstream,
+                stats=stats,
+                chain=chain,
+                keepalive=self._keepalive,
+                logger=self._log,
+            )
         await response(scope, receive, send)
 
     @asynccontextmanager
     async def _events(
         self, body: bytes, headers: Mapping[str, str]
     ) -> AsyncIterator[AsyncIterator[BaseEvent]]:
+        async with self._upstream(body, headers) as response:
+            yield self._decode(response)
+
+    @asynccontextmanager
+    async def _relayed(
+        self, body: bytes, headers: Mapping[str, str], chain: TransformerChain, stats: RunStats
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        async with self._upstream(body, headers) as response:
+            yield self._relay(response, chain, stats)
+
+    @asynccontextmanager
+    async def _upstream(
+        self, body: bytes, headers: Mapping[str, str]
+    ) -> AsyncIterator[httpx.Response]:
         client = self._http()
         request = client.build_request("POST", self.upstream, content=body, headers=headers)
         try:
@@ -227,7 +269,7 @@ class Gateway:
             ) from exc
         try:
             await self._check_response(response)
-            yield self._decode(response)
+            yield response
         finally:
             # Shielded: on a client disconnect we are being cancelled, and the
             # upstream connection must still be closed (that is what stops the
@@ -262,58 +304,144 @@ class Gateway:
     async def _decode(self, response: httpx.Response) -> AsyncIterator[BaseEvent]:
         decoder = SSEDecoder(max_frame_bytes=self._max_frame)
         index = 0
-        open_run: str | None = None
-        seen_any = False
-        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        chunks = response.aiter_raw() if encoding == "identity" else response.aiter_bytes()
+        upstream = _UpstreamRun()
         try:
-            async for chunk in chunks:
+            async for chunk in self._chunks(response):
                 for payload in decoder.feed(chunk):
                     decoded = decode(payload, index=index)
                     index += 1
                     for warning in decoded.warnings:
-                        self._log.debug("upstream event: %s", warning)
+                        self._log_warning(warning)
                     event = decoded.event
                     if event is None:
                         continue
-                    seen_any = True
-                    kind = event.type
-                    if kind is EventType.RUN_STARTED:
-                        open_run = getattr(event, "run_id", "?")
-                    elif kind is EventType.RUN_FINISHED or kind is EventType.RUN_ERROR:
-                        open_run = None
+                    upstream.see(event)
                     yield event
             decoder.close()
-        except httpx.TimeoutException as exc:
-            raise UpstreamError(
+        except _UPSTREAM_FAILURES as exc:
+            raise self._failure(exc, index) from exc
+        upstream.check_ended()
+
+    def _failure(self, exc: Exception, events: int) -> UpstreamError:
+        """The ``UpstreamError`` for an exception reading the upstream after ``events`` events."""
+        if isinstance(exc, httpx.TimeoutException):
+            return UpstreamError(
                 "UPSTREAM_TIMEOUT",
                 f"the upstream agent sent nothing for {self._timeout.read}s "
-                f"(after {index} events)",
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise UpstreamError(
+                f"(after {events} events)",
+            )
+        if isinstance(exc, httpx.HTTPError):
+            return UpstreamError(
                 "UPSTREAM_TRUNCATED",
-                f"the upstream connection broke after {index} events: "
+                f"the upstream connection broke after {events} events: "
                 f"{type(exc).__name__}: {exc}",
-            ) from exc
-        except TruncatedFrame as exc:
-            raise UpstreamError("UPSTREAM_TRUNCATED", f"after {index} events: {exc}") from exc
-        except FrameTooLarge as exc:
-            raise UpstreamError("UPSTREAM_MALFORMED", f"after {index} events: {exc}") from exc
-        except DecodeError as exc:
-            raise UpstreamError(
-                "UPSTREAM_MALFORMED", f"the upstream sent an invalid event #{index}: {exc}"
-            ) from exc
-        if not seen_any:
+            )
+        if isinstance(exc, TruncatedFrame):
+            return UpstreamError("UPSTREAM_TRUNCATED", f"after {events} events: {exc}")
+        if isinstance(exc, FrameTooLarge):
+            return UpstreamError("UPSTREAM_MALFORMED", f"after {events} events: {exc}")
+        # A DecodeError: the event at index ``events`` is the invalid one.
+        return UpstreamError(
+            "UPSTREAM_MALFORMED", f"the upstream sent an invalid event #{events}: {exc}"
+        )
+
+    def _chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        return response.aiter_raw() if encoding == "identity" else response.aiter_bytes()
+
+    def _log_warning(self, warning: DecodeWarning) -> None:
+        self._log.debug("upstream event: %s", warning)
+
+    async def _relay(
+        self, response: httpx.Response, chain: TransformerChain, stats: RunStats
+    ) -> AsyncIterator[bytes]:
+        """``_decode`` + ``chain.apply`` + encoding, one batch per upstream chunk.
+
+        Fails exactly as that path does: the same ``UpstreamError`` codes and
+        messages, the chain's own exceptions as they are. When an event fails
+        mid-chunk, the frames of the events before it are still yielded first.
+        """
+        decoder = SSEDecoder(max_frame_bytes=self._max_frame)
+        upstream = _UpstreamRun()
+        produced: list[BaseEvent] = []
+        relay = Relay(
+            chain,
+            on_warning=self._log_warning,
+            on_event=_output_hook(produced, stats),
+            on_input=upstream.see,
+        )
+        try:
+            async for chunk in self._chunks(response):
+                payloads = decoder.feed_bytes(chunk)
+                if not payloads:
+                    continue
+                try:
+                    out = relay.feed(payloads)
+                except Exception:
+                    if produced:  # what the events before the failing one gave
+                        stats.written += len(produced)
+                        yield b"".join([encode_sse(event) for event in produced])
+                    raise
+                stats.written += len(produced)
+                produced.clear()
+                if out:
+                    yield out
+            decoder.close()
+        except _UPSTREAM_FAILURES as exc:
+            raise self._failure(exc, relay.events_in) from exc
+        upstream.check_ended()
+        out = relay.finish()
+        stats.written += len(produced)
+        if out:
+            yield out
+
+
+_UPSTREAM_FAILURES = (httpx.HTTPError, TruncatedFrame, FrameTooLarge, DecodeError)
+"""What reading the upstream can raise that ``Gateway._failure`` turns into a RUN_ERROR."""
+
+
+class _UpstreamRun:
+    """What the upstream's own events say: did any come, is a run still open."""
+
+    __slots__ = ("open_run", "seen_any")
+
+    def __init__(self) -> None:
+        self.open_run: str | None = None
+        self.seen_any = False
+
+    def see(self, event: BaseEvent) -> None:
+        self.seen_any = True
+        kind = event.type
+        if kind is EventType.RUN_STARTED:
+            self.open_run = getattr(event, "run_id", "?")
+        elif kind is EventType.RUN_FINISHED or kind is EventType.RUN_ERROR:
+            self.open_run = None
+
+    def check_ended(self) -> None:
+        """Raise ``UPSTREAM_TRUNCATED`` unless the stream ended as a whole run does."""
+        if not self.seen_any:
             raise UpstreamError(
                 "UPSTREAM_TRUNCATED", "the upstream agent ended its stream without any event"
             )
-        if open_run is not None:
+        if self.open_run is not None:
             raise UpstreamError(
                 "UPSTREAM_TRUNCATED",
-                f"the upstream agent ended its stream while run {open_run} was still open "
+                f"the upstream agent ended its stream while run {self.open_run} was still open "
                 "(no RUN_FINISHED or RUN_ERROR)",
             )
+
+
+def _output_hook(produced: list[BaseEvent], stats: RunStats) -> Callable[[BaseEvent], None]:
+    """Relay's ``on_event``: keep the batch's events (for a failure mid-batch), note outcomes."""
+    keep = produced.append
+    note = stats.note_output
+
+    def hook(event: BaseEvent) -> None:
+        keep(event)
+        if event.type in _WATCHED:
+            note(event)
+
+    return hook
 
 
 def _as_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:

@@ -2,9 +2,18 @@
 
 A client that does not render reasoning, activities or custom events still
 pays for them on the wire. Dropping is done by *family* only — every event of
-a family goes, openers, continuations, terminators and chunks alike — so the
-output stays a valid stream without any bookkeeping. The run lifecycle
-(RUN_STARTED / RUN_FINISHED / RUN_ERROR) is not a droppable family.
+a family goes, openers, continuations, terminators and chunks alike — so no
+kept event refers to a dropped one. The run lifecycle (RUN_STARTED /
+RUN_FINISHED / RUN_ERROR) is not a droppable family.
+
+One thing crosses families: chunk lanes. A dropped event may have closed the
+lane of a kept chunk item (TOOL_CALL_START ends a pending text chunk message,
+so does a STATE_SNAPSHOT or SUBAGENT_FINISHED), so downstream that item stays
+open longer, and a later id-less chunk could resolve differently — ambiguous,
+or to the wrong message. When families that close lanes are dropped while
+chunk families are kept, the stage follows the lanes of its input and output
+(``_lane_mirror.LaneMirror``) and gives such a chunk the ids of the item it
+belongs to; chunks that resolve the same way either side are untouched.
 
 Where a dropped family also lives inside MESSAGES_SNAPSHOT (and the RUN_STARTED
 input echo) it is removed there too, so the client's history agrees with the
@@ -15,7 +24,7 @@ message left empty goes as well) and ``pendingToolCallIds``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Final
 
 from ag_ui.core import (
@@ -31,6 +40,8 @@ from ag_ui.core import (
 
 from .._transformer import StreamTransformer
 from ..events import EVENT_CLASS_BY_TYPE
+from ._lane_mirror import LaneMirror
+from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem
 
 __all__ = ["FAMILIES", "DropEvents", "KeepEvents"]
 
@@ -58,6 +69,65 @@ FAMILIES: Final[dict[str, frozenset[EventType]]] = {
     "subagent": frozenset({_E.SUBAGENT_STARTED, _E.SUBAGENT_FINISHED, _E.SUBAGENT_ERROR}),
 }
 """Event families by name: every event type of a family is dropped or kept together."""
+
+_Handler = Callable[[BaseEvent], Sequence[BaseEvent]]
+
+
+def _drop(event: BaseEvent) -> Sequence[BaseEvent]:
+    return ()
+
+
+def _lane_handlers(
+    mirror: LaneMirror,
+    dropped: frozenset[type[BaseEvent]],
+    kept_chunks: frozenset[type[BaseEvent]],
+) -> tuple[dict[type[BaseEvent], _Handler], _Handler]:
+    """Handlers that follow the lanes of input and output (see the module docstring),
+    and the one for kept closing events.
+
+    Kept closing events are by far the most frequent (every content delta is one):
+    ``transform`` skips their handler while no chunk item is open on either side.
+    """
+    source, output = mirror.source, mirror.output
+    source_open, output_open = source.open, output.open
+    kept = mirror.kept
+
+    def drop_closer(event: BaseEvent) -> Sequence[BaseEvent]:
+        if source_open:
+            source.observe(event)
+        return ()
+
+    def drop_chunk(event: BaseEvent) -> Sequence[BaseEvent]:
+        source.route(event)
+        return ()
+
+    def keep_closer(event: BaseEvent) -> Sequence[BaseEvent]:
+        if source_open or output_open:
+            kept(event)
+        return (event,)
+
+    def keep_chunk(event: BaseEvent) -> Sequence[BaseEvent]:
+        return (kept(event),)
+
+    handlers: dict[type[BaseEvent], _Handler] = {}
+    for cls in dropped & CLOSING_CLASSES:
+        handlers[cls] = drop_closer
+    for cls in dropped & CHUNK_CLASSES:
+        handlers[cls] = drop_chunk
+    for cls in CLOSING_CLASSES - dropped:
+        handlers[cls] = keep_closer
+    for cls in kept_chunks:
+        handlers[cls] = keep_chunk
+    return handlers, keep_closer
+
+
+def _observing(observe: _Handler, rewrite: _Handler) -> _Handler:
+    def both(event: BaseEvent) -> Sequence[BaseEvent]:
+        observe(event)
+        return rewrite(event)
+
+    return both
+
 
 _ROLE_OF_FAMILY: Final = {"reasoning": "reasoning", "activity": "activity", "tool_call": "tool"}
 
@@ -102,21 +172,53 @@ class DropEvents(StreamTransformer):
             rewrite |= {_E.MESSAGES_SNAPSHOT, _E.RUN_STARTED}
         if self._tools:
             rewrite.add(_E.RUN_FINISHED)
+        # Lanes only need following when a kept chunk can outlive a dropped event
+        # that closed (or a dropped chunk that replaced) its lane.
+        kept_chunks = CHUNK_CLASSES - self._dropped
+        self._mirror: LaneMirror | None = None
+        handlers: dict[type[BaseEvent], _Handler] = {cls: _drop for cls in self._dropped}
+        self._keep_closer: _Handler | None = None
+        self._source_open: dict[str | None, ChunkItem] = {}
+        self._output_open: dict[str | None, ChunkItem] = {}
+        if kept_chunks and self._dropped & (CLOSING_CLASSES | CHUNK_CLASSES):
+            mirror = self._mirror = LaneMirror()
+            self._source_open, self._output_open = mirror.source.open, mirror.output.open
+            lane_handlers, self._keep_closer = _lane_handlers(mirror, self._dropped, kept_chunks)
+            handlers.update(lane_handlers)
+            rewrite |= {
+                t for t, c in EVENT_CLASS_BY_TYPE.items() if c in kept_chunks | CLOSING_CLASSES
+            }
+        rewriters: list[tuple[type[BaseEvent], _Handler]] = []
+        if self._roles:
+            rewriters += [
+                (MessagesSnapshotEvent, self._messages_snapshot),
+                (RunStartedEvent, self._run_started),
+            ]
+        if self._tools:
+            rewriters.append((RunFinishedEvent, self._run_finished))
+        for cls, rewriter in rewriters:
+            if cls in self._dropped:  # a dropped MESSAGES_SNAPSHOT needs no cleaning
+                continue
+            observe = handlers.get(cls)
+            handlers[cls] = rewriter if observe is None else _observing(observe, rewriter)
+        self._handlers = handlers
         self.event_types: Collection[EventType | str] | None = frozenset(types | rewrite)
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        cls = type(event)
-        if cls in self._dropped:
-            return ()
-        if cls is MessagesSnapshotEvent:
-            messages = self._clean(event.messages)  # type: ignore[attr-defined]
-            if messages is not None:
-                return (event.model_copy(update={"messages": messages}),)
-        elif cls is RunStartedEvent:
-            return self._run_started(event)  # type: ignore[arg-type]
-        elif cls is RunFinishedEvent:
-            return self._run_finished(event)  # type: ignore[arg-type]
-        return (event,)
+        handler = self._handlers.get(type(event))
+        if handler is None:
+            return (event,)
+        if handler is self._keep_closer and not self._source_open and not self._output_open:
+            return (event,)  # the hot path: a kept delta while no chunk item is open
+        return handler(event)
+
+    # -- snapshots and the run lifecycle --------------------------------------
+
+    def _messages_snapshot(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        messages = self._clean(event.messages)  # type: ignore[attr-defined]
+        if messages is None:
+            return (event,)
+        return (event.model_copy(update={"messages": messages}),)
 
     def _clean(self, messages: Sequence[Any]) -> list[Any] | None:
         if not self._roles:
@@ -135,8 +237,8 @@ class DropEvents(StreamTransformer):
             out.append(message)
         return out if changed else None
 
-    def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
-        echo = event.input
+    def _run_started(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        echo = event.input  # type: ignore[attr-defined]
         if isinstance(echo, RunAgentInput):
             messages = self._clean(echo.messages)
             if messages is not None:
@@ -144,8 +246,8 @@ class DropEvents(StreamTransformer):
                 return (event.model_copy(update={"input": new_input}),)
         return (event,)
 
-    def _run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
-        outcome = event.outcome
+    def _run_finished(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        outcome = event.outcome  # type: ignore[attr-defined]
         if isinstance(outcome, RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
             new = outcome.model_copy(update={"pending_tool_call_ids": None})
             return (event.model_copy(update={"outcome": new}),)

@@ -8,7 +8,9 @@ RUN_STARTED input echo, ``pendingToolCallIds``, SUBAGENT_STARTED
 those: a blocked call leaves no trace anywhere in the stream —
 
 * its START / ARGS / END / RESULT, its chunks (id-less continuations too,
-  routed with the client's lane model) and its tool-call encrypted values;
+  routed with the client's lane model) and its tool-call encrypted values —
+  a kept chunk whose lane the removed events would have closed gets the ids
+  of its item, so it continues the same message downstream (``LaneMirror``);
 * its ``toolCalls`` entry in assistant messages and its answering ``tool``
   message, in MESSAGES_SNAPSHOT and in the RUN_STARTED input echo (whose
   ``tools`` declarations of blocked names go too); an assistant message left
@@ -68,7 +70,8 @@ from ag_ui.core import (
 
 from .._transformer import StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
-from ._lanes import CLOSING_CLASSES, ChunkLanes
+from ._lane_mirror import LaneMirror
+from ._lanes import CLOSING_CLASSES, ChunkRoute
 
 __all__ = ["FilterToolCalls"]
 
@@ -156,7 +159,8 @@ class FilterToolCalls(StreamTransformer):
             SubagentFinishedEvent: self._subagent_end,
             SubagentErrorEvent: self._subagent_end,
         }
-        self._lanes = ChunkLanes()
+        self._mirror = LaneMirror()
+        self._lanes = self._mirror.source
         self._blocked: set[str] = set()
         self._blocked_subagents: set[str] = set()
         self._blocked_entities: set[tuple[str, str]] = set()
@@ -208,37 +212,44 @@ class FilterToolCalls(StreamTransformer):
             both[cls] = self._observing(tagged.get(cls, _pass))
         # Text and reasoning chunks are always routed: opening one replaces (closes)
         # a lane's tool item, and an id-less one must be attributed to the right lane
-        # once a subagent is blocked (an untracked parent item would send it elsewhere).
+        # once a subagent is blocked (an untracked parent item would send it elsewhere),
+        # and keep resolving there once a removed call no longer closes its lane.
         for cls in (TextMessageChunkEvent, ReasoningMessageChunkEvent):
-            base[cls] = lanes[cls] = self._routing(_pass)
+            base[cls] = lanes[cls] = self._routing
             tagged[cls] = both[cls] = self._routing_owned
         self._tables = (base, lanes, tagged, both)
 
     def _observing(self, handler: _Handler) -> _Handler:
+        """A closing event: it closes lanes of the input, and of the output when kept."""
         lanes = self._lanes
+        mirror = self._mirror
 
         def observe(event: BaseEvent) -> Sequence[BaseEvent]:
             lanes.observe(event)
             self._select_table()
-            return handler(event)
+            out = handler(event)
+            if out:
+                mirror.emitted(event)
+                self._select_table()
+            return out
 
         return observe
 
-    def _routing(self, handler: _Handler) -> _Handler:
-        lanes = self._lanes
+    def _routing(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        return self._emit_chunk(event, self._lanes.route(event))
 
-        def route(event: BaseEvent) -> Sequence[BaseEvent]:
-            lanes.route(event)
-            self._select_table()
-            return handler(event)
-
-        return route
+    def _emit_chunk(self, event: BaseEvent, route: ChunkRoute) -> Sequence[BaseEvent]:
+        """A kept chunk, with the ids it omits filled in when removed events moved its lane."""
+        out = (self._mirror.kept_routed(event, route),)
+        self._select_table()
+        return out
 
     route_key: int = 0
     """Which of the four handler tables is in use (the chain re-plans when it changes)."""
 
     def _select_table(self) -> None:
-        self._use_table((1 if self._lanes.open else 0) + (2 if self._blocked_subagents else 0))
+        lanes_open = self._lanes.open or self._mirror.output.open
+        self._use_table((1 if lanes_open else 0) + (2 if self._blocked_subagents else 0))
 
     def _use_table(self, index: int) -> None:
         self._table = self._tables[index]
@@ -262,7 +273,7 @@ class FilterToolCalls(StreamTransformer):
         self._blocked.clear()
         self._blocked_subagents.clear()
         self._blocked_entities.clear()
-        self._lanes.reset()
+        self._mirror.reset()
         self._use_table(0)
 
     def _subagent_blocked(self, event: BaseEvent) -> bool:
@@ -299,7 +310,7 @@ class FilterToolCalls(StreamTransformer):
         ):
             self._blocked_entities.add((bucket, item.id))
             return ()
-        return (event,)
+        return self._emit_chunk(event, route)
 
     def _in_blocked_message(self, parent_message_id: str | None) -> bool:
         return parent_message_id is not None and ("text", parent_message_id) in (
@@ -341,17 +352,17 @@ class FilterToolCalls(StreamTransformer):
             # the arguments of a blocked call out on a guess.
             if any(c.id in self._blocked for c in route.candidates):
                 return ()
-            return (event,)
+            return self._emit_chunk(event, route)
         if item is None:
             blocked = event.tool_call_id is not None and event.tool_call_id in self._blocked
-            return () if blocked else (event,)
+            return () if blocked else self._emit_chunk(event, route)
         if route.opened:
             name = item.name
             if name is not None and self.blocks(name):
                 self._blocked.add(item.id)
             elif name is not None:
                 self._blocked.discard(item.id)
-        return () if item.id in self._blocked else (event,)
+        return () if item.id in self._blocked else self._emit_chunk(event, route)
 
     def _encrypted(self, event: ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
         if self._subagent_blocked(event):

@@ -90,7 +90,8 @@ from .._construct import replace
 from .._transformer import StreamTransformer, Transform
 from ..events import strip_attribution
 from ..verify import Rule, VerificationError
-from ._lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes
+from ._lane_mirror import fill_chunk
+from ._lanes import CHUNK_CLASSES, ChunkLanes
 
 __all__ = ["SubagentVisibility"]
 
@@ -131,28 +132,6 @@ _ROLE_BUCKET: Final = {"reasoning": _REASONING, "activity": _ACTIVITY}
 
 def _pass(event: BaseEvent) -> Sequence[BaseEvent]:
     return (event,)
-
-
-def _fill_chunk(event: BaseEvent, item: ChunkItem) -> BaseEvent:
-    """The chunk with the fields its item carries that the chunk itself omits."""
-    update: dict[str, Any] = {}
-    cls = type(event)
-    if cls is ToolCallChunkEvent:
-        if event.tool_call_id is None:  # type: ignore[attr-defined]
-            update["tool_call_id"] = item.id
-        if event.tool_call_name is None and item.name is not None:  # type: ignore[attr-defined]
-            update["tool_call_name"] = item.name
-        if event.parent_message_id is None and item.parent_message_id is not None:  # type: ignore[attr-defined]
-            update["parent_message_id"] = item.parent_message_id
-    else:
-        if event.message_id is None:  # type: ignore[attr-defined]
-            update["message_id"] = item.id
-        if cls is TextMessageChunkEvent:
-            if event.role is None and item.role is not None:  # type: ignore[attr-defined]
-                update["role"] = item.role
-            if event.name is None and item.name is not None:  # type: ignore[attr-defined]
-                update["name"] = item.name
-    return event.model_copy(update=update) if update else event
 
 
 class SubagentVisibility(StreamTransformer):
@@ -310,7 +289,7 @@ class SubagentVisibility(StreamTransformer):
     def _inline_chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
         route = self._lanes.route(event)
         if route.item is not None and not route.opened:
-            event = _fill_chunk(event, route.item)
+            event = fill_chunk(event, route.item)
         return (strip_attribution(event),)
 
     def _inline_subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
@@ -485,7 +464,7 @@ class SubagentVisibility(StreamTransformer):
             return ()
         if bucket == _TOOL:
             self._visible_calls.add(item.id)
-        return (_fill_chunk(event, item) if not route.opened else event,)
+        return (fill_chunk(event, item) if not route.opened else event,)
 
     def _hidden_state(self, event: BaseEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)

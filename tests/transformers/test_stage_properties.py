@@ -6,7 +6,9 @@
 * **Semantics**: inline folds like attributed, hidden folds to the parent's
   messages with the same state, CoalesceDeltas / StateDiff / StripRawEvents /
   Timestamp / a never-matching Redact fold exactly like their input, a denied
-  tool's name never appears.
+  tool's name never appears, and a stage that removes events folds as if the
+  chunks had been expanded before it ran (removing an event never changes
+  which message an id-less chunk continues).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import (
     CoalesceDeltas,
     DropEvents,
+    ExpandChunks,
     FilterToolCalls,
     KeepEvents,
     Redact,
@@ -172,3 +175,21 @@ def test_drop_events_removes_exactly_the_family(events: list[BaseEvent]) -> None
     assert [e.type for e in out] == [e.type for e in kept]
     assert all(m["role"] != "reasoning" for m in consumed(out).messages)
     assert EventType.RUN_STARTED in {e.type for e in out}
+
+
+_REMOVERS = sorted(
+    name for name in STAGES if name.startswith(("drop-", "keep-", "filter-", "visibility-"))
+)
+
+
+@pytest.mark.parametrize("name", _REMOVERS)
+@_SETTINGS
+@given(events=streams())
+def test_removing_stage_folds_like_it_does_on_expanded_chunks(
+    name: str, events: list[BaseEvent]
+) -> None:
+    stage = STAGES[name]
+    meant = consumed(through(ExpandChunks() | stage, events))
+    got = consumed(through(stage, events))
+    assert got.messages == meant.messages
+    assert got.state == meant.state

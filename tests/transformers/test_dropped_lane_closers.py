@@ -1,0 +1,178 @@
+"""Stages that remove events keep what id-less chunks mean (regression tests).
+
+A removed event may have closed a chunk lane (TOOL_CALL_START, STATE_SNAPSHOT,
+SUBAGENT_FINISHED, ...) or replaced its item (a removed chunk of another kind).
+Downstream, that lane then still holds its old item, and a later id-less chunk
+used to resolve differently there: ambiguous (the client rejects the stream —
+found by the hypothesis property ``test_output_stays_valid[keep-text-state]``)
+or, silently, to another message. The stages now give such a chunk the ids of
+the item it belongs to. Every case is judged against the input with its chunks
+expanded *before* the removal (what the input meant), and by the TS client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from _stage_helpers import consumed, through
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    CustomEvent,
+    MessagesSnapshotEvent,
+    RunFinishedSuccessOutcome,
+    StateSnapshotEvent,
+    SubagentFinishedEvent,
+    SubagentStartedEvent,
+    TextMessageChunkEvent,
+)
+
+from agui_pipes import Stage
+from agui_pipes.testing import (
+    reasoning,
+    run,
+    step,
+    text_chunks,
+    tool_call,
+    tool_call_chunks,
+)
+from agui_pipes.transformers import (
+    DropEvents,
+    ExpandChunks,
+    FilterToolCalls,
+    KeepEvents,
+    SubagentVisibility,
+)
+
+Oracle = Callable[..., list[dict[str, Any]]]
+
+_CLOSERS: dict[str, list[BaseEvent]] = {
+    "tool_call": tool_call("c1", "internal_lookup", "{}", result="ok", subagent="sub-1"),
+    "reasoning": reasoning("r1", "hmm", subagent="sub-1"),
+    "state": [StateSnapshotEvent(snapshot={"k": 1}, subagent_run_id="sub-1")],
+    "step": step("look", subagent="sub-1"),
+    "custom": [CustomEvent(name="note", value=1, subagent_run_id="sub-1")],
+    "subagent": [SubagentFinishedEvent(subagent_run_id="sub-1")],
+    "messages_snapshot": [
+        MessagesSnapshotEvent(
+            messages=[AssistantMessage(id="m1", content="hi there", subagent_run_id="sub-1")]
+        )
+    ],
+}
+"""Per family, events of it that close subagent sub-1's chunk lane."""
+
+
+def _closed_then_idless(family: str) -> list[BaseEvent]:
+    """sub-1 streams m1 as chunks; ``family`` closes its lane; sub-2 streams m2 as chunks;
+    an untagged id-less chunk follows — on the client it can only continue m2."""
+    ends = [SubagentFinishedEvent(subagent_run_id="sub-2")]
+    if family != "subagent":
+        ends.append(SubagentFinishedEvent(subagent_run_id="sub-1"))
+    return run(
+        [
+            SubagentStartedEvent(subagent_run_id="sub-1", name="researcher"),
+            SubagentStartedEvent(subagent_run_id="sub-2", name="writer"),
+        ]
+        + text_chunks("m1", "hi", " there", subagent="sub-1")
+        + _CLOSERS[family]
+        + text_chunks("m2", "x", subagent="sub-2")
+        + [TextMessageChunkEvent(delta='"quoted"')]
+        + ends
+    )
+
+
+def _replaced_then_idless() -> list[BaseEvent]:
+    """The parent's text chunk m1 is replaced by a tool chunk in the same lane; sub-1
+    streams m2; an untagged id-less text chunk can then only continue m2 (the parent's
+    lane holds a tool call) — with the tool chunk removed it would silently join m1."""
+    return run(
+        text_chunks("m1", "a")
+        + tool_call_chunks("c1", "internal_lookup", "{}")
+        + text_chunks("m2", "b", subagent="sub-1")
+        + [TextMessageChunkEvent(delta="c")]
+    )
+
+
+_CASES: list[tuple[str, Stage, list[BaseEvent]]] = [
+    *((f"drop-{f}", DropEvents([f]), _closed_then_idless(f)) for f in sorted(_CLOSERS)),
+    *((f"keep-text-{f}", KeepEvents(["text", "state"]), _closed_then_idless(f)) for f in _CLOSERS),
+    *(
+        (f"filter-{f}", FilterToolCalls.deny(["internal_*"]), _closed_then_idless(f))
+        for f in ("tool_call",)
+    ),
+    ("drop-replacing-chunk", DropEvents(["tool_call"]), _replaced_then_idless()),
+    ("keep-replacing-chunk", KeepEvents(["text"]), _replaced_then_idless()),
+    ("filter-replacing-chunk", FilterToolCalls.deny(["internal_*"]), _replaced_then_idless()),
+    ("hidden-replacing-chunk", SubagentVisibility.hidden(), _replaced_then_idless()),
+]
+
+
+def _meant(stage: Stage, events: list[BaseEvent]) -> list[dict[str, Any]]:
+    """The messages of the input, chunks resolved on the whole input, then ``stage``."""
+    return consumed(through(ExpandChunks() | stage, events)).messages
+
+
+@pytest.mark.parametrize(("stage", "events"), [c[1:] for c in _CASES], ids=[c[0] for c in _CASES])
+def test_idless_chunk_keeps_its_message(stage: Stage, events: list[BaseEvent]) -> None:
+    out = through(stage, events)
+    messages = consumed(out).messages  # raised chunk-ambiguous before the fix
+    assert messages == _meant(stage, events)
+
+
+def test_the_reported_stream_assembles_each_subagents_message() -> None:
+    out = through(KeepEvents(["text", "state"]), _closed_then_idless("tool_call"))
+    contents = {m["id"]: (m["content"], m["subagentRunId"]) for m in consumed(out).messages}
+    assert contents == {"m1": ("hi there", "sub-1"), "m2": ('x"quoted"', "sub-2")}
+    # the id-less chunk got its message's id; nothing else was rewritten
+    filled = [e for e in out if e.type == "TEXT_MESSAGE_CHUNK" and e.delta == '"quoted"']  # type: ignore[attr-defined]
+    assert [e.message_id for e in filled] == ["m2"]  # type: ignore[attr-defined]
+
+
+def test_replacing_chunk_removed_does_not_join_the_wrong_message() -> None:
+    out = through(DropEvents(["tool_call"]), _replaced_then_idless())
+    contents = {m["id"]: m["content"] for m in consumed(out).messages}
+    assert contents == {"m1": "a", "m2": "bc"}
+
+
+def test_chunks_that_resolve_alike_are_left_untouched() -> None:
+    # The dropped reasoning closes m1's lane, but m2 opens with its id and its
+    # id-less continuations resolve to m2 either way: every event is passed as is.
+    events = run(
+        text_chunks("m1", "a", "b")
+        + reasoning("r1", "hmm")
+        + text_chunks("m2", "c", "d")
+        + tool_call_chunks("c1", "search", '{"q"', ":1}")
+        + reasoning("r2", "again")
+        + text_chunks("m3", "e", "f")
+    )
+    for stage in (DropEvents(["reasoning"]), KeepEvents(["text", "tool_call"])):
+        out = through(stage, events)
+        kept = [e for e in events if not e.type.startswith("REASONING")]
+        assert len(out) == len(kept)
+        assert all(a is b for a, b in zip(out, kept, strict=True))
+
+
+def test_ts_client_assembles_the_same_messages(ts_oracle: Oracle) -> None:
+    outputs = [through(stage, events) for _, stage, events in _CASES]
+    results = ts_oracle([{"stream": out} for out in outputs])
+    for (name, _, _), out, theirs in zip(_CASES, outputs, results, strict=True):
+        assert theirs["outcome"] == "completed", (name, theirs["error"])
+        ours = consumed(out)
+        assert ours.messages == theirs["messages"], name
+        assert ours.state == theirs["state"], name
+
+
+def test_following_lanes_leaves_outcomes_and_snapshots_alone() -> None:
+    # Dropping reasoning makes the stage follow lanes (and see run-level events),
+    # which must not make it clean what only dropping tool calls cleans.
+    events = run(
+        text_chunks("m1", "a")
+        + tool_call("c1", "search", "{}")
+        + [MessagesSnapshotEvent(messages=[AssistantMessage(id="m1", content="a")])],
+        outcome=RunFinishedSuccessOutcome(pending_tool_call_ids=["c1"]),
+    )
+    out = through(DropEvents(["reasoning"]), events)
+    assert out == events
+    assert all(a is b for a, b in zip(out, events, strict=True))
