@@ -851,8 +851,15 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
 
 _Builder = Callable[[dict[str, Any]], "BaseEvent | None"]
 _BUILDERS: dict[tuple[str, tuple[str, ...]], _Builder | None] = {}
-_CANONICAL_ORDER: set[tuple[str, tuple[str, ...]]] = set()
-"""Key sets already in the order the encoder writes them (``type`` first, model order)."""
+_CANONICAL_ORDER: dict[tuple[str, tuple[str, ...]], int] = {}
+"""Key sets already in the order the encoder writes them (``type`` first, model order).
+
+Each maps to the length of its compact JSON minus the lengths of its string
+values: for an ASCII payload without escapes, the payload is exactly the
+encoder's output when its length is that plus the values' lengths (any
+whitespace would make it longer), which is cheaper to check than
+re-serialising it.
+"""
 _BUILDER_LIMIT: Final = 1024
 """Bounds the builder cache: key sets come from the wire, so a peer cannot grow it."""
 
@@ -930,7 +937,9 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
             order = {name: i for i, name in enumerate(spec.cls.model_fields)}
             positions = [order[str(a)] for a in attrs]
             if positions == sorted(positions):
-                _CANONICAL_ORDER.add((type_name, keys))
+                # {} + each "key": + each "value" + the commas between members
+                framing = 2 + sum(len(k) + 3 for k in keys) + 2 * len(keys) + len(keys) - 1
+                _CANONICAL_ORDER[(type_name, keys)] = framing
     if len(_BUILDERS) < _BUILDER_LIMIT:
         _BUILDERS[(type_name, keys)] = builder
     return builder

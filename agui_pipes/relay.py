@@ -22,6 +22,7 @@ subclass, a stage bug a ``StageError`` — each naming the event's index.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ag_ui.core import BaseEvent
 
@@ -109,7 +110,8 @@ class Relay:
         index = self._index
         framing = self._framing
         prefix, suffix = framing if framing is not None else (b"", b"")
-        dumps = orjson_dumps if framing is not None else None
+        dumps = orjson_dumps
+        reuse = framing is not None and dumps is not None
         loads = fast_loads
         builders = _BUILDERS
         canonical = _CANONICAL_ORDER
@@ -117,8 +119,8 @@ class Relay:
             for payload in payloads:
                 # decode()'s fast path, inlined: this loop runs once per event.
                 event: BaseEvent | None = None
-                raw: object = None
-                reusable = False
+                raw: Any = None
+                framing_len: int | None = None
                 if payload.__class__ is bytes:
                     try:
                         raw = loads(payload)
@@ -133,7 +135,7 @@ class Relay:
                                 builder = _compile_builder(*key)
                             if builder is not None:
                                 event = builder(raw)  # type: ignore[operator]
-                                reusable = dumps is not None and key in canonical
+                                framing_len = canonical.get(key) if reuse else None
                 if event is None:
                     decoded = decode(payload, index=index)
                     if decoded.warnings and on_warning is not None:
@@ -149,10 +151,16 @@ class Relay:
                 for output in transform(event, index - 1):
                     if on_event is not None:
                         on_event(output)
-                    if output is event and reusable and dumps(raw) == payload:  # type: ignore[misc]
+                    if output is event and framing_len is not None and (
+                        len(payload) == framing_len + sum(map(len, raw.values()))
+                        if payload.isascii() and b"\\" not in payload
+                        else dumps(raw) == payload
+                    ):
                         # No stage replaced the event and its input bytes are
                         # exactly what encoding it gives: send them on as they are.
-                        append(prefix + payload + suffix)  # type: ignore[operator]
+                        append(prefix)
+                        append(payload)  # type: ignore[arg-type]
+                        append(suffix)
                     else:
                         append(encode(output))
         finally:

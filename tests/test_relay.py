@@ -43,6 +43,14 @@ def wire(events: list[BaseEvent], style: str = "sorted") -> list[bytes]:
         return [line.encode() for line in event_lines(events)]
     if style == "canonical":  # exactly the encoder's bytes: the relay may pass them through
         return [e.model_dump_json(by_alias=True).encode() for e in events]
+    if style in ("canonical-spaced", "canonical-escaped"):
+        # One byte-level respelling of the encoder's own bytes: same event, not the
+        # same bytes, so the relay must re-encode it (a space keeps the text ASCII
+        # and escape-free; an escaped letter keeps its length class honest).
+        lines = wire(events, "canonical")
+        if style == "canonical-spaced":
+            return [line.replace(b",", b", ", 1) for line in lines]
+        return [line.replace(b'e"}', b'\\u0065"}', 1) for line in lines]
     dumped = [e.model_dump(mode="json", by_alias=True) for e in events]
     if style == "spaced":
         return [json.dumps(d).encode() for d in dumped]
@@ -53,7 +61,9 @@ def wire(events: list[BaseEvent], style: str = "sorted") -> list[bytes]:
 @given(
     streams(max_runs=2, tool_names=["search", "internal_debug", "update_items"]),
     st.integers(1, 7),
-    st.sampled_from(["sorted", "canonical", "spaced", "ascii"]),
+    st.sampled_from(
+        ["sorted", "canonical", "spaced", "ascii", "canonical-spaced", "canonical-escaped"]
+    ),
 )
 def test_relay_equals_apply_sync(events: list[BaseEvent], batch: int, style: str) -> None:
     lines = wire(events, style)
