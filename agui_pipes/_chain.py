@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from ag_ui.core import BaseEvent, EventType
+from ag_ui.core import BaseEvent
 
 from ._errors import StageError, StreamRejected
 from ._transformer import AsyncStreamTransformer, Stage, StreamOperator, StreamTransformer
@@ -53,58 +53,121 @@ def _annotate(
 
 
 _Transform = Callable[[BaseEvent], Iterable[BaseEvent]]
+_UNROUTED: Any = object()
+_MAX_ROUTE_STATES = 64
+"""Bounds the plan tables a segment keeps (one per combination of its stages' route keys)."""
+
+_Plans = dict[type[BaseEvent], tuple[_Transform, ...]]
+_Routes = list[dict[type[BaseEvent], "_Transform | None"]]
 
 
-def _accepted_classes(stage: Stage) -> frozenset[type[BaseEvent]] | None:
-    """The event classes a stage declared it touches (``event_types``), or None for all."""
-    declared = getattr(stage, "event_types", None)
-    if declared is None:
-        return None
-    from .events import EVENT_CLASS_BY_TYPE
+def _route(stage: StreamTransformer, cls: type[BaseEvent]) -> _Transform | None:
+    if getattr(stage, "route", None) is None:
+        return stage.transform
+    if _route_outdated(stage):
+        return StreamTransformer.route(stage, cls)
+    return stage.route(cls)
 
-    return frozenset(EVENT_CLASS_BY_TYPE[EventType(t)] for t in declared)
+
+def _route_outdated(stage: StreamTransformer) -> bool:
+    """True when ``transform`` was replaced after ``route`` was written for it.
+
+    A subclass that overrides a built-in stage's ``transform`` (or an instance
+    that assigns one) must not be bypassed by the parent's routes, which hand
+    the chain the parent's handlers: such a stage is routed by ``event_types``
+    alone, so its own ``transform`` sees every event it declared.
+    """
+    if "transform" in getattr(stage, "__dict__", {}):
+        return True
+    mro = type(stage).__mro__
+    route_owner = next(k for k in mro if "route" in vars(k))
+    transform_owner = next(k for k in mro if "transform" in vars(k))
+    return transform_owner is not route_owner and issubclass(transform_owner, route_owner)
 
 
 class _SyncSegment:
     """Consecutive sync stages run as one loop, no generator per stage.
 
-    Stages that declare ``event_types`` are skipped for every other event class:
-    per class, the segment caches the *plan* — the transforms that event class
-    must go through — so a stage that ignores an event costs nothing at all.
+    Per event class the segment caches the *plan*: the functions that class
+    goes through, as each stage's ``route`` answered — so a stage that ignores
+    an event costs nothing at all, and one that dispatches on the class is
+    entered at its handler. A plan table is kept per combination of the
+    stages' ``route_key``; a stage's ``reroute()`` switches tables.
     """
 
-    __slots__ = ("accepts", "after", "plans", "push", "stages", "transforms")
+    __slots__ = (
+        "_dups",
+        "_states",
+        "plans",
+        "position_of",
+        "push",
+        "routes",
+        "stages",
+        "transforms",
+    )
 
     def __init__(self, stages: Sequence[StreamTransformer]) -> None:
         self.stages = tuple(stages)
-        if len({id(s) for s in self.stages}) == len(self.stages):
-            self.transforms: tuple[_Transform, ...] = tuple(s.transform for s in self.stages)
-        else:
-            # The same instance twice: give each position its own key object.
-            self.transforms = tuple(functools.partial(s.transform) for s in self.stages)
-        # Where to resume after a given transform leaves the one-in-one-out path.
-        self.after = {t: i + 1 for i, t in enumerate(self.transforms)}
-        self.accepts = tuple(_accepted_classes(s) for s in self.stages)
-        self.plans: dict[type[BaseEvent], tuple[_Transform, ...]] = {}
-        self.push: Callable[[BaseEvent, int], Sequence[BaseEvent]] = (
-            self._push_all if all(a is None for a in self.accepts) else self._push_planned
+        ids = [id(s) for s in self.stages]
+        # The same instance at several positions: each position gets its own
+        # function objects, so a function always names one position.
+        self._dups = {i for i in ids if ids.count(i) > 1}
+        self.transforms: tuple[_Transform, ...] = tuple(s.transform for s in self.stages)
+        self.position_of: dict[_Transform, int] = {}
+        self._states: dict[tuple[Any, ...], tuple[_Plans, _Routes]] = {}
+        self.plans: _Plans = {}
+        self.routes: _Routes = []
+        self._switch()
+        default = StreamTransformer.route
+        plain = not self._dups and all(
+            getattr(type(s), "route", default) is default
+            and getattr(s, "event_types", None) is None
+            for s in self.stages
         )
+        if plain:
+            for i, transform in enumerate(self.transforms):
+                self.position_of[transform] = i
+        self.push: Callable[[BaseEvent, int], Sequence[BaseEvent]] = (
+            self._push_all if plain else self._push_planned
+        )
+        for stage in dict.fromkeys(self.stages):
+            try:
+                listeners = vars(stage).setdefault("_route_listeners", [])
+            except TypeError:  # no instance dict: such a stage cannot reroute
+                continue
+            listeners.append(self._switch)
+
+    def _switch(self) -> None:
+        """Use the plan table of the stages' current route keys."""
+        key = tuple(getattr(s, "route_key", None) for s in self.stages)
+        state = self._states.get(key)
+        if state is None:
+            if len(self._states) >= _MAX_ROUTE_STATES:
+                self._states.clear()
+            state = self._states[key] = ({}, [{} for _ in self.stages])
+        self.plans, self.routes = state
+
+    def _route_at(self, position: int, cls: type[BaseEvent]) -> _Transform | None:
+        cache = self.routes[position]
+        function = cache.get(cls, _UNROUTED)
+        if function is _UNROUTED:
+            stage = self.stages[position]
+            function = _route(stage, cls)
+            if function is not None:
+                if id(stage) in self._dups:
+                    function = functools.partial(function)
+                self.position_of[function] = position
+            cache[cls] = function
+        return function  # type: ignore[no-any-return]
 
     def _plan(self, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
-        plan = tuple(
-            t
-            for t, accepts in zip(self.transforms, self.accepts, strict=True)
-            if accepts is None or any(issubclass(cls, a) for a in accepts)
-        )
+        routed = (self._route_at(i, cls) for i in range(len(self.stages)))
+        plan = tuple(f for f in routed if f is not None)
         self.plans[cls] = plan
         return plan
 
-    def _wants(self, position: int, event: BaseEvent) -> bool:
-        accepts = self.accepts[position]
-        return accepts is None or isinstance(event, tuple(accepts))
-
     def _push_all(self, event: BaseEvent, index: int) -> Sequence[BaseEvent]:
-        """``push`` when no stage declared ``event_types``: every stage sees every event."""
+        """``push`` when no stage routes: every stage sees every event."""
         transform = None
         try:
             for transform in self.transforms:
@@ -113,11 +176,11 @@ class _SyncSegment:
                     event = out[0]
                 else:
                     batch = out if type(out) is list or type(out) is tuple else list(out)
-                    return self._push_from(self.after[transform], batch, index)
+                    return self._push_from(self.position_of[transform] + 1, batch, index)
         except Exception as exc:
             if transform is None:  # pragma: no cover - the loop always binds it first
                 raise
-            stage = self.stages[self.after[transform] - 1]
+            stage = self.stages[self.position_of[transform]]
             raise _annotate(exc, stage, event, index) from exc
         return (event,)
 
@@ -143,31 +206,30 @@ class _SyncSegment:
                         event = passed
                         continue
                 batch = out if type(out) is list or type(out) is tuple else list(out)
-                return self._push_from(self.after[transform], batch, index)
+                return self._push_from(self.position_of[transform] + 1, batch, index)
         except Exception as exc:
             if transform is None:  # pragma: no cover - the loop always binds it first
                 raise
-            stage = self.stages[self.after[transform] - 1]
+            stage = self.stages[self.position_of[transform]]
             raise _annotate(exc, stage, event, index) from exc
         return (event,)
 
     def _push_from(
         self, start: int, batch: Sequence[BaseEvent], index: int
     ) -> Sequence[BaseEvent]:
-        transforms = self.transforms
         i = start
         current: BaseEvent | None = None
         try:
-            for i in range(start, len(transforms)):
-                transform = transforms[i]
+            for i in range(start, len(self.stages)):
                 if not batch:
                     break
                 collected: list[BaseEvent] = []
                 for current in batch:
-                    if self._wants(i, current):
-                        collected.extend(transform(current))
-                    else:
+                    function = self._route_at(i, type(current))
+                    if function is None:
                         collected.append(current)
+                    else:
+                        collected.extend(function(current))
                 batch = collected
         except Exception as exc:
             raise _annotate(exc, self.stages[i], current, index) from exc

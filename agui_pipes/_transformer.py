@@ -21,7 +21,7 @@ abandoned mid-item.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Hashable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ag_ui.core import BaseEvent, EventType
@@ -35,6 +35,7 @@ __all__ = [
     "Stage",
     "StreamOperator",
     "StreamTransformer",
+    "Transform",
 ]
 
 _S = TypeVar("_S", bound="Stage")
@@ -97,8 +98,12 @@ class StreamTransformer(Stage):
     calls ``transform`` for other types and passes them through untouched, so
     a stage that touches three types costs nothing on the other twenty-eight.
     Set it as a class attribute, or on the instance in ``__init__`` when it
-    depends on configuration (it is read when the chain is built).
+    depends on configuration (the chain reads it the first time it sees each
+    event class; see ``route``).
     """
+
+    route_key: Hashable = None
+    """Names the current answers of ``route`` (see ``reroute``); constant by default."""
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         """Map one event to what goes downstream."""
@@ -107,6 +112,41 @@ class StreamTransformer(Stage):
     def finish(self) -> Iterable[BaseEvent]:
         """Events to append when the upstream ended normally (never on cancel/close)."""
         return ()
+
+    def route(self, event_class: type[BaseEvent]) -> Transform | None:
+        """The function the chain calls for events of ``event_class``, or None to skip them.
+
+        The chain asks once per event class and remembers the answer, so a
+        stage that dispatches on the event's class anyway can hand the chain
+        the handler itself and save a call and a lookup on every event. None
+        means "pass these events on untouched, without calling me". The
+        function must behave exactly as ``transform`` does for that class
+        (``transform`` is still what runs the stage on its own).
+
+        The default answers from ``event_types``. A stage whose answers
+        change with its state (it ignores most events until something opens)
+        sets ``route_key`` to a hashable name of that state and calls
+        ``reroute()`` whenever it changes; the chain then asks again, and
+        reuses earlier answers when a state comes back.
+        """
+        declared = self.event_types
+        if declared is None:
+            return self.transform
+        from .events import EVENT_CLASS_BY_TYPE
+
+        for name in declared:
+            if issubclass(event_class, EVENT_CLASS_BY_TYPE[EventType(name)]):
+                return self.transform
+        return None
+
+    def reroute(self) -> None:
+        """Tell the chains running this stage that ``route`` answers differently now."""
+        for listener in self.__dict__.get("_route_listeners", ()):
+            listener()
+
+
+Transform = Callable[[BaseEvent], Iterable[BaseEvent]]
+"""What ``StreamTransformer.route`` returns: a function with ``transform``'s contract."""
 
 
 class AsyncStreamTransformer(Stage):

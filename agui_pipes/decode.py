@@ -74,7 +74,7 @@ from ag_ui.core import (
 )
 
 from . import _json
-from ._construct import construct
+from ._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT, construct
 from .verify import ProtocolViolation
 
 __all__ = [
@@ -250,6 +250,10 @@ def _json_object(value: Any, path: tuple[str | int, ...], ctx: _Context) -> Any:
     raise _Invalid(path, "object", "Invalid input", "custom")
 
 
+_CHOICES: dict[Checker, frozenset[str]] = {}
+"""The allowed strings of each literal / enum checker (for the generated builders)."""
+
+
 def _literal(expected: str) -> Checker:
     shown = json.dumps(expected)
 
@@ -258,6 +262,7 @@ def _literal(expected: str) -> Checker:
             return value
         raise _Invalid(path, shown, f"Invalid input: expected {shown}", "invalid_value")
 
+    _CHOICES[check] = frozenset((expected,))
     return check
 
 
@@ -270,6 +275,7 @@ def _enum(*options: str) -> Checker:
             return value
         raise _Invalid(path, shown, f"Invalid option: expected one of {shown}", "invalid_value")
 
+    _CHOICES[check] = allowed
     return check
 
 
@@ -554,7 +560,10 @@ _TEXT_ROLE = _enum("developer", "system", "assistant", "user")
 class _EventSpec:
     """How one event type is checked and turned into its ``ag_ui.core`` model."""
 
-    __slots__ = ("cls", "fields", "flat", "required", "required_attrs", "str_attrs", "type_name")
+    __slots__ = (
+        "choice_attrs", "cls", "fields", "flat", "required", "required_attrs", "str_attrs",
+        "type_name",
+    )
 
     def __init__(
         self, cls: type[BaseEvent], fields: Mapping[str, tuple[Checker, bool]], flat: bool
@@ -568,6 +577,9 @@ class _EventSpec:
         self.str_attrs = {"type": "type", **{
             f.key: f.attr for f in self.fields.values() if f.check is _str
         }}
+        self.choice_attrs = {
+            f.key: (f.attr, _CHOICES[f.check]) for f in self.fields.values() if f.check in _CHOICES
+        }
 
 
 def _spec(cls: type[BaseEvent], tagged: bool = True, flat: bool = True,
@@ -848,44 +860,70 @@ _BUILDER_LIMIT: Final = 1024
 def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
     """Straight-line code that builds the event for one exact wire key set, or None.
 
-    Only for key sets the fast path of ``_decode_event`` would take: a flat
-    type, every key a plain-string field, every required field present. The
-    generated function checks that each value is a ``str`` (returning None
-    otherwise, for the checked path) and builds the same instance
-    ``construct`` would — without a per-key loop, which is most of a hot
-    event's decoding cost. Generating code from the model's field names is
-    the technique dataclasses use.
+    Only for key sets whose every key is a plain-string or string-choice
+    field (such as a message's ``role``) and that hold every required field:
+    then no nested model is involved, even for types that have nested fields
+    (they take their defaults), and the checked path would build exactly what
+    ``construct`` builds. The generated function checks each value's class
+    (and choice) and returns None when one is off, for the checked path to
+    report; otherwise it builds the instance without a per-key loop, which is
+    most of a hot event's decoding cost. Generating code from the model's
+    field names is the technique dataclasses use.
     """
     spec = _SPECS.get(type_name)
     builder: _Builder | None = None
-    if spec is not None and spec.flat and keys.count("type") == 1:
-        attrs = [spec.str_attrs.get(key) for key in keys]
+    if spec is not None and keys.count("type") == 1:
+        choices = spec.choice_attrs
+        attrs = [
+            spec.str_attrs.get(key) or (choices[key][0] if key in choices else None)
+            for key in keys
+        ]
         given = {a for a in attrs if a is not None and a != "type"}
         if all(a is not None for a in attrs) and spec.required_attrs <= given:
             names = [(key, attr) for key, attr in zip(keys, attrs, strict=True) if key != "type"]
             fields = dict.fromkeys(spec.cls.model_fields)
             lines = ["def build(raw):"]
+            allowed: dict[str, frozenset[str]] = {}
             for i, (key, _) in enumerate(names):
                 lines.append(f"    v{i} = raw[{key!r}]")
-                lines.append(f"    if v{i}.__class__ is not str: return None")
-            values = {name: ("TYPE" if name == "type" else "DEFAULTS[" + repr(name) + "]")
-                      for name in fields}
+                if key in choices:
+                    allowed[f"ALLOWED{i}"] = choices[key][1]
+                    lines.append(
+                        f"    if v{i}.__class__ is not str or v{i} not in ALLOWED{i}: return None"
+                    )
+                else:
+                    lines.append(f"    if v{i}.__class__ is not str: return None")
+            defaults = {n: i.default for n, i in spec.cls.model_fields.items()}
+            values = {
+                name: "TYPE" if name == "type"
+                else "None" if defaults[name] is None
+                else "DEFAULTS[" + repr(name) + "]"
+                for name in fields
+            }
             for i, (_, attr) in enumerate(names):
                 values[str(attr)] = f"v{i}"
             body = ", ".join(f"{name!r}: {expr}" for name, expr in values.items())
+            if not spec.flat:
+                # The checked path validates such types with the wire "type" included,
+                # so it counts as set there; build the same instance.
+                given.add("type")
+            given_set = "{" + ", ".join(repr(a) for a in sorted(given)) + "}" if given else "set()"
             lines.append("    event = new(cls)")
-            lines.append(f"    setattr_(event, '__dict__', {{{body}}})")
-            lines.append("    setattr_(event, '__pydantic_fields_set__', set(GIVEN))")
-            lines.append("    setattr_(event, '__pydantic_extra__', {})")
-            lines.append("    setattr_(event, '__pydantic_private__', None)")
+            lines.append(f"    set_dict(event, {{{body}}})")
+            lines.append(f"    set_fields(event, {given_set})")
+            lines.append("    set_extra(event, {})")
+            lines.append("    set_private(event, None)")
             lines.append("    return event")
             namespace: dict[str, Any] = {
                 "new": object.__new__,
                 "cls": spec.cls,
-                "setattr_": object.__setattr__,
+                "set_dict": DICT_SLOT,
+                "set_fields": FIELDS_SET_SLOT,
+                "set_extra": EXTRA_SLOT,
+                "set_private": PRIVATE_SLOT,
                 "TYPE": spec.cls.model_fields["type"].default,
-                "DEFAULTS": {n: i.default for n, i in spec.cls.model_fields.items()},
-                "GIVEN": frozenset(given),
+                "DEFAULTS": defaults,
+                **allowed,
             }
             exec("\n".join(lines), namespace)  # generated from the model's own field names
             builder = namespace["build"]
@@ -927,40 +965,6 @@ def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> D
                         return Decoded(event)
             return _decode_object(raw, index)
     return _decode_object(_as_object(wire, index), index)
-
-
-def _decode_reusable(wire: bytes | str, index: int) -> tuple[Decoded, bytes | None]:
-    """``decode`` for a relay: also the wire JSON when it is exactly what encoding gives.
-
-    For a plain-string event whose keys are in the encoder's order, the JSON
-    ``encode_json`` would write is ``orjson.dumps`` of the parsed object; when
-    the input bytes are those very bytes, a relay can send them on unchanged
-    if no stage replaced the event. Anything else returns ``None`` for them.
-    """
-    data = wire if wire.__class__ is bytes else None
-    if data is None and wire.__class__ is str:
-        data = wire.encode()
-    if data is None or _json.orjson_dumps is None:
-        return decode(wire, index=index), None
-    try:
-        raw = _json.fast_loads(data)
-    except ValueError:
-        return decode(wire, index=index), None
-    if raw.__class__ is dict:
-        type_name = raw.get("type")
-        if type_name.__class__ is str:
-            key = (type_name, tuple(raw))
-            try:
-                builder = _BUILDERS[key]
-            except KeyError:
-                builder = _compile_builder(*key)
-            if builder is not None:
-                event = builder(raw)
-                if event is not None:
-                    reusable = key in _CANONICAL_ORDER and _json.orjson_dumps(raw) == data
-                    return Decoded(event), data if reusable else None
-        return _decode_object(raw, index), None
-    return decode(wire, index=index), None
 
 
 def decode_many(

@@ -57,6 +57,8 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from ._construct import replace
+
 __all__ = [
     "ALL_EVENT_CLASSES",
     "ATTRIBUTABLE_CLASSES",
@@ -209,7 +211,7 @@ def strip_attribution(event: BaseEvent) -> BaseEvent:
     if cls in _ATTRIBUTABLE_CLASSES:
         if getattr(event, "subagent_run_id", None) is None:
             return event
-        return event.model_copy(update={"subagent_run_id": None})
+        return replace(event, "subagent_run_id", None)
     if cls is MessagesSnapshotEvent:
         assert isinstance(event, MessagesSnapshotEvent)
         messages, changed = _strip_list(event.messages)

@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable
 from ag_ui.core import BaseEvent
 
 from ._chain import TransformerChain
+from ._json import fast_loads, orjson_dumps
 from .codecs import encode_ndjson, encode_sse
-from .decode import DecodeWarning, _decode_reusable
+from .decode import _BUILDERS, _CANONICAL_ORDER, DecodeWarning, _compile_builder, decode
 
 __all__ = ["Relay"]
 
@@ -36,6 +37,9 @@ _FRAMING: dict[Callable[[BaseEvent], bytes], tuple[bytes, bytes]] = {
     encode_ndjson: (b"", b"\n"),
 }
 """How the built-in encoders frame an event's JSON (for re-sending input bytes as they are)."""
+
+_UNSEEN = object()
+"""Marks a key set the builder cache has not seen yet."""
 
 
 class Relay:
@@ -101,32 +105,56 @@ class Relay:
         on_event = self._on_event
         on_input = self._on_input
         out: list[bytes] = []
+        append = out.append
         index = self._index
         framing = self._framing
         prefix, suffix = framing if framing is not None else (b"", b"")
+        dumps = orjson_dumps if framing is not None else None
+        loads = fast_loads
+        builders = _BUILDERS
+        canonical = _CANONICAL_ORDER
         try:
             for payload in payloads:
-                decoded, wire = _decode_reusable(payload, index)
-                index += 1
-                if decoded.warnings and on_warning is not None:
-                    for warning in decoded.warnings:
-                        on_warning(warning)
-                event = decoded.event
+                # decode()'s fast path, inlined: this loop runs once per event.
+                event: BaseEvent | None = None
+                raw: object = None
+                reusable = False
+                if payload.__class__ is bytes:
+                    try:
+                        raw = loads(payload)
+                    except ValueError:  # malformed: decode() below reports it precisely
+                        raw = None
+                    if raw.__class__ is dict:
+                        type_name = raw.get("type")
+                        if type_name.__class__ is str:
+                            key = (type_name, tuple(raw))
+                            builder = builders.get(key, _UNSEEN)
+                            if builder is _UNSEEN:
+                                builder = _compile_builder(*key)
+                            if builder is not None:
+                                event = builder(raw)  # type: ignore[operator]
+                                reusable = dumps is not None and key in canonical
                 if event is None:
-                    continue
+                    decoded = decode(payload, index=index)
+                    if decoded.warnings and on_warning is not None:
+                        for warning in decoded.warnings:
+                            on_warning(warning)
+                    event = decoded.event
+                    if event is None:
+                        index += 1
+                        continue
+                index += 1
                 if on_input is not None:
                     on_input(event)
-                if framing is None:
-                    wire = None
                 for output in transform(event, index - 1):
                     if on_event is not None:
                         on_event(output)
-                    if output is event and wire is not None:
+                    if output is event and reusable and dumps(raw) == payload:  # type: ignore[misc]
                         # No stage replaced the event and its input bytes are
                         # exactly what encoding it gives: send them on as they are.
-                        out.append(prefix + wire + suffix)
+                        append(prefix + payload + suffix)  # type: ignore[operator]
                     else:
-                        out.append(encode(output))
+                        append(encode(output))
         finally:
             self._index = index
         return b"".join(out)

@@ -313,6 +313,17 @@ class Verifier:
             handler = self._dispatch_subclass(event)
         handler(event)
 
+    def _mid_run_check(self, event_class: type[BaseEvent]) -> Callable[[BaseEvent], None] | None:
+        """What ``observe`` runs for ``event_class`` while the run is open, or None.
+
+        Valid only while ``_gated`` is false (no sequence checks pending); a
+        stage that caches it per class checks that flag itself. RUN_STARTED
+        has its own pre-check, so it always goes through ``observe``.
+        """
+        if event_class is RunStartedEvent:
+            return None
+        return self._dispatch.get(event_class)
+
     def observe_all(self, events: Iterable[BaseEvent]) -> None:
         """``observe`` each event in order."""
         for event in events:

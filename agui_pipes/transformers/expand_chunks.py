@@ -70,7 +70,7 @@ from ag_ui.core import (
 )
 
 from .._construct import construct
-from .._transformer import StreamTransformer
+from .._transformer import StreamTransformer, Transform
 from ..verify import Rule, VerificationError
 
 __all__ = ["ExpandChunks"]
@@ -146,30 +146,55 @@ class ExpandChunks(StreamTransformer):
     is open.
     """
 
+    route_key: bool = False
+    """Whether a chunk stream is open: until one is, only chunk events need this stage."""
+
     def __init__(self) -> None:
         self._lanes: dict[str | None, _Pending] = {}
+
+    def route(self, event_class: type[BaseEvent]) -> Transform | None:
+        role = _role_of_class(event_class)
+        if role >= _TEXT or (self._lanes and role != _NOTHING):
+            return self.transform
+        return None  # no chunk stream open: nothing to close, the event passes untouched
+
+    def _lanes_changed(self) -> None:
+        is_open = bool(self._lanes)
+        if is_open is not self.route_key:
+            self.route_key = is_open
+            self.reroute()
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         role = _ROLE.get(event.__class__)
         if role is None:
-            role = _role_of_subclass(event)
+            role = _role_of_class(event.__class__)
         if role >= _TEXT:
-            return self._chunk(event, role)
+            try:
+                return self._chunk(event, role)
+            finally:
+                self._lanes_changed()
         lanes = self._lanes
         if not lanes or role == _NOTHING:
             return (event,)
         if role == _OWN_LANE:
             pending = lanes.pop(getattr(event, "subagent_run_id", None), None)
-            return (event,) if pending is None else (_end_event(pending), event)
+            if pending is None:
+                return (event,)
+            self._lanes_changed()
+            return (_end_event(pending), event)
         if role == _ALL_LANES:
             closed: list[BaseEvent] = [_end_event(p) for p in lanes.values()]
             lanes.clear()
+            self._lanes_changed()
             closed.append(event)
             return closed
         # A subagent's terminal closes its own lane only (never the parent's).
         owner: str | None = getattr(event, "subagent_run_id", None)
         pending = None if owner is None else lanes.pop(owner, None)
-        return (event,) if pending is None else (_end_event(pending), event)
+        if pending is None:
+            return (event,)
+        self._lanes_changed()
+        return (_end_event(pending), event)
 
     # -- chunks --------------------------------------------------------------
 
@@ -325,8 +350,11 @@ def _end_event(pending: _Pending) -> BaseEvent:
     return construct(cls, values)
 
 
-def _role_of_subclass(event: BaseEvent) -> int:
-    for cls in type(event).__mro__:
+def _role_of_class(event_class: type[BaseEvent]) -> int:
+    role = _ROLE.get(event_class)
+    if role is not None:
+        return role
+    for cls in event_class.__mro__:
         role = _ROLE.get(cls)
         if role is not None:
             return role

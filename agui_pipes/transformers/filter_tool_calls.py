@@ -68,7 +68,7 @@ from ag_ui.core import (
     ToolMessage,
 )
 
-from .._transformer import StreamTransformer
+from .._transformer import StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
 from ._lane_mirror import LaneMirror
 from ._lanes import CLOSING_CLASSES, ChunkRoute
@@ -244,10 +244,22 @@ class FilterToolCalls(StreamTransformer):
         self._select_table()
         return out
 
+    route_key: int = 0
+    """Which of the four handler tables is in use (the chain re-plans when it changes)."""
+
     def _select_table(self) -> None:
         lanes_open = self._lanes.open or self._mirror.output.open
-        index = (1 if lanes_open else 0) + (2 if self._blocked_subagents else 0)
+        self._use_table((1 if lanes_open else 0) + (2 if self._blocked_subagents else 0))
+
+    def _use_table(self, index: int) -> None:
         self._table = self._tables[index]
+        if index != self.route_key:
+            self.route_key = index
+            self.reroute()
+
+    def route(self, event_class: type[BaseEvent]) -> Transform | None:
+        # The handler itself, or None: events the current table ignores skip the stage.
+        return self._table.get(event_class)
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         handler = self._table.get(type(event))
@@ -262,7 +274,7 @@ class FilterToolCalls(StreamTransformer):
         self._blocked_subagents.clear()
         self._blocked_entities.clear()
         self._mirror.reset()
-        self._table = self._tables[0]
+        self._use_table(0)
 
     def _subagent_blocked(self, event: BaseEvent) -> bool:
         tag = event.subagent_run_id  # type: ignore[attr-defined]

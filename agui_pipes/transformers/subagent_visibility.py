@@ -86,7 +86,8 @@ from ag_ui.core import (
     ToolMessage,
 )
 
-from .._transformer import StreamTransformer
+from .._construct import replace
+from .._transformer import StreamTransformer, Transform
 from ..events import strip_attribution
 from ..verify import Rule, VerificationError
 from ._lane_mirror import fill_chunk
@@ -196,6 +197,10 @@ class SubagentVisibility(StreamTransformer):
         handler = self._handlers.get(type(event))
         return (event,) if handler is None else handler(event)
 
+    def route(self, event_class: type[BaseEvent]) -> Transform | None:
+        # The mode's handler itself; classes it has none for skip the stage.
+        return self._handlers.get(event_class)
+
     # -- shared: subagent lifecycle bookkeeping ------------------------------
 
     def _started(self, event: SubagentStartedEvent) -> None:
@@ -269,7 +274,7 @@ class SubagentVisibility(StreamTransformer):
             lanes.observe(event)
         if event.subagent_run_id is None:  # type: ignore[attr-defined]
             return (event,)
-        return (event.model_copy(update={"subagent_run_id": None}),)
+        return (replace(event, "subagent_run_id", None),)
 
     def _inline_run_level(self, event: BaseEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)

@@ -28,7 +28,7 @@ from typing import Literal
 from ag_ui.core import BaseEvent, RunErrorEvent
 
 from .._construct import construct
-from .._transformer import StreamTransformer
+from .._transformer import StreamTransformer, Transform
 from ..verify import Profile, VerificationError, Verifier
 
 __all__ = ["OnViolation", "Verify"]
@@ -81,6 +81,25 @@ class Verify(StreamTransformer):
         except VerificationError as error:
             return self._violation(error)
         return (event,)
+
+    def route(self, event_class: type[BaseEvent]) -> Transform | None:
+        check = self._verifier._mid_run_check(event_class)
+        if check is None:
+            return self.transform
+        verifier = self._verifier
+        transform = self.transform
+
+        def verify(event: BaseEvent) -> Sequence[BaseEvent]:
+            # ``transform`` with the verifier's dispatch resolved once per class.
+            if verifier._gated or self._stopped:
+                return transform(event)
+            try:
+                check(event)
+            except VerificationError as error:
+                return self._violation(error)
+            return (event,)
+
+        return verify
 
     def finish(self) -> Sequence[BaseEvent]:
         if self._stopped:
