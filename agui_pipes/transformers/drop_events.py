@@ -15,6 +15,11 @@ chunk families are kept, the stage follows the lanes of its input and output
 (``_lane_mirror.LaneMirror``) and gives such a chunk the ids of the item it
 belongs to; chunks that resolve the same way either side are untouched.
 
+The other: ownership. An untagged TOOL_CALL_START with a ``parentMessageId`` is
+owned by that message's owner, which the client learns from events of the
+``text`` / ``messages_snapshot`` families; with those dropped and tool calls
+kept, such a start gets its owner's tag explicitly (``_message_owners``).
+
 Where a dropped family also lives inside MESSAGES_SNAPSHOT (and the RUN_STARTED
 input echo) it is removed there too, so the client's history agrees with the
 live stream: ``reasoning`` removes reasoning messages, ``activity`` activity
@@ -36,12 +41,17 @@ from ag_ui.core import (
     RunFinishedEvent,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
+    TextMessageChunkEvent,
+    TextMessageStartEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
 )
 
 from .._transformer import StreamTransformer
 from ..events import EVENT_CLASS_BY_TYPE
 from ._lane_mirror import LaneMirror
 from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem
+from ._message_owners import MessageOwners
 
 __all__ = ["FAMILIES", "DropEvents", "KeepEvents"]
 
@@ -119,6 +129,77 @@ def _lane_handlers(
     for cls in kept_chunks:
         handlers[cls] = keep_chunk
     return handlers, keep_closer
+
+
+_OWNER_SOURCES: Final[frozenset[type[BaseEvent]]] = frozenset(
+    {TextMessageStartEvent, TextMessageChunkEvent, MessagesSnapshotEvent}
+)
+"""Dropped, these take a message's owner off the record (``_message_owners``)."""
+
+
+def _owner_handlers(
+    handlers: dict[type[BaseEvent], _Handler], mirror: LaneMirror | None
+) -> dict[type[BaseEvent], _Handler]:
+    """Handlers that keep an untagged tool call start owned by its parent message's owner.
+
+    The events that put owners on record are watched whether dropped or kept (then
+    handled as before); a kept untagged TOOL_CALL_START whose parent message a
+    subagent owns is tagged with that subagent. The tag moves the lane the start
+    closes, so the output lanes see the tagged copy.
+    """
+    owners = MessageOwners()
+
+    def then(cls: type[BaseEvent], hook: Callable[[Any], None]) -> _Handler:
+        after = handlers.get(cls, _keep)
+
+        def watched(event: BaseEvent) -> Sequence[BaseEvent]:
+            hook(event)
+            return after(event)
+
+        return watched
+
+    def run_started(event: RunStartedEvent) -> None:
+        owners.reset()
+        if isinstance(event.input, RunAgentInput):
+            owners.seed(event.input.messages, authoritative=False)
+
+    def text_chunk(event: TextMessageChunkEvent) -> None:
+        if event.message_id is not None:
+            owners.opened(event.message_id, event.subagent_run_id)
+
+    keep_start = handlers.get(ToolCallStartEvent, _keep)
+
+    def tool_start(event: BaseEvent) -> Sequence[BaseEvent]:
+        parent = event.parent_message_id  # type: ignore[attr-defined]
+        if event.subagent_run_id is not None or parent is None:  # type: ignore[attr-defined]
+            return keep_start(event)
+        owner = owners.owner(parent)
+        if owner is None:
+            return keep_start(event)
+        tagged = event.model_copy(update={"subagent_run_id": owner})
+        if mirror is not None:
+            mirror.source.observe(event)
+            mirror.output.observe(tagged)
+        return (tagged,)
+
+    return {
+        RunStartedEvent: then(RunStartedEvent, run_started),
+        MessagesSnapshotEvent: then(
+            MessagesSnapshotEvent, lambda e: owners.seed(e.messages, authoritative=True)
+        ),
+        TextMessageStartEvent: then(
+            TextMessageStartEvent, lambda e: owners.opened(e.message_id, e.subagent_run_id)
+        ),
+        TextMessageChunkEvent: then(TextMessageChunkEvent, text_chunk),
+        ToolCallResultEvent: then(
+            ToolCallResultEvent, lambda e: owners.minted(e.message_id, e.subagent_run_id)
+        ),
+        ToolCallStartEvent: tool_start,
+    }
+
+
+def _keep(event: BaseEvent) -> Sequence[BaseEvent]:
+    return (event,)
 
 
 def _observing(observe: _Handler, rewrite: _Handler) -> _Handler:
@@ -201,6 +282,9 @@ class DropEvents(StreamTransformer):
                 continue
             observe = handlers.get(cls)
             handlers[cls] = rewriter if observe is None else _observing(observe, rewriter)
+        if ToolCallStartEvent not in self._dropped and self._dropped & _OWNER_SOURCES:
+            handlers.update(_owner_handlers(handlers, self._mirror))
+            rewrite |= {t for t, c in EVENT_CLASS_BY_TYPE.items() if c in handlers}
         self._handlers = handlers
         self.event_types: Collection[EventType | str] | None = frozenset(types | rewrite)
 

@@ -34,6 +34,7 @@ from agui_pipes.testing import (
     reasoning,
     run,
     step,
+    text,
     text_chunks,
     tool_call,
     tool_call_chunks,
@@ -176,3 +177,60 @@ def test_following_lanes_leaves_outcomes_and_snapshots_alone() -> None:
     out = through(DropEvents(["reasoning"]), events)
     assert out == events
     assert all(a is b for a, b in zip(out, events, strict=True))
+
+
+def _call_in_subagent_message() -> list[BaseEvent]:
+    """sub-1 writes m1 and opens a call in it with an *untagged* start (the call is
+    sub-1's through its parent message) but tagged arguments."""
+    call = tool_call("c1", "search", '{"q":', "1}", parent_message_id="m1", subagent="sub-1")
+    call[0] = call[0].model_copy(update={"subagent_run_id": None})
+    return run(
+        [
+            SubagentStartedEvent(subagent_run_id="sub-1", name="researcher"),
+            *text("m1", "let me look", subagent="sub-1"),
+            *call,
+            SubagentFinishedEvent(subagent_run_id="sub-1"),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    "stage",
+    [DropEvents(["text"]), KeepEvents(["tool_call"]), KeepEvents(["tool_call", "subagent"])],
+    ids=repr,
+)
+def test_call_keeps_its_owner_when_its_parent_message_is_dropped(stage: Stage) -> None:
+    events = _call_in_subagent_message()
+    out = through(stage, events)
+    messages = consumed(out).messages  # owner-mismatch on the tagged ARGS before the fix
+    assert messages == _meant(stage, events)
+    assert [(m["id"], m["subagentRunId"]) for m in messages] == [("m1", "sub-1")]
+    assert messages[0]["toolCalls"][0]["function"]["arguments"] == '{"q":1}'
+    starts = [e for e in out if e.type == "TOOL_CALL_START"]
+    assert [e.subagent_run_id for e in starts] == ["sub-1"]
+
+
+def test_call_owner_follows_a_dropped_snapshot() -> None:
+    # Only the (dropped) snapshot tells the client that sub-1 owns m1.
+    call = _call_in_subagent_message()[5:-2]
+    assert call[0].type == "TOOL_CALL_START" and call[-1].type == "TOOL_CALL_END"
+    events = run(
+        [
+            SubagentStartedEvent(subagent_run_id="sub-1", name="researcher"),
+            MessagesSnapshotEvent(
+                messages=[AssistantMessage(id="m1", content="x", subagent_run_id="sub-1")]
+            ),
+            *call,
+            SubagentFinishedEvent(subagent_run_id="sub-1"),
+        ]
+    )
+    consumed(events)
+    out = through(DropEvents(["messages_snapshot"]), events)
+    assert consumed(out).messages[0]["subagentRunId"] == "sub-1"
+
+
+def test_ts_client_agrees_on_the_owned_call(ts_oracle: Oracle) -> None:
+    outputs = [through(KeepEvents(["tool_call"]), _call_in_subagent_message())]
+    (theirs,) = ts_oracle([{"stream": out} for out in outputs])
+    assert theirs["outcome"] == "completed", theirs["error"]
+    assert consumed(outputs[0]).messages == theirs["messages"]

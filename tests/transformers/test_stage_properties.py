@@ -56,6 +56,8 @@ STAGES: dict[str, Stage] = {
     "drop-tool-calls": DropEvents(["tool_call"]),
     "drop-subagent-steps": DropEvents(["subagent", "step", "activity"]),
     "keep-text-state": KeepEvents(["text", "state"]),
+    "drop-text-snapshots": DropEvents(["text", "messages_snapshot"]),
+    "keep-tool-calls": KeepEvents(["tool_call"]),
     "strip-raw": StripRawEvents(),
     "coalesce": CoalesceDeltas(),
     "coalesce-bounded": CoalesceDeltas(max_chars=3),
