@@ -879,6 +879,10 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
     """
     spec = _SPECS.get(type_name)
     builder: _Builder | None = None
+    if len(_BUILDERS) >= _BUILDER_LIMIT:
+        # Key sets come from the wire: past the bound, new ones take the checked
+        # path rather than costing a compilation each.
+        return None
     if spec is not None and keys.count("type") == 1:
         choices = spec.choice_attrs
         attrs = [
@@ -901,22 +905,20 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
                 else:
                     lines.append(f"    if v{i}.__class__ is not str: return None")
             defaults = {n: i.default for n, i in spec.cls.model_fields.items()}
-            values = {
-                name: "TYPE" if name == "type"
-                else "None" if defaults[name] is None
-                else "DEFAULTS[" + repr(name) + "]"
-                for name in fields
-            }
-            for i, (_, attr) in enumerate(names):
-                values[str(attr)] = f"v{i}"
-            body = ", ".join(f"{name!r}: {expr}" for name, expr in values.items())
+            # The fields dict starts as a copy of the defaults (in model order, as
+            # construct builds it) and gets the given values: copying a dict is
+            # cheaper than building one key by key.
+            template = {name: defaults[name] for name in fields}
             if not spec.flat:
                 # The checked path validates such types with the wire "type" included,
                 # so it counts as set there; build the same instance.
                 given.add("type")
             given_set = "{" + ", ".join(repr(a) for a in sorted(given)) + "}" if given else "set()"
+            lines.append("    data = TEMPLATE.copy()")
+            for i, (_, attr) in enumerate(names):
+                lines.append(f"    data[{str(attr)!r}] = v{i}")
             lines.append("    event = new(cls)")
-            lines.append(f"    set_dict(event, {{{body}}})")
+            lines.append("    set_dict(event, data)")
             lines.append(f"    set_fields(event, {given_set})")
             lines.append("    set_extra(event, {})")
             lines.append("    set_private(event, None)")
@@ -928,8 +930,7 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
                 "set_fields": FIELDS_SET_SLOT,
                 "set_extra": EXTRA_SLOT,
                 "set_private": PRIVATE_SLOT,
-                "TYPE": spec.cls.model_fields["type"].default,
-                "DEFAULTS": defaults,
+                "TEMPLATE": template,
                 **allowed,
             }
             exec("\n".join(lines), namespace)  # generated from the model's own field names
@@ -940,9 +941,23 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
                 # {} + each "key": + each "value" + the commas between members
                 framing = 2 + sum(len(k) + 3 for k in keys) + 2 * len(keys) + len(keys) - 1
                 _CANONICAL_ORDER[(type_name, keys)] = framing
-    if len(_BUILDERS) < _BUILDER_LIMIT:
-        _BUILDERS[(type_name, keys)] = builder
+    _BUILDERS[(type_name, keys)] = builder
     return builder
+
+
+_RelayEntry = tuple[_Builder, "int | None"] | None
+_RELAY_ENTRIES: dict[tuple[str, tuple[str, ...]], _RelayEntry] = {}
+"""Per key set, for a relay: the builder and the canonical framing length, in one lookup."""
+
+
+def _relay_entry(type_name: str, keys: tuple[str, ...]) -> _RelayEntry:
+    """Compile (or find) the builder of a key set and pair it with its framing length."""
+    key = (type_name, keys)
+    builder = _BUILDERS[key] if key in _BUILDERS else _compile_builder(type_name, keys)
+    entry = None if builder is None else (builder, _CANONICAL_ORDER.get(key))
+    if len(_RELAY_ENTRIES) < _BUILDER_LIMIT:
+        _RELAY_ENTRIES[key] = entry
+    return entry
 
 
 def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> Decoded:

@@ -29,7 +29,7 @@ from ag_ui.core import BaseEvent
 from ._chain import TransformerChain
 from ._json import fast_loads, orjson_dumps
 from .codecs import encode_ndjson, encode_sse
-from .decode import _BUILDERS, _CANONICAL_ORDER, DecodeWarning, _compile_builder, decode
+from .decode import _RELAY_ENTRIES, DecodeWarning, _relay_entry, decode
 
 __all__ = ["Relay"]
 
@@ -39,7 +39,7 @@ _FRAMING: dict[Callable[[BaseEvent], bytes], tuple[bytes, bytes]] = {
 }
 """How the built-in encoders frame an event's JSON (for re-sending input bytes as they are)."""
 
-_UNSEEN = object()
+_UNSEEN: Any = object()
 """Marks a key set the builder cache has not seen yet."""
 
 
@@ -113,8 +113,7 @@ class Relay:
         dumps = orjson_dumps
         reuse = framing is not None and dumps is not None
         loads = fast_loads
-        builders = _BUILDERS
-        canonical = _CANONICAL_ORDER
+        entries = _RELAY_ENTRIES
         try:
             for payload in payloads:
                 # decode()'s fast path, inlined: this loop runs once per event.
@@ -129,13 +128,14 @@ class Relay:
                     if raw.__class__ is dict:
                         type_name = raw.get("type")
                         if type_name.__class__ is str:
-                            key = (type_name, tuple(raw))
-                            builder = builders.get(key, _UNSEEN)
-                            if builder is _UNSEEN:
-                                builder = _compile_builder(*key)
-                            if builder is not None:
-                                event = builder(raw)  # type: ignore[operator]
-                                framing_len = canonical.get(key) if reuse else None
+                            keys = tuple(raw)
+                            entry = entries.get((type_name, keys), _UNSEEN)
+                            if entry is _UNSEEN:
+                                entry = _relay_entry(type_name, keys)
+                            if entry is not None:
+                                event = entry[0](raw)
+                                if reuse:
+                                    framing_len = entry[1]
                 if event is None:
                     decoded = decode(payload, index=index)
                     if decoded.warnings and on_warning is not None:
