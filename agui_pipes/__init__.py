@@ -13,6 +13,7 @@ from ._transformer import (
     Stage,
     StreamOperator,
     StreamTransformer,
+    Transform,
 )
 from ._version import __version__
 from .config import ConfigError, chain_schema, load_chain
@@ -47,6 +48,7 @@ __all__ = [
     "StreamOperator",
     "StreamRejected",
     "StreamTransformer",
+    "Transform",
     "TransformerChain",
     "VerificationError",
     "Verifier",

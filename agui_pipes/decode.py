@@ -851,8 +851,15 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
 
 _Builder = Callable[[dict[str, Any]], "BaseEvent | None"]
 _BUILDERS: dict[tuple[str, tuple[str, ...]], _Builder | None] = {}
-_CANONICAL_ORDER: set[tuple[str, tuple[str, ...]]] = set()
-"""Key sets already in the order the encoder writes them (``type`` first, model order)."""
+_CANONICAL_ORDER: dict[tuple[str, tuple[str, ...]], int] = {}
+"""Key sets already in the order the encoder writes them (``type`` first, model order).
+
+Each maps to the length of its compact JSON minus the lengths of its string
+values: for an ASCII payload without escapes, the payload is exactly the
+encoder's output when its length is that plus the values' lengths (any
+whitespace would make it longer), which is cheaper to check than
+re-serialising it.
+"""
 _BUILDER_LIMIT: Final = 1024
 """Bounds the builder cache: key sets come from the wire, so a peer cannot grow it."""
 
@@ -872,6 +879,10 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
     """
     spec = _SPECS.get(type_name)
     builder: _Builder | None = None
+    if len(_BUILDERS) >= _BUILDER_LIMIT:
+        # Key sets come from the wire: past the bound, new ones take the checked
+        # path rather than costing a compilation each.
+        return None
     if spec is not None and keys.count("type") == 1:
         choices = spec.choice_attrs
         attrs = [
@@ -894,22 +905,20 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
                 else:
                     lines.append(f"    if v{i}.__class__ is not str: return None")
             defaults = {n: i.default for n, i in spec.cls.model_fields.items()}
-            values = {
-                name: "TYPE" if name == "type"
-                else "None" if defaults[name] is None
-                else "DEFAULTS[" + repr(name) + "]"
-                for name in fields
-            }
-            for i, (_, attr) in enumerate(names):
-                values[str(attr)] = f"v{i}"
-            body = ", ".join(f"{name!r}: {expr}" for name, expr in values.items())
+            # The fields dict starts as a copy of the defaults (in model order, as
+            # construct builds it) and gets the given values: copying a dict is
+            # cheaper than building one key by key.
+            template = {name: defaults[name] for name in fields}
             if not spec.flat:
                 # The checked path validates such types with the wire "type" included,
                 # so it counts as set there; build the same instance.
                 given.add("type")
             given_set = "{" + ", ".join(repr(a) for a in sorted(given)) + "}" if given else "set()"
+            lines.append("    data = TEMPLATE.copy()")
+            for i, (_, attr) in enumerate(names):
+                lines.append(f"    data[{str(attr)!r}] = v{i}")
             lines.append("    event = new(cls)")
-            lines.append(f"    set_dict(event, {{{body}}})")
+            lines.append("    set_dict(event, data)")
             lines.append(f"    set_fields(event, {given_set})")
             lines.append("    set_extra(event, {})")
             lines.append("    set_private(event, None)")
@@ -921,8 +930,7 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
                 "set_fields": FIELDS_SET_SLOT,
                 "set_extra": EXTRA_SLOT,
                 "set_private": PRIVATE_SLOT,
-                "TYPE": spec.cls.model_fields["type"].default,
-                "DEFAULTS": defaults,
+                "TEMPLATE": template,
                 **allowed,
             }
             exec("\n".join(lines), namespace)  # generated from the model's own field names
@@ -930,10 +938,26 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
             order = {name: i for i, name in enumerate(spec.cls.model_fields)}
             positions = [order[str(a)] for a in attrs]
             if positions == sorted(positions):
-                _CANONICAL_ORDER.add((type_name, keys))
-    if len(_BUILDERS) < _BUILDER_LIMIT:
-        _BUILDERS[(type_name, keys)] = builder
+                # {} + each "key": + each "value" + the commas between members
+                framing = 2 + sum(len(k) + 3 for k in keys) + 2 * len(keys) + len(keys) - 1
+                _CANONICAL_ORDER[(type_name, keys)] = framing
+    _BUILDERS[(type_name, keys)] = builder
     return builder
+
+
+_RelayEntry = tuple[_Builder, "int | None"] | None
+_RELAY_ENTRIES: dict[tuple[str, tuple[str, ...]], _RelayEntry] = {}
+"""Per key set, for a relay: the builder and the canonical framing length, in one lookup."""
+
+
+def _relay_entry(type_name: str, keys: tuple[str, ...]) -> _RelayEntry:
+    """Compile (or find) the builder of a key set and pair it with its framing length."""
+    key = (type_name, keys)
+    builder = _BUILDERS[key] if key in _BUILDERS else _compile_builder(type_name, keys)
+    entry = None if builder is None else (builder, _CANONICAL_ORDER.get(key))
+    if len(_RELAY_ENTRIES) < _BUILDER_LIMIT:
+        _RELAY_ENTRIES[key] = entry
+    return entry
 
 
 def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> Decoded:

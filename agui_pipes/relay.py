@@ -22,13 +22,14 @@ subclass, a stage bug a ``StageError`` — each naming the event's index.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ag_ui.core import BaseEvent
 
 from ._chain import TransformerChain
 from ._json import fast_loads, orjson_dumps
 from .codecs import encode_ndjson, encode_sse
-from .decode import _BUILDERS, _CANONICAL_ORDER, DecodeWarning, _compile_builder, decode
+from .decode import _RELAY_ENTRIES, DecodeWarning, _relay_entry, decode
 
 __all__ = ["Relay"]
 
@@ -38,7 +39,7 @@ _FRAMING: dict[Callable[[BaseEvent], bytes], tuple[bytes, bytes]] = {
 }
 """How the built-in encoders frame an event's JSON (for re-sending input bytes as they are)."""
 
-_UNSEEN = object()
+_UNSEEN: Any = object()
 """Marks a key set the builder cache has not seen yet."""
 
 
@@ -109,16 +110,16 @@ class Relay:
         index = self._index
         framing = self._framing
         prefix, suffix = framing if framing is not None else (b"", b"")
-        dumps = orjson_dumps if framing is not None else None
+        dumps = orjson_dumps
+        reuse = framing is not None and dumps is not None
         loads = fast_loads
-        builders = _BUILDERS
-        canonical = _CANONICAL_ORDER
+        entries = _RELAY_ENTRIES
         try:
             for payload in payloads:
                 # decode()'s fast path, inlined: this loop runs once per event.
                 event: BaseEvent | None = None
-                raw: object = None
-                reusable = False
+                raw: Any = None
+                framing_len: int | None = None
                 if payload.__class__ is bytes:
                     try:
                         raw = loads(payload)
@@ -127,13 +128,14 @@ class Relay:
                     if raw.__class__ is dict:
                         type_name = raw.get("type")
                         if type_name.__class__ is str:
-                            key = (type_name, tuple(raw))
-                            builder = builders.get(key, _UNSEEN)
-                            if builder is _UNSEEN:
-                                builder = _compile_builder(*key)
-                            if builder is not None:
-                                event = builder(raw)  # type: ignore[operator]
-                                reusable = dumps is not None and key in canonical
+                            keys = tuple(raw)
+                            entry = entries.get((type_name, keys), _UNSEEN)
+                            if entry is _UNSEEN:
+                                entry = _relay_entry(type_name, keys)
+                            if entry is not None:
+                                event = entry[0](raw)
+                                if reuse:
+                                    framing_len = entry[1]
                 if event is None:
                     decoded = decode(payload, index=index)
                     if decoded.warnings and on_warning is not None:
@@ -149,10 +151,16 @@ class Relay:
                 for output in transform(event, index - 1):
                     if on_event is not None:
                         on_event(output)
-                    if output is event and reusable and dumps(raw) == payload:  # type: ignore[misc]
+                    if output is event and framing_len is not None and (
+                        len(payload) == framing_len + sum(map(len, raw.values()))
+                        if payload.isascii() and b"\\" not in payload
+                        else dumps(raw) == payload
+                    ):
                         # No stage replaced the event and its input bytes are
                         # exactly what encoding it gives: send them on as they are.
-                        append(prefix + payload + suffix)  # type: ignore[operator]
+                        append(prefix)
+                        append(payload)  # type: ignore[arg-type]
+                        append(suffix)
                     else:
                         append(encode(output))
         finally:

@@ -324,6 +324,22 @@ class Verifier:
             return None
         return self._dispatch.get(event_class)
 
+    def _open_table(self, event_class: type[BaseEvent]) -> tuple[bool, dict[str, None]] | None:
+        """For the three delta events: (keyed by tool call id?, the table of open ids).
+
+        Mid-run, an *untagged* delta whose id is in that table is accepted with
+        no state change — the whole check for the events that make up most of
+        a stream. The tables are never replaced (only cleared), so a caller may
+        keep them.
+        """
+        if event_class is TextMessageContentEvent:
+            return False, self._active_messages
+        if event_class is ToolCallArgsEvent:
+            return True, self._active_tool_calls
+        if event_class is ReasoningMessageContentEvent:
+            return False, self._active_reasoning_messages
+        return None
+
     def observe_all(self, events: Iterable[BaseEvent]) -> None:
         """``observe`` each event in order."""
         for event in events:

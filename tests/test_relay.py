@@ -43,6 +43,15 @@ def wire(events: list[BaseEvent], style: str = "sorted") -> list[bytes]:
         return [line.encode() for line in event_lines(events)]
     if style == "canonical":  # exactly the encoder's bytes: the relay may pass them through
         return [e.model_dump_json(by_alias=True).encode() for e in events]
+    if style in ("canonical-spaced", "canonical-escaped"):
+        # One byte-level respelling of the encoder's own bytes: same event, not the
+        # same bytes, so the relay must re-encode it (a space keeps the text ASCII
+        # and escape-free, so only the length tells; an escaped letter in the
+        # "type" key takes the re-serialising comparison).
+        lines = wire(events, "canonical")
+        if style == "canonical-spaced":
+            return [line.replace(b",", b", ", 1) for line in lines]
+        return [line.replace(b'"type"', b'"typ\\u0065"', 1) for line in lines]
     dumped = [e.model_dump(mode="json", by_alias=True) for e in events]
     if style == "spaced":
         return [json.dumps(d).encode() for d in dumped]
@@ -53,7 +62,9 @@ def wire(events: list[BaseEvent], style: str = "sorted") -> list[bytes]:
 @given(
     streams(max_runs=2, tool_names=["search", "internal_debug", "update_items"]),
     st.integers(1, 7),
-    st.sampled_from(["sorted", "canonical", "spaced", "ascii"]),
+    st.sampled_from(
+        ["sorted", "canonical", "spaced", "ascii", "canonical-spaced", "canonical-escaped"]
+    ),
 )
 def test_relay_equals_apply_sync(events: list[BaseEvent], batch: int, style: str) -> None:
     lines = wire(events, style)
@@ -136,3 +147,41 @@ def test_relay_passes_canonical_bytes_through_and_reencodes_the_rest() -> None:
     relay = Relay(chain())
     assert relay.feed(escaped) + relay.finish() == b"".join(encode_sse(e) for e in events)
     assert b"\\u00e9" not in b"".join(encode_sse(e) for e in events)
+
+
+def test_builder_caches_stay_bounded_and_correct_when_a_peer_varies_key_sets() -> None:
+    """Key sets come from the wire: past the cache bound they take the checked path."""
+    import importlib
+
+    decode_module = importlib.import_module("agui_pipes.decode")
+
+    saved = (
+        dict(decode_module._BUILDERS),
+        dict(decode_module._CANONICAL_ORDER),
+        dict(decode_module._RELAY_ENTRIES),
+    )
+    try:
+        limit = decode_module._BUILDER_LIMIT
+        # Distinct key sets a hostile or sloppy peer might send (an unknown extra key each).
+        lines = [
+            json.dumps({"type": "RUN_STARTED", "threadId": "t", "runId": "r", f"x{i}": 1}).encode()
+            for i in range(limit + 50)
+        ]
+        relay = Relay(TransformerChain([]))
+        out = relay.feed(lines)
+        assert len(decode_module._BUILDERS) <= limit
+        assert len(decode_module._RELAY_ENTRIES) <= limit
+        # Saturated: a plain key set never seen before still decodes and encodes right.
+        events = run(text("m1", "a"))
+        fresh = [e.model_dump_json(by_alias=True, exclude_none=True).encode() for e in events]
+        relay = Relay(TransformerChain([]))
+        assert relay.feed(fresh) == b"".join(encode_sse(e) for e in events)
+        assert out.count(b"data: ") == limit + 50
+    finally:
+        for cache, content in zip(
+            (decode_module._BUILDERS, decode_module._CANONICAL_ORDER, decode_module._RELAY_ENTRIES),
+            saved,
+            strict=True,
+        ):
+            cache.clear()
+            cache.update(content)  # type: ignore[attr-defined]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from ag_ui.core import BaseEvent, RunErrorEvent
 
@@ -99,7 +99,36 @@ class Verify(StreamTransformer):
                 return self._violation(error)
             return (event,)
 
-        return verify
+        table = verifier._open_table(event_class)
+        if table is None:
+            return verify
+        by_tool_call, opened = table
+        # The deltas: an untagged one continuing an open item needs no handler call.
+        if by_tool_call:
+
+            def verify_args(event: Any) -> Sequence[BaseEvent]:
+                if (
+                    event.tool_call_id in opened
+                    and event.subagent_run_id is None
+                    and not verifier._gated
+                    and not self._stopped
+                ):
+                    return (event,)
+                return verify(event)
+
+            return verify_args
+
+        def verify_delta(event: Any) -> Sequence[BaseEvent]:
+            if (
+                event.message_id in opened
+                and event.subagent_run_id is None
+                and not verifier._gated
+                and not self._stopped
+            ):
+                return (event,)
+            return verify(event)
+
+        return verify_delta
 
     def finish(self) -> Sequence[BaseEvent]:
         if self._stopped:

@@ -1,0 +1,186 @@
+"""Per-class routing never changes what a chain does.
+
+A fused chain calls each stage through the function its ``route`` handed
+over for the event's class (or skips it), re-planning when a stage's
+``route_key`` changes. The reference here calls every stage's ``transform``
+on every event — no routing at all — and the two must agree exactly: same
+events out, or the same error, on valid streams and on mutated ones (wrong
+owners, dropped/duplicated/swapped events, conflicting chunks, truncation),
+where the slow paths and violation policies run.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+import pytest
+from _wire_streams import mutate, valid_stream
+from ag_ui.core import BaseEvent
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agui_pipes import StreamTransformer, TransformerChain, decode
+from agui_pipes.testing.strategies import streams
+from agui_pipes.transformers import (
+    CoalesceDeltas,
+    DropEvents,
+    ExpandChunks,
+    FilterToolCalls,
+    KeepEvents,
+    StripRawEvents,
+    SubagentVisibility,
+    ToolResultToState,
+    Verify,
+)
+
+_SETTINGS = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
+    "gateway": lambda: [
+        ExpandChunks(),
+        Verify(profile="consumer"),
+        FilterToolCalls.deny(["internal_*", "search"]),
+        SubagentVisibility.inline(),
+        ToolResultToState.delta("update_items"),
+    ],
+    "verify-warn": lambda: [ExpandChunks(), Verify(profile="consumer", on_violation="warn")],
+    "verify-run-error": lambda: [
+        ExpandChunks(),
+        Verify(profile="consumer", on_violation="run_error"),
+    ],
+    "unexpanded": lambda: [
+        FilterToolCalls.allow(["get_*"]),
+        SubagentVisibility.hidden(),
+        DropEvents(["reasoning"]),
+        ExpandChunks(),
+        Verify(profile="producer", on_violation="run_error"),
+    ],
+    "mixed": lambda: [
+        SubagentVisibility.attributed(),
+        KeepEvents(["text", "tool_call", "state"]),
+        StripRawEvents(),
+        CoalesceDeltas(max_chars=4),
+        ExpandChunks(),
+    ],
+}
+
+
+def _unrouted(stages: Sequence[StreamTransformer], events: list[BaseEvent]) -> list[BaseEvent]:
+    """Every stage's ``transform`` on every event it receives, then its ``finish``."""
+    for stage in stages:
+        out: list[BaseEvent] = []
+        for event in events:
+            out.extend(stage.transform(event))
+        out.extend(stage.finish())
+        events = out
+    return events
+
+
+def _outcome(run: Callable[[], list[BaseEvent]]) -> tuple[str, object]:
+    try:
+        return "events", [(type(e), e) for e in run()]
+    except Exception as exc:  # the same failure, whichever way the stages ran
+        return "error", (type(exc).__name__, getattr(exc, "message", None))
+
+
+def _compare(name: str, events: list[BaseEvent]) -> None:
+    factory = CHAINS[name]
+    routed = _outcome(lambda: TransformerChain(factory()).apply_sync(events))
+    reference = _outcome(lambda: _unrouted(factory(), events))
+    if routed[0] == "error" and reference[0] == "error":
+        # The chain annotates a stage's error (StageError / stage name); the class
+        # of the underlying refusal and its message are what must agree.
+        assert routed[1][1] == reference[1][1]  # type: ignore[index]
+    else:
+        assert routed == reference
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+@_SETTINGS
+@given(events=streams(max_runs=2, tool_names=["search", "internal_debug", "update_items"]))
+def test_routing_matches_calling_every_stage_on_valid_streams(
+    name: str, events: list[BaseEvent]
+) -> None:
+    _compare(name, events)
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+@_SETTINGS
+@given(rng=st.randoms(use_true_random=False))
+def test_routing_matches_calling_every_stage_on_mutated_streams(
+    name: str, rng: random.Random
+) -> None:
+    wire, _ = mutate(rng, valid_stream(rng))
+    events: list[BaseEvent] = []
+    for item in wire:
+        try:
+            event = decode(item).event
+        except Exception:  # malformed on purpose: decoding is not under test here
+            continue
+        if event is not None:
+            events.append(event)
+    _compare(name, events)
+
+
+class _Opens(StreamTransformer):
+    """Ignores everything until a TEXT_MESSAGE_START, then sees every event."""
+
+    route_key = False
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def route(
+        self, event_class: type[BaseEvent]
+    ) -> Callable[[BaseEvent], Sequence[BaseEvent]] | None:
+        from ag_ui.core import TextMessageStartEvent
+
+        if self.route_key or event_class is TextMessageStartEvent:
+            return self.transform
+        return None
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self.seen.append(event.type.value)
+        if not self.route_key:
+            self.route_key = True
+            self.reroute()
+        return (event,)
+
+
+def test_reroute_switches_the_plan_mid_stream() -> None:
+    from agui_pipes.testing import run, text
+
+    stage = _Opens()
+    events = run(text("m1", "a", "b"))
+    assert TransformerChain([stage]).apply_sync(events) == events
+    # Nothing before the start; everything after it, the run's end included.
+    assert stage.seen == [
+        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END", "RUN_FINISHED",
+    ]
+
+
+class _Overrides(ExpandChunks):
+    """A subclass replacing transform must see every event, whatever the parent routes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self.count += 1
+        return super().transform(event)
+
+
+def test_a_subclass_overriding_transform_is_not_bypassed() -> None:
+    from agui_pipes.testing import run, text
+
+    stage = _Overrides()
+    events = run(text("m1", "a", "b"))
+    TransformerChain([stage]).apply_sync(events)
+    assert stage.count == len(events)
