@@ -88,10 +88,12 @@ def _same(seen: ChunkRoute, route: ChunkRoute) -> bool:
 class LaneMirror:
     """The lanes of a stage's input and of its output, and the chunk fix-up between them.
 
-    A stage calls :meth:`removed` for every event it drops, :meth:`kept` for
-    every lane-relevant event it emits unchanged (closing events and chunks; it
-    returns the event to emit), or :meth:`kept_routed` for a chunk it has
-    already routed on :attr:`source` itself.
+    Every event the stage receives must reach :attr:`source` (``observe`` /
+    ``route``), the ones it drops included, and every event it emits must reach
+    :attr:`output`. :meth:`kept` does both for an event passed on as it came (it
+    returns the event to emit: a chunk may get its ids); a stage that applied an
+    event to :attr:`source` itself reports the emitted one with
+    :meth:`kept_routed` (a chunk) or :meth:`emitted` (anything else).
     """
 
     __slots__ = ("output", "source")
@@ -104,18 +106,6 @@ class LaneMirror:
         """Forget both models (a new run)."""
         self.source.reset()
         self.output.reset()
-
-    @property
-    def idle(self) -> bool:
-        """True when neither model has an open item (closing events change nothing)."""
-        return not self.source.open and not self.output.open
-
-    def removed(self, event: BaseEvent) -> None:
-        """An event the stage drops: it moves the input's lanes only."""
-        if type(event) in CHUNK_CLASSES:
-            self.source.route(event)
-        else:
-            self.source.observe(event)
 
     def kept(self, event: BaseEvent) -> BaseEvent:
         """An event the stage emits: the event to emit instead (a chunk may get its ids)."""
