@@ -18,14 +18,20 @@ resolves by id and means in the output exactly what it meant in the input.
 Chunks that already resolve the same way are left untouched, so a stage that
 removes nothing lane-relevant changes no event.
 
-Why filling in ids is enough: an item the output holds and the input does not
-(a *stale* item) only ever lingers in a lane the input has already closed or
-handed to an item of a removed kind; every item the input holds in a lane is
-also the output's item in that lane, because the chunk that opened it was
-kept. A chunk carrying its item's id therefore finds that item in the output.
-The stale item itself ends a little later in the output (at the next kept event
-that closes its lane, at the latest at the end of the run), which changes no
-message a consumer assembles.
+When a stage *delays* events (Redact holds content deltas back), a late closing
+event can also end an item downstream that the input still continues; the
+filled-in chunk then opens that item again by id — in the item's own lane, so
+an untagged one is also given the lane's ``subagentRunId`` — and the client
+appends to the same message, which is what the input meant.
+
+Why filling in ids is enough for a stage that only removes events: an item
+the output holds and the input does not (a *stale* item) only ever lingers in
+a lane the input has already closed or handed to an item of a removed kind;
+every item the input holds in a lane is also the output's item in that lane,
+because the chunk that opened it was kept. A chunk carrying its item's id
+therefore finds that item in the output. The stale item itself ends a little
+later in the output (at the next kept event that closes its lane, at the
+latest at the end of the run), which changes no message a consumer assembles.
 """
 
 from __future__ import annotations
@@ -39,9 +45,15 @@ from ._lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes, ChunkRoute
 __all__ = ["LaneMirror", "fill_chunk"]
 
 
-def fill_chunk(event: BaseEvent, item: ChunkItem) -> BaseEvent:
-    """The chunk with the fields its item carries that the chunk itself omits."""
+def fill_chunk(event: BaseEvent, item: ChunkItem, *, lane: bool = False) -> BaseEvent:
+    """The chunk with the fields its item carries that the chunk itself omits.
+
+    ``lane``: also tag an untagged chunk with its item's lane, for a chunk that will
+    open the item again downstream — there it must open where the item lives.
+    """
     update: dict[str, Any] = {}
+    if lane and item.lane is not None and event.subagent_run_id is None:  # type: ignore[attr-defined]
+        update["subagent_run_id"] = item.lane
     cls = type(event)
     if cls is ToolCallChunkEvent:
         if event.tool_call_id is None:  # type: ignore[attr-defined]
@@ -76,10 +88,12 @@ def _same(seen: ChunkRoute, route: ChunkRoute) -> bool:
 class LaneMirror:
     """The lanes of a stage's input and of its output, and the chunk fix-up between them.
 
-    A stage calls :meth:`removed` for every event it drops, :meth:`kept` for
-    every lane-relevant event it emits unchanged (closing events and chunks; it
-    returns the event to emit), or :meth:`kept_routed` for a chunk it has
-    already routed on :attr:`source` itself.
+    Every event the stage receives must reach :attr:`source` (``observe`` /
+    ``route``), the ones it drops included, and every event it emits must reach
+    :attr:`output`. :meth:`kept` does both for an event passed on as it came (it
+    returns the event to emit: a chunk may get its ids); a stage that applied an
+    event to :attr:`source` itself reports the emitted one with
+    :meth:`kept_routed` (a chunk) or :meth:`emitted` (anything else).
     """
 
     __slots__ = ("output", "source")
@@ -93,18 +107,6 @@ class LaneMirror:
         self.source.reset()
         self.output.reset()
 
-    @property
-    def idle(self) -> bool:
-        """True when neither model has an open item (closing events change nothing)."""
-        return not self.source.open and not self.output.open
-
-    def removed(self, event: BaseEvent) -> None:
-        """An event the stage drops: it moves the input's lanes only."""
-        if type(event) in CHUNK_CLASSES:
-            self.source.route(event)
-        else:
-            self.source.observe(event)
-
     def kept(self, event: BaseEvent) -> BaseEvent:
         """An event the stage emits: the event to emit instead (a chunk may get its ids)."""
         if type(event) in CHUNK_CLASSES:
@@ -117,7 +119,8 @@ class LaneMirror:
         """A chunk the stage emits, already routed on :attr:`source` (``route``)."""
         item = route.item
         if item is not None and not _same(self.output.peek(event), route):
-            event = fill_chunk(event, item)
+            held = any(i.kind is item.kind and i.id == item.id for i in self.output.open.values())
+            event = fill_chunk(event, item, lane=not held)
         self.output.route(event)
         return event
 

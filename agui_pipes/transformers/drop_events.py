@@ -3,7 +3,7 @@
 A client that does not render reasoning, activities or custom events still
 pays for them on the wire. Dropping is done by *family* only — every event of
 a family goes, openers, continuations, terminators and chunks alike — so no
-kept event refers to a dropped one. The run lifecycle (RUN_STARTED /
+kept event continues or ends a dropped one. The run lifecycle (RUN_STARTED /
 RUN_FINISHED / RUN_ERROR) is not a droppable family.
 
 One thing crosses families: chunk lanes. A dropped event may have closed the

@@ -17,6 +17,10 @@ event carrying the redacted text (the first event's fields; later events'
 metadata in that stretch is not kept). Chunk streams release held text by
 rewriting deltas, because a chunk opener cannot be held back.
 
+Holding CONTENT / ARGS back moves where they close chunk lanes on the client,
+so the stage follows the lanes of its output too (``LaneMirror``) and names
+the item of any chunk that would otherwise resolve differently downstream.
+
 Whole values are redacted in place: tool results (string content and text
 parts), state (every string inside STATE_SNAPSHOT and STATE_DELTA values),
 activity content, and messages in MESSAGES_SNAPSHOT and the RUN_STARTED echo
@@ -58,7 +62,8 @@ from ag_ui.core import (
 )
 
 from .._transformer import StreamTransformer
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem, ChunkLanes
+from ._lane_mirror import LaneMirror, fill_chunk
+from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem, ChunkRoute
 
 __all__ = ["Redact"]
 
@@ -121,11 +126,15 @@ class Redact(StreamTransformer):
         self._patterns = tuple(compiled)
         self._replacement = str(replacement)
         self._hold = hold_back
-        self._lanes = ChunkLanes()
+        # Held CONTENT / ARGS events reach the client later than they arrived, and
+        # they close chunk lanes there: the output's lanes are followed apart from
+        # the input's, so a chunk keeps meaning the same item (LaneMirror).
+        self._mirror = LaneMirror()
+        self._lanes = self._mirror.source
         # explicit items: (kind, id) -> the delta events held back, released whole
         self._queues: dict[tuple[str, str], _Queue] = {}
-        # chunk items: key -> (held text, template chunk to release it with)
-        self._held: dict[tuple[str, str, str], tuple[str, BaseEvent]] = {}
+        # chunk items: key -> (held text, template chunk to release it with, its item)
+        self._held: dict[tuple[str, str, str], tuple[str, BaseEvent, ChunkItem]] = {}
         handlers: dict[type[BaseEvent], _Handler] = {}
         for cls in CLOSING_CLASSES:
             handlers[cls] = self._closing
@@ -133,8 +142,9 @@ class Redact(StreamTransformer):
             handlers[cls] = self._content
         for cls in _END:
             handlers[cls] = self._end
+        self._chunk_handler: _Handler = self._chunk
         for cls in CHUNK_CLASSES:
-            handlers[cls] = self._chunk
+            handlers[cls] = self._chunk_handler
         handlers[ToolCallResultEvent] = self._result
         handlers[StateSnapshotEvent] = self._state_snapshot
         handlers[StateDeltaEvent] = self._state_delta
@@ -181,7 +191,9 @@ class Redact(StreamTransformer):
         spans = self._matches(text)
         return self._replace(text, spans, len(text)) if spans else text
 
-    def _stream(self, key: tuple[str, str, str], delta: str, template: BaseEvent) -> str:
+    def _stream(
+        self, key: tuple[str, str, str], delta: str, template: BaseEvent, item: ChunkItem
+    ) -> str:
         """Add ``delta`` to the item's buffer; return the redacted text safe to release."""
         held = self._held.pop(key, None)
         text = held[0] + delta if held is not None else delta
@@ -192,7 +204,7 @@ class Redact(StreamTransformer):
                 cut = min(cut, start)
                 break
         if cut < len(text):
-            self._held[key] = (text[cut:], template)
+            self._held[key] = (text[cut:], template, item)
         return self._replace(text, spans, cut)
 
     def _release(self, key: tuple[str, str, str]) -> BaseEvent | None:
@@ -200,13 +212,12 @@ class Redact(StreamTransformer):
         held = self._held.pop(key, None)
         if held is None:
             return None
-        text, template = held
+        text, template, item = held
         update: dict[str, Any] = {"delta": self.redact_text(text), "raw_event": None}
-        if key[0] == "chunk":
-            update["tool_call_id" if type(template) is ToolCallChunkEvent else "message_id"] = (
-                key[2]
-            )
-        return template.model_copy(update=update)
+        update["tool_call_id" if type(template) is ToolCallChunkEvent else "message_id"] = key[2]
+        # Named in full: where it lands, a held CONTENT released late may have
+        # closed its lane on the client, and then this chunk opens the item again.
+        return fill_chunk(template.model_copy(update=update), item)
 
     def _value(self, value: Any) -> tuple[Any, bool]:
         """A JSON value with every string redacted, and whether anything changed."""
@@ -249,7 +260,21 @@ class Redact(StreamTransformer):
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         handler = self._handlers.get(type(event))
-        return (event,) if handler is None else handler(event)
+        if handler is None:
+            return (event,)
+        out = handler(event)
+        if handler is not self._chunk_handler:
+            self._follow(out)
+        return out
+
+    def _follow(self, out: Sequence[BaseEvent]) -> None:
+        """Apply what is emitted to the output's lanes (released chunks name their item)."""
+        output = self._mirror.output
+        for emitted in out:
+            if type(emitted) in CHUNK_CLASSES:
+                output.route(emitted)
+            elif output.open:
+                output.observe(emitted)
 
     def finish(self) -> Sequence[BaseEvent]:
         return self._release_all()
@@ -350,19 +375,23 @@ class Redact(StreamTransformer):
             if replaced is not None:
                 before = self._release_items([replaced])
         route = self._lanes.route(event)
+        self._follow(before)
         delta: str | None = event.delta  # type: ignore[attr-defined]
         item = route.item
         if delta is None:
-            return (*before, event)
+            return (*before, self._emit_chunk(event, route))
         if item is None:
             emit = self.redact_text(delta)
         else:
-            emit = self._stream(("chunk", item.kind.__name__, item.id), delta, event)
+            emit = self._stream(("chunk", item.kind.__name__, item.id), delta, event, item)
         if emit == delta:
-            return (*before, event)
+            return (*before, self._emit_chunk(event, route))
         if emit == "" and not route.opened and event.metadata is None and event.raw_event is None:
             return tuple(before)
-        return (*before, event.model_copy(update={"delta": emit}))
+        return (*before, self._emit_chunk(event.model_copy(update={"delta": emit}), route))
+
+    def _emit_chunk(self, event: BaseEvent, route: ChunkRoute) -> BaseEvent:
+        return self._mirror.kept_routed(event, route)
 
     def _result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)
@@ -446,7 +475,7 @@ class Redact(StreamTransformer):
     def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
         self._held.clear()
         self._queues.clear()
-        self._lanes.reset()
+        self._mirror.reset()
         echo = event.input
         if not isinstance(echo, RunAgentInput):
             return (event,)

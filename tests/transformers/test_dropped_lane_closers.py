@@ -1,4 +1,4 @@
-"""Stages that remove events keep what id-less chunks mean (regression tests).
+"""Stages that remove (or hold back) events keep what id-less chunks mean (regression tests).
 
 A removed event may have closed a chunk lane (TOOL_CALL_START, STATE_SNAPSHOT,
 SUBAGENT_FINISHED, ...) or replaced its item (a removed chunk of another kind).
@@ -8,6 +8,10 @@ found by the hypothesis property ``test_output_stays_valid[keep-text-state]``)
 or, silently, to another message. The stages now give such a chunk the ids of
 the item it belongs to. Every case is judged against the input with its chunks
 expanded *before* the removal (what the input meant), and by the TS client.
+
+Redact does not remove closing events but *delays* explicit CONTENT / ARGS
+(hold-back buffer); released late, they close on the client a chunk lane the
+input had reopened meanwhile (found by ``test_output_stays_valid[redact]``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,14 @@ from ag_ui.core import (
     SubagentFinishedEvent,
     SubagentStartedEvent,
     TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
 )
 
 from agui_pipes import Stage
@@ -44,6 +56,7 @@ from agui_pipes.transformers import (
     ExpandChunks,
     FilterToolCalls,
     KeepEvents,
+    Redact,
     SubagentVisibility,
 )
 
@@ -96,6 +109,55 @@ def _replaced_then_idless() -> list[BaseEvent]:
     )
 
 
+def _held_content_then_chunks() -> list[BaseEvent]:
+    """sub-1's held CONTENT of m4 is followed by sub-1's chunk message m5 and tool call
+    chunks; untagged m4 / m6 events (parent lane) keep sub-1's lane open in the input."""
+    s = "sub-1"
+    return run(
+        [
+            SubagentStartedEvent(subagent_run_id=s, name="writer"),
+            TextMessageStartEvent(message_id="m4", subagent_run_id=s),
+            TextMessageContentEvent(message_id="m4", delta="Hello", subagent_run_id=s),
+            TextMessageChunkEvent(message_id="m5", delta="answer", subagent_run_id=s),
+            TextMessageContentEvent(message_id="m4", delta=" there"),
+            TextMessageChunkEvent(delta=" more", subagent_run_id=s),
+            TextMessageEndEvent(message_id="m4"),
+            TextMessageChunkEvent(delta="", subagent_run_id=s),
+            TextMessageStartEvent(message_id="m6", subagent_run_id=s),
+            ToolCallChunkEvent(
+                tool_call_id="c2", tool_call_name="search", delta='{"b":', subagent_run_id=s
+            ),
+            TextMessageContentEvent(message_id="m6", delta="x"),
+            ToolCallChunkEvent(delta="1}", subagent_run_id=s),
+            TextMessageEndEvent(message_id="m6"),
+            ToolCallChunkEvent(tool_call_id="c2", delta="", subagent_run_id=s),
+            SubagentFinishedEvent(subagent_run_id=s),
+        ]
+    )
+
+
+def _held_args_then_untagged_chunk() -> list[BaseEvent]:
+    """sub-3's held ARGS of c1, then sub-3's chunk call c2; untagged END / RESULT of c1
+    leave sub-3's lane open, so an untagged id-less chunk continues c2 (the only open
+    tool chunk) — after the late ARGS, downstream it must reopen c2 in sub-3's lane."""
+    s = "sub-3"
+    return run(
+        [
+            SubagentStartedEvent(subagent_run_id=s, name="coder"),
+            ToolCallStartEvent(tool_call_id="c1", tool_call_name="search", subagent_run_id=s),
+            ToolCallArgsEvent(tool_call_id="c1", delta='{"a":1}', subagent_run_id=s),
+            ToolCallChunkEvent(
+                tool_call_id="c2", tool_call_name="search", delta='{"ite', subagent_run_id=s
+            ),
+            ToolCallEndEvent(tool_call_id="c1"),
+            ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="{}"),
+            ToolCallChunkEvent(delta='ms"'),
+            ToolCallChunkEvent(delta=": [1]}", subagent_run_id=s),
+            SubagentFinishedEvent(subagent_run_id=s),
+        ]
+    )
+
+
 _CASES: list[tuple[str, Stage, list[BaseEvent]]] = [
     *((f"drop-{f}", DropEvents([f]), _closed_then_idless(f)) for f in sorted(_CLOSERS)),
     *((f"keep-text-{f}", KeepEvents(["text", "state"]), _closed_then_idless(f)) for f in _CLOSERS),
@@ -107,6 +169,10 @@ _CASES: list[tuple[str, Stage, list[BaseEvent]]] = [
     ("keep-replacing-chunk", KeepEvents(["text"]), _replaced_then_idless()),
     ("filter-replacing-chunk", FilterToolCalls.deny(["internal_*"]), _replaced_then_idless()),
     ("hidden-replacing-chunk", SubagentVisibility.hidden(), _replaced_then_idless()),
+    ("redact-held-content", Redact(["zzz"]), _held_content_then_chunks()),
+    ("redact-held-content-hb0", Redact(["zzz"], hold_back=0), _held_content_then_chunks()),
+    ("redact-matching", Redact(["er"], replacement="#"), _held_content_then_chunks()),
+    ("redact-reopens-in-lane", Redact(["zzz"], hold_back=3), _held_args_then_untagged_chunk()),
 ]
 
 
