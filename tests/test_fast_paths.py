@@ -148,3 +148,28 @@ def test_decode_bytes_builders_equal_checked_path(events: list[BaseEvent]) -> No
         assert checked.event is not None
         assert fast.event.model_fields_set == checked.event.model_fields_set
         assert encode_json(fast.event) == encode_json(checked.event)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    streams(max_runs=1),
+    st.sampled_from(["timestamp", "raw_event", "subagent_run_id", "metadata"]),
+    st.one_of(st.none(), st.integers(0, 2**40), st.text(max_size=5)),
+)
+def test_replace_equals_model_copy_with_one_update(
+    events: list[BaseEvent], name: str, value: Any
+) -> None:
+    from agui_pipes._construct import replace
+
+    for event in events:
+        if name not in type(event).model_fields:
+            continue
+        fast = replace(event, name, value)
+        slow = event.model_copy(update={name: value})
+        assert type(fast) is type(slow)
+        assert fast.__dict__ == slow.__dict__
+        assert fast.__pydantic_fields_set__ == slow.__pydantic_fields_set__
+        assert fast.__pydantic_extra__ == slow.__pydantic_extra__
+        assert fast.__pydantic_private__ == slow.__pydantic_private__
+        assert fast.__dict__ is not event.__dict__
+        assert fast.__pydantic_fields_set__ is not event.__pydantic_fields_set__

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from ag_ui.core import BaseEvent, RawEvent
 
+from .._construct import replace
 from .._transformer import StreamTransformer
 
 __all__ = ["StripRawEvents"]
@@ -29,4 +30,4 @@ class StripRawEvents(StreamTransformer):
             return (event,)
         if type(event) is RawEvent:
             return ()
-        return (event.model_copy(update={"raw_event": None}),)
+        return (replace(event, "raw_event", None),)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ag_ui.core import BaseEvent
 
+from .._construct import replace
 from .._transformer import StreamTransformer
 
 __all__ = ["Timestamp"]
@@ -34,4 +35,4 @@ class Timestamp(StreamTransformer):
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         if event.timestamp is not None:
             return (event,)
-        return (event.model_copy(update={"timestamp": int(self._clock())}),)
+        return (replace(event, "timestamp", int(self._clock())),)
