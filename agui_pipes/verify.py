@@ -324,20 +324,22 @@ class Verifier:
             return None
         return self._dispatch.get(event_class)
 
-    def _open_table(self, event_class: type[BaseEvent]) -> tuple[bool, dict[str, None]] | None:
-        """For the three delta events: (keyed by tool call id?, the table of open ids).
+    def _open_table(
+        self, event_class: type[BaseEvent]
+    ) -> tuple[bool, dict[str, None], dict[str, str | None]] | None:
+        """For the three delta events: (keyed by tool call id?, open ids, their owners).
 
-        Mid-run, an *untagged* delta whose id is in that table is accepted with
-        no state change — the whole check for the events that make up most of
-        a stream. The tables are never replaced (only cleared), so a caller may
-        keep them.
+        Mid-run, a delta whose id is open and whose tag is absent or agrees with
+        the recorded owner is accepted with no state change — the whole check
+        for the events that make up most of a stream. The tables are never
+        replaced (only cleared), so a caller may keep them.
         """
         if event_class is TextMessageContentEvent:
-            return False, self._active_messages
+            return False, self._active_messages, self._owners_message
         if event_class is ToolCallArgsEvent:
-            return True, self._active_tool_calls
+            return True, self._active_tool_calls, self._owners_tool_call
         if event_class is ReasoningMessageContentEvent:
-            return False, self._active_reasoning_messages
+            return False, self._active_reasoning_messages, self._owners_reasoning
         return None
 
     def observe_all(self, events: Iterable[BaseEvent]) -> None:

@@ -273,8 +273,8 @@ def _rss_child(path: Path) -> None:
     decoder = NDJSONDecoder()
     with path.open("rb") as stream:
         while chunk := stream.read(65536):
-            relay.feed(decoder.feed(chunk))
-    relay.feed(decoder.close())
+            relay.feed(decoder.feed_bytes(chunk))  # bytes payloads, as the gateway's
+    relay.feed(decoder.close_bytes())
     relay.finish()
     print(_peak_rss_bytes())
 

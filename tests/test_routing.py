@@ -2,8 +2,8 @@
 
 A fused chain calls each stage through the function its ``route`` handed
 over for the event's class (or skips it), re-planning when a stage's
-``route_key`` changes. The reference here calls every stage's ``transform``
-on every event — no routing at all — and the two must agree exactly: same
+``route_key`` changes. The reference here pushes every event through every
+stage's ``transform`` — no routing at all — and the two must agree exactly: same
 events out, or the same error, on valid streams and on mutated ones (wrong
 owners, dropped/duplicated/swapped events, conflicting chunks, truncation),
 where the slow paths and violation policies run.
@@ -12,7 +12,7 @@ where the slow paths and violation policies run.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pytest
 from _wire_streams import mutate, valid_stream
@@ -71,14 +71,26 @@ CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
 
 
 def _unrouted(stages: Sequence[StreamTransformer], events: list[BaseEvent]) -> list[BaseEvent]:
-    """Every stage's ``transform`` on every event it receives, then its ``finish``."""
-    for stage in stages:
+    """Each event depth-first through every stage's ``transform``, then each ``finish``.
+
+    Event by event (not stage by stage) like the chain, so when a stream breaks two
+    rules the first failure in stream order is the one both report.
+    """
+
+    def push(position: int, batch: Iterable[BaseEvent]) -> list[BaseEvent]:
+        if position == len(stages):
+            return list(batch)
         out: list[BaseEvent] = []
-        for event in events:
-            out.extend(stage.transform(event))
-        out.extend(stage.finish())
-        events = out
-    return events
+        for event in batch:
+            out.extend(push(position + 1, stages[position].transform(event)))
+        return out
+
+    out: list[BaseEvent] = []
+    for event in events:
+        out.extend(push(0, (event,)))
+    for position, stage in enumerate(stages):
+        out.extend(push(position + 1, stage.finish()))
+    return out
 
 
 def _outcome(run: Callable[[], list[BaseEvent]]) -> tuple[str, object]:

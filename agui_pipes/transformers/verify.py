@@ -102,30 +102,28 @@ class Verify(StreamTransformer):
         table = verifier._open_table(event_class)
         if table is None:
             return verify
-        by_tool_call, opened = table
-        # The deltas: an untagged one continuing an open item needs no handler call.
+        by_tool_call, opened, owners = table
+        # The deltas: one continuing an open item, untagged or tagged by the item's
+        # owner (a missing owner record accepts any tag, as the handler does), needs
+        # no handler call.
         if by_tool_call:
 
             def verify_args(event: Any) -> Sequence[BaseEvent]:
-                if (
-                    event.tool_call_id in opened
-                    and event.subagent_run_id is None
-                    and not verifier._gated
-                    and not self._stopped
-                ):
-                    return (event,)
+                call_id = event.tool_call_id
+                if call_id in opened and not verifier._gated and not self._stopped:
+                    tag = event.subagent_run_id
+                    if tag is None or owners.get(call_id, tag) == tag:
+                        return (event,)
                 return verify(event)
 
             return verify_args
 
         def verify_delta(event: Any) -> Sequence[BaseEvent]:
-            if (
-                event.message_id in opened
-                and event.subagent_run_id is None
-                and not verifier._gated
-                and not self._stopped
-            ):
-                return (event,)
+            message_id = event.message_id
+            if message_id in opened and not verifier._gated and not self._stopped:
+                tag = event.subagent_run_id
+                if tag is None or owners.get(message_id, tag) == tag:
+                    return (event,)
             return verify(event)
 
         return verify_delta
