@@ -47,7 +47,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from .._transformer import StreamTransformer
+from .._transformer import StreamTransformer, Transform
 from ..events import EVENT_CLASS_BY_TYPE
 from ._lane_mirror import LaneMirror
 from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem
@@ -91,12 +91,15 @@ def _lane_handlers(
     mirror: LaneMirror,
     dropped: frozenset[type[BaseEvent]],
     kept_chunks: frozenset[type[BaseEvent]],
+    changed: Callable[[], None],
 ) -> tuple[dict[type[BaseEvent], _Handler], _Handler]:
     """Handlers that follow the lanes of input and output (see the module docstring),
     and the one for kept closing events.
 
-    Kept closing events are by far the most frequent (every content delta is one):
-    ``transform`` skips their handler while no chunk item is open on either side.
+    Kept closing events are by far the most frequent (every content delta is one),
+    and they only matter while a chunk item is open on either side: ``route``
+    hands the chain no handler for them until then (``changed`` re-plans when
+    that flips), and ``transform`` skips theirs.
     """
     source, output = mirror.source, mirror.output
     source_open, output_open = source.open, output.open
@@ -105,19 +108,24 @@ def _lane_handlers(
     def drop_closer(event: BaseEvent) -> Sequence[BaseEvent]:
         if source_open:
             source.observe(event)
+            changed()
         return ()
 
     def drop_chunk(event: BaseEvent) -> Sequence[BaseEvent]:
         source.route(event)
+        changed()
         return ()
 
     def keep_closer(event: BaseEvent) -> Sequence[BaseEvent]:
         if source_open or output_open:
             kept(event)
+            changed()
         return (event,)
 
     def keep_chunk(event: BaseEvent) -> Sequence[BaseEvent]:
-        return (kept(event),)
+        out = (kept(event),)
+        changed()
+        return out
 
     handlers: dict[type[BaseEvent], _Handler] = {}
     for cls in dropped & CLOSING_CLASSES:
@@ -138,7 +146,9 @@ _OWNER_SOURCES: Final[frozenset[type[BaseEvent]]] = frozenset(
 
 
 def _owner_handlers(
-    handlers: dict[type[BaseEvent], _Handler], mirror: LaneMirror | None
+    handlers: dict[type[BaseEvent], _Handler],
+    mirror: LaneMirror | None,
+    changed: Callable[[], None],
 ) -> dict[type[BaseEvent], _Handler]:
     """Handlers that keep an untagged tool call start owned by its parent message's owner.
 
@@ -180,6 +190,7 @@ def _owner_handlers(
         if mirror is not None:
             mirror.source.observe(event)
             mirror.output.observe(tagged)
+            changed()
         return (tagged,)
 
     return {
@@ -264,7 +275,9 @@ class DropEvents(StreamTransformer):
         if kept_chunks and self._dropped & (CLOSING_CLASSES | CHUNK_CLASSES):
             mirror = self._mirror = LaneMirror()
             self._source_open, self._output_open = mirror.source.open, mirror.output.open
-            lane_handlers, self._keep_closer = _lane_handlers(mirror, self._dropped, kept_chunks)
+            lane_handlers, self._keep_closer = _lane_handlers(
+                mirror, self._dropped, kept_chunks, self._lanes_changed
+            )
             handlers.update(lane_handlers)
             rewrite |= {
                 t for t, c in EVENT_CLASS_BY_TYPE.items() if c in kept_chunks | CLOSING_CLASSES
@@ -283,10 +296,25 @@ class DropEvents(StreamTransformer):
             observe = handlers.get(cls)
             handlers[cls] = rewriter if observe is None else _observing(observe, rewriter)
         if ToolCallStartEvent not in self._dropped and self._dropped & _OWNER_SOURCES:
-            handlers.update(_owner_handlers(handlers, self._mirror))
+            handlers.update(_owner_handlers(handlers, self._mirror, self._lanes_changed))
             rewrite |= {t for t, c in EVENT_CLASS_BY_TYPE.items() if c in handlers}
         self._handlers = handlers
         self.event_types: Collection[EventType | str] | None = frozenset(types | rewrite)
+
+    route_key: bool = False
+    """Whether a chunk item is open in the followed lanes (kept closing events matter)."""
+
+    def _lanes_changed(self) -> None:
+        following = bool(self._source_open) or bool(self._output_open)
+        if following is not self.route_key:
+            self.route_key = following
+            self.reroute()
+
+    def route(self, event_class: type[BaseEvent]) -> Transform | None:
+        handler = self._handlers.get(event_class)
+        if handler is self._keep_closer and not self.route_key:
+            return None  # no chunk item open: a kept delta passes without a call
+        return handler
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         handler = self._handlers.get(type(event))

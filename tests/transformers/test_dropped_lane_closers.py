@@ -186,6 +186,10 @@ def test_idless_chunk_keeps_its_message(stage: Stage, events: list[BaseEvent]) -
     out = through(stage, events)
     messages = consumed(out).messages  # raised chunk-ambiguous before the fix
     assert messages == _meant(stage, events)
+    # the chain routes per class (deltas skip DropEvents while no chunk is open);
+    # calling ``transform`` on every event must give the very same stream
+    direct = stage.fresh()
+    assert out == [e for event in events for e in direct.transform(event)] + list(direct.finish())
 
 
 def test_the_reported_stream_assembles_each_subagents_message() -> None:
