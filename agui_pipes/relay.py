@@ -28,7 +28,7 @@ from ag_ui.core import BaseEvent
 
 from ._chain import TransformerChain
 from ._json import fast_loads, orjson_dumps
-from .codecs import encode_ndjson, encode_sse
+from .codecs import _COMPILED, _compile_common_shape, encode_ndjson, encode_sse
 from .decode import _RELAY_ENTRIES, DecodeWarning, _relay_entry, decode
 
 __all__ = ["Relay"]
@@ -41,6 +41,14 @@ _FRAMING: dict[Callable[[BaseEvent], bytes], tuple[bytes, bytes]] = {
 
 _UNSEEN: Any = object()
 """Marks a key set the builder cache has not seen yet."""
+
+
+def _writer_for(output: object) -> Any:
+    """The common-shape writer of an output's class (compiled once), None for non-events."""
+    cls = type(output)
+    if not issubclass(cls, BaseEvent):
+        return None  # the encoder reports it
+    return _compile_common_shape(cls)
 
 
 class Relay:
@@ -114,6 +122,7 @@ class Relay:
         reuse = framing is not None and dumps is not None
         loads = fast_loads
         entries = _RELAY_ENTRIES
+        writers = _COMPILED
         try:
             for payload in payloads:
                 # decode()'s fast path, inlined: this loop runs once per event.
@@ -162,7 +171,21 @@ class Relay:
                         append(payload)  # type: ignore[arg-type]
                         append(suffix)
                     else:
-                        append(encode(output))
+                        # The encoder's own first choice, without its two calls: the
+                        # generated writer for the class's common shape.
+                        data = None
+                        if framing is not None:
+                            writer = writers.get(output.__class__, _UNSEEN)
+                            if writer is _UNSEEN:
+                                writer = _writer_for(output)
+                            if writer is not None and not output.__pydantic_extra__:
+                                data = writer(output.__dict__)
+                        if data is None:
+                            append(encode(output))
+                        else:
+                            append(prefix)
+                            append(data)
+                            append(suffix)
         finally:
             self._index = index
         return b"".join(out)
