@@ -256,6 +256,44 @@ def reference(path: Path, repeat: int) -> Row | str:
     return Row("reference (TS @ag-ui/client)", result["events"], result["cpuSeconds"])
 
 
+def side_by_side(
+    path: Path, lines: Sequence[bytes], repeat: int, no_reference: bool
+) -> tuple[Row, Row | None, Row, Row | str]:
+    """Floor, reference and gateway path measured in rounds, all three per round.
+
+    The machine's speed drifts over tens of seconds (it is shared), so
+    measuring each one's repetitions in a block skews their ratio by whatever
+    the drift did in between. Interleaving them keeps each round's three
+    figures comparable. The reference runs two repetitions per round in a
+    fresh node and keeps the second (the JIT is warm by then).
+    """
+    n = len(lines)
+    floor_row = Row(f"floor ({FLOOR_LIB} parse+serialize)", n)
+    gw_row = Row("gateway path (agui_pipes)", n)
+    ref_row: Row | None = None
+    ref: Row | str = "skipped"
+    for _ in range(repeat):
+        floor_row.seconds.append(_cpu(lambda: floor(lines)))
+        if not no_reference and (ref_row is not None or ref == "skipped"):
+            ref = reference(path, 2)
+            if isinstance(ref, Row):
+                if ref_row is None:
+                    ref_row = Row(ref.name, ref.events)
+                ref_row.seconds.append(ref.seconds[-1])
+        gw_row.seconds.append(_cpu(lambda: gateway(lines)))
+    return floor_row, ref_row, gw_row, ref
+
+
+def round_ratios(floor_row: Row, ref_row: Row, gw_row: Row) -> tuple[list[float], list[float]]:
+    """Per round: how many times the reference's events/s, and the floor's µs/event."""
+    vs_ref = [
+        (r / ref_row.events) / (g / gw_row.events)
+        for r, g in zip(ref_row.seconds, gw_row.seconds, strict=True)
+    ]
+    vs_floor = [g / f for g, f in zip(gw_row.seconds, floor_row.seconds, strict=True)]
+    return vs_ref, vs_floor
+
+
 def peak_rss(path: Path) -> int:
     """Peak RSS (bytes) of a fresh process streaming the gateway path from ``path``."""
     done = subprocess.run(
@@ -371,6 +409,17 @@ def markdown(report: dict[str, Any], repeat: int) -> str:
                 f"{row['us_per_event'] / floor_us:.1f}× | {vs} |"
             )
         out.append("")
+        per_round = size.get("per_round")
+        if per_round:
+            vs_ref, vs_floor = per_round["vs_reference"], per_round["vs_floor"]
+            out += [
+                "Per round (floor, reference and gateway path back to back): the gateway "
+                f"path ran at {statistics.median(vs_ref):.2f}× the reference's events/s "
+                f"(rounds: {', '.join(f'{v:.2f}' for v in vs_ref)}) and "
+                f"{statistics.median(vs_floor):.1f}× the floor's µs/event "
+                f"(rounds: {', '.join(f'{v:.1f}' for v in vs_floor)}).",
+                "",
+            ]
     if report["memory"]:
         out += [
             "### Peak RSS of the gateway path (streaming from disk)",
@@ -426,17 +475,11 @@ def main() -> None:
             f"median of {args.repeat}, CPU time",
             flush=True,
         )
-        floor_row = measure(
-            f"floor ({FLOOR_LIB} parse+serialize)", n, lambda lines=lines: floor(lines), args.repeat
-        )
-        ref: Row | str = "skipped" if args.no_reference else reference(path, args.repeat)
-        ref_row = ref if isinstance(ref, Row) else None
+        floor_row, ref_row, gw_row, ref = side_by_side(path, lines, args.repeat, args.no_reference)
         rows = [floor_row]
         if ref_row is not None:
             rows.append(ref_row)
-        rows.append(
-            measure("gateway path (agui_pipes)", n, lambda lines=lines: gateway(lines), args.repeat)
-        )
+        rows.append(gw_row)
         events = decoded(lines) if not args.core_only else []
         if not args.core_only:
             rows.extend(component_rows(lines, events, n, args.repeat))
@@ -450,10 +493,24 @@ def main() -> None:
                 f" the events/s; gateway vs floor: {gw.us_per_event / floor_row.us_per_event:.1f}x"
                 " the µs/event"
             )
+            vs_ref, vs_floor = round_ratios(floor_row, ref_row, gw_row)
+            print(
+                f"per round (each round runs all three back to back): vs TS "
+                f"{statistics.median(vs_ref):.2f}x (range {min(vs_ref):.2f}-{max(vs_ref):.2f}), "
+                f"vs floor {statistics.median(vs_floor):.1f}x "
+                f"(range {min(vs_floor):.1f}-{max(vs_floor):.1f})"
+            )
         report["sizes"][label] = {
             "events": n,
             "reference": None if ref_row is None else ref_row.us_per_event,
             "reference_note": None if ref_row is not None else str(ref),
+            "per_round": None if ref_row is None else dict(
+                zip(
+                    ("vs_reference", "vs_floor"),
+                    round_ratios(floor_row, ref_row, gw_row),
+                    strict=True,
+                )
+            ),
             "rows": [
                 {
                     "name": r.name,
