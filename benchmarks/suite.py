@@ -264,10 +264,13 @@ def side_by_side(
     The machine's speed drifts over tens of seconds (it is shared), so
     measuring each one's repetitions in a block skews their ratio by whatever
     the drift did in between. Interleaving them keeps each round's three
-    figures comparable. The reference runs two repetitions per round in a
-    fresh node and keeps the second (the JIT is warm by then).
+    figures comparable. The reference runs in a fresh node per round and keeps
+    its last repetition, after warm-up repetitions totalling at least 150k
+    events (V8's JIT needs that many to reach its steady state; on the 10k
+    stream a second repetition alone is still half cold).
     """
     n = len(lines)
+    reference_repetitions = 1 + max(1, -(-150_000 // max(n, 1)))
     floor_row = Row(f"floor ({FLOOR_LIB} parse+serialize)", n)
     gw_row = Row("gateway path (agui_pipes)", n)
     ref_row: Row | None = None
@@ -275,7 +278,7 @@ def side_by_side(
     for _ in range(repeat):
         floor_row.seconds.append(_cpu(lambda: floor(lines)))
         if not no_reference and (ref_row is not None or ref == "skipped"):
-            ref = reference(path, 2)
+            ref = reference(path, reference_repetitions)
             if isinstance(ref, Row):
                 if ref_row is None:
                     ref_row = Row(ref.name, ref.events)
