@@ -26,7 +26,13 @@ from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from agui_pipes import AsyncStreamTransformer, FunctionTransformer, Stage, TransformerChain
+from agui_pipes import (
+    AsyncStreamTransformer,
+    DecodeError,
+    FunctionTransformer,
+    Stage,
+    TransformerChain,
+)
 from agui_pipes.codecs import encode_sse
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import Gateway, agent_route
@@ -181,6 +187,11 @@ UPSTREAM_ROUTES = {
         raw(OPENED + frame({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "boom"})),
         methods=["POST"],
     ),
+    "/batch-stage-decode-error": Route(
+        "/batch-stage-decode-error",
+        raw(OPENED + frame({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "refuse"})),
+        methods=["POST"],
+    ),
 }
 
 
@@ -244,6 +255,10 @@ def shout(event: BaseEvent) -> BaseEvent:
     if isinstance(event, TextMessageContentEvent):
         if event.delta == "boom":
             raise ValueError("shout cannot shout boom (expected by the test)")
+        if event.delta == "refuse":
+            # A stage's own refusal that happens to be a DecodeError: it is the stage
+            # refusing, not the upstream sending something malformed.
+            raise DecodeError("shout refuses this delta (expected by the test)", path="delta")
         return event.model_copy(update={"delta": event.delta.upper()})
     return event
 
@@ -511,7 +526,7 @@ async def body_of(gateway: Running, route: str, body: dict[str, Any]) -> bytes:
     [
         "/hello", "/chunks", "/malformed", "/not-json", "/open-run", "/cut-frame", "/empty",
         "/violation", "/crash", "/no-verify", "/batch-malformed",
-        "/batch-violation", "/batch-stage-error",
+        "/batch-violation", "/batch-stage-error", "/batch-stage-decode-error",
     ],
 )
 async def test_both_paths_send_the_same_bytes_on_every_scenario(

@@ -388,6 +388,8 @@ class Gateway:
                     yield out
             decoder.close()
         except _UPSTREAM_FAILURES as exc:
+            if isinstance(exc, DecodeError) and exc.stage is not None:
+                raise  # a stage's own refusal (the chain named it), not the upstream's bytes
             raise self._failure(exc, relay.events_in) from exc
         upstream.check_ended()
         out = relay.finish()
