@@ -63,12 +63,13 @@ _Plans = dict[type[BaseEvent], tuple[_Transform, ...]]
 _Routes = list[dict[type[BaseEvent], "_Transform | None"]]
 
 
-def _route(stage: StreamTransformer, cls: type[BaseEvent]) -> _Transform | None:
+def _router(stage: StreamTransformer) -> Callable[[type[BaseEvent]], _Transform | None]:
+    """How the segment asks ``stage`` for its function per event class (decided once)."""
     if getattr(stage, "route", None) is None:
-        return stage.transform
+        return lambda cls: stage.transform
     if _route_outdated(stage):
-        return StreamTransformer.route(stage, cls)
-    return stage.route(cls)
+        return functools.partial(StreamTransformer.route, stage)
+    return stage.route
 
 
 def _route_outdated(stage: StreamTransformer) -> bool:
@@ -99,6 +100,7 @@ class _SyncSegment:
 
     __slots__ = (
         "_dups",
+        "_routers",
         "_states",
         "plans",
         "position_of",
@@ -115,6 +117,7 @@ class _SyncSegment:
         # function objects, so a function always names one position.
         self._dups = {i for i in ids if ids.count(i) > 1}
         self.transforms: tuple[_Transform, ...] = tuple(s.transform for s in self.stages)
+        self._routers = tuple(_router(s) for s in self.stages)
         self.position_of: dict[_Transform, int] = {}
         self._states: dict[tuple[Any, ...], tuple[_Plans, _Routes]] = {}
         self.plans: _Plans = {}
@@ -153,10 +156,9 @@ class _SyncSegment:
         cache = self.routes[position]
         function = cache.get(cls, _UNROUTED)
         if function is _UNROUTED:
-            stage = self.stages[position]
-            function = _route(stage, cls)
+            function = self._routers[position](cls)
             if function is not None:
-                if id(stage) in self._dups:
+                if id(self.stages[position]) in self._dups:
                     function = functools.partial(function)
                 self.position_of[function] = position
             cache[cls] = function
