@@ -851,15 +851,6 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
 
 _Builder = Callable[[dict[str, Any]], "BaseEvent | None"]
 _BUILDERS: dict[tuple[str, tuple[str, ...]], _Builder | None] = {}
-_CANONICAL_ORDER: dict[tuple[str, tuple[str, ...]], int] = {}
-"""Key sets already in the order the encoder writes them (``type`` first, model order).
-
-Each maps to the length of its compact JSON minus the lengths of its string
-values: for an ASCII payload without escapes, the payload is exactly the
-encoder's output when its length is that plus the values' lengths (any
-whitespace would make it longer), which is cheaper to check than
-re-serialising it.
-"""
 _BUILDER_LIMIT: Final = 1024
 """Bounds the builder cache: key sets come from the wire, so a peer cannot grow it."""
 
@@ -935,26 +926,40 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
             }
             exec("\n".join(lines), namespace)  # generated from the model's own field names
             builder = namespace["build"]
-            order = {name: i for i, name in enumerate(spec.cls.model_fields)}
-            positions = [order[str(a)] for a in attrs]
-            if positions == sorted(positions):
-                # {} + each "key": + each "value" + the commas between members
-                framing = 2 + sum(len(k) + 3 for k in keys) + 2 * len(keys) + len(keys) - 1
-                _CANONICAL_ORDER[(type_name, keys)] = framing
     _BUILDERS[(type_name, keys)] = builder
     return builder
 
 
 _RelayEntry = tuple[_Builder, "int | None"] | None
 _RELAY_ENTRIES: dict[tuple[str, tuple[str, ...]], _RelayEntry] = {}
-"""Per key set, for a relay: the builder and the canonical framing length, in one lookup."""
+"""Per key set, for a relay: the builder and ``_canonical_framing``, in one lookup."""
+
+
+def _canonical_framing(type_name: str, keys: tuple[str, ...]) -> int | None:
+    """For a builder's key set in the encoder's order, its JSON length minus its values'.
+
+    The encoder writes ``type`` first, then the model's fields in order. For
+    an ASCII payload without escapes whose keys come in that order, the
+    payload is exactly the encoder's output when its length is this plus the
+    string values' lengths (any whitespace would make it longer) — cheaper to
+    check than re-serialising it. None when the keys are in another order.
+    """
+    spec = _SPECS[type_name]
+    choices = spec.choice_attrs
+    order = {name: i for i, name in enumerate(spec.cls.model_fields)}
+    attrs = [spec.str_attrs.get(key) or choices[key][0] for key in keys]
+    positions = [order[str(a)] for a in attrs]
+    if positions != sorted(positions):
+        return None
+    # {} + each "key": + each "value" + the commas between members
+    return 2 + sum(len(k) + 3 for k in keys) + 2 * len(keys) + len(keys) - 1
 
 
 def _relay_entry(type_name: str, keys: tuple[str, ...]) -> _RelayEntry:
     """Compile (or find) the builder of a key set and pair it with its framing length."""
     key = (type_name, keys)
     builder = _BUILDERS[key] if key in _BUILDERS else _compile_builder(type_name, keys)
-    entry = None if builder is None else (builder, _CANONICAL_ORDER.get(key))
+    entry = None if builder is None else (builder, _canonical_framing(type_name, keys))
     if len(_RELAY_ENTRIES) < _BUILDER_LIMIT:
         _RELAY_ENTRIES[key] = entry
     return entry
