@@ -60,15 +60,20 @@ def _child(measurement: str, repeat: int) -> None:
         relay.finish()
 
 
-def _instructions(measurement: str, repeat: int) -> int:
+def _env() -> dict[str, str]:
+    """Fixed hash seed (reproducible dict layouts) and cached bytecode (a steadier base)."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiled modules: a smaller, steadier base
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _instructions(measurement: str, repeat: int) -> int:
     done = subprocess.run(
         [
             "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
             sys.executable, __file__, "--child", measurement, str(repeat),
         ],
-        capture_output=True, text=True, env=env, check=True,
+        capture_output=True, text=True, env=_env(), check=True,
     )
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
@@ -110,10 +115,8 @@ def _lines_10k() -> list[bytes]:
 
 
 def _child_warm(measurement: str) -> None:
-    env = {**os.environ}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run(
-        [sys.executable, __file__, "--child", measurement, "0"], env=env, check=True
+        [sys.executable, __file__, "--child", measurement, "0"], env=_env(), check=True
     )
 
 
