@@ -9,6 +9,7 @@ from ._chain import ChainFactory, EventStream, TransformerChain
 from ._errors import AguiPipesError, StageError, StreamRejected
 from ._transformer import (
     AsyncStreamTransformer,
+    Condition,
     FunctionTransformer,
     Stage,
     StreamOperator,
@@ -28,6 +29,7 @@ __all__ = [
     "AsyncStreamTransformer",
     "CancelToken",
     "ChainFactory",
+    "Condition",
     "ConfigError",
     "Consumer",
     "DecodeError",

@@ -20,7 +20,13 @@ import anyio
 from ag_ui.core import BaseEvent
 
 from ._errors import StageError, StreamRejected
-from ._transformer import AsyncStreamTransformer, Stage, StreamOperator, StreamTransformer
+from ._transformer import (
+    AsyncStreamTransformer,
+    Condition,
+    Stage,
+    StreamOperator,
+    StreamTransformer,
+)
 
 __all__ = ["ChainFactory", "EventStream", "TransformerChain"]
 
@@ -61,6 +67,8 @@ _MAX_ROUTE_STATES = 64
 
 _Plans = dict[type[BaseEvent], tuple[_Transform, ...]]
 _Routes = list[dict[type[BaseEvent], "_Transform | None"]]
+_Lanes = dict[Any, Any]
+"""Per route-key state, what a relay compiled from ``conditions`` (it owns the contents)."""
 
 
 def _router(stage: StreamTransformer) -> Callable[[type[BaseEvent]], _Transform | None]:
@@ -88,6 +96,29 @@ def _route_outdated(stage: StreamTransformer) -> bool:
     return transform_owner is not route_owner and issubclass(transform_owner, route_owner)
 
 
+def _passes_trusted(stage: StreamTransformer) -> bool:
+    """True when ``stage.passes`` speaks for what the chain runs for it.
+
+    The promise must come from the class that wrote what runs (``route``'s
+    handlers, or ``transform`` when routing falls back to ``event_types``) or
+    from a subclass of it: a subclass that replaces either without restating
+    ``passes`` voids its parent's promise, and so does an instance attribute
+    replacing any of the three.
+    """
+    if getattr(stage, "route", None) is None or getattr(stage, "passes", None) is None:
+        return False
+    replaced = getattr(stage, "__dict__", {})
+    if "transform" in replaced or "route" in replaced or "passes" in replaced:
+        return False
+    mro = type(stage).__mro__
+
+    def owner(name: str) -> type:
+        return next(k for k in mro if name in vars(k))
+
+    runs = owner("transform") if _route_outdated(stage) else owner("route")
+    return issubclass(owner("passes"), runs)
+
+
 class _SyncSegment:
     """Consecutive sync stages run as one loop, no generator per stage.
 
@@ -99,9 +130,11 @@ class _SyncSegment:
     """
 
     __slots__ = (
+        "_declares",
         "_dups",
         "_routers",
         "_states",
+        "lanes",
         "plans",
         "position_of",
         "push",
@@ -118,10 +151,12 @@ class _SyncSegment:
         self._dups = {i for i in ids if ids.count(i) > 1}
         self.transforms: tuple[_Transform, ...] = tuple(s.transform for s in self.stages)
         self._routers = tuple(_router(s) for s in self.stages)
+        self._declares = tuple(_passes_trusted(s) for s in self.stages)
         self.position_of: dict[_Transform, int] = {}
-        self._states: dict[tuple[Any, ...], tuple[_Plans, _Routes]] = {}
+        self._states: dict[tuple[Any, ...], tuple[_Plans, _Routes, _Lanes]] = {}
         self.plans: _Plans = {}
         self.routes: _Routes = []
+        self.lanes: _Lanes = {}
         self._switch()
         default = StreamTransformer.route
         plain = not self._dups and all(
@@ -149,8 +184,8 @@ class _SyncSegment:
         if state is None:
             if len(self._states) >= _MAX_ROUTE_STATES:
                 self._states.clear()
-            state = self._states[key] = ({}, [{} for _ in self.stages])
-        self.plans, self.routes = state
+            state = self._states[key] = ({}, [{} for _ in self.stages], {})
+        self.plans, self.routes, self.lanes = state
 
     def _route_at(self, position: int, cls: type[BaseEvent]) -> _Transform | None:
         cache = self.routes[position]
@@ -163,6 +198,27 @@ class _SyncSegment:
                 self.position_of[function] = position
             cache[cls] = function
         return function  # type: ignore[no-any-return]
+
+    def conditions(
+        self, cls: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...] | None:
+        """What must hold for an event of ``cls`` with ``fields`` to pass every stage unchanged.
+
+        The stages' ``passes`` answers in the current route state, joined; None
+        as soon as one stage must see such events (or cannot promise: its
+        ``transform`` was replaced, or it is not a routing stage).
+        """
+        joined: list[Condition] = []
+        for position, stage in enumerate(self.stages):
+            if self._route_at(position, cls) is None:
+                continue  # the chain skips this stage for the class
+            if not self._declares[position]:
+                return None
+            answer = stage.passes(cls, fields)
+            if answer is None:
+                return None
+            joined.extend(answer)
+        return tuple(joined)
 
     def _plan(self, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
         routed = (self._route_at(i, cls) for i in range(len(self.stages)))
@@ -438,6 +494,10 @@ class TransformerChain(StreamTransformer):
         if segment is None:
             return lambda event, index: (event,)
         return segment.push
+
+    def _sync_segment(self) -> _SyncSegment | None:
+        """The fused segment itself (None for an empty chain), for in-package drivers."""
+        return self._require_sync("TransformerChain._sync_segment()")
 
     def claim(self) -> None:
         """Mark the chain as processing a stream (what ``apply`` does); raises if it already did.

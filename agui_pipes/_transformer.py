@@ -21,8 +21,17 @@ abandoned mid-item.
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Hashable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Collection,
+    Container,
+    Hashable,
+    Iterable,
+    Sized,
+)
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ag_ui.core import BaseEvent, EventType
 
@@ -31,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncStreamTransformer",
+    "Condition",
     "FunctionTransformer",
     "Stage",
     "StreamOperator",
@@ -139,10 +149,63 @@ class StreamTransformer(Stage):
                 return self.transform
         return None
 
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...] | None:
+        """When events of this class and shape go through this stage unchanged, or None.
+
+        An optional promise that lets a relay forward an event's wire bytes
+        without building the event at all (see ``agui_pipes.relay``): it asks
+        every stage that ``route`` does not skip for the class, and when each
+        answers with conditions that all hold for an incoming event, the event
+        goes out as it came in and no stage is called for it. That is the cost
+        of most of a stream — the deltas of open messages and tool calls.
+
+        ``fields`` are the attribute names the event carries (``type``
+        excluded; absent ones hold their defaults). Return ``()`` when such an
+        event always passes, a tuple of ``Condition`` that must all hold, or
+        ``None`` (the default) when the stage must see it. The promise covers
+        the stage's state too: an event the conditions admit must leave the
+        stage exactly as it was, so that not calling the stage is the same as
+        calling it. Conditions test live containers the stage keeps, so the
+        stage must mutate them in place, never rebind them; an answer that
+        depends on anything else must be named by ``route_key`` (the relay
+        asks again after ``reroute()``).
+        """
+        return None
+
     def reroute(self) -> None:
         """Tell the chains running this stage that ``route`` answers differently now."""
         for listener in self.__dict__.get("_route_listeners", ()):
             listener()
+
+
+class Condition(NamedTuple):
+    """One test of ``StreamTransformer.passes``, on a field of the incoming event.
+
+    Build them with the three constructors; the relay compiles them into
+    plain membership tests, which is why they are data rather than code.
+    """
+
+    field: str | None
+    container: Any
+    """A ``Container`` (``in`` / ``not in``) or a ``Sized`` (``empty``), kept live by the stage."""
+    kind: str
+
+    @classmethod
+    def member(cls, field: str, container: Container[Any]) -> Condition:
+        """Holds while ``event.<field> in container`` (e.g. the ids of open messages)."""
+        return cls(field, container, "in")
+
+    @classmethod
+    def not_member(cls, field: str, container: Container[Any]) -> Condition:
+        """Holds while ``event.<field> not in container`` (e.g. the ids of blocked calls)."""
+        return cls(field, container, "not in")
+
+    @classmethod
+    def empty(cls, container: Sized) -> Condition:
+        """Holds while ``container`` is empty (e.g. no chunk stream is open)."""
+        return cls(None, container, "empty")
 
 
 Transform = Callable[[BaseEvent], Iterable[BaseEvent]]

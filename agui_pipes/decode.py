@@ -965,6 +965,82 @@ def _relay_entry(type_name: str, keys: tuple[str, ...]) -> _RelayEntry:
     return entry
 
 
+_Lane = Callable[[dict[str, Any], bytes], bool]
+
+
+def _wire_shape(
+    type_name: str, keys: tuple[str, ...]
+) -> tuple[type[BaseEvent], frozenset[str]] | None:
+    """The event class and the attribute names a builder's key set carries (``type`` aside)."""
+    spec = _SPECS.get(type_name)
+    if spec is None:
+        return None
+    choices = spec.choice_attrs
+    attrs = [spec.str_attrs.get(key) or (choices[key][0] if key in choices else None)
+             for key in keys]
+    if any(a is None for a in attrs):
+        return None
+    return spec.cls, frozenset(str(a) for a in attrs if a != "type")
+
+
+def _compile_lane(
+    type_name: str, keys: tuple[str, ...], conditions: Iterable[tuple[str | None, Any, str]]
+) -> _Lane | None:
+    """A test that a payload of this key set may be forwarded as it came, or None.
+
+    The relay's pass-through: the function checks each value exactly as the
+    key set's builder does (so the checked path would have built the event),
+    then the stages' ``passes`` conditions, then that the payload is already
+    byte-for-byte what encoding the event gives (the relay's re-send check).
+    When it answers True no event is built and no stage is called. None when
+    the key set has no builder or is not in the encoder's key order.
+    """
+    entry = _relay_entry(type_name, keys)
+    if entry is None or entry[1] is None:
+        return None
+    spec = _SPECS[type_name]
+    choices = spec.choice_attrs
+    wire_of: dict[str, str] = {}
+    lines = ["def lane(raw, payload):"]
+    namespace: dict[str, Any] = {"dumps": _json.orjson_dumps}
+    names: list[str] = []
+    for i, key in enumerate(keys):
+        if key == "type":
+            continue
+        name = f"v{i}"
+        names.append(name)
+        lines.append(f"    {name} = raw[{key!r}]")
+        if key in choices:
+            attr, allowed = choices[key]
+            namespace[f"ALLOWED{i}"] = allowed
+            lines.append(
+                f"    if {name}.__class__ is not str or {name} not in ALLOWED{i}: return False"
+            )
+        else:
+            attr = spec.str_attrs[key]
+            lines.append(f"    if {name}.__class__ is not str: return False")
+        wire_of[attr] = name
+    for j, (field, container, kind) in enumerate(conditions):
+        namespace[f"C{j}"] = container
+        if kind == "empty":
+            lines.append(f"    if C{j}: return False")
+            continue
+        value = wire_of.get(str(field))
+        if value is None:
+            return None  # a condition on an absent field: such events take the full path
+        test = "not in" if kind == "in" else "in"
+        lines.append(f"    if {value} {test} C{j}: return False")
+    # The re-send check, as the relay makes it: for an ASCII payload without
+    # escapes, its length against the framing's plus the values'.
+    size = " + ".join([str(entry[1] + len(type_name)), *(f"len({n})" for n in names)])
+    lines.append("    if payload.isascii() and payload.find(b'\\\\') < 0:")
+    lines.append(f"        return len(payload) == {size}")
+    lines.append("    return dumps is not None and dumps(raw) == payload")
+    exec("\n".join(lines), namespace)  # generated from the model's own field names
+    lane: _Lane = namespace["lane"]
+    return lane
+
+
 def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> Decoded:
     """Decode one wire event (a parsed object, JSON text or UTF-8 bytes).
 

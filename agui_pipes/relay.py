@@ -26,10 +26,19 @@ from typing import Any
 
 from ag_ui.core import BaseEvent
 
-from ._chain import TransformerChain
+from ._chain import TransformerChain, _SyncSegment
 from ._json import fast_loads, orjson_dumps
 from .codecs import _COMPILED, _compile_common_shape, encode_ndjson, encode_sse
-from .decode import _RELAY_ENTRIES, DecodeWarning, _relay_entry, decode
+from .decode import (
+    _BUILDER_LIMIT,
+    _RELAY_ENTRIES,
+    DecodeWarning,
+    _compile_lane,
+    _Lane,
+    _relay_entry,
+    _wire_shape,
+    decode,
+)
 
 __all__ = ["Relay"]
 
@@ -51,6 +60,23 @@ def _writer_for(output: object) -> Any:
     return _compile_common_shape(cls)
 
 
+def _lane_for(segment: _SyncSegment, type_name: str, keys: tuple[str, ...]) -> _Lane | None:
+    """Compile (once per route state and key set) the pass-through test, or None."""
+    lanes = segment.lanes
+    if len(lanes) >= _BUILDER_LIMIT:
+        # Key sets come from the wire: past the bound, new ones take the full
+        # path rather than costing a compilation each (as the builders do).
+        return None
+    lane = None
+    shape = _wire_shape(type_name, keys)
+    if shape is not None:
+        conditions = segment.conditions(*shape)
+        if conditions is not None:
+            lane = _compile_lane(type_name, keys, conditions)
+    lanes[(type_name, keys)] = lane
+    return lane
+
+
 class Relay:
     """Decode, transform and encode a stream in batches (one instance per stream).
 
@@ -64,6 +90,7 @@ class Relay:
         "_chain",
         "_encode",
         "_finished",
+        "_forwarded",
         "_framing",
         "_index",
         "_on_event",
@@ -93,12 +120,22 @@ class Relay:
         self._on_event = on_event
         self._on_input = on_input
         self._index = 0
+        self._forwarded = 0
         self._finished = False
 
     @property
     def events_in(self) -> int:
         """How many wire events were decoded so far (dropped unknown types included)."""
         return self._index
+
+    @property
+    def events_forwarded(self) -> int:
+        """How many of them went out as they came, through the pass-through lane.
+
+        Those were neither built as events nor seen by any stage, because every
+        stage promised (``StreamTransformer.passes``) to pass them unchanged.
+        """
+        return self._forwarded
 
     def feed(self, payloads: Iterable[bytes | str]) -> bytes:
         """Process wire payloads (one JSON event each); returns the encoded output.
@@ -109,6 +146,7 @@ class Relay:
         identical to encoding every event).
         """
         transform = self._chain._sync_push()
+        segment = self._chain._sync_segment()
         encode = self._encode
         on_warning = self._on_warning
         on_event = self._on_event
@@ -116,6 +154,7 @@ class Relay:
         out: list[bytes] = []
         append = out.append
         index = self._index
+        forwarded = self._forwarded
         framing = self._framing
         prefix, suffix = framing if framing is not None else (b"", b"")
         dumps = orjson_dumps
@@ -123,6 +162,13 @@ class Relay:
         loads = fast_loads
         entries = _RELAY_ENTRIES
         writers = _COMPILED
+        # The pass-through lane (see ``StreamTransformer.passes``): only when no
+        # hook needs the events themselves and input bytes can be re-sent.
+        lanes = (
+            segment.lanes
+            if reuse and segment is not None and on_input is None and on_event is None
+            else None
+        )
         try:
             for payload in payloads:
                 # decode()'s fast path, inlined: this loop runs once per event.
@@ -138,6 +184,19 @@ class Relay:
                         type_name = raw.get("type")
                         if type_name.__class__ is str:
                             keys = tuple(raw)
+                            if lanes is not None:
+                                lane = lanes.get((type_name, keys), _UNSEEN)
+                                if lane is _UNSEEN:
+                                    lane = _lane_for(segment, type_name, keys)  # type: ignore[arg-type]
+                                if lane is not None and lane(raw, payload):
+                                    # Every stage passes it unchanged and its bytes are
+                                    # the encoder's: forward it without building it.
+                                    append(prefix)
+                                    append(payload)
+                                    append(suffix)
+                                    index += 1
+                                    forwarded += 1
+                                    continue
                             entry = entries.get((type_name, keys), _UNSEEN)
                             if entry is _UNSEEN:
                                 entry = _relay_entry(type_name, keys)
@@ -162,7 +221,7 @@ class Relay:
                         on_event(output)
                     if output is event and framing_len is not None and (
                         len(payload) == framing_len + sum(map(len, raw.values()))
-                        if payload.isascii() and b"\\" not in payload
+                        if payload.isascii() and payload.find(b"\\") < 0  # type: ignore[arg-type]
                         else dumps(raw) == payload
                     ):
                         # No stage replaced the event and its input bytes are
@@ -186,8 +245,11 @@ class Relay:
                             append(prefix)
                             append(data)
                             append(suffix)
+                if lanes is not None:
+                    lanes = segment.lanes  # type: ignore[union-attr]  # a stage may have rerouted
         finally:
             self._index = index
+            self._forwarded = forwarded
         return b"".join(out)
 
     def finish(self) -> bytes:

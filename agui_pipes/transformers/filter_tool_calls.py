@@ -68,7 +68,7 @@ from ag_ui.core import (
     ToolMessage,
 )
 
-from .._transformer import StreamTransformer, Transform
+from .._transformer import Condition, StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
 from ._lane_mirror import LaneMirror
 from ._lanes import CLOSING_CLASSES, ChunkRoute
@@ -266,6 +266,19 @@ class FilterToolCalls(StreamTransformer):
         if handler is None:
             return (event,)
         return handler(event)
+
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...] | None:
+        # An untagged event the current table sends to ``_by_call_id`` (the deltas
+        # of calls, outside chunk streams) passes unless its call is blocked.
+        handler = self._table.get(event_class)
+        if (
+            getattr(handler, "__func__", None) is FilterToolCalls._by_call_id
+            and "subagent_run_id" not in fields
+        ):
+            return (Condition.not_member("tool_call_id", self._blocked),)
+        return None
 
     # -- handlers -------------------------------------------------------------
 

@@ -87,7 +87,7 @@ from ag_ui.core import (
 )
 
 from .._construct import replace
-from .._transformer import StreamTransformer, Transform
+from .._transformer import Condition, StreamTransformer, Transform
 from ..events import strip_attribution
 from ..verify import Rule, VerificationError
 from ._lane_mirror import fill_chunk
@@ -200,6 +200,19 @@ class SubagentVisibility(StreamTransformer):
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
         # The mode's handler itself; classes it has none for skip the stage.
         return self._handlers.get(event_class)
+
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...] | None:
+        # Inline: an untagged event ``_inline_observed`` handles passes as it is
+        # while no chunk stream is open (nothing for it to close).
+        handler = self._handlers.get(event_class)
+        if (
+            getattr(handler, "__func__", None) is SubagentVisibility._inline_observed
+            and "subagent_run_id" not in fields
+        ):
+            return (Condition.empty(self._lanes.open),)
+        return None
 
     # -- shared: subagent lifecycle bookkeeping ------------------------------
 

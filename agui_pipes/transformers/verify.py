@@ -28,7 +28,7 @@ from typing import Any, Literal
 from ag_ui.core import BaseEvent, RunErrorEvent
 
 from .._construct import construct
-from .._transformer import StreamTransformer, Transform
+from .._transformer import Condition, StreamTransformer, Transform
 from ..verify import Profile, VerificationError, Verifier
 
 __all__ = ["OnViolation", "Verify"]
@@ -73,6 +73,9 @@ class Verify(StreamTransformer):
         """The underlying state machine (for inspection)."""
         return self._verifier
 
+    route_key: bool = True
+    """Whether the verifier is between runs or the stage has stopped (no delta passes unseen)."""
+
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         if self._stopped:
             return ()
@@ -80,7 +83,29 @@ class Verify(StreamTransformer):
             self._verifier.observe(event)
         except VerificationError as error:
             return self._violation(error)
+        finally:
+            self._check_closed()
         return (event,)
+
+    def _check_closed(self) -> None:
+        """Keep ``route_key`` naming the run state that ``passes`` answers from."""
+        closed = bool(self._verifier._gated or self._stopped)
+        if closed is not self.route_key:
+            self.route_key = closed
+            self.reroute()
+
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...] | None:
+        # Mid-run, an untagged delta of an open item is accepted without any
+        # state change (what ``verify_delta`` below does without the handler).
+        if self.route_key or "subagent_run_id" in fields:
+            return None
+        table = self._verifier._open_table(event_class)
+        if table is None:
+            return None
+        by_tool_call, opened, _ = table
+        return (Condition.member("tool_call_id" if by_tool_call else "message_id", opened),)
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
         check = self._verifier._mid_run_check(event_class)
@@ -97,6 +122,8 @@ class Verify(StreamTransformer):
                 check(event)
             except VerificationError as error:
                 return self._violation(error)
+            finally:
+                self._check_closed()
             return (event,)
 
         table = verifier._open_table(event_class)
