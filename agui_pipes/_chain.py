@@ -217,7 +217,19 @@ class _SyncSegment:
             answer = stage.passes(cls, fields)
             if answer is None:
                 return None
-            joined.extend(answer)
+            for condition in answer:
+                if condition.kind == "drop":
+                    if condition.field not in fields:
+                        continue  # unset already: nothing to change
+                    fields = fields - {condition.field}
+                elif (condition.field is not None and condition.field not in fields) or (
+                    condition.kind == "maps to" and condition.container[0] not in fields
+                ):
+                    # A test of a field the event does not carry (any more): the
+                    # lane only tests values as they came in, so such events take
+                    # the full path.
+                    return None
+                joined.append(condition)
         return tuple(joined)
 
     def _plan(self, cls: type[BaseEvent]) -> tuple[_Transform, ...]:

@@ -29,6 +29,7 @@ from collections.abc import (
     Container,
     Hashable,
     Iterable,
+    Mapping,
     Sized,
 )
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -164,7 +165,10 @@ class StreamTransformer(Stage):
         ``fields`` are the attribute names the event carries (``type``
         excluded; absent ones hold their defaults). Return ``()`` when such an
         event always passes, a tuple of ``Condition`` that must all hold, or
-        ``None`` (the default) when the stage must see it. The promise covers
+        ``None`` (the default) when the stage must see it. ``Condition.drops``
+        promises the event with one field unset instead (it passes otherwise
+        unchanged); stages after it are asked about the shape without it. The
+        promise covers
         the stage's state too: an event the conditions admit must leave the
         stage exactly as it was, so that not calling the stage is the same as
         calling it. Conditions test live containers the stage keeps, so the
@@ -206,6 +210,18 @@ class Condition(NamedTuple):
     def empty(cls, container: Sized) -> Condition:
         """Holds while ``container`` is empty (e.g. no chunk stream is open)."""
         return cls(None, container, "empty")
+
+    @classmethod
+    def maps_to(cls, field: str, value_field: str, mapping: Mapping[Any, Any]) -> Condition:
+        """Holds while ``mapping`` has no other value than ``event.<value_field>`` for
+        ``event.<field>`` (e.g. an item's recorded owner agrees with the event's tag)."""
+        return cls(field, (value_field, mapping), "maps to")
+
+    @classmethod
+    def drops(cls, field: str) -> Condition:
+        """Not a test: the event passes with ``field`` unset (the one change a relay can
+        make to the bytes itself, e.g. stripping a subagent tag)."""
+        return cls(field, None, "drop")
 
 
 Transform = Callable[[BaseEvent], Iterable[BaseEvent]]

@@ -852,7 +852,10 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
 _Builder = Callable[[dict[str, Any]], "BaseEvent | None"]
 _BUILDERS: dict[tuple[str, tuple[str, ...]], _Builder | None] = {}
 _BUILDER_LIMIT: Final = 1024
-"""Bounds the builder cache: key sets come from the wire, so a peer cannot grow it."""
+"""Bounds the compiled builders: key sets come from the wire, so a peer cannot grow them."""
+_NEGATIVE_LIMIT: Final = 4 * _BUILDER_LIMIT
+"""Bounds the remembered "no builder" answers, which cannot crowd out the builders."""
+_COMPILED_BUILDERS = [0]
 
 
 def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
@@ -870,10 +873,6 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
     """
     spec = _SPECS.get(type_name)
     builder: _Builder | None = None
-    if len(_BUILDERS) >= _BUILDER_LIMIT:
-        # Key sets come from the wire: past the bound, new ones take the checked
-        # path rather than costing a compilation each.
-        return None
     if spec is not None and keys.count("type") == 1:
         choices = spec.choice_attrs
         attrs = [
@@ -882,6 +881,11 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
         ]
         given = {a for a in attrs if a is not None and a != "type"}
         if all(a is not None for a in attrs) and spec.required_attrs <= given:
+            if _COMPILED_BUILDERS[0] >= _BUILDER_LIMIT:
+                # Key sets come from the wire: past the bound, new ones take the
+                # checked path rather than costing a compilation each.
+                return None
+            _COMPILED_BUILDERS[0] += 1
             names = [(key, attr) for key, attr in zip(keys, attrs, strict=True) if key != "type"]
             fields = dict.fromkeys(spec.cls.model_fields)
             lines = ["def build(raw):"]
@@ -926,7 +930,8 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
             }
             exec("\n".join(lines), namespace)  # generated from the model's own field names
             builder = namespace["build"]
-    _BUILDERS[(type_name, keys)] = builder
+    if builder is not None or len(_BUILDERS) < _NEGATIVE_LIMIT:
+        _BUILDERS[(type_name, keys)] = builder
     return builder
 
 
@@ -938,19 +943,28 @@ _RELAY_ENTRIES: dict[tuple[str, tuple[str, ...]], _RelayEntry] = {}
 def _canonical_framing(type_name: str, keys: tuple[str, ...]) -> int | None:
     """For a builder's key set in the encoder's order, its JSON length minus its values'.
 
-    The encoder writes ``type`` first, then the model's fields in order. For
-    an ASCII payload without escapes whose keys come in that order, the
-    payload is exactly the encoder's output when its length is this plus the
-    string values' lengths (any whitespace would make it longer) — cheaper to
-    check than re-serialising it. None when the keys are in another order.
+    The encoder writes ``type`` first, then the model's fields in order,
+    compactly, escaping only what JSON requires. A payload whose keys come in
+    that order is at least this plus the string values' lengths long, and
+    exactly that long only when it is the encoder's output: whitespace,
+    escapes and multi-byte characters all make it longer. Comparing lengths is
+    cheaper than re-serialising; a longer payload is compared exactly. None
+    when the keys are in another order.
     """
-    spec = _SPECS[type_name]
+    if not _in_model_order(_SPECS[type_name], keys):
+        return None
+    return _compact_framing(keys)
+
+
+def _in_model_order(spec: _EventSpec, keys: Iterable[str]) -> bool:
     choices = spec.choice_attrs
     order = {name: i for i, name in enumerate(spec.cls.model_fields)}
-    attrs = [spec.str_attrs.get(key) or choices[key][0] for key in keys]
-    positions = [order[str(a)] for a in attrs]
-    if positions != sorted(positions):
-        return None
+    positions = [order[str(spec.str_attrs.get(key) or choices[key][0])] for key in keys]
+    return positions == sorted(positions)
+
+
+def _compact_framing(keys: tuple[str, ...]) -> int:
+    """The compact JSON length of an object of string values with these keys, values aside."""
     # {} + each "key": + each "value" + the commas between members
     return 2 + sum(len(k) + 3 for k in keys) + 2 * len(keys) + len(keys) - 1
 
@@ -960,12 +974,12 @@ def _relay_entry(type_name: str, keys: tuple[str, ...]) -> _RelayEntry:
     key = (type_name, keys)
     builder = _BUILDERS[key] if key in _BUILDERS else _compile_builder(type_name, keys)
     entry = None if builder is None else (builder, _canonical_framing(type_name, keys))
-    if len(_RELAY_ENTRIES) < _BUILDER_LIMIT:
-        _RELAY_ENTRIES[key] = entry
+    if entry is not None or len(_RELAY_ENTRIES) < _NEGATIVE_LIMIT:
+        _RELAY_ENTRIES[key] = entry  # builders are bounded; so are the answers without one
     return entry
 
 
-_Lane = Callable[[dict[str, Any], bytes], bool]
+_Lane = Callable[[dict[str, Any], bytes], "bytes | None"]
 
 
 def _wire_shape(
@@ -986,21 +1000,24 @@ def _wire_shape(
 def _compile_lane(
     type_name: str, keys: tuple[str, ...], conditions: Iterable[tuple[str | None, Any, str]]
 ) -> _Lane | None:
-    """A test that a payload of this key set may be forwarded as it came, or None.
+    """The bytes to send for a payload of this key set without building it, or None.
 
     The relay's pass-through: the function checks each value exactly as the
     key set's builder does (so the checked path would have built the event),
-    then the stages' ``passes`` conditions, then that the payload is already
-    byte-for-byte what encoding the event gives (the relay's re-send check).
-    When it answers True no event is built and no stage is called. None when
-    the key set has no builder or is not in the encoder's key order.
+    then the stages' ``passes`` conditions. When they hold it returns what
+    encoding the chain's output would give: the payload itself when it is
+    already the encoder's bytes (the relay's re-send check), or the payload
+    without the members the stages drop. None sends the payload down the full
+    path. No lane (None) when the key set has no builder or is not in the
+    encoder's key order.
     """
     entry = _relay_entry(type_name, keys)
-    if entry is None or entry[1] is None:
+    if entry is None or _json.orjson_dumps is None:
         return None
     spec = _SPECS[type_name]
     choices = spec.choice_attrs
-    wire_of: dict[str, str] = {}
+    value_of: dict[str, str] = {}  # attribute -> local variable
+    key_of: dict[str, str] = {}  # attribute -> wire key
     lines = ["def lane(raw, payload):"]
     namespace: dict[str, Any] = {"dumps": _json.orjson_dumps}
     names: list[str] = []
@@ -1014,28 +1031,72 @@ def _compile_lane(
             attr, allowed = choices[key]
             namespace[f"ALLOWED{i}"] = allowed
             lines.append(
-                f"    if {name}.__class__ is not str or {name} not in ALLOWED{i}: return False"
+                f"    if {name}.__class__ is not str or {name} not in ALLOWED{i}: return None"
             )
         else:
             attr = spec.str_attrs[key]
-            lines.append(f"    if {name}.__class__ is not str: return False")
-        wire_of[attr] = name
+            lines.append(f"    if {name}.__class__ is not str: return None")
+        value_of[attr] = name
+        key_of[attr] = key
+    dropped: list[str] = []
     for j, (field, container, kind) in enumerate(conditions):
-        namespace[f"C{j}"] = container
-        if kind == "empty":
-            lines.append(f"    if C{j}: return False")
+        if kind == "drop":
+            dropped.append(key_of[str(field)])
             continue
-        value = wire_of.get(str(field))
+        if kind == "empty":
+            namespace[f"C{j}"] = container
+            lines.append(f"    if C{j}: return None")
+            continue
+        value = value_of.get(str(field))
         if value is None:
             return None  # a condition on an absent field: such events take the full path
+        if kind == "maps to":
+            other = value_of.get(str(container[0]))
+            if other is None:
+                return None
+            namespace[f"C{j}"] = container[1]
+            lines.append(f"    if C{j}.get({value}, {other}) != {other}: return None")
+            continue
+        namespace[f"C{j}"] = container
         test = "not in" if kind == "in" else "in"
-        lines.append(f"    if {value} {test} C{j}: return False")
-    # The re-send check, as the relay makes it: for an ASCII payload without
-    # escapes, its length against the framing's plus the values'.
-    size = " + ".join([str(entry[1] + len(type_name)), *(f"len({n})" for n in names)])
-    lines.append("    if payload.isascii() and payload.find(b'\\\\') < 0:")
-    lines.append(f"        return len(payload) == {size}")
-    lines.append("    return dumps is not None and dumps(raw) == payload")
+        lines.append(f"    if {value} {test} C{j}: return None")
+    # Whitespace, escapes and multi-byte characters all make a payload longer
+    # than the framing's length plus the values': at exactly that length it is
+    # compact, and in the model's key order the encoder's output (the relay's
+    # re-send check).
+    size = " + ".join(
+        [str(_compact_framing(keys) + len(type_name)), *(f"len({n})" for n in names)]
+    )
+    if not dropped:
+        if entry[1] is None:
+            return None  # keys out of the encoder's order: never its output
+        lines.append(f"    if len(payload) == {size} or dumps(raw) == payload:")
+        lines.append("        return payload")
+        lines.append("    return None")
+    else:
+        kept = [k for k in keys if k not in dropped]
+        if not _in_model_order(spec, kept):
+            return None
+        local = {key: f"v{i}" for i, key in enumerate(keys) if key != "type"}
+        items = ", ".join(
+            f"'type': {type_name!r}" if k == "type" else f"{k!r}: {local[k]}" for k in kept
+        )
+        position = keys.index(dropped[0])
+        if len(dropped) == 1 and position > 0:
+            # The canonical payload minus one member: `{` + the members before
+            # it (`"k":"v"`, each after the first with a comma), then the rest.
+            before = ["1", *(str(len(k) + 5 + (i > 0)) for i, k in enumerate(keys[:position]))]
+            before += [
+                str(len(type_name)) if k == "type" else f"len({local[k]})"
+                for k in keys[:position]
+            ]
+            member = f"{len(dropped[0]) + 6} + len({local[dropped[0]]})"
+            lines.append(f"    if len(payload) == {size}:")
+            lines.append(f"        cut = {' + '.join(before)}")
+            lines.append(f"        return payload[:cut] + payload[cut + {member}:]")
+        # Otherwise the encoder's own writing of what remains (the common-shape
+        # writer's: orjson over the wire keys in the model's order).
+        lines.append(f"    return dumps({{{items}}})")
     exec("\n".join(lines), namespace)  # generated from the model's own field names
     lane: _Lane = namespace["lane"]
     return lane

@@ -62,18 +62,18 @@ def _writer_for(output: object) -> Any:
 
 def _lane_for(segment: _SyncSegment, type_name: str, keys: tuple[str, ...]) -> _Lane | None:
     """Compile (once per route state and key set) the pass-through test, or None."""
-    lanes = segment.lanes
-    if len(lanes) >= _BUILDER_LIMIT:
-        # Key sets come from the wire: past the bound, new ones take the full
-        # path rather than costing a compilation each (as the builders do).
-        return None
     lane = None
     shape = _wire_shape(type_name, keys)
     if shape is not None:
         conditions = segment.conditions(*shape)
         if conditions is not None:
             lane = _compile_lane(type_name, keys, conditions)
-    lanes[(type_name, keys)] = lane
+    lanes = segment.lanes
+    # Key sets come from the wire. A lane needs a builder, so lanes are as
+    # bounded as builders; the answers without one are kept up to a bound
+    # and past it worked out again (cheaply) when they come back.
+    if lane is not None or len(lanes) < _BUILDER_LIMIT:
+        lanes[(type_name, keys)] = lane
     return lane
 
 
@@ -96,6 +96,7 @@ class Relay:
         "_on_event",
         "_on_input",
         "_on_warning",
+        "_unsent",
     )
 
     def __init__(
@@ -121,6 +122,7 @@ class Relay:
         self._on_input = on_input
         self._index = 0
         self._forwarded = 0
+        self._unsent = b""
         self._finished = False
 
     @property
@@ -178,32 +180,36 @@ class Relay:
                 if payload.__class__ is bytes:
                     try:
                         raw = loads(payload)
-                    except ValueError:  # malformed: decode() below reports it precisely
-                        raw = None
-                    if raw.__class__ is dict:
-                        type_name = raw.get("type")
-                        if type_name.__class__ is str:
-                            keys = tuple(raw)
-                            if lanes is not None:
-                                lane = lanes.get((type_name, keys), _UNSEEN)
-                                if lane is _UNSEEN:
-                                    lane = _lane_for(segment, type_name, keys)  # type: ignore[arg-type]
-                                if lane is not None and lane(raw, payload):
-                                    # Every stage passes it unchanged and its bytes are
-                                    # the encoder's: forward it without building it.
-                                    append(prefix)
-                                    append(payload)
-                                    append(suffix)
+                        type_name = raw["type"]
+                    except (ValueError, TypeError, KeyError):
+                        # Not JSON, not an object, or no "type": decode() below
+                        # reports it precisely.
+                        type_name = None
+                    if type_name.__class__ is str:
+                        key = (type_name, tuple(raw))
+                        if lanes is not None:
+                            try:
+                                lane = lanes[key]
+                            except KeyError:
+                                lane = _lane_for(segment, *key)  # type: ignore[arg-type]
+                            if lane is not None:
+                                data = lane(raw, payload)
+                                if data is not None:
+                                    # Every stage passes it (or drops a field) and
+                                    # this is what encoding the output gives: send
+                                    # it without building any event.
+                                    append(data)
                                     index += 1
                                     forwarded += 1
                                     continue
-                            entry = entries.get((type_name, keys), _UNSEEN)
-                            if entry is _UNSEEN:
-                                entry = _relay_entry(type_name, keys)
-                            if entry is not None:
-                                event = entry[0](raw)
-                                if reuse:
-                                    framing_len = entry[1]
+                        try:
+                            entry = entries[key]
+                        except KeyError:
+                            entry = _relay_entry(*key)
+                        if entry is not None:
+                            event = entry[0](raw)
+                            if reuse:
+                                framing_len = entry[1]
                 if event is None:
                     decoded = decode(payload, index=index)
                     if decoded.warnings and on_warning is not None:
@@ -220,37 +226,54 @@ class Relay:
                     if on_event is not None:
                         on_event(output)
                     if output is event and framing_len is not None and (
+                        # Any whitespace, escape or non-ASCII character makes a
+                        # payload longer than this; then compare it exactly.
                         len(payload) == framing_len + sum(map(len, raw.values()))
-                        if payload.isascii() and payload.find(b"\\") < 0  # type: ignore[arg-type]
-                        else dumps(raw) == payload
+                        or dumps(raw) == payload
                     ):
                         # No stage replaced the event and its input bytes are
                         # exactly what encoding it gives: send them on as they are.
-                        append(prefix)
                         append(payload)  # type: ignore[arg-type]
-                        append(suffix)
+                    elif framing is None:
+                        append(encode(output))
                     else:
                         # The encoder's own first choice, without its two calls: the
                         # generated writer for the class's common shape.
+                        writer = writers.get(output.__class__, _UNSEEN)
+                        if writer is _UNSEEN:
+                            writer = _writer_for(output)
                         data = None
-                        if framing is not None:
-                            writer = writers.get(output.__class__, _UNSEEN)
-                            if writer is _UNSEEN:
-                                writer = _writer_for(output)
-                            if writer is not None and not output.__pydantic_extra__:
-                                data = writer(output.__dict__)
+                        if writer is not None and not output.__pydantic_extra__:
+                            data = writer(output.__dict__)  # None: not the common shape
                         if data is None:
-                            append(encode(output))
-                        else:
-                            append(prefix)
-                            append(data)
-                            append(suffix)
+                            data = encode(output)[len(prefix) : -len(suffix)]
+                        append(data)
                 if lanes is not None:
                     lanes = segment.lanes  # type: ignore[union-attr]  # a stage may have rerouted
+        except BaseException:
+            self._unsent = self._joined(out)
+            raise
         finally:
             self._index = index
             self._forwarded = forwarded
-        return b"".join(out)
+        return self._joined(out)
+
+    def _joined(self, out: list[bytes]) -> bytes:
+        if self._framing is None or not out:
+            return b"".join(out)
+        # Every item is one event's JSON: frame them all in one join.
+        prefix, suffix = self._framing
+        return b"".join((prefix, (suffix + prefix).join(out), suffix))
+
+    def take_unsent(self) -> bytes:
+        """After ``feed`` raised: the output of that batch's events before the failing one.
+
+        A relay that stops on an error still owes the client what the chain
+        produced up to it (exactly what ``chain.apply`` would have yielded):
+        send this before reporting the error. Empty when nothing is owed.
+        """
+        unsent, self._unsent = self._unsent, b""
+        return unsent
 
     def finish(self) -> bytes:
         """The stages' end-of-stream output, encoded (call once, after the last ``feed``)."""

@@ -150,37 +150,57 @@ def test_relay_passes_canonical_bytes_through_and_reencodes_the_rest() -> None:
 
 
 def test_builder_caches_stay_bounded_and_correct_when_a_peer_varies_key_sets() -> None:
-    """Key sets come from the wire: past the cache bound they take the checked path."""
+    """Key sets come from the wire: past the cache bounds they take the checked path."""
     import importlib
+    import itertools
 
     decode_module = importlib.import_module("agui_pipes.decode")
 
     saved = (
         dict(decode_module._BUILDERS),
         dict(decode_module._RELAY_ENTRIES),
+        decode_module._COMPILED_BUILDERS[0],
     )
     try:
         limit = decode_module._BUILDER_LIMIT
+        negative = decode_module._NEGATIVE_LIMIT
         # Distinct key sets a hostile or sloppy peer might send (an unknown extra key each).
-        lines = [
+        junk = [
             json.dumps({"type": "RUN_STARTED", "threadId": "t", "runId": "r", f"x{i}": 1}).encode()
-            for i in range(limit + 50)
+            for i in range(negative + 50)
         ]
         relay = Relay(TransformerChain([]))
-        out = relay.feed(lines)
-        assert len(decode_module._BUILDERS) <= limit
-        assert len(decode_module._RELAY_ENTRIES) <= limit
-        # Saturated: a plain key set never seen before still decodes and encodes right.
+        out = relay.feed(junk)
+        assert out.count(b"data: ") == len(junk)
+        assert len(decode_module._BUILDERS) <= negative + limit
+        assert len(decode_module._RELAY_ENTRIES) <= negative + limit
+        # Junk does not crowd out builders: a plain key set seen now still gets one.
         events = run(text("m1", "a"))
         fresh = [e.model_dump_json(by_alias=True, exclude_none=True).encode() for e in events]
         relay = Relay(TransformerChain([]))
         assert relay.feed(fresh) == b"".join(encode_sse(e) for e in events)
-        assert out.count(b"data: ") == limit + 50
+        content = fresh[2]
+        assert decode_module._BUILDERS[("TEXT_MESSAGE_CONTENT", tuple(json.loads(content)))]
+        # Valid key sets in every order: compiled builders stop at the bound.
+        fields = {
+            "subagentRunId": "s", "name": "n", "description": "d", "parentSubagentRunId": "p",
+            "parentToolCallId": "c", "parentMessageId": "m",
+        }
+        orders = itertools.islice(itertools.permutations(fields), limit + 50)
+        valid = [
+            json.dumps({"type": "SUBAGENT_STARTED", **{k: fields[k] for k in order}}).encode()
+            for order in orders
+        ]
+        relay = Relay(TransformerChain([]))
+        out = relay.feed(valid)
+        assert decode_module._COMPILED_BUILDERS[0] <= limit
+        assert out == b"".join(encode_sse(decode(line).event) for line in valid)  # type: ignore[arg-type]
     finally:
         for cache, content in zip(
             (decode_module._BUILDERS, decode_module._RELAY_ENTRIES),
-            saved,
+            saved[:2],
             strict=True,
         ):
             cache.clear()
             cache.update(content)  # type: ignore[attr-defined]
+        decode_module._COMPILED_BUILDERS[0] = saved[2]

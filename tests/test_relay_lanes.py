@@ -307,5 +307,51 @@ def test_the_lane_table_stays_bounded_when_a_peer_varies_key_sets() -> None:
     assert out.count(b"data: ") == len(lines)
     segment = chain._sync_segment()
     assert segment is not None and len(segment.lanes) <= _BUILDER_LIMIT
-    # Still correct once full: a shape first seen now takes the full path.
+    # Junk does not crowd out lanes: a plain key set seen now still gets one.
     assert relay.feed([_content("m1", "b")]) == b"data: " + _content("m1", "b") + b"\n\n"
+    assert relay.events_forwarded == 1
+
+
+_TAGGED_HEAD = [
+    b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+    b'{"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"a"}',
+    b'{"type":"SUBAGENT_STARTED","subagentRunId":"s2","name":"b"}',
+    b'{"type":"TEXT_MESSAGE_START","subagentRunId":"s1","messageId":"m1","role":"assistant"}',
+]
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        b'{"type":"TEXT_MESSAGE_CONTENT","subagentRunId":"s1","messageId":"m1","delta":"a"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a","subagentRunId":"s1"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","subagentRunId":"s1","delta":"a"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"\\u00e9\\n","subagentRunId":"s1"}',
+        '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"é","subagentRunId":"s1"}'.encode(),
+        b'{"type":"TEXT_MESSAGE_CONTENT", "messageId":"m1","delta":"a","subagentRunId":"s1"}',
+    ],
+    ids=["model order", "tag last", "tag between", "escaped", "utf-8", "spaced"],
+)
+def test_inline_strips_the_tag_of_a_forwarded_delta_as_encoding_would(delta: bytes) -> None:
+    def stages() -> list[StreamTransformer]:
+        return [Verify(), SubagentVisibility.inline()]
+
+    lines = [*_TAGGED_HEAD, delta, delta]
+    with_lane = _relay_outcome(stages, lines, 9, lane=True)
+    without = _relay_outcome(stages, lines, 9, lane=False)
+    assert with_lane[:2] == without[:2]
+    assert b"subagentRunId" not in b"".join(with_lane[0])
+    assert with_lane[2] == 2  # key orders other than the model's are rewritten too
+
+
+def test_a_delta_tagged_by_another_subagent_is_refused_not_forwarded() -> None:
+    wrong = b'{"type":"TEXT_MESSAGE_CONTENT","subagentRunId":"s2","messageId":"m1","delta":"a"}'
+    lines = [*_TAGGED_HEAD, wrong]
+
+    def stages() -> list[StreamTransformer]:
+        return [Verify(), SubagentVisibility.inline()]
+
+    with_lane = _relay_outcome(stages, lines, 9, lane=True)
+    assert with_lane[:2] == _relay_outcome(stages, lines, 9, lane=False)[:2]
+    error = with_lane[1]
+    assert isinstance(error, tuple) and error[0] == "VerificationError" and "s2" in error[1]

@@ -270,15 +270,18 @@ class FilterToolCalls(StreamTransformer):
     def passes(
         self, event_class: type[BaseEvent], fields: frozenset[str]
     ) -> tuple[Condition, ...] | None:
-        # An untagged event the current table sends to ``_by_call_id`` (the deltas
-        # of calls, outside chunk streams) passes unless its call is blocked.
+        # An event the current table sends to ``_by_call_id`` (the deltas of
+        # calls, outside chunk streams) passes unless its call or its tagging
+        # subagent is blocked.
         handler = self._table.get(event_class)
-        if (
-            getattr(handler, "__func__", None) is FilterToolCalls._by_call_id
-            and "subagent_run_id" not in fields
-        ):
+        if getattr(handler, "__func__", None) is not FilterToolCalls._by_call_id:
+            return None
+        if "subagent_run_id" not in fields:
             return (Condition.not_member("tool_call_id", self._blocked),)
-        return None
+        return (
+            Condition.not_member("tool_call_id", self._blocked),
+            Condition.not_member("subagent_run_id", self._blocked_subagents),
+        )
 
     # -- handlers -------------------------------------------------------------
 

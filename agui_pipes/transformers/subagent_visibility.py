@@ -204,15 +204,14 @@ class SubagentVisibility(StreamTransformer):
     def passes(
         self, event_class: type[BaseEvent], fields: frozenset[str]
     ) -> tuple[Condition, ...] | None:
-        # Inline: an untagged event ``_inline_observed`` handles passes as it is
-        # while no chunk stream is open (nothing for it to close).
+        # Inline: while no chunk stream is open (nothing for it to close), an
+        # event ``_inline_observed`` handles passes as it is, its tag stripped.
         handler = self._handlers.get(event_class)
-        if (
-            getattr(handler, "__func__", None) is SubagentVisibility._inline_observed
-            and "subagent_run_id" not in fields
-        ):
+        if getattr(handler, "__func__", None) is not SubagentVisibility._inline_observed:
+            return None
+        if "subagent_run_id" not in fields:
             return (Condition.empty(self._lanes.open),)
-        return None
+        return (Condition.empty(self._lanes.open), Condition.drops("subagent_run_id"))
 
     # -- shared: subagent lifecycle bookkeeping ------------------------------
 

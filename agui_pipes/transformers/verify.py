@@ -97,15 +97,22 @@ class Verify(StreamTransformer):
     def passes(
         self, event_class: type[BaseEvent], fields: frozenset[str]
     ) -> tuple[Condition, ...] | None:
-        # Mid-run, an untagged delta of an open item is accepted without any
-        # state change (what ``verify_delta`` below does without the handler).
-        if self.route_key or "subagent_run_id" in fields:
+        # Mid-run, a delta of an open item, untagged or tagged by the item's
+        # owner, is accepted without any state change (what ``verify_delta``
+        # below does without calling the handler).
+        if self.route_key:
             return None
         table = self._verifier._open_table(event_class)
         if table is None:
             return None
-        by_tool_call, opened, _ = table
-        return (Condition.member("tool_call_id" if by_tool_call else "message_id", opened),)
+        by_tool_call, opened, owners = table
+        item = "tool_call_id" if by_tool_call else "message_id"
+        if "subagent_run_id" not in fields:
+            return (Condition.member(item, opened),)
+        return (
+            Condition.member(item, opened),
+            Condition.maps_to(item, "subagent_run_id", owners),
+        )
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
         check = self._verifier._mid_run_check(event_class)
