@@ -21,7 +21,7 @@ subclass, a stage bug a ``StageError`` — each naming the event's index.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from ag_ui.core import BaseEvent
@@ -60,11 +60,16 @@ def _writer_for(output: object) -> Any:
     return _compile_common_shape(cls)
 
 
-def _lane_for(segment: _SyncSegment, type_name: str, keys: tuple[str, ...]) -> _Lane | None:
+def _lane_for(
+    segment: _SyncSegment,
+    watched: frozenset[type[BaseEvent]],
+    type_name: str,
+    keys: tuple[str, ...],
+) -> _Lane | None:
     """Compile (once per route state and key set) the pass-through test, or None."""
     lane = None
     shape = _wire_shape(type_name, keys)
-    if shape is not None:
+    if shape is not None and shape[0] not in watched:
         conditions = segment.conditions(*shape)
         if conditions is not None:
             lane = _compile_lane(type_name, keys, conditions)
@@ -83,7 +88,10 @@ class Relay:
     Hooks (each costs nothing when ``None``): ``on_warning`` gets each decode
     warning, ``on_input`` each decoded input event before the chain sees it
     (dropped unknown types excluded), ``on_event`` each output event before
-    it is encoded.
+    it is encoded. A hook that needs every event turns the pass-through lane
+    off (see ``StreamTransformer.passes``): limit it to the classes it cares
+    about with ``input_types`` / ``output_types`` (exact classes) and the lane
+    stays on for the rest.
     """
 
     __slots__ = (
@@ -93,10 +101,15 @@ class Relay:
         "_forwarded",
         "_framing",
         "_index",
+        "_input_types",
         "_on_event",
         "_on_input",
         "_on_warning",
+        "_output_types",
+        "_sent",
+        "_unknown",
         "_unsent",
+        "_watched",
     )
 
     def __init__(
@@ -107,6 +120,8 @@ class Relay:
         on_warning: Callable[[DecodeWarning], None] | None = None,
         on_event: Callable[[BaseEvent], None] | None = None,
         on_input: Callable[[BaseEvent], None] | None = None,
+        output_types: Collection[type[BaseEvent]] | None = None,
+        input_types: Collection[type[BaseEvent]] | None = None,
     ) -> None:
         if not chain.is_sync:
             raise TypeError(
@@ -120,8 +135,17 @@ class Relay:
         self._on_warning = on_warning
         self._on_event = on_event
         self._on_input = on_input
+        self._output_types = None if output_types is None else frozenset(output_types)
+        self._input_types = None if input_types is None else frozenset(input_types)
+        watched: frozenset[type[BaseEvent]] | None = frozenset()
+        for hook, types in ((on_event, self._output_types), (on_input, self._input_types)):
+            if hook is not None:
+                watched = None if types is None or watched is None else watched | types
+        self._watched = watched  # None: a hook needs every event, no lane
         self._index = 0
         self._forwarded = 0
+        self._sent = 0
+        self._unknown = 0
         self._unsent = b""
         self._finished = False
 
@@ -131,11 +155,22 @@ class Relay:
         return self._index
 
     @property
+    def events_unknown(self) -> int:
+        """How many of them were dropped as unknown event types (each with a warning)."""
+        return self._unknown
+
+    @property
+    def events_out(self) -> int:
+        """How many events were sent (encoded or forwarded), ``finish()`` included."""
+        return self._sent + self._forwarded
+
+    @property
     def events_forwarded(self) -> int:
-        """How many of them went out as they came, through the pass-through lane.
+        """How many input events went out through the pass-through lane.
 
         Those were neither built as events nor seen by any stage, because every
-        stage promised (``StreamTransformer.passes``) to pass them unchanged.
+        stage promised (``StreamTransformer.passes``) to pass them on (unchanged,
+        or with a field dropped).
         """
         return self._forwarded
 
@@ -153,10 +188,13 @@ class Relay:
         on_warning = self._on_warning
         on_event = self._on_event
         on_input = self._on_input
+        input_types = self._input_types
+        output_types = self._output_types
         out: list[bytes] = []
         append = out.append
         index = self._index
         forwarded = self._forwarded
+        sent = self._sent
         framing = self._framing
         prefix, suffix = framing if framing is not None else (b"", b"")
         dumps = orjson_dumps
@@ -166,10 +204,9 @@ class Relay:
         writers = _COMPILED
         # The pass-through lane (see ``StreamTransformer.passes``): only when no
         # hook needs the events themselves and input bytes can be re-sent.
+        watched = self._watched
         lanes = (
-            segment.lanes
-            if reuse and segment is not None and on_input is None and on_event is None
-            else None
+            segment.lanes if reuse and segment is not None and watched is not None else None
         )
         try:
             for payload in payloads:
@@ -191,7 +228,7 @@ class Relay:
                             try:
                                 lane = lanes[key]
                             except KeyError:
-                                lane = _lane_for(segment, *key)  # type: ignore[arg-type]
+                                lane = _lane_for(segment, watched, *key)  # type: ignore[arg-type]
                             if lane is not None:
                                 data = lane(raw, payload)
                                 if data is not None:
@@ -218,12 +255,18 @@ class Relay:
                     event = decoded.event
                     if event is None:
                         index += 1
+                        self._unknown += 1
                         continue
                 index += 1
-                if on_input is not None:
+                if on_input is not None and (
+                    input_types is None or event.__class__ in input_types
+                ):
                     on_input(event)
                 for output in transform(event, index - 1):
-                    if on_event is not None:
+                    sent += 1
+                    if on_event is not None and (
+                        output_types is None or output.__class__ in output_types
+                    ):
                         on_event(output)
                     if output is event and framing_len is not None and (
                         # Any whitespace, escape or non-ASCII character makes a
@@ -256,6 +299,7 @@ class Relay:
         finally:
             self._index = index
             self._forwarded = forwarded
+            self._sent = sent
         return self._joined(out)
 
     def _joined(self, out: list[bytes]) -> bytes:
@@ -281,8 +325,10 @@ class Relay:
             raise RuntimeError("Relay.finish() was already called for this stream")
         self._finished = True
         out = []
+        types = self._output_types
         for output in self._chain.finish_at(self._index):
-            if self._on_event is not None:
+            self._sent += 1
+            if self._on_event is not None and (types is None or output.__class__ in types):
                 self._on_event(output)
             out.append(self._encode(output))
         return b"".join(out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from ag_ui.core import BaseEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,3 +39,75 @@ def test_on_input_sees_the_decoded_events_and_on_event_the_output(
     assert inputs == decoded
     assert outputs == chain().apply_sync(decoded)
     assert relay.events_in == len(lines)
+
+
+@settings(max_examples=60, deadline=None)
+@given(streams(max_runs=2, tool_names=["search", "internal_debug"]), st.integers(1, 5))
+def test_hooks_limited_to_classes_see_exactly_those_and_keep_the_lane(
+    events: list[BaseEvent], batch: int
+) -> None:
+    from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunStartedEvent
+
+    from agui_pipes.codecs import encode_sse
+    from agui_pipes.transformers import Verify
+
+    watched = {RunStartedEvent, RunFinishedEvent, RunErrorEvent}
+    lines = [encode_sse(e)[6:-2] for e in events]
+    lines.insert(len(lines) // 2, json.dumps({"type": "THINKING_START"}).encode())
+    inputs: list[BaseEvent] = []
+    outputs: list[BaseEvent] = []
+
+    def stages() -> TransformerChain:
+        return TransformerChain([*chain().stages, Verify()])
+
+    relay = Relay(
+        stages(), on_input=inputs.append, input_types=watched,
+        on_event=outputs.append, output_types=watched,
+    )
+    out = b"".join(relay.feed(lines[i : i + batch]) for i in range(0, len(lines), batch))
+    out += relay.finish()
+    decoded = [d.event for d in (decode(line) for line in lines) if d.event is not None]
+    expected = stages().apply_sync(decoded)
+    assert out == b"".join(encode_sse(e) for e in expected)
+    assert inputs == [e for e in decoded if type(e) in watched]
+    assert outputs == [e for e in expected if type(e) in watched]
+    assert (relay.events_in, relay.events_unknown) == (len(lines), 1)
+    assert relay.events_out == len(expected)
+
+
+def test_limited_hooks_keep_the_lane_and_an_unlimited_one_turns_it_off() -> None:
+    from ag_ui.core import RunFinishedEvent, RunStartedEvent
+
+    from agui_pipes.codecs import encode_sse
+    from agui_pipes.testing import run, text
+    from agui_pipes.transformers import Verify
+
+    lines = [encode_sse(e)[6:-2] for e in run(text("m1", "a", "b", "c"))]
+    seen: list[BaseEvent] = []
+    limited = Relay(
+        TransformerChain([Verify()]), on_input=seen.append, input_types={RunStartedEvent},
+        on_event=seen.append, output_types={RunFinishedEvent},
+    )
+    limited.feed(lines)
+    assert (limited.events_forwarded, [type(e) for e in seen]) == (
+        3, [RunStartedEvent, RunFinishedEvent]
+    )
+    unlimited = Relay(TransformerChain([Verify()]), on_event=seen.append)
+    unlimited.feed(lines)
+    assert unlimited.events_forwarded == 0
+
+
+def test_take_unsent_returns_the_frames_before_a_failing_event() -> None:
+    from agui_pipes.codecs import encode_sse
+    from agui_pipes.testing import run, text
+    from agui_pipes.transformers import Verify
+
+    events = run(text("m1", "a", "b"))
+    lines = [encode_sse(e)[6:-2] for e in events]
+    bad = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m9","delta":"x"}'
+    relay = Relay(TransformerChain([Verify()]))
+    with pytest.raises(Exception, match="m9"):
+        relay.feed([*lines[:4], bad, lines[4]])
+    assert relay.take_unsent() == b"".join(encode_sse(e) for e in events[:4])
+    assert relay.take_unsent() == b""
+    assert relay.events_out == 4

@@ -315,6 +315,9 @@ def servers() -> Iterator[tuple[Running, Running]]:
             gateways[f"/{mode}/builtin"] = Gateway(
                 upstream.url + "/echo", chain=builtin_chain(mode), keepalive=None
             )
+            gateways[f"/{mode}/plain"] = Gateway(
+                upstream.url + "/echo", chain=PASS[mode], keepalive=None
+            )
         routes = [Route(path, g, methods=["POST"]) for path, g in gateways.items()]
 
         @asynccontextmanager
@@ -582,3 +585,36 @@ def test_gateway_arguments_are_checked() -> None:
         Gateway("http://127.0.0.1:1/", keepalive=-1)
     with pytest.raises(TypeError, match="chain factory"):
         Gateway("http://127.0.0.1:1/", chain=3)  # type: ignore[arg-type]
+
+
+async def test_forwarded_deltas_are_counted_at_every_stage_of_the_log_line(
+    servers: tuple[Running, Running], caplog: pytest.LogCaptureFixture, path: str,
+    anyio_backend: str,
+) -> None:
+    """On the relay path the deltas take the pass-through lane (no stage sees them);
+    the per-stage counts and the outcome must still read as on the apply path."""
+    _, gateway = servers
+    caplog.set_level(logging.INFO, logger="agui_pipes.server")
+    run_id = f"plain-{path}-{anyio_backend}"
+    wire = [
+        {"type": "RUN_STARTED", "threadId": "thread-1", "runId": run_id},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+        *({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": f"d{i}"} for i in range(5)),
+        {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+        {"type": "RUN_FINISHED", "threadId": "thread-1", "runId": run_id},
+    ]
+    sent = "".join(f"data: {json.dumps(e, separators=(',', ':'))}\n\n" for e in wire)
+    events = await through(
+        gateway, f"/{path}/plain", run_input(run_id, forwardedProps={"wire": sent, "cuts": [99]})
+    )
+    assert texts(events) == [f"d{i}" for i in range(5)]
+    marker = f"gateway run {run_id} "
+    await wait_until(
+        lambda: any(marker in r.getMessage() for r in caplog.records), 2.0, "log"
+    )
+    line = next(r.getMessage() for r in caplog.records if marker in r.getMessage())
+    assert "finished" in line
+    stages = "ExpandChunks 9 → Verify 9"
+    if path == "apply":
+        stages += " → AsyncStreamTransformer 9"
+    assert f"source 9 → {stages} → out 9" in line

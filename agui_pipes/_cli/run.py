@@ -191,18 +191,8 @@ async def _relay(
 ) -> None:
     """Decode, transform and write NDJSON/SSE input a chunk at a time (sync chains)."""
     decoder = NDJSONDecoder() if opened.format == "ndjson" else SSEDecoder()
-    produced: list[BaseEvent] = []
-
-    def count(event: BaseEvent) -> None:
-        progress.events += 1
-
-    relay = Relay(
-        chain,
-        encode=encode,
-        on_warning=on_warning,
-        on_event=produced.append,
-        on_input=count if line is not None else None,
-    )
+    # No per-event hooks: the relay's pass-through lane stays on.
+    relay = Relay(chain, encode=encode, on_warning=on_warning)
 
     def feed(payloads: list[bytes]) -> None:
         if not payloads:
@@ -211,9 +201,10 @@ async def _relay(
             data = relay.feed(payloads)
         except Exception:
             # The events before the failing one are written, as event by event.
-            out.write(b"".join([encode(event) for event in produced]))
+            out.write(relay.take_unsent())
             raise
-        produced.clear()
+        finally:
+            progress.events = relay.events_in - relay.events_unknown
         out.write(data)
         if line is not None:
             line.tick()

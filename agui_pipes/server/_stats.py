@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from ag_ui.core import BaseEvent, EventType
 
 from .._chain import TransformerChain
-from .._transformer import StreamTransformer
+from .._transformer import Condition, StreamTransformer
 
 __all__ = ["RunStats", "instrument"]
 
@@ -41,6 +41,14 @@ class _Count(StreamTransformer):
         self._counts[self._index] += 1
         return (event,)
 
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...]:
+        # A counter must not stop a relay's pass-through lane: events forwarded
+        # through it passed every position, so RunStats adds them to each
+        # count (``forwarded``) instead of this stage counting them.
+        return ()
+
 
 class RunStats:
     """Counters and outcome of one served run; ``log()`` writes the INFO line."""
@@ -52,6 +60,8 @@ class RunStats:
         self.stage_names: list[str] = []
         self.counts: list[int] = [0]  # [source, after stage 1, ..., after stage n]
         self.written = 0
+        self.forwarded = 0
+        """Events a relay forwarded unseen: they passed every counted position."""
         self.outcome = "incomplete"
         self.detail = ""
         self._started = time.monotonic()
@@ -77,8 +87,9 @@ class RunStats:
             self.outcome = "incomplete"
 
     def stages_line(self) -> str:
-        parts = [f"source {self.counts[0]}"]
-        parts += [f"{name} {n}" for name, n in zip(self.stage_names, self.counts[1:], strict=True)]
+        counts = [n + self.forwarded for n in self.counts]
+        parts = [f"source {counts[0]}"]
+        parts += [f"{name} {n}" for name, n in zip(self.stage_names, counts[1:], strict=True)]
         parts.append(f"out {self.written}")
         return " → ".join(parts)
 

@@ -41,13 +41,13 @@ A client that disconnects cancels the run, which closes the upstream request
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import httpx
-from ag_ui.core import BaseEvent, EventType
+from ag_ui.core import BaseEvent, EventType, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 
 from .._chain import ChainFactory, TransformerChain
 from .._transformer import Stage
@@ -56,7 +56,6 @@ from ..codecs import (
     FrameTooLarge,
     SSEDecoder,
     TruncatedFrame,
-    encode_sse,
 )
 from ..decode import DecodeError, DecodeWarning, decode
 from ..relay import Relay
@@ -70,7 +69,7 @@ from ._http import (
     send_json_error,
 )
 from ._stats import RunStats, instrument
-from ._streaming import _WATCHED, Receive, RunFailure, Scope, Send, SSERun
+from ._streaming import Receive, RunFailure, Scope, Send, SSERun
 
 __all__ = ["DEFAULT_TIMEOUT", "Gateway", "UpstreamError", "gateway_route"]
 
@@ -363,12 +362,15 @@ class Gateway:
         """
         decoder = SSEDecoder(max_frame_bytes=self._max_frame)
         upstream = _UpstreamRun()
-        produced: list[BaseEvent] = []
+        # The hooks watch only the run's own events, so the relay's pass-through
+        # lane stays on for the deltas that make up most of the stream.
         relay = Relay(
             chain,
             on_warning=self._log_warning,
-            on_event=_output_hook(produced, stats),
+            on_event=stats.note_output,
+            output_types=_RUN_CLASSES,
             on_input=upstream.see,
+            input_types=_RUN_CLASSES,
         )
         try:
             async for chunk in self._chunks(response):
@@ -378,12 +380,12 @@ class Gateway:
                 try:
                     out = relay.feed(payloads)
                 except Exception:
-                    if produced:  # what the events before the failing one gave
-                        stats.written += len(produced)
-                        yield b"".join([encode_sse(event) for event in produced])
+                    unsent = relay.take_unsent()  # what the events before the failing one gave
+                    stats.written = relay.events_out
+                    if unsent:
+                        yield unsent
                     raise
-                stats.written += len(produced)
-                produced.clear()
+                stats.written = relay.events_out
                 if out:
                     yield out
             decoder.close()
@@ -391,12 +393,21 @@ class Gateway:
             if isinstance(exc, DecodeError) and exc.stage is not None:
                 raise  # a stage's own refusal (the chain named it), not the upstream's bytes
             raise self._failure(exc, relay.events_in) from exc
+        finally:
+            # Forwarded events passed every stage (and so every counter) unseen.
+            stats.forwarded = relay.events_forwarded
+        upstream.seen_any = relay.events_in > relay.events_unknown
         upstream.check_ended()
         out = relay.finish()
-        stats.written += len(produced)
+        stats.written = relay.events_out
         if out:
             yield out
 
+
+_RUN_CLASSES: frozenset[type[BaseEvent]] = frozenset(
+    {RunStartedEvent, RunFinishedEvent, RunErrorEvent}
+)
+"""The events the relay's hooks watch: they say whether a run is open and how it ended."""
 
 _UPSTREAM_FAILURES = (httpx.HTTPError, TruncatedFrame, FrameTooLarge, DecodeError)
 """What reading the upstream can raise that ``Gateway._failure`` turns into a RUN_ERROR."""
@@ -431,19 +442,6 @@ class _UpstreamRun:
                 f"the upstream agent ended its stream while run {self.open_run} was still open "
                 "(no RUN_FINISHED or RUN_ERROR)",
             )
-
-
-def _output_hook(produced: list[BaseEvent], stats: RunStats) -> Callable[[BaseEvent], None]:
-    """Relay's ``on_event``: keep the batch's events (for a failure mid-batch), note outcomes."""
-    keep = produced.append
-    note = stats.note_output
-
-    def hook(event: BaseEvent) -> None:
-        keep(event)
-        if event.type in _WATCHED:
-            note(event)
-
-    return hook
 
 
 def _as_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:
