@@ -209,6 +209,10 @@ def _str(value: Any, path: tuple[str | int, ...], ctx: _Context) -> Any:
     raise _type_error("string", value, path)
 
 
+_STR_KEPT: set[Checker] = {_str}
+"""Checkers that accept a string value and keep it unchanged (for the generated builders)."""
+
+
 def _bool(value: Any, path: tuple[str | int, ...], ctx: _Context) -> Any:
     if isinstance(value, bool):
         return value
@@ -416,6 +420,7 @@ def _string_or_array(element: Checker) -> Checker:
             return as_array(value, path, ctx)
         raise _Invalid(path, "string | array", "Invalid input", "invalid_union")
 
+    _STR_KEPT.add(check)
     return check
 
 
@@ -428,6 +433,8 @@ def _optional_legacy_null(inner: Checker) -> Checker:
             return _LEGACY_NULL
         return inner(value, path, ctx)
 
+    if inner in _STR_KEPT:
+        _STR_KEPT.add(check)
     return check
 
 
@@ -575,7 +582,7 @@ class _EventSpec:
         self.flat = flat
         self.required_attrs = frozenset(f.attr for f in self.required)
         self.str_attrs = {"type": "type", **{
-            f.key: f.attr for f in self.fields.values() if f.check is _str
+            f.key: f.attr for f in self.fields.values() if f.check in _STR_KEPT
         }}
         self.choice_attrs = {
             f.key: (f.attr, _CHOICES[f.check]) for f in self.fields.values() if f.check in _CHOICES
