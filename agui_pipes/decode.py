@@ -880,7 +880,11 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
     """
     spec = _SPECS.get(type_name)
     builder: _Builder | None = None
-    if spec is not None and keys.count("type") == 1:
+    if spec is not None and keys.count("type") == 1 and not (
+        # A declared protocol version may warn (``_warnings``), which a builder
+        # cannot: such RUN_STARTED events take the checked path.
+        spec.cls is RunStartedEvent and "protocolVersion" in keys
+    ):
         choices = spec.choice_attrs
         attrs = [
             spec.str_attrs.get(key) or (choices[key][0] if key in choices else None)
