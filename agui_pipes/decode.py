@@ -1052,6 +1052,11 @@ def _compile_lane(
     dropped: list[str] = []
     for j, (field, container, kind) in enumerate(conditions):
         if kind == "drop":
+            info = spec.cls.model_fields[str(field)]
+            if info.is_required() or info.default is not None:
+                # The encoder writes such a field unset as `null`, not without it:
+                # removing the member would not be its output.
+                return None
             dropped.append(key_of[str(field)])
             continue
         if kind == "empty":

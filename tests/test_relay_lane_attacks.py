@@ -27,7 +27,14 @@ from ag_ui.core import BaseEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_pipes import DecodeWarning, StreamTransformer, TransformerChain, load_chain
+from agui_pipes import (
+    Condition,
+    DecodeWarning,
+    StreamTransformer,
+    TransformerChain,
+    load_chain,
+)
+from agui_pipes._construct import replace
 from agui_pipes.codecs import encode_ndjson, encode_sse
 from agui_pipes.decode import decode
 from agui_pipes.relay import Relay
@@ -359,3 +366,77 @@ class _Renamed(Verify):
 def test_a_subclass_that_overrides_nothing_the_promise_relies_on_keeps_the_lane() -> None:
     lines = _TAGGED_ARGS[:2] + [_TAGGED_ARGS[3]] * 3
     assert _check(lambda: [_Renamed()], lines, [5]) == 3
+
+
+def _class_of(wire: dict[str, Any]) -> type[BaseEvent]:
+    event = decode(wire).event
+    assert event is not None
+    return type(event)
+
+
+class _Unsets(StreamTransformer):
+    """A user stage that promises (and does) one rewrite: ``field`` unset."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if self.field in type(event).model_fields:
+            return (replace(event, self.field, None),)
+        return (event,)
+
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...]:
+        if self.field in event_class.model_fields:
+            return (Condition.drops(self.field),)
+        return ()
+
+
+_DROPPABLE = [
+    {"type": "TEXT_MESSAGE_START", "subagentRunId": "s1", "messageId": "m1", "role": "user",
+     "name": "n"},
+    {"type": "TEXT_MESSAGE_CONTENT", "subagentRunId": "s1", "messageId": "m1", "delta": "a"},
+    {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "f",
+     "parentMessageId": "m1"},
+    {"type": "TOOL_CALL_RESULT", "messageId": "m2", "toolCallId": "c1", "content": "r",
+     "role": "tool"},
+    {"type": "REASONING_MESSAGE_START", "messageId": "r1", "role": "reasoning"},
+    {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "a", "description": "d"},
+]
+
+
+_DROPPABLE_FIELDS = sorted(
+    {name for e in _DROPPABLE for name in _class_of(e).model_fields} - {"type"}
+)
+
+
+@_SETTINGS
+@given(field=st.sampled_from(_DROPPABLE_FIELDS), data=st.data())
+def test_a_promised_drop_of_any_field_comes_out_as_the_stage_writes_it(
+    field: str, data: st.DataObject
+) -> None:
+    """``Condition.drops`` once removed the member even for a field the encoder writes
+    as ``null`` when unset (a required ``delta``, REASONING_MESSAGE_START's ``role``)."""
+    canonical = [_canonical_bytes(e) for e in _DROPPABLE]
+    respelled = [data.draw(_spelling(e)) for e in _DROPPABLE]
+    for lines in (canonical, respelled):
+        _check(lambda: [_Unsets(field)], lines, [data.draw(st.integers(1, len(lines)))] * 6)
+
+
+def _canonical_bytes(wire: dict[str, Any]) -> bytes:
+    event = decode(wire).event
+    assert event is not None
+    return encode_sse(event)[6:-2]
+
+
+def test_a_promised_drop_of_a_field_written_as_null_is_not_forwarded() -> None:
+    line = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}'
+    out, _, forwarded = _outcome(lambda: [_Unsets("delta")], [line], [1], lane=True)
+    assert out == b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":null}\n\n'
+    assert forwarded == 0
+    # An omittable field is still dropped in the lane, from the bytes.
+    start = b'{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"user","name":"n"}'
+    out, _, forwarded = _outcome(lambda: [_Unsets("name")], [start], [1], lane=True)
+    assert out == b'data: {"type":"TEXT_MESSAGE_START","messageId":"m1","role":"user"}\n\n'
+    assert forwarded == 1
