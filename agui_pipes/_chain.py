@@ -96,6 +96,10 @@ def _route_outdated(stage: StreamTransformer) -> bool:
     return transform_owner is not route_owner and issubclass(transform_owner, route_owner)
 
 
+_OUTSIDE_PROMISE = frozenset({"finish", "fresh"})
+"""Methods a relay calls whichever path an event takes: overriding them keeps a promise."""
+
+
 def _passes_trusted(stage: StreamTransformer) -> bool:
     """True when ``stage.passes`` speaks for what the chain runs for it.
 
@@ -103,7 +107,9 @@ def _passes_trusted(stage: StreamTransformer) -> bool:
     handlers, or ``transform`` when routing falls back to ``event_types``) or
     from a subclass of it: a subclass that replaces either without restating
     ``passes`` voids its parent's promise, and so does an instance attribute
-    replacing any of the three.
+    replacing any of the three. So does replacing any other method of the
+    promising class (``finish`` and ``fresh`` aside), since its handlers may
+    call it.
     """
     if getattr(stage, "route", None) is None or getattr(stage, "passes", None) is None:
         return False
@@ -116,7 +122,22 @@ def _passes_trusted(stage: StreamTransformer) -> bool:
         return next(k for k in mro if name in vars(k))
 
     runs = owner("transform") if _route_outdated(stage) else owner("route")
-    return issubclass(owner("passes"), runs)
+    promiser = owner("passes")
+    if not issubclass(promiser, runs):
+        return False
+    # The handlers ``route`` hands out call the promiser's helpers (such as
+    # FilterToolCalls._subagent_blocked): a subclass below it overriding any of
+    # its methods, or an instance attribute replacing one, voids the promise too.
+    methods = {
+        name
+        for k in promiser.__mro__
+        for name, value in vars(k).items()
+        if callable(value) and name not in _OUTSIDE_PROMISE and not name.startswith("__")
+    }
+    below = mro[: mro.index(promiser)]
+    return not any(name in methods for k in below for name in vars(k)) and not any(
+        name in methods for name in replaced
+    )
 
 
 class _SyncSegment:

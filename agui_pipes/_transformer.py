@@ -220,7 +220,9 @@ class Condition(NamedTuple):
     @classmethod
     def drops(cls, field: str) -> Condition:
         """Not a test: the event passes with ``field`` unset (the one change a relay can
-        make to the bytes itself, e.g. stripping a subagent tag)."""
+        make to the bytes itself, e.g. stripping a subagent tag). Only for optional
+        fields that default to None, which the encoder omits when unset; any other
+        field would be written as ``null``, so such events take the full path."""
         return cls(field, None, "drop")
 
 

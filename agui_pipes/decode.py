@@ -880,7 +880,11 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
     """
     spec = _SPECS.get(type_name)
     builder: _Builder | None = None
-    if spec is not None and keys.count("type") == 1:
+    if spec is not None and keys.count("type") == 1 and not (
+        # A declared protocol version may warn (``_warnings``), which a builder
+        # cannot: such RUN_STARTED events take the checked path.
+        spec.cls is RunStartedEvent and "protocolVersion" in keys
+    ):
         choices = spec.choice_attrs
         attrs = [
             spec.str_attrs.get(key) or (choices[key][0] if key in choices else None)
@@ -1048,6 +1052,11 @@ def _compile_lane(
     dropped: list[str] = []
     for j, (field, container, kind) in enumerate(conditions):
         if kind == "drop":
+            info = spec.cls.model_fields[str(field)]
+            if info.is_required() or info.default is not None:
+                # The encoder writes such a field unset as `null`, not without it:
+                # removing the member would not be its output.
+                return None
             dropped.append(key_of[str(field)])
             continue
         if kind == "empty":

@@ -245,7 +245,10 @@ class Relay:
                             entry = _relay_entry(*key)
                         if entry is not None:
                             event = entry[0](raw)
-                            if reuse:
+                            if reuse and event is not None:
+                                # Only a built event's values are all strings (which
+                                # the length check below counts); one the builder
+                                # refused, e.g. a legacy ``null``, is decoded below.
                                 framing_len = entry[1]
                 if event is None:
                     decoded = decode(payload, index=index)

@@ -1,0 +1,442 @@
+"""Attacks on the relay's pass-through lane, and the regressions they found.
+
+The lane (``StreamTransformer.passes``) may send a payload's bytes without
+building its event or calling a stage. Its correctness rests on two claims:
+a payload whose values are strings, whose keys come in the model's order and
+whose length is the compact length is byte-for-byte the encoder's output; and
+a stage's promise speaks for the code the chain runs for it. The properties
+here feed byte-level respellings of events (escaped keys and values, duplicate
+keys, whitespace, quotes, backslashes, control characters, U+2028, non-ASCII,
+empty strings, the subagent tag in every position, ``str`` payloads) through
+relays with the lane on and off and through the event-by-event reference
+(decode, ``chain.apply_sync``, encode); the same bytes must come out of all
+three, and the same error where one is raised.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+import pytest
+from _wire_streams import mutate, valid_stream
+from ag_ui.core import BaseEvent
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agui_pipes import (
+    Condition,
+    DecodeWarning,
+    StreamTransformer,
+    TransformerChain,
+    load_chain,
+)
+from agui_pipes._construct import replace
+from agui_pipes.codecs import encode_ndjson, encode_sse
+from agui_pipes.decode import decode
+from agui_pipes.relay import Relay
+from agui_pipes.server._stats import _Count
+from agui_pipes.transformers import (
+    DropEvents,
+    ExpandChunks,
+    FilterToolCalls,
+    SubagentVisibility,
+    Verify,
+)
+
+_SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+Encode = Callable[[BaseEvent], bytes]
+Payload = bytes | str
+
+
+def _outcome(
+    stages: Callable[[], list[StreamTransformer]],
+    lines: Sequence[Payload],
+    batches: Sequence[int],
+    *,
+    lane: bool,
+    encode: Encode = encode_sse,
+) -> tuple[bytes, object, int]:
+    """All output (what ``take_unsent`` owes included), then the error or the end output."""
+    relay = Relay(
+        TransformerChain(stages()), encode=encode, on_input=None if lane else (lambda e: None)
+    )
+    out: list[bytes] = []
+    start = 0
+    try:
+        for size in batches:
+            try:
+                out.append(relay.feed(lines[start : start + size]))
+            except Exception:
+                out.append(relay.take_unsent())
+                raise
+            start += size
+        end: object = relay.finish()
+    except Exception as exc:
+        end = (type(exc).__name__, str(exc))
+    return b"".join(out), end, relay.events_forwarded
+
+
+def _reference(
+    stages: Callable[[], list[StreamTransformer]], lines: Sequence[Payload], encode: Encode
+) -> bytes | None:
+    """Decode, run and encode event by event; None when that path raises."""
+    try:
+        events = [e for e in (decode(line).event for line in lines) if e is not None]
+        return b"".join(encode(e) for e in TransformerChain(stages()).apply_sync(events))
+    except Exception:
+        return None
+
+
+def _check(
+    stages: Callable[[], list[StreamTransformer]],
+    lines: Sequence[Payload],
+    batches: Sequence[int],
+    encode: Encode = encode_sse,
+) -> int:
+    """Lane on == lane off (bytes and error), and both == the reference when it succeeds."""
+    with_lane = _outcome(stages, lines, batches, lane=True, encode=encode)
+    without = _outcome(stages, lines, batches, lane=False, encode=encode)
+    assert with_lane[:2] == without[:2]
+    assert without[2] == 0
+    if not isinstance(with_lane[1], tuple):
+        assert with_lane[0] + with_lane[1] == _reference(stages, lines, encode)  # type: ignore[operator]
+    return with_lane[2]
+
+
+# -- byte-level respellings of one event ---------------------------------------------
+
+_ODD_TEXT = st.sampled_from(
+    ["", "a", "a\"b", "a\\b", "\n", "\t", "\x7f", "\u2028", "\u2029", "é", "🙂", "</s>", "{}"]
+)
+
+
+@st.composite
+def _spelling(draw: st.DrawFn, event: dict[str, Any]) -> bytes:
+    """``event`` as JSON bytes, in one of many spellings a peer could send."""
+    keys = list(event)
+    order = draw(st.sampled_from(["canonical", "shuffled", "tag first", "tag last"]))
+    if order == "shuffled":
+        keys = draw(st.permutations(keys))
+    elif order.startswith("tag") and "subagentRunId" in keys:
+        keys.remove("subagentRunId")
+        keys.insert(0 if order == "tag first" else len(keys), "subagentRunId")
+    members = []
+    for key in keys:
+        value = event[key]
+        key_text = json.dumps(key)
+        if draw(st.integers(0, 19)) == 0:  # an escaped letter: "typ\u0065"
+            key_text = f'"{key[:-1]}\\u{ord(key[-1]):04x}"'
+        if isinstance(value, str) and draw(st.integers(0, 9)) == 0:
+            value_text = json.dumps(value)  # \uXXXX escapes for anything non-ASCII
+        else:
+            value_text = orjson.dumps(value).decode()
+        members.append(f"{key_text}:{value_text}")
+    if draw(st.integers(0, 9)) == 0:  # a duplicate key: the last value is what counts
+        key = draw(st.sampled_from(keys))
+        early = draw(st.sampled_from(["", "x", "m1"]))
+        members.insert(0, f"{json.dumps(key)}:{json.dumps(early)}")
+    separator = draw(st.sampled_from([",", ",", ",", ", "]))
+    text = "{" + separator.join(members) + "}" + draw(st.sampled_from(["", "", "", " ", "\n"]))
+    return text.encode()
+
+
+_HEAD = [
+    {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+    {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "a"},
+    {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
+    {"type": "TEXT_MESSAGE_START", "subagentRunId": "s1", "messageId": "m2"},
+    {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "search"},
+    {"type": "TOOL_CALL_START", "toolCallId": "c2", "toolCallName": "internal_x"},
+    {"type": "REASONING_START", "messageId": "r1"},
+    {"type": "REASONING_MESSAGE_START", "messageId": "r2", "role": "reasoning"},
+]
+
+
+@st.composite
+def _delta(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS",
+                                 "REASONING_MESSAGE_CONTENT", "TOOL_CALL_END",
+                                 "TEXT_MESSAGE_END"]))
+    if kind.startswith("TOOL"):
+        call = draw(st.sampled_from(["c1", "c2", "c9"]))
+        event: dict[str, Any] = {"type": kind, "toolCallId": call}
+    else:
+        ids = ["r2", "m1"] if kind.startswith("REASONING") else ["m1", "m2", "m9"]
+        event = {"type": kind, "messageId": draw(st.sampled_from(ids))}
+    if kind.endswith(("CONTENT", "ARGS")):
+        event["delta"] = draw(_ODD_TEXT)
+    tag = draw(st.sampled_from([None, None, "s1", "s2", ""]))
+    if tag is not None:
+        rest = {k: v for k, v in event.items() if k != "type"}
+        event = {"type": kind, "subagentRunId": tag, **rest}
+    return event
+
+
+_DELTA_CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
+    "verify": lambda: [Verify()],
+    "verify-warn-inline": lambda: [Verify(on_violation="warn"), SubagentVisibility.inline()],
+    "inline-verify-run-error": lambda: [
+        SubagentVisibility.inline(), Verify(on_violation="run_error")
+    ],
+    "filter-inline-counted": lambda: [
+        _Count([0, 0, 0], 0),
+        FilterToolCalls.deny(["internal_*"]),
+        _Count([0, 0, 0], 1),
+        SubagentVisibility.inline(),
+        _Count([0, 0, 0], 2),
+    ],
+    "verify-hidden": lambda: [Verify(on_violation="warn"), SubagentVisibility.hidden()],
+    "drop-reasoning": lambda: [DropEvents(["reasoning"]), Verify(on_violation="warn")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_DELTA_CHAINS))
+@_SETTINGS
+@given(data=st.data())
+def test_respelled_deltas_come_out_as_the_full_path_and_the_reference_send_them(
+    name: str, data: st.DataObject
+) -> None:
+    events = [*_HEAD, *data.draw(st.lists(_delta(), min_size=1, max_size=8))]
+    spelled = [data.draw(_spelling(e)) for e in events]
+    lines: list[Payload] = list(spelled)
+    if data.draw(st.booleans()):  # some as text: the lane is for bytes only
+        lines = [line.decode() if data.draw(st.booleans()) else line for line in spelled]
+    sizes = data.draw(st.lists(st.integers(1, 4), min_size=len(lines), max_size=len(lines)))
+    encode = data.draw(st.sampled_from([encode_sse, encode_ndjson]))
+    _check(_DELTA_CHAINS[name], lines, sizes, encode)
+
+
+def test_the_respelling_property_exercises_the_lane() -> None:
+    """Not a timing: canonical deltas of open items do take the lane in these chains."""
+    lines = [encode_sse(decode(e).event)[6:-2] for e in _HEAD]  # type: ignore[arg-type]
+    lines += [
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","subagentRunId":"s1","messageId":"m2","delta":"b"}',
+        b'{"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{}"}',
+    ]
+    assert _check(_DELTA_CHAINS["verify-warn-inline"], lines, [len(lines)]) == 3
+    # Without Verify, inline also promises the four starts (the filter skips them).
+    assert _check(_DELTA_CHAINS["filter-inline-counted"], lines, [len(lines)]) == 7
+
+
+# -- whole streams: YAML chains, a stage twice, NDJSON, str payloads --------------------
+
+_YAML_STAGES = [
+    "- type: expand_chunks",
+    "- type: verify\n    on_violation: warn",
+    "- type: verify\n    on_violation: run_error",
+    "- type: filter_tool_calls\n    deny: [search]",
+    "- type: subagent_visibility\n    mode: inline",
+    "- type: subagent_visibility\n    mode: hidden",
+    "- type: drop_events\n    families: [reasoning]",
+    "- type: strip_raw_events",
+    "- type: coalesce_deltas",
+]
+
+
+def _twice() -> list[StreamTransformer]:
+    inline = SubagentVisibility.inline()
+    return [Verify(on_violation="warn"), inline, ExpandChunks(), inline]
+
+
+@_SETTINGS
+@given(
+    rng=st.randoms(use_true_random=False),
+    picks=st.lists(st.integers(0, len(_YAML_STAGES) - 1), min_size=1, max_size=4),
+    twice=st.booleans(),
+    encode=st.sampled_from([encode_sse, encode_ndjson]),
+)
+def test_yaml_chains_and_a_stage_used_twice_over_respelled_streams(
+    rng: random.Random, picks: list[int], twice: bool, encode: Encode
+) -> None:
+    if twice:
+        stages: Callable[[], list[StreamTransformer]] = _twice
+    else:
+        text = "version: 1\ntransformers:\n" + "\n".join("  " + _YAML_STAGES[i] for i in picks)
+        factory = load_chain(text)
+        stages = lambda: list(factory().stages)  # type: ignore[arg-type]  # noqa: E731
+    items = valid_stream(rng)
+    if rng.random() < 0.5:
+        items, _ = mutate(rng, items)
+    lines: list[Payload] = []
+    for item in items:
+        line = orjson.dumps(item)
+        event = None
+        try:
+            event = decode(line).event
+        except Exception:
+            pass
+        if event is not None and rng.random() < 0.7:
+            line = encode_sse(event)[6:-2]  # canonical: what the lane may forward
+        lines.append(line.decode() if rng.random() < 0.1 else line)
+    sizes = [rng.randint(1, 6) for _ in lines]
+    _check(stages, lines, sizes, encode)
+
+
+# -- regressions ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lane", [True, False])
+@pytest.mark.parametrize("encode", [encode_sse, encode_ndjson])
+def test_a_legacy_null_string_field_is_decoded_not_measured(lane: bool, encode: Encode) -> None:
+    """``parentMessageId: null`` once crashed ``feed`` with a TypeError.
+
+    The key set has a generated builder (its fields keep strings as they are),
+    which refuses the ``null``; the relay then decoded the payload (a legacy
+    null: a warning, the field absent) but still measured it for re-sending as
+    if every value were a string: ``len(None)``.
+    """
+    lines = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"f","parentMessageId":null}',
+    ]
+    warnings: list[DecodeWarning] = []
+    relay = Relay(
+        TransformerChain([Verify()]),
+        encode=encode,
+        on_warning=warnings.append,
+        on_input=None if lane else (lambda e: None),
+    )
+    out = relay.feed(lines)
+    expected = [decode(line).event for line in lines]
+    assert out == b"".join(encode(e) for e in expected if e is not None)
+    assert [w.code for w in warnings] == ["legacy-null"]
+
+
+class _NoSubagentCalls(FilterToolCalls):
+    """Also removes every call event a subagent sends, by overriding a helper."""
+
+    def _subagent_blocked(self, event: BaseEvent) -> bool:
+        return getattr(event, "subagent_run_id", None) is not None
+
+
+def _blocks_tagged(event: BaseEvent) -> bool:
+    return getattr(event, "subagent_run_id", None) is not None
+
+
+def _instance_override() -> list[StreamTransformer]:
+    stage = FilterToolCalls.deny(["x"])
+    stage._subagent_blocked = _blocks_tagged  # type: ignore[method-assign]
+    return [stage]
+
+
+_TAGGED_ARGS = [
+    b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+    b'{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"search"}',
+    b'{"type":"TOOL_CALL_ARGS","subagentRunId":"s1","toolCallId":"c1","delta":"{}"}',
+    b'{"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{}"}',
+]
+
+
+@pytest.mark.parametrize(
+    "stages",
+    [lambda: [_NoSubagentCalls.deny(["x"])], _instance_override],
+    ids=["subclass", "instance attribute"],
+)
+def test_overriding_a_helper_the_handlers_call_voids_the_promise(
+    stages: Callable[[], list[StreamTransformer]],
+) -> None:
+    """FilterToolCalls promised from its own ``_subagent_blocked``; an override must see
+    the events (the lane once forwarded the tagged ARGS the override drops)."""
+    out, end, forwarded = _outcome(stages, _TAGGED_ARGS, [4], lane=True)
+    assert (out, end) == _outcome(stages, _TAGGED_ARGS, [4], lane=False)[:2]
+    assert b"subagentRunId" not in out
+    assert forwarded == 0
+
+
+class _Renamed(Verify):
+    """Adds a method and overrides only what runs on every path: the promise holds."""
+
+    def finish(self) -> Sequence[BaseEvent]:
+        return super().finish()
+
+    def describe(self) -> str:
+        return "verify, renamed"
+
+
+def test_a_subclass_that_overrides_nothing_the_promise_relies_on_keeps_the_lane() -> None:
+    lines = _TAGGED_ARGS[:2] + [_TAGGED_ARGS[3]] * 3
+    assert _check(lambda: [_Renamed()], lines, [5]) == 3
+
+
+def _class_of(wire: dict[str, Any]) -> type[BaseEvent]:
+    event = decode(wire).event
+    assert event is not None
+    return type(event)
+
+
+class _Unsets(StreamTransformer):
+    """A user stage that promises (and does) one rewrite: ``field`` unset."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if self.field in type(event).model_fields:
+            return (replace(event, self.field, None),)
+        return (event,)
+
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...]:
+        if self.field in event_class.model_fields:
+            return (Condition.drops(self.field),)
+        return ()
+
+
+_DROPPABLE = [
+    {"type": "TEXT_MESSAGE_START", "subagentRunId": "s1", "messageId": "m1", "role": "user",
+     "name": "n"},
+    {"type": "TEXT_MESSAGE_CONTENT", "subagentRunId": "s1", "messageId": "m1", "delta": "a"},
+    {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "f",
+     "parentMessageId": "m1"},
+    {"type": "TOOL_CALL_RESULT", "messageId": "m2", "toolCallId": "c1", "content": "r",
+     "role": "tool"},
+    {"type": "REASONING_MESSAGE_START", "messageId": "r1", "role": "reasoning"},
+    {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "a", "description": "d"},
+]
+
+
+_DROPPABLE_FIELDS = sorted(
+    {name for e in _DROPPABLE for name in _class_of(e).model_fields} - {"type"}
+)
+
+
+@_SETTINGS
+@given(field=st.sampled_from(_DROPPABLE_FIELDS), data=st.data())
+def test_a_promised_drop_of_any_field_comes_out_as_the_stage_writes_it(
+    field: str, data: st.DataObject
+) -> None:
+    """``Condition.drops`` once removed the member even for a field the encoder writes
+    as ``null`` when unset (a required ``delta``, REASONING_MESSAGE_START's ``role``)."""
+    canonical = [_canonical_bytes(e) for e in _DROPPABLE]
+    respelled = [data.draw(_spelling(e)) for e in _DROPPABLE]
+    for lines in (canonical, respelled):
+        _check(lambda: [_Unsets(field)], lines, [data.draw(st.integers(1, len(lines)))] * 6)
+
+
+def _canonical_bytes(wire: dict[str, Any]) -> bytes:
+    event = decode(wire).event
+    assert event is not None
+    return encode_sse(event)[6:-2]
+
+
+def test_a_promised_drop_of_a_field_written_as_null_is_not_forwarded() -> None:
+    line = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}'
+    out, _, forwarded = _outcome(lambda: [_Unsets("delta")], [line], [1], lane=True)
+    assert out == b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":null}\n\n'
+    assert forwarded == 0
+    # An omittable field is still dropped in the lane, from the bytes.
+    start = b'{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"user","name":"n"}'
+    out, _, forwarded = _outcome(lambda: [_Unsets("name")], [start], [1], lane=True)
+    assert out == b'data: {"type":"TEXT_MESSAGE_START","messageId":"m1","role":"user"}\n\n'
+    assert forwarded == 1
