@@ -558,7 +558,7 @@ class _Promiser(StreamTransformer):
             if self.drop is not None and getattr(event, self.drop, None) is not None:
                 return (replace(event, self.drop, None),)
             return (event,)
-        for kind, field, other in self.tests:
+        for kind, field, _other in self.tests:
             value = getattr(event, field, None)
             if kind == "empty":
                 self.seen.append("x")
