@@ -39,11 +39,18 @@ from agui_pipes.codecs import encode_ndjson, encode_sse
 from agui_pipes.decode import decode
 from agui_pipes.relay import Relay
 from agui_pipes.server._stats import _Count
+from agui_pipes.testing import run, text, tool_call
 from agui_pipes.transformers import (
+    CoalesceDeltas,
     DropEvents,
     ExpandChunks,
     FilterToolCalls,
+    KeepEvents,
+    Redact,
+    StripRawEvents,
     SubagentVisibility,
+    Timestamp,
+    ToolResultToState,
     Verify,
 )
 
@@ -161,8 +168,28 @@ _HEAD = [
 ]
 
 
+_TURNS: list[dict[str, Any]] = [
+    # Events that change what the stages promise: the run ends (or errors, or
+    # restarts), a subagent ends, chunk streams open (and a delta closes them),
+    # a blocked call starts, an item is reopened (a violation).
+    {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    {"type": "RUN_ERROR", "message": "boom"},
+    {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+    {"type": "SUBAGENT_FINISHED", "subagentRunId": "s1"},
+    {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m5", "delta": "x"},
+    {"type": "TEXT_MESSAGE_CHUNK", "delta": "y"},
+    {"type": "TOOL_CALL_CHUNK", "toolCallId": "c5", "toolCallName": "internal_y", "delta": "{"},
+    {"type": "TOOL_CALL_CHUNK", "subagentRunId": "s1", "toolCallId": "c6",
+     "toolCallName": "search", "delta": "{"},
+    {"type": "TOOL_CALL_START", "toolCallId": "c3", "toolCallName": "internal_z"},
+    {"type": "TEXT_MESSAGE_START", "messageId": "m1"},
+]
+
+
 @st.composite
 def _delta(draw: st.DrawFn) -> dict[str, Any]:
+    if draw(st.integers(0, 5)) == 0:
+        return dict(draw(st.sampled_from(_TURNS)))
     kind = draw(st.sampled_from(["TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS",
                                  "REASONING_MESSAGE_CONTENT", "TOOL_CALL_END",
                                  "TEXT_MESSAGE_END"]))
@@ -196,6 +223,10 @@ _DELTA_CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
     ],
     "verify-hidden": lambda: [Verify(on_violation="warn"), SubagentVisibility.hidden()],
     "drop-reasoning": lambda: [DropEvents(["reasoning"]), Verify(on_violation="warn")],
+    "allow-inline-unexpanded": lambda: [
+        FilterToolCalls.allow(["search"]), SubagentVisibility.inline()
+    ],
+    "expand-producer": lambda: [ExpandChunks(), Verify(profile="producer")],
 }
 
 
@@ -440,3 +471,163 @@ def test_a_promised_drop_of_a_field_written_as_null_is_not_forwarded() -> None:
     out, _, forwarded = _outcome(lambda: [_Unsets("name")], [start], [1], lane=True)
     assert out == b'data: {"type":"TEXT_MESSAGE_START","messageId":"m1","role":"user"}\n\n'
     assert forwarded == 1
+
+
+# -- stages that make no promise -------------------------------------------------------
+
+class _Spy(StreamTransformer):
+    """Makes no promise and routes everything."""
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        return (event,)
+
+
+_NO_PROMISE: dict[str, tuple[Callable[[], StreamTransformer], set[str]]] = {
+    # stage, and the delta types it routes (the lane must stay off for exactly those)
+    "timestamp": (lambda: Timestamp(clock=lambda: 7), {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"}),
+    "strip-raw": (StripRawEvents, {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"}),
+    "coalesce": (CoalesceDeltas, {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"}),
+    "redact": (lambda: Redact(["secret"]), {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"}),
+    "keep-text": (lambda: KeepEvents(["text"]), {"TOOL_CALL_ARGS"}),
+    "drop-tools": (lambda: DropEvents(["tool_call"]), {"TOOL_CALL_ARGS"}),
+    "tool-result-to-state": (lambda: ToolResultToState.delta("search"), set()),
+    "a plain stage": (_Spy, {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NO_PROMISE))
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_a_stage_without_a_promise_turns_the_lane_off_for_what_it_routes(
+    name: str, where: str
+) -> None:
+    make, routed = _NO_PROMISE[name]
+
+    def stages() -> list[StreamTransformer]:
+        promising: list[StreamTransformer] = [Verify(), SubagentVisibility.inline()]
+        return [make(), *promising] if where == "before" else [*promising, make()]
+
+    inner = [*text("m1", "a", "b"), *tool_call("c1", "search", "{", "}")]
+    lines = [encode_sse(e)[6:-2] for e in run(inner)]
+    deltas = [line for line in lines if b'_CONTENT"' in line or b'_ARGS"' in line]
+    kept = [d for d in deltas if orjson.loads(d)["type"] not in routed]
+    assert _check(stages, lines, [3] * len(lines)) == len(kept)
+
+
+# -- any promise a user stage can make ----------------------------------------------------
+
+_TESTED = ["message_id", "tool_call_id", "delta", "subagent_run_id", "role", "name"]
+_OMITTABLE = ["subagent_run_id", "name", "role"]
+
+
+class _Promiser(StreamTransformer):
+    """A user stage keeping exactly the promise it makes, whatever that is.
+
+    When the conditions hold for an event (every tested field present) it passes
+    it, with ``drop`` unset; otherwise it changes its state — the containers the
+    conditions read — and rewrites the event, so a lane taken wrongly shows.
+    """
+
+    def __init__(self, tests: list[tuple[str, str, str]], drop: str | None) -> None:
+        self.tests = tests
+        self.drop = drop
+        self.box: set[str] = {"m1", "c1", "s1", "a"}
+        self.seen: list[str] = []
+        self.owner: dict[str, str] = {"m1": "s1"}
+
+    def _holds(self, event: BaseEvent) -> bool:
+        for kind, field, other in self.tests:
+            if kind == "empty":
+                if self.seen:
+                    return False
+                continue
+            value = getattr(event, field, None)
+            if value is None:
+                return False
+            if kind == "in" and value not in self.box:
+                return False
+            if kind == "not in" and value in self.box:
+                return False
+            if kind == "maps to":
+                mapped = getattr(event, other, None)
+                if mapped is None or self.owner.get(value, mapped) != mapped:
+                    return False
+        return True
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if self._holds(event):
+            if self.drop is not None and getattr(event, self.drop, None) is not None:
+                return (replace(event, self.drop, None),)
+            return (event,)
+        for kind, field, _other in self.tests:
+            value = getattr(event, field, None)
+            if kind == "empty":
+                self.seen.append("x")
+            elif isinstance(value, str) and kind in ("in", "not in"):
+                self.box.symmetric_difference_update({value})
+            elif isinstance(value, str) and kind == "maps to":
+                self.owner[value] = "s2" if self.owner.get(value) != "s2" else "s1"
+        if hasattr(event, "delta") and isinstance(event.delta, str):
+            return (replace(event, "delta", event.delta + "!"),)
+        return ()
+
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...]:
+        out: list[Condition] = []
+        for kind, field, other in self.tests:
+            if kind == "empty":
+                out.append(Condition.empty(self.seen))
+            elif kind == "in":
+                out.append(Condition.member(field, self.box))
+            elif kind == "not in":
+                out.append(Condition.not_member(field, self.box))
+            else:
+                out.append(Condition.maps_to(field, other, self.owner))
+        if self.drop is not None and self.drop in event_class.model_fields:
+            out.append(Condition.drops(self.drop))
+        return tuple(out)
+
+
+_PROMISES = st.builds(
+    _Promiser,
+    st.lists(
+        st.tuples(
+            st.sampled_from(["in", "not in", "empty", "maps to"]),
+            st.sampled_from(_TESTED),
+            st.sampled_from(["subagent_run_id", "delta", "name"]),
+        ),
+        max_size=3,
+    ),
+    st.none() | st.sampled_from(_OMITTABLE),
+)
+
+_POOL = st.sampled_from([
+    {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "a"},
+    {"type": "TEXT_MESSAGE_CONTENT", "subagentRunId": "s1", "messageId": "m1", "delta": "a"},
+    {"type": "TEXT_MESSAGE_CONTENT", "subagentRunId": "s2", "messageId": "m2", "delta": "s1"},
+    {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "user", "name": "a"},
+    {"type": "TEXT_MESSAGE_START", "subagentRunId": "s1", "messageId": "m2"},
+    {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{}"},
+    {"type": "TOOL_CALL_ARGS", "subagentRunId": "s1", "toolCallId": "c2", "delta": "a"},
+    {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+])
+
+
+@_SETTINGS
+@given(
+    promisers=st.lists(_PROMISES, min_size=1, max_size=3),
+    events=st.lists(_POOL, min_size=1, max_size=12),
+    data=st.data(),
+)
+def test_any_kept_promise_is_forwarded_exactly_as_the_stages_would_send_it(
+    promisers: list[_Promiser], events: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    """Conditions of every kind, on present and absent fields, joined over stages, with a
+    field dropped before or after other stages test it: the lane equals the full path."""
+    params = [(p.tests, p.drop) for p in promisers]
+    lines = [
+        _canonical_bytes(e) if data.draw(st.booleans()) else data.draw(_spelling(e))
+        for e in events
+    ]
+    sizes = [data.draw(st.integers(1, 4)) for _ in lines]
+    _check(lambda: [_Promiser(*p) for p in params], lines, sizes)
