@@ -277,8 +277,8 @@ class _SyncSegment:
             raise _annotate(exc, stage, event, index) from exc
         return (event,)
 
-    def _push_planned(self, event: BaseEvent, index: int) -> Sequence[BaseEvent]:
-        """Run one event through every stage that wants it.
+    def _push_planned(self, event: BaseEvent, index: int, start: int = 0) -> Sequence[BaseEvent]:
+        """Run one event through every stage (from ``start``) that wants it.
 
         The common case — each stage returns exactly one event of the same class
         as a tuple — stays in this tight loop; drops, splices, class changes and
@@ -286,9 +286,14 @@ class _SyncSegment:
         loop variable itself, so locating it costs nothing until something fails.
         """
         cls = type(event)
-        plan = self.plans.get(cls)
-        if plan is None:
-            plan = self._plan(cls)
+        if start:
+            plan = self.plans.get((start, cls))  # type: ignore[call-overload]
+            if plan is None:
+                plan = self._plan_from(start, cls)
+        else:
+            plan = self.plans.get(cls)
+            if plan is None:
+                plan = self._plan(cls)
         transform = None
         try:
             for transform in plan:
@@ -318,29 +323,8 @@ class _SyncSegment:
     ) -> Sequence[BaseEvent]:
         if len(batch) == 1:
             # One event (a rewrite such as an expanded chunk): the cached plan
-            # of its class from this position, run as ``_push_planned`` runs.
-            event = batch[0]
-            cls = type(event)
-            plan = self.plans.get((start, cls))  # type: ignore[call-overload]
-            if plan is None:
-                plan = self._plan_from(start, cls)
-            transform = None
-            try:
-                for transform in plan:
-                    out = transform(event)
-                    if type(out) is tuple and len(out) == 1:
-                        passed = out[0]
-                        if passed is event or type(passed) is cls:
-                            event = passed
-                            continue
-                    batch = out if type(out) is list or type(out) is tuple else list(out)
-                    return self._push_from(self.position_of[transform] + 1, batch, index)
-            except Exception as exc:
-                if transform is None:  # pragma: no cover - the loop always binds it first
-                    raise
-                stage = self.stages[self.position_of[transform]]
-                raise _annotate(exc, stage, event, index) from exc
-            return (event,)
+            # of its class from this position.
+            return self._push_planned(batch[0], index, start)
         i = start
         current: BaseEvent | None = None
         try:
