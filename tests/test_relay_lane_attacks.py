@@ -704,3 +704,37 @@ def test_every_split_of_a_stream_gives_the_same_bytes_with_the_lane() -> None:
             with_lane = _outcome(stages, lines, sizes, lane=True)
             assert with_lane[:2] == whole[:2]
             assert with_lane[2] == 1
+
+
+class _BrokenPromise(StreamTransformer):
+    """A user stage whose ``passes`` is broken in one of three ways."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        return (event,)
+
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...]:
+        if self.how == "raises":
+            raise KeyError("oops")
+        if self.how == "not a condition":
+            return ("message_id",)  # type: ignore[return-value]
+        return (Condition("message_id", {"m1"}, "is in"),)
+
+
+@pytest.mark.parametrize("how", ["raises", "not a condition", "unknown kind"])
+def test_a_broken_promise_is_no_promise(how: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Without the lane ``passes`` is never called, so a ``passes`` that fails must not
+    change the output either: it once escaped ``feed`` as the stage's raw exception (or
+    compiled an unknown kind as a membership test). Such events go through the stage,
+    with a warning naming it."""
+    lines = [b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}'] * 2
+    with caplog.at_level("WARNING", logger="agui_pipes.chain"):
+        out, end, forwarded = _outcome(lambda: [_BrokenPromise(how)], lines, [2], lane=True)
+    assert (out, end) == _outcome(lambda: [_BrokenPromise(how)], lines, [2], lane=False)[:2]
+    assert out == b"".join(b"data: " + line + b"\n\n" for line in lines)
+    assert forwarded == 0
+    assert "_BrokenPromise.passes(TextMessageContentEvent" in caplog.text
