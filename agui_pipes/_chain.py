@@ -328,9 +328,40 @@ class _SyncSegment:
             raise _annotate(exc, stage, event, index) from exc
         return (event,)
 
+    def _plan_from(self, start: int, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
+        routed = (self._route_at(i, cls) for i in range(start, len(self.stages)))
+        plan = tuple(f for f in routed if f is not None)
+        self.plans[(start, cls)] = plan  # type: ignore[index]
+        return plan
+
     def _push_from(
         self, start: int, batch: Sequence[BaseEvent], index: int
     ) -> Sequence[BaseEvent]:
+        if len(batch) == 1:
+            # One event (a rewrite such as an expanded chunk): the cached plan
+            # of its class from this position, run as ``_push_planned`` runs.
+            event = batch[0]
+            cls = type(event)
+            plan = self.plans.get((start, cls))  # type: ignore[call-overload]
+            if plan is None:
+                plan = self._plan_from(start, cls)
+            transform = None
+            try:
+                for transform in plan:
+                    out = transform(event)
+                    if type(out) is tuple and len(out) == 1:
+                        passed = out[0]
+                        if passed is event or type(passed) is cls:
+                            event = passed
+                            continue
+                    batch = out if type(out) is list or type(out) is tuple else list(out)
+                    return self._push_from(self.position_of[transform] + 1, batch, index)
+            except Exception as exc:
+                if transform is None:  # pragma: no cover - the loop always binds it first
+                    raise
+                stage = self.stages[self.position_of[transform]]
+                raise _annotate(exc, stage, event, index) from exc
+            return (event,)
         i = start
         current: BaseEvent | None = None
         try:

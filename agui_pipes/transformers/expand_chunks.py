@@ -252,26 +252,35 @@ class ExpandChunks(StreamTransformer):
 
     def _chunk(self, event: Any, kind: int) -> Sequence[BaseEvent]:
         what, chunk_type, id_field = _KIND_WORDS[kind]
-        entity_id: str | None = (
-            event.tool_call_id if kind == _TOOL else event.message_id
-        )
-        tag: str | None = event.subagent_run_id
+        # The fields, read from the instance dict: an attribute read on a pydantic
+        # model goes through BaseModel.__getattr__'s hook, several times the cost.
+        fields = event.__dict__
+        entity_id: str | None = fields["tool_call_id" if kind == _TOOL else "message_id"]
+        tag: str | None = fields["subagent_run_id"]
         lane = self._lane_for(kind, entity_id, tag, event)
         lanes = self._lanes
         pending = lanes.get(lane)
         out: list[BaseEvent] = []
-        metadata = event.metadata
+        metadata = fields["metadata"]
         if pending is not None and pending.kind == kind and (
             entity_id is None or entity_id == pending.entity_id
         ):
+            # A continuation: only the naming fields it carries can conflict.
             if kind == _TEXT:
-                self._conflict(what, pending.entity_id, "role", event.role, pending.role, event)
-                self._conflict(what, pending.entity_id, "name", event.name, pending.name, event)
+                if fields["role"] is not None:
+                    self._conflict(what, pending.entity_id, "role", fields["role"],
+                                   pending.role, event)
+                if fields["name"] is not None:
+                    self._conflict(what, pending.entity_id, "name", fields["name"],
+                                   pending.name, event)
             elif kind == _TOOL:
-                self._conflict(what, pending.entity_id, "toolCallName", event.tool_call_name,
-                               pending.name, event)
-                self._conflict(what, pending.entity_id, "parentMessageId",
-                               event.parent_message_id, pending.parent_message_id, event)
+                if fields["tool_call_name"] is not None:
+                    self._conflict(what, pending.entity_id, "toolCallName",
+                                   fields["tool_call_name"], pending.name, event)
+                if fields["parent_message_id"] is not None:
+                    self._conflict(what, pending.entity_id, "parentMessageId",
+                                   fields["parent_message_id"], pending.parent_message_id,
+                                   event)
         else:
             if pending is not None:
                 del lanes[lane]
@@ -311,8 +320,8 @@ class ExpandChunks(StreamTransformer):
                 start["metadata"] = metadata
             lanes[lane] = pending
             out.append(construct(start_cls, start))
-        delta: str | None = event.delta
-        raw = event.raw_event
+        delta: str | None = fields["delta"]
+        raw = fields["raw_event"]
         if delta is not None or raw is not None or (not out and metadata is not None):
             owner = tag if tag is not None else pending.owner
             content: dict[str, Any] = {
