@@ -12,6 +12,7 @@ the events they skip (see ``_SyncSegment``).
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -29,6 +30,12 @@ from ._transformer import (
 )
 
 __all__ = ["ChainFactory", "EventStream", "TransformerChain"]
+
+logger = logging.getLogger("agui_pipes.chain")
+logger.addHandler(logging.NullHandler())
+
+_CONDITION_KINDS = frozenset({"in", "not in", "empty", "maps to", "drop"})
+"""What ``Condition``'s constructors build (a relay compiles nothing else)."""
 
 ChainFactory = Callable[[], "TransformerChain"]
 """Builds a fresh chain per run (what the endpoint, gateway and YAML loader hand around)."""
@@ -235,8 +242,22 @@ class _SyncSegment:
                 continue  # the chain skips this stage for the class
             if not self._declares[position]:
                 return None
-            answer = stage.passes(cls, fields)
-            if answer is None:
+            try:
+                answer = stage.passes(cls, fields)
+                if answer is None:
+                    return None
+                answer = tuple(answer)
+                for condition in answer:
+                    if condition.kind not in _CONDITION_KINDS:
+                        raise ValueError(f"unknown condition kind {condition.kind!r}")
+            except Exception:
+                # The lane must not change what the chain does, and without it
+                # ``passes`` is never called: a failing promise is no promise.
+                logger.warning(
+                    "%s.passes(%s, ...) failed; such events go through the stage (fix "
+                    "passes() to return None, () or a tuple of Condition)",
+                    stage.name, cls.__name__, exc_info=True,
+                )
                 return None
             for condition in answer:
                 if condition.kind == "drop":

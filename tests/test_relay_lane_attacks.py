@@ -36,7 +36,7 @@ from agui_pipes import (
 )
 from agui_pipes._construct import replace
 from agui_pipes.codecs import encode_ndjson, encode_sse
-from agui_pipes.decode import decode
+from agui_pipes.decode import _SPECS, _canonical_framing, decode
 from agui_pipes.relay import Relay
 from agui_pipes.server._stats import _Count
 from agui_pipes.testing import run, text, tool_call
@@ -631,3 +631,110 @@ def test_any_kept_promise_is_forwarded_exactly_as_the_stages_would_send_it(
     ]
     sizes = [data.draw(st.integers(1, 4)) for _ in lines]
     _check(lambda: [_Promiser(*p) for p in params], lines, sizes)
+
+
+# -- the length argument itself, for every event type ---------------------------------
+
+
+def _string_keys(type_name: str) -> tuple[list[str], dict[str, list[str]], set[str]]:
+    """The wire keys a builder takes for ``type_name`` (model order), their choices, and
+    the required ones."""
+    spec = _SPECS[type_name]
+    order = list(spec.cls.model_fields)
+    attrs = {**spec.str_attrs, **{k: a for k, (a, _) in spec.choice_attrs.items()}}
+    keys = sorted((k for k in attrs if k != "type"), key=lambda k: order.index(attrs[k]))
+    choices = {k: sorted(allowed) for k, (_, allowed) in spec.choice_attrs.items()}
+    required = {f.key for f in spec.required}
+    return keys, choices, required
+
+
+@settings(max_examples=100, deadline=None)
+@given(type_name=st.sampled_from(sorted(_SPECS)), data=st.data())
+def test_a_compact_payload_in_model_order_is_the_encoders_output(
+    type_name: str, data: st.DataObject
+) -> None:
+    """What the re-send check and the lane rely on: string values, the model's key order
+    and the compact length (no whitespace, escapes or multi-byte characters) make a
+    payload byte-identical to what encoding its event gives — for every event type."""
+    keys, choices, required = _string_keys(type_name)
+    if not required <= set(keys):
+        return  # a required field is not a string: no builder, no lane
+    chosen = [k for k in keys if k in required or data.draw(st.booleans())]
+    plain = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E,
+                                  blacklist_characters='"\\'), max_size=6)
+    wire: dict[str, Any] = {"type": type_name}
+    for key in chosen:
+        wire[key] = data.draw(st.sampled_from(choices[key]) if key in choices else plain)
+    payload = orjson.dumps(wire)
+    framing = _canonical_framing(type_name, tuple(wire))
+    assert framing is not None
+    assert len(payload) == framing + sum(len(v) for v in wire.values())
+    event = decode(payload).event
+    assert event is not None
+    assert encode_sse(event) == b"data: " + payload + b"\n\n"
+    assert encode_ndjson(event) == payload + b"\n"
+
+
+def test_every_split_of_a_stream_gives_the_same_bytes_with_the_lane() -> None:
+    """A reroute mid-batch (the run ends, a chunk stream opens) must reach the very next
+    payload of the same batch, wherever the batch boundaries fall."""
+    lines = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"a"}',
+        b'{"type":"TEXT_MESSAGE_START","subagentRunId":"s1","messageId":"m1"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","subagentRunId":"s1","messageId":"m1","delta":"a"}',
+        b'{"type":"TEXT_MESSAGE_CHUNK","messageId":"m2","delta":"b"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"c"}',
+        b'{"type":"TEXT_MESSAGE_CHUNK","delta":"d"}',
+        b'{"type":"TEXT_MESSAGE_END","messageId":"m1"}',
+        b'{"type":"SUBAGENT_FINISHED","subagentRunId":"s1"}',
+        b'{"type":"RUN_FINISHED","threadId":"t","runId":"r"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"e"}',
+    ]
+
+    def stages() -> list[StreamTransformer]:
+        return [Verify(on_violation="warn"), SubagentVisibility.inline()]
+
+    whole = _outcome(stages, lines, [len(lines)], lane=False)
+    # The first delta (no chunk stream open yet); the second comes while the chunk
+    # stream of m2 is open (the inline stage must see it), the last after the run.
+    assert _outcome(stages, lines, [len(lines)], lane=True)[2] == 1
+    for cut in range(1, len(lines)):
+        for sizes in ([cut, len(lines) - cut], [1] * cut + [len(lines) - cut]):
+            with_lane = _outcome(stages, lines, sizes, lane=True)
+            assert with_lane[:2] == whole[:2]
+            assert with_lane[2] == 1
+
+
+class _BrokenPromise(StreamTransformer):
+    """A user stage whose ``passes`` is broken in one of three ways."""
+
+    def __init__(self, how: str) -> None:
+        self.how = how
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        return (event,)
+
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...]:
+        if self.how == "raises":
+            raise KeyError("oops")
+        if self.how == "not a condition":
+            return ("message_id",)  # type: ignore[return-value]
+        return (Condition("message_id", {"m1"}, "is in"),)
+
+
+@pytest.mark.parametrize("how", ["raises", "not a condition", "unknown kind"])
+def test_a_broken_promise_is_no_promise(how: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Without the lane ``passes`` is never called, so a ``passes`` that fails must not
+    change the output either: it once escaped ``feed`` as the stage's raw exception (or
+    compiled an unknown kind as a membership test). Such events go through the stage,
+    with a warning naming it."""
+    lines = [b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}'] * 2
+    with caplog.at_level("WARNING", logger="agui_pipes.chain"):
+        out, end, forwarded = _outcome(lambda: [_BrokenPromise(how)], lines, [2], lane=True)
+    assert (out, end) == _outcome(lambda: [_BrokenPromise(how)], lines, [2], lane=False)[:2]
+    assert out == b"".join(b"data: " + line + b"\n\n" for line in lines)
+    assert forwarded == 0
+    assert "_BrokenPromise.passes(TextMessageContentEvent" in caplog.text
