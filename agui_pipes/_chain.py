@@ -238,7 +238,13 @@ class _SyncSegment:
         """
         joined: list[Condition] = []
         for position, stage in enumerate(self.stages):
-            if self._route_at(position, cls) is None:
+            try:
+                routed = self._route_at(position, cls)
+            except Exception:
+                # A failing route(): no lane, and the full path raises it, at the
+                # event it belongs to (and counted as such).
+                return None
+            if routed is None:
                 continue  # the chain skips this stage for the class
             if not self._declares[position]:
                 return None

@@ -355,3 +355,29 @@ def test_a_delta_tagged_by_another_subagent_is_refused_not_forwarded() -> None:
     assert with_lane[:2] == _relay_outcome(stages, lines, 9, lane=False)[:2]
     error = with_lane[1]
     assert isinstance(error, tuple) and error[0] == "VerificationError" and "s2" in error[1]
+
+
+class _RouteFails(StreamTransformer):
+    """A stage whose route() raises for content events (a bug in the stage)."""
+
+    def route(self, event_class: type[BaseEvent]) -> Callable[..., Sequence[BaseEvent]] | None:
+        if event_class is TextMessageContentEvent:
+            raise RuntimeError("route() is broken (expected by the test)")
+        return self.transform
+
+    def passes(
+        self, event_class: type[BaseEvent], fields: frozenset[str]
+    ) -> tuple[Condition, ...]:
+        return ()
+
+
+def test_a_failing_route_fails_as_on_the_full_path_at_the_same_count() -> None:
+    lines = [_content("m1", "a")]
+    outcomes = []
+    for lane in (True, False):
+        hook = None if lane else (lambda e: None)
+        relay = Relay(TransformerChain([_RouteFails()]), on_input=hook)
+        with pytest.raises(RuntimeError, match="route"):
+            relay.feed(lines)
+        outcomes.append(relay.events_in)
+    assert outcomes == [1, 1]
