@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -116,35 +117,54 @@ def _passes_trusted(stage: StreamTransformer) -> bool:
     ``passes`` voids its parent's promise, and so does an instance attribute
     replacing any of the three. So does replacing any other method of the
     promising class (``finish`` and ``fresh`` aside), since its handlers may
-    call it.
+    call it. The class part is worked out once per class (a gateway builds a
+    chain per run).
     """
     if getattr(stage, "route", None) is None or getattr(stage, "passes", None) is None:
         return False
     replaced = getattr(stage, "__dict__", {})
     if "transform" in replaced or "route" in replaced or "passes" in replaced:
         return False
-    mro = type(stage).__mro__
+    cls = type(stage)
+    try:
+        methods = _PROMISE_METHODS[cls]
+    except KeyError:
+        methods = _PROMISE_METHODS[cls] = _promise_methods(cls)
+    # An instance attribute replacing one of the promiser's methods voids it too.
+    return methods is not None and not any(name in methods for name in replaced)
+
+
+_PROMISE_METHODS: weakref.WeakKeyDictionary[type, frozenset[str] | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _promise_methods(cls: type) -> frozenset[str] | None:
+    """The methods ``cls``'s promise relies on, or None when it makes none it can keep."""
+    mro = cls.__mro__
 
     def owner(name: str) -> type:
         return next(k for k in mro if name in vars(k))
 
-    runs = owner("transform") if _route_outdated(stage) else owner("route")
+    route_owner, transform_owner = owner("route"), owner("transform")
+    outdated = transform_owner is not route_owner and issubclass(transform_owner, route_owner)
+    runs = transform_owner if outdated else route_owner
     promiser = owner("passes")
     if not issubclass(promiser, runs):
-        return False
+        return None
     # The handlers ``route`` hands out call the promiser's helpers (such as
     # FilterToolCalls._subagent_blocked): a subclass below it overriding any of
-    # its methods, or an instance attribute replacing one, voids the promise too.
-    methods = {
+    # its methods voids the promise.
+    methods = frozenset(
         name
         for k in promiser.__mro__
         for name, value in vars(k).items()
         if callable(value) and name not in _OUTSIDE_PROMISE and not name.startswith("__")
-    }
-    below = mro[: mro.index(promiser)]
-    return not any(name in methods for k in below for name in vars(k)) and not any(
-        name in methods for name in replaced
     )
+    below = mro[: mro.index(promiser)]
+    if any(name in methods for k in below for name in vars(k)):
+        return None
+    return methods
 
 
 class _SyncSegment:

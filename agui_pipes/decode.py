@@ -997,6 +997,21 @@ def _wire_shape(
     type_name: str, keys: tuple[str, ...]
 ) -> tuple[type[BaseEvent], frozenset[str]] | None:
     """The event class and the attribute names a builder's key set carries (``type`` aside)."""
+    try:
+        return _SHAPES[(type_name, keys)]
+    except KeyError:
+        shape = _shape_of(type_name, keys)
+    if len(_SHAPES) < _BUILDER_LIMIT:  # key sets come from the wire: bounded
+        _SHAPES[(type_name, keys)] = shape
+    return shape
+
+
+_SHAPES: dict[tuple[str, tuple[str, ...]], tuple[type[BaseEvent], frozenset[str]] | None] = {}
+
+
+def _shape_of(
+    type_name: str, keys: tuple[str, ...]
+) -> tuple[type[BaseEvent], frozenset[str]] | None:
     spec = _SPECS.get(type_name)
     if spec is None:
         return None
@@ -1008,10 +1023,49 @@ def _wire_shape(
     return spec.cls, frozenset(str(a) for a in attrs if a != "type")
 
 
+_LaneFactory = Callable[..., _Lane]
+_LANE_FACTORIES: dict[tuple[Any, ...], _LaneFactory | None] = {}
+"""Generated lane code per key set and shape of conditions, shared by every relay.
+
+A relay (a gateway run) is often short: compiling its lanes again for every
+run would cost more than they save. The code depends only on the key set and
+on what the conditions test; the stages' live containers are its arguments.
+Bounded like the builders it relies on.
+"""
+
+
 def _compile_lane(
     type_name: str, keys: tuple[str, ...], conditions: Iterable[tuple[str | None, Any, str]]
 ) -> _Lane | None:
-    """The bytes to send for a payload of this key set without building it, or None.
+    """The lane for a key set and the chain's joined conditions (see ``_lane_factory``)."""
+    conditions = tuple(conditions)
+    shape = tuple(
+        (field, kind, container[0] if kind == "maps to" else None)
+        for field, container, kind in conditions
+    )
+    signature = (type_name, keys, shape)
+    factory = _LANE_FACTORIES.get(signature, _UNSEEN_LANE)
+    if factory is _UNSEEN_LANE:
+        factory = _lane_factory(type_name, keys, shape)
+        if len(_LANE_FACTORIES) < _BUILDER_LIMIT:
+            _LANE_FACTORIES[signature] = factory
+    if factory is None:
+        return None
+    lane: _Lane = factory(*(
+        container[1] if kind == "maps to" else container
+        for _, container, kind in conditions
+        if kind != "drop"
+    ))
+    return lane
+
+
+_UNSEEN_LANE: Any = object()
+
+
+def _lane_factory(
+    type_name: str, keys: tuple[str, ...], shape: tuple[tuple[str | None, str, Any], ...]
+) -> _LaneFactory | None:
+    """Code making the lane for a key set: the bytes to send for a payload, or None.
 
     The relay's pass-through: the function checks each value exactly as the
     key set's builder does (so the checked path would have built the event),
@@ -1031,6 +1085,7 @@ def _compile_lane(
     key_of: dict[str, str] = {}  # attribute -> wire key
     lines = ["def lane(raw, payload):"]
     namespace: dict[str, Any] = {"dumps": _json.orjson_dumps}
+    params: list[str] = []  # the conditions' containers, bound per relay
     names: list[str] = []
     for i, key in enumerate(keys):
         if key == "type":
@@ -1050,7 +1105,9 @@ def _compile_lane(
         value_of[attr] = name
         key_of[attr] = key
     dropped: list[str] = []
-    for j, (field, container, kind) in enumerate(conditions):
+    for j, (field, kind, value_field) in enumerate(shape):
+        if kind != "drop":
+            params.append(f"C{j}")
         if kind == "drop":
             info = spec.cls.model_fields[str(field)]
             if info.is_required() or info.default is not None:
@@ -1060,20 +1117,17 @@ def _compile_lane(
             dropped.append(key_of[str(field)])
             continue
         if kind == "empty":
-            namespace[f"C{j}"] = container
             lines.append(f"    if C{j}: return None")
             continue
         value = value_of.get(str(field))
         if value is None:
             return None  # a condition on an absent field: such events take the full path
         if kind == "maps to":
-            other = value_of.get(str(container[0]))
+            other = value_of.get(str(value_field))
             if other is None:
                 return None
-            namespace[f"C{j}"] = container[1]
             lines.append(f"    if C{j}.get({value}, {other}) != {other}: return None")
             continue
-        namespace[f"C{j}"] = container
         test = "not in" if kind == "in" else "in"
         lines.append(f"    if {value} {test} C{j}: return None")
     # Whitespace, escapes and multi-byte characters all make a payload longer
@@ -1113,9 +1167,11 @@ def _compile_lane(
         # Otherwise the encoder's own writing of what remains (the common-shape
         # writer's: orjson over the wire keys in the model's order).
         lines.append(f"    return dumps({{{items}}})")
-    exec("\n".join(lines), namespace)  # generated from the model's own field names
-    lane: _Lane = namespace["lane"]
-    return lane
+    source = [f"def make({', '.join(params)}):", *(f"    {line}" for line in lines)]
+    source.append("    return lane")
+    exec("\n".join(source), namespace)  # generated from the model's own field names
+    factory: _LaneFactory = namespace["make"]
+    return factory
 
 
 def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> Decoded:

@@ -381,3 +381,20 @@ def test_a_failing_route_fails_as_on_the_full_path_at_the_same_count() -> None:
             relay.feed(lines)
         outcomes.append(relay.events_in)
     assert outcomes == [1, 1]
+
+
+def test_relays_share_lane_code_but_each_reads_its_own_stages() -> None:
+    """Lane code is generated once per shape for every relay (a gateway runs many at
+    once); the containers it tests must still be each relay's own stages'."""
+    start = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}',
+    ]
+    first = Relay(TransformerChain([Verify(), SubagentVisibility.inline()]))
+    second = Relay(TransformerChain([Verify(), SubagentVisibility.inline()]))
+    first.feed(start)
+    second.feed(start[:1])  # m1 never opened here
+    assert first.feed([_content("m1", "a")]) == b"data: " + _content("m1", "a") + b"\n\n"
+    with pytest.raises(Exception, match="m1"):
+        second.feed([_content("m1", "a")])
+    assert (first.events_forwarded, second.events_forwarded) == (1, 0)
