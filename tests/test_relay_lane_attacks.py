@@ -22,9 +22,10 @@ from typing import Any
 
 import orjson
 import pytest
+from _differential import differential_settings
 from _wire_streams import mutate, valid_stream
 from ag_ui.core import BaseEvent
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_pipes import (
@@ -54,11 +55,7 @@ from agui_pipes.transformers import (
     Verify,
 )
 
-_SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+_SETTINGS = differential_settings(60)
 
 Encode = Callable[[BaseEvent], bytes]
 Payload = bytes | str

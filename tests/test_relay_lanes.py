@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 
 import orjson
 import pytest
+from _differential import differential_settings, gateway_stages
 from _wire_streams import mutate, valid_stream
 from ag_ui.core import BaseEvent, TextMessageContentEvent
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agui_pipes import Condition, StreamTransformer, TransformerChain
@@ -35,20 +36,10 @@ from agui_pipes.transformers import (
     Verify,
 )
 
-_SETTINGS = settings(
-    max_examples=60,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+_SETTINGS = differential_settings(60)
 
 CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
-    "gateway": lambda: [
-        ExpandChunks(),
-        Verify(profile="consumer"),
-        FilterToolCalls.deny(["internal_*", "search"]),
-        SubagentVisibility.inline(),
-        ToolResultToState.delta("update_items"),
-    ],
+    "gateway": gateway_stages,
     # No expansion first: inline and the filter see chunk streams open and close.
     "unexpanded": lambda: [
         FilterToolCalls.allow(["search"]),

@@ -15,9 +15,10 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 
 import pytest
+from _differential import differential_settings, gateway_stages
 from _wire_streams import mutate, valid_stream
 from ag_ui.core import BaseEvent
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agui_pipes import StreamTransformer, TransformerChain, decode
@@ -30,24 +31,13 @@ from agui_pipes.transformers import (
     KeepEvents,
     StripRawEvents,
     SubagentVisibility,
-    ToolResultToState,
     Verify,
 )
 
-_SETTINGS = settings(
-    max_examples=80,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+_SETTINGS = differential_settings(80)
 
 CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
-    "gateway": lambda: [
-        ExpandChunks(),
-        Verify(profile="consumer"),
-        FilterToolCalls.deny(["internal_*", "search"]),
-        SubagentVisibility.inline(),
-        ToolResultToState.delta("update_items"),
-    ],
+    "gateway": gateway_stages,
     "verify-warn": lambda: [ExpandChunks(), Verify(profile="consumer", on_violation="warn")],
     "verify-run-error": lambda: [
         ExpandChunks(),
