@@ -219,6 +219,10 @@ def _bool(value: Any, path: tuple[str | int, ...], ctx: _Context) -> Any:
     raise _type_error("boolean", value, path)
 
 
+_INT_BOUNDS: dict[Checker, tuple[int, int]] = {}
+"""Integer checkers and their bounds: an int within them is kept as it is (for builders)."""
+
+
 def _int_between(low: int, high: int) -> Checker:
     def check(value: Any, path: tuple[str | int, ...], ctx: _Context) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -234,6 +238,8 @@ def _int_between(low: int, high: int) -> Checker:
         if value > high:
             raise _Invalid(path, "number", f"Too big: expected number to be <={high}", "too_big")
         return value
+
+    _INT_BOUNDS[check] = (low, high)
 
     return check
 
@@ -568,8 +574,8 @@ class _EventSpec:
     """How one event type is checked and turned into its ``ag_ui.core`` model."""
 
     __slots__ = (
-        "choice_attrs", "cls", "fields", "flat", "required", "required_attrs", "str_attrs",
-        "type_name",
+        "choice_attrs", "cls", "fields", "flat", "int_attrs", "required", "required_attrs",
+        "str_attrs", "type_name",
     )
 
     def __init__(
@@ -587,6 +593,22 @@ class _EventSpec:
         self.choice_attrs = {
             f.key: (f.attr, _CHOICES[f.check]) for f in self.fields.values() if f.check in _CHOICES
         }
+        self.int_attrs = {
+            f.key: (f.attr, *_INT_BOUNDS[f.check])
+            for f in self.fields.values()
+            if f.check in _INT_BOUNDS
+        }
+
+    def builder_attr(self, key: str) -> str | None:
+        """The attribute a generated builder sets from wire ``key``, or None (it cannot)."""
+        attr = self.str_attrs.get(key)
+        if attr is not None:
+            return attr
+        if key in self.choice_attrs:
+            return self.choice_attrs[key][0]
+        if key in self.int_attrs:
+            return self.int_attrs[key][0]
+        return None
 
 
 def _spec(cls: type[BaseEvent], tagged: bool = True, flat: bool = True,
@@ -886,10 +908,7 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
         spec.cls is RunStartedEvent and "protocolVersion" in keys
     ):
         choices = spec.choice_attrs
-        attrs = [
-            spec.str_attrs.get(key) or (choices[key][0] if key in choices else None)
-            for key in keys
-        ]
+        attrs = [spec.builder_attr(key) for key in keys]
         given = {a for a in attrs if a is not None and a != "type"}
         if all(a is not None for a in attrs) and spec.required_attrs <= given:
             if _COMPILED_BUILDERS[0] >= _BUILDER_LIMIT:
@@ -907,6 +926,12 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
                     allowed[f"ALLOWED{i}"] = choices[key][1]
                     lines.append(
                         f"    if v{i}.__class__ is not str or v{i} not in ALLOWED{i}: return None"
+                    )
+                elif key in spec.int_attrs:
+                    _, low, high = spec.int_attrs[key]
+                    lines.append(
+                        f"    if v{i}.__class__ is not int or not {low} <= v{i} <= {high}: "
+                        "return None"
                     )
                 else:
                     lines.append(f"    if v{i}.__class__ is not str: return None")
@@ -962,15 +987,15 @@ def _canonical_framing(type_name: str, keys: tuple[str, ...]) -> int | None:
     cheaper than re-serialising; a longer payload is compared exactly. None
     when the keys are in another order.
     """
-    if not _in_model_order(_SPECS[type_name], keys):
-        return None
+    spec = _SPECS[type_name]
+    if not _in_model_order(spec, keys) or any(key in spec.int_attrs for key in keys):
+        return None  # (a relay sums the string values' lengths: numbers take the exact check)
     return _compact_framing(keys)
 
 
 def _in_model_order(spec: _EventSpec, keys: Iterable[str]) -> bool:
-    choices = spec.choice_attrs
     order = {name: i for i, name in enumerate(spec.cls.model_fields)}
-    positions = [order[str(spec.str_attrs.get(key) or choices[key][0])] for key in keys]
+    positions = [order[str(spec.builder_attr(key))] for key in keys]
     return positions == sorted(positions)
 
 
@@ -1015,9 +1040,7 @@ def _shape_of(
     spec = _SPECS.get(type_name)
     if spec is None:
         return None
-    choices = spec.choice_attrs
-    attrs = [spec.str_attrs.get(key) or (choices[key][0] if key in choices else None)
-             for key in keys]
+    attrs = [spec.builder_attr(key) for key in keys]
     if any(a is None for a in attrs):
         return None
     return spec.cls, frozenset(str(a) for a in attrs if a != "type")
@@ -1087,6 +1110,7 @@ def _lane_factory(
     namespace: dict[str, Any] = {"dumps": _json.orjson_dumps}
     params: list[str] = []  # the conditions' containers, bound per relay
     names: list[str] = []
+    numbers: list[str] = []  # integer values: written without quotes
     for i, key in enumerate(keys):
         if key == "type":
             continue
@@ -1099,6 +1123,13 @@ def _lane_factory(
             lines.append(
                 f"    if {name}.__class__ is not str or {name} not in ALLOWED{i}: return None"
             )
+        elif key in spec.int_attrs:
+            attr, low, high = spec.int_attrs[key]
+            lines.append(
+                f"    if {name}.__class__ is not int or not {low} <= {name} <= {high}: "
+                "return None"
+            )
+            numbers.append(name)
         else:
             attr = spec.str_attrs[key]
             lines.append(f"    if {name}.__class__ is not str: return None")
@@ -1134,11 +1165,12 @@ def _lane_factory(
     # than the framing's length plus the values': at exactly that length it is
     # compact, and in the model's key order the encoder's output (the relay's
     # re-send check).
-    size = " + ".join(
-        [str(_compact_framing(keys) + len(type_name)), *(f"len({n})" for n in names)]
-    )
+    size = " + ".join([
+        str(_compact_framing(keys) + len(type_name) - 2 * len(numbers)),
+        *(f"len(str({n}))" if n in numbers else f"len({n})" for n in names),
+    ])
     if not dropped:
-        if entry[1] is None:
+        if not _in_model_order(spec, keys):
             return None  # keys out of the encoder's order: never its output
         lines.append(f"    if len(payload) == {size} or dumps(raw) == payload:")
         lines.append("        return payload")
@@ -1152,7 +1184,7 @@ def _lane_factory(
             f"'type': {type_name!r}" if k == "type" else f"{k!r}: {local[k]}" for k in kept
         )
         position = keys.index(dropped[0])
-        if len(dropped) == 1 and position > 0:
+        if len(dropped) == 1 and position > 0 and not numbers:
             # The canonical payload minus one member: `{` + the members before
             # it (`"k":"v"`, each after the first with a comma), then the rest.
             before = ["1", *(str(len(k) + 5 + (i > 0)) for i, k in enumerate(keys[:position]))]

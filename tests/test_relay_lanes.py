@@ -389,3 +389,48 @@ def test_relays_share_lane_code_but_each_reads_its_own_stages() -> None:
     with pytest.raises(Exception, match="m1"):
         second.feed([_content("m1", "a")])
     assert (first.events_forwarded, second.events_forwarded) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "passed", "rewritten"),
+    [
+        (b"1767225600060", 2, 2), (b"0", 2, 2), (b"-5", 2, 2), (b"9007199254740991", 2, 2),
+        # Not the encoder's spelling of 0: not forwarded as is, but rewritten (dropping
+        # the tag writes the rest afresh).
+        (b"-0", 0, 2), (b" 5", 0, 2), (b"  5", 0, 2), (b"5 ", 0, 2),
+        (b"5.0", 0, 0), (b"1e3", 0, 0), (b"true", 0, 0), (b"9007199254740992", 0, 0),
+        (b'"5"', 0, 0),
+    ],
+)
+def test_timestamped_deltas_take_the_lane_when_the_number_is_the_encoders(
+    timestamp: bytes, passed: int, rewritten: int
+) -> None:
+    """Producers that stamp every event: an integer ``timestamp`` is checked and sized
+    like the strings are; anything else takes the full path (and its verdict)."""
+    start = [
+        b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
+        b'{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}',
+    ]
+    canonical = b'{"type":"TEXT_MESSAGE_CONTENT","timestamp":%s,"messageId":"m1","delta":"a"}'
+    tagged = (
+        b'{"type":"TEXT_MESSAGE_CONTENT","timestamp":%s,"subagentRunId":"s1",'
+        b'"messageId":"m1","delta":"b"}'
+    )
+    head = [
+        start[0],
+        b'{"type":"SUBAGENT_STARTED","subagentRunId":"s1","name":"a"}',
+        start[1].replace(b'"role"', b'"subagentRunId":"s1","role"'),
+    ]
+    for lines, forwarded in (
+        ([*start, canonical % timestamp], passed),
+        ([*head, tagged % timestamp], rewritten),
+    ):
+        lines = [*lines, lines[-1]]
+
+        def stages() -> list[StreamTransformer]:
+            return [Verify(), SubagentVisibility.inline()]
+
+        with_lane = _relay_outcome(stages, lines, 9, lane=True)
+        without = _relay_outcome(stages, lines, 9, lane=False)
+        assert with_lane[:2] == without[:2]
+        assert with_lane[2] == forwarded
