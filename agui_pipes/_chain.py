@@ -96,11 +96,17 @@ def _route_outdated(stage: StreamTransformer) -> bool:
     the chain the parent's handlers: such a stage is routed by ``event_types``
     alone, so its own ``transform`` sees every event it declared.
     """
-    if "transform" in getattr(stage, "__dict__", {}):
-        return True
-    mro = type(stage).__mro__
-    route_owner = next(k for k in mro if "route" in vars(k))
-    transform_owner = next(k for k in mro if "transform" in vars(k))
+    return "transform" in getattr(stage, "__dict__", {}) or _transform_replaced(type(stage))
+
+
+def _owner(cls: type, name: str) -> type:
+    """The class of ``cls``'s MRO that defines ``name``."""
+    return next(k for k in cls.__mro__ if name in vars(k))
+
+
+def _transform_replaced(cls: type) -> bool:
+    """True when a class below the one that wrote ``route`` replaced ``transform``."""
+    route_owner, transform_owner = _owner(cls, "route"), _owner(cls, "transform")
     return transform_owner is not route_owner and issubclass(transform_owner, route_owner)
 
 
@@ -142,14 +148,8 @@ _PROMISE_METHODS: weakref.WeakKeyDictionary[type, frozenset[str] | None] = (
 def _promise_methods(cls: type) -> frozenset[str] | None:
     """The methods ``cls``'s promise relies on, or None when it makes none it can keep."""
     mro = cls.__mro__
-
-    def owner(name: str) -> type:
-        return next(k for k in mro if name in vars(k))
-
-    route_owner, transform_owner = owner("route"), owner("transform")
-    outdated = transform_owner is not route_owner and issubclass(transform_owner, route_owner)
-    runs = transform_owner if outdated else route_owner
-    promiser = owner("passes")
+    runs = _owner(cls, "transform" if _transform_replaced(cls) else "route")
+    promiser = _owner(cls, "passes")
     if not issubclass(promiser, runs):
         return None
     # The handlers ``route`` hands out call the promiser's helpers (such as

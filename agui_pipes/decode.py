@@ -1057,6 +1057,9 @@ Bounded like the builders it relies on.
 """
 
 
+_UNSEEN_LANE: Any = object()
+
+
 def _compile_lane(
     type_name: str, keys: tuple[str, ...], conditions: Iterable[tuple[str | None, Any, str]]
 ) -> _Lane | None:
@@ -1080,9 +1083,6 @@ def _compile_lane(
         if kind != "drop"
     ))
     return lane
-
-
-_UNSEEN_LANE: Any = object()
 
 
 def _lane_factory(
