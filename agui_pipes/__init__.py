@@ -7,6 +7,7 @@ any async source of events.
 
 from ._chain import ChainFactory, EventStream, TransformerChain
 from ._errors import AguiPipesError, StageError, StreamRejected
+from ._limits import Limits
 from ._transformer import (
     AsyncStreamTransformer,
     Condition,
@@ -39,6 +40,7 @@ __all__ = [
     "Event",
     "EventStream",
     "FunctionTransformer",
+    "Limits",
     "ProtocolViolation",
     "Rule",
     "RunContext",

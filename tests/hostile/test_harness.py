@@ -1,0 +1,34 @@
+"""The harness itself must be able to fail: a runaway child and a traceback are caught."""
+
+from __future__ import annotations
+
+import pytest
+
+from ._harness import assert_clean, run_python
+
+
+def test_a_runaway_allocation_hits_the_ceiling_not_the_machine() -> None:
+    outcome = run_python(["-c", "x = bytearray(4 * 1024**3)"], memory_mib=512)
+    assert outcome.returncode != 0
+    assert "MemoryError" in outcome.stderr
+    with pytest.raises(AssertionError):
+        assert_clean(outcome, exit_code=0)
+
+
+def test_a_traceback_is_never_a_clean_ending() -> None:
+    outcome = run_python(["-c", "1/0"])
+    with pytest.raises(AssertionError, match="Traceback"):
+        assert_clean(outcome, exit_code=outcome.returncode)
+
+
+def test_peak_memory_is_the_childs_own() -> None:
+    small = run_python(["-c", "pass"])
+    big = run_python(["-c", "x = bytearray(200 * 1024**2); x[::4096] = b'1' * len(x[::4096])"])
+    assert big.peak_rss_mib > small.peak_rss_mib + 150, (small, big)
+
+
+def test_a_hang_is_cut_by_the_safety_net() -> None:
+    outcome = run_python(["-c", "import time; time.sleep(60)"], timeout=1)
+    assert outcome.timed_out
+    with pytest.raises(AssertionError):
+        assert_clean(outcome, exit_code=outcome.returncode)
