@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -152,7 +152,7 @@ async def open_input(
         await chunks.aclose()
 
 
-async def payloads_of(opened: OpenInput) -> AsyncIterator[Any]:
+async def payloads_of(opened: OpenInput) -> AsyncGenerator[Any, None]:
     """The wire events of an opened input: JSON texts (NDJSON, SSE) or parsed objects."""
     if opened.format in ("json", "corpus"):
         data = bytearray()
@@ -171,15 +171,19 @@ async def payloads_of(opened: OpenInput) -> AsyncIterator[Any]:
         yield payload
 
 
-async def _payloads(path: str | None, fmt: str, progress: Progress) -> AsyncIterator[Any]:
+async def _payloads(
+    path: str | None, fmt: str, progress: Progress
+) -> AsyncGenerator[Any, None]:
     async with open_input(path, input_format=fmt, progress=progress) as opened:
-        async for payload in payloads_of(opened):
-            yield payload
+        items = payloads_of(opened)
+        async with aclosing(items):
+            async for payload in items:
+                yield payload
 
 
 async def read_wire_events(
     path: str | None, *, input_format: str = "auto", progress: Progress | None = None
-) -> AsyncIterator[Any]:
+) -> AsyncGenerator[Any, None]:
     """The raw wire events of ``path`` (``None`` or ``-``: standard input), undecoded.
 
     Each item is a JSON text (NDJSON line, SSE ``data:`` payload) or an
@@ -189,8 +193,13 @@ async def read_wire_events(
     """
     if input_format not in FORMATS:
         raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
-    async for payload in _payloads(path, input_format, progress or Progress(None)):
-        yield payload
+    # Each level closes the generator it iterates (aclosing): a consumer that
+    # stops early must not leave the file reader to the garbage collector, whose
+    # late finalisation runs outside the task that opened the file.
+    payloads = _payloads(path, input_format, progress or Progress(None))
+    async with aclosing(payloads):
+        async for payload in payloads:
+            yield payload
 
 
 async def read_events(

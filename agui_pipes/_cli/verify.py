@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -80,23 +81,29 @@ async def _consume(args: argparse.Namespace) -> tuple[RunResult, int]:
     consumer = Consumer(allow_truncated=args.allow_truncated, profile=args.profile)
     shown = 0
     count = 0
+    # aclosing: a rejection leaves the reader mid-file; closing it here, in the
+    # task that opened it, keeps the garbage collector from finalising the
+    # nested generators later (which printed a traceback after the verdict).
+    payloads = read_wire_events(args.input, input_format=args.input_format)
     try:
-        async for payload in read_wire_events(args.input, input_format=args.input_format):
-            try:
-                consumer.push(payload)
-            except DecodeError as error:
-                if count == 0 and not error.path:
-                    # Not one event could be read: this is not an event stream at all.
-                    raise InputError(
-                        f"{_name(args.input)} is not an AG-UI event stream in any supported "
-                        f"format (NDJSON, SSE, JSON array, corpus case): {error.message}"
-                    ) from None
-                raise
-            count += 1
-            if not args.quiet:
-                for warning in consumer.warnings[shown:]:
-                    _warn(warning)
-                shown = len(consumer.warnings)
+        async with aclosing(payloads):
+            async for payload in payloads:
+                try:
+                    consumer.push(payload)
+                except DecodeError as error:
+                    if count == 0 and not error.path:
+                        # Not one event could be read: this is not an event stream at all.
+                        raise InputError(
+                            f"{_name(args.input)} is not an AG-UI event stream in any "
+                            f"supported format (NDJSON, SSE, JSON array, corpus case): "
+                            f"{error.message}"
+                        ) from None
+                    raise
+                count += 1
+                if not args.quiet:
+                    for warning in consumer.warnings[shown:]:
+                        _warn(warning)
+                    shown = len(consumer.warnings)
         result = consumer.finish()
     except ProtocolViolation as violation:
         raise _Rejected(str(violation)) from None
