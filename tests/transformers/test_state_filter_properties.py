@@ -1,0 +1,268 @@
+"""StateFilter on generated state streams: the client folds exactly the pruned state.
+
+Streams are a snapshot, then deltas of every RFC 6902 operation — array inserts
+and removals that re-index, ``move`` / ``copy`` across hidden and visible parts,
+``-``, ``test``, and operations that do not apply at all — then a second run
+whose RUN_STARTED echoes the state. Pointer sets mix allow and deny lists,
+literal keys, array indices and ``*``. Every string in the state is a unique
+marker, so a leak is a marker in the output bytes that was never visible.
+
+The oracle ``_reference_prune`` is written from the definition (match every
+pattern against every path), independently of the stage's trie.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from _stage_helpers import consumed, wire
+from ag_ui.core import (
+    BaseEvent,
+    RunAgentInput,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agui_pipes._patch import PatchError, apply_patch
+from agui_pipes.testing import run_finished, run_started
+from agui_pipes.transformers import StateFilter
+
+_KEYS = ["a", "b", "s", "0", "a/b"]
+_TOKENS = ["a", "b", "s", "*", "0", "1", "a/b"]
+_HIDDEN = object()
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _pointer(tokens: list[str]) -> str:
+    return "".join("/" + _escape(t) for t in tokens)
+
+
+def _matches(pattern: list[str], path: list[str]) -> bool:
+    if len(pattern) != len(path):
+        return False
+    return all(p in ("*", t) for p, t in zip(pattern, path, strict=True))
+
+
+def _reference_prune(doc: Any, allow: list[list[str]] | None, deny: list[list[str]] | None) -> Any:
+    """The pruned document, straight from the definition."""
+
+    def walk(path: list[str], value: Any, allowed: bool) -> Any:
+        if any(_matches(d, path) for d in deny or ()):
+            return _HIDDEN
+        allowed = allowed or any(_matches(a, path) for a in allow or ())
+        if not allowed:
+            ancestor = any(
+                len(a) > len(path) and _matches(a[: len(path)], path) for a in allow or ()
+            )
+            if not ancestor or not isinstance(value, dict | list):
+                return _HIDDEN
+        if isinstance(value, dict):
+            kept = {k: walk([*path, k], v, allowed) for k, v in value.items()}
+            return {k: v for k, v in kept.items() if v is not _HIDDEN}
+        if isinstance(value, list):
+            items = [walk([*path, str(i)], v, allowed) for i, v in enumerate(value)]
+            return [v for v in items if v is not _HIDDEN]
+        return value
+
+    pruned = walk([], doc, allow is None)
+    return None if pruned is _HIDDEN else pruned
+
+
+def _markers(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, dict):
+        return set().union(*(_markers(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(_markers(v) for v in value)) if value else set()
+    return set()
+
+
+_scalars = st.one_of(st.integers(-3, 3), st.booleans(), st.none(), st.just("?"))
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(_KEYS), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_patterns = st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=3)
+
+
+def _locations(doc: Any, path: list[str] | None = None) -> list[tuple[list[str], Any]]:
+    path = path or []
+    found = [(path, doc)]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            found += _locations(v, [*path, k])
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            found += _locations(v, [*path, str(i)])
+    return found
+
+
+class _Markers:
+    """Gives every string a value unique in the whole stream."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def relabel(self, value: Any) -> Any:
+        if isinstance(value, str):
+            self.n += 1
+            return f"zq{self.n}zq"
+        if isinstance(value, dict):
+            return {k: self.relabel(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.relabel(v) for v in value]
+        return value
+
+
+def _operation(draw: st.DrawFn, doc: Any, markers: _Markers) -> dict[str, Any]:
+    spots = _locations(doc)
+    kind = draw(st.sampled_from(["add", "add", "remove", "replace", "move", "copy", "test"]))
+    path, value = draw(st.sampled_from(spots))
+    if draw(st.integers(0, 9)) == 0:
+        path = [*path, draw(st.sampled_from(["zz", "9"]))]  # usually does not exist
+    if kind in ("add", "move", "copy") and isinstance(value, dict | list) and draw(st.booleans()):
+        # a new child: a fresh key, an index (shifting the rest) or `-`
+        if isinstance(value, dict):
+            path = [*path, draw(st.sampled_from(_KEYS))]
+        else:
+            path = [*path, draw(st.sampled_from([str(i) for i in range(len(value) + 1)] + ["-"]))]
+    op: dict[str, Any] = {"op": kind, "path": _pointer(path)}
+    if kind in ("add", "replace"):
+        op["value"] = markers.relabel(draw(_values))
+    elif kind == "test":
+        op["value"] = (
+            copy.deepcopy(value) if draw(st.integers(0, 5)) else markers.relabel(draw(_values))
+        )
+    elif kind in ("move", "copy"):
+        source, _ = draw(st.sampled_from(spots))
+        op["from"] = _pointer(source)
+    return op
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> tuple[list[BaseEvent], StateFilter, Any, set[str]]:
+    allow = draw(st.none() | st.lists(_patterns, min_size=1, max_size=2))
+    deny = draw(
+        st.lists(_patterns, min_size=1, max_size=2)
+        if allow is None
+        else st.none() | st.lists(_patterns, min_size=1, max_size=2)
+    )
+    markers = _Markers()
+
+    def prune(doc: Any) -> Any:
+        return _reference_prune(doc, allow, deny)
+
+    doc = markers.relabel(draw(st.dictionaries(st.sampled_from(_KEYS), _values, max_size=4)))
+    visible = _markers(prune(doc))
+    events: list[BaseEvent] = [
+        *run_started("t", "r1"),
+        StateSnapshotEvent(snapshot=copy.deepcopy(doc)),
+    ]
+
+    def deltas(count: int) -> None:
+        nonlocal doc, visible
+        for _ in range(count):
+            if draw(st.integers(0, 9)) == 0:
+                doc = markers.relabel(draw(_values))
+                visible |= _markers(prune(doc))
+                events.append(StateSnapshotEvent(snapshot=copy.deepcopy(doc)))
+                continue
+            ops = [_operation(draw, doc, markers) for _ in range(draw(st.integers(1, 3)))]
+            events.append(StateDeltaEvent.model_validate({"delta": ops}))
+            working = copy.deepcopy(doc)
+            try:
+                for op in events[-1].delta:  # type: ignore[attr-defined]
+                    working = apply_patch(working, [op])
+                    visible |= _markers(prune(working))
+            except PatchError:
+                continue
+            doc = working
+
+    deltas(draw(st.integers(1, 8)))
+    events += run_finished("t", "r1")
+    if draw(st.booleans()):
+        echo = RunAgentInput(
+            thread_id="t",
+            run_id="r2",
+            messages=[],
+            state=copy.deepcopy(doc),
+            tools=[],
+            context=[],
+            forwarded_props={},
+        )
+        events += run_started("t", "r2", input=echo)
+        deltas(draw(st.integers(0, 4)))
+        events += run_finished("t", "r2")
+    stage = StateFilter(
+        allow=None if allow is None else [_pointer(p) for p in allow],
+        deny=None if deny is None else [_pointer(p) for p in deny],
+    )
+    return events, stage, (allow, deny), visible
+
+
+_SETTINGS = settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def _fold_state(state: Any, event: BaseEvent) -> Any:
+    """The client's state rule: snapshots replace, deltas apply atomically or are skipped."""
+    if isinstance(event, StateSnapshotEvent):
+        return copy.deepcopy(event.snapshot)
+    if isinstance(event, StateDeltaEvent):
+        try:
+            return apply_patch(copy.deepcopy(state), event.delta)
+        except PatchError:
+            return state
+    return state
+
+
+@_SETTINGS
+@given(case=_cases())
+def test_the_client_folds_exactly_the_pruned_state_after_every_event(
+    case: tuple[list[BaseEvent], StateFilter, Any, set[str]],
+) -> None:
+    events, stage, (allow, deny), _ = case
+    theirs: Any = {}
+    ours: Any = {}
+    out: list[BaseEvent] = []
+    for event in events:
+        theirs = _fold_state(theirs, event)
+        for emitted in stage.transform(event):
+            out.append(emitted)
+            if isinstance(emitted, StateDeltaEvent):
+                # every delta sent applies to the state the client holds
+                ours = apply_patch(copy.deepcopy(ours), emitted.delta)
+            else:
+                ours = _fold_state(ours, emitted)
+        assert ours == _reference_prune(theirs, allow, deny), event
+    assert consumed(out).state == _reference_prune(consumed(events).state, allow, deny)
+
+
+@_SETTINGS
+@given(case=_cases())
+def test_no_hidden_string_ever_reaches_the_wire(
+    case: tuple[list[BaseEvent], StateFilter, Any, set[str]],
+) -> None:
+    events, stage, _, visible = case
+    out = [emitted for event in events for emitted in stage.transform(event)]
+    sent = set()
+    text = wire(out)
+    start = text.find("zq")
+    while start != -1:
+        end = text.find("zq", start + 2)
+        sent.add(text[start : end + 2])
+        start = text.find("zq", end + 2)
+    assert sent <= visible
