@@ -165,9 +165,7 @@ class ToolResultToStateOptions(_Options):
 
     model_config = _example({"tool": "search", "mode": "at", "pointer": "/search/results"})
 
-    tool: str = Field(
-        ..., min_length=1, description="Name of the tool whose results become state."
-    )
+    tool: str = Field(..., min_length=1, description="Name of the tool whose results become state.")
     mode: Literal["snapshot", "delta", "at"] = Field(
         "snapshot",
         description=(
@@ -304,7 +302,8 @@ class RedactOptions(_Options):
 
     Streamed text is buffered per item so a secret split across deltas still
     matches; tool results, state, activity content and messages in snapshots
-    are redacted whole. RAW payloads are not inspected (use strip_raw_events).
+    are redacted whole, and by option error messages and CUSTOM values. RAW
+    payloads are not inspected (use strip_raw_events).
     """
 
     model_config = _example(
@@ -325,6 +324,17 @@ class RedactOptions(_Options):
             "still caught (the latency cost)."
         ),
     )
+    state: bool = Field(
+        True,
+        description=(
+            "Redact every string in STATE_SNAPSHOT / STATE_DELTA values and the RUN_STARTED "
+            "state echo (a patch `test` whose value holds a match is dropped)."
+        ),
+    )
+    errors: bool = Field(
+        False, description="Also redact the `message` of RUN_ERROR and SUBAGENT_ERROR."
+    )
+    custom: bool = Field(False, description="Also redact every string inside CUSTOM event values.")
 
     @field_validator("patterns")
     @classmethod
