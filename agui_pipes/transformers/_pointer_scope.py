@@ -26,11 +26,20 @@ __all__ = ["PointerScope", "Position", "parse_pointer", "pointer_text"]
 WILDCARD = "*"
 
 
+_PARSED: dict[str, tuple[str, ...]] = {}
+
+
 def parse_pointer(pointer: str) -> tuple[str, ...]:
     """The unescaped reference tokens of an RFC 6901 pointer (``""`` -> ``()``)."""
-    return tuple(
-        t.replace("~1", "/").replace("~0", "~") if "~" in t else t for t in pointer.split("/")[1:]
-    )
+    tokens = _PARSED.get(pointer)
+    if tokens is None:
+        if len(_PARSED) > 4096:
+            _PARSED.clear()  # bounded: memory must not grow with stream length
+        tokens = _PARSED[pointer] = tuple(
+            t.replace("~1", "/").replace("~0", "~") if "~" in t else t
+            for t in pointer.split("/")[1:]
+        )
+    return tokens
 
 
 def pointer_text(tokens: Sequence[str]) -> str:
@@ -77,11 +86,16 @@ class Position:
     means *clean*: the subtree is kept whole.
     """
 
-    __slots__ = ("allowed", "nodes")
+    __slots__ = ("allowed", "children", "literals", "nodes")
 
     def __init__(self, nodes: tuple[_Node, ...], allowed: bool) -> None:
         self.nodes = nodes
         self.allowed = allowed
+        # the tokens some node names literally; any other token only meets `*`
+        self.literals: frozenset[str] = frozenset(k for n in nodes for k in n.keys)
+        # child positions by (literal token or None, value is a container): the
+        # positions form a small automaton, so walking a document allocates nothing
+        self.children: dict[tuple[str | None, bool], Position | None] = {}
 
     @property
     def clean(self) -> bool:
@@ -153,6 +167,16 @@ class PointerScope:
         """The position of ``value`` at ``token`` under ``pos``, or None when it is removed."""
         if not pos.nodes:
             return pos  # clean: everything below is kept
+        key = (token if token in pos.literals else None, isinstance(value, dict | list))
+        try:
+            return pos.children[key]
+        except KeyError:
+            pass
+        result = self._child(pos, token, key[1])
+        pos.children[key] = result
+        return result
+
+    def _child(self, pos: Position, token: str, container: bool) -> Position | None:
         found: list[_Node] = []
         for node in pos.nodes:
             hit = node.keys.get(token)
@@ -166,9 +190,7 @@ class PointerScope:
                 return None
             if node.allow:
                 allowed = True
-        if not allowed and not (
-            isinstance(value, dict | list) and any(n.allow_below for n in found)
-        ):
+        if not allowed and not (container and any(n.allow_below for n in found)):
             return None
         return Position(self._relevant(tuple(found), allowed), allowed)
 

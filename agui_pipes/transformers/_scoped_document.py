@@ -38,7 +38,7 @@ from .._limits import Limits
 from .._patch import clone_json, json_equal
 from ._pointer_scope import PointerScope, Position, parse_pointer, pointer_text
 
-__all__ = ["ScopedDocument", "Translation", "measure"]
+__all__ = ["ScopedDocument", "Translation", "clone", "measure"]
 
 
 _NOTHING: Final = object()
@@ -54,6 +54,10 @@ def measure(value: Any, cap: int) -> tuple[int, int, int]:
     Iterative, and stops counting once ``cap`` nodes are seen (the caller is
     about to refuse the value anyway), so neither depth nor size can hurt.
     """
+    if isinstance(value, str):
+        return 1, len(value) + 2, 0
+    if not isinstance(value, dict | list):
+        return 1, 5 if value is None or isinstance(value, bool) else len(repr(value)), 0
     nodes = size = depth = 0
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack and nodes <= cap:
@@ -77,6 +81,35 @@ def measure(value: Any, cap: int) -> tuple[int, int, int]:
         if level > depth:
             depth = level
     return nodes, size, depth
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of a JSON value, without recursion (a document may nest 1024 deep)."""
+    if isinstance(value, dict):
+        root: Any = {}
+    elif isinstance(value, list):
+        root = []
+    else:
+        return value
+    stack: list[tuple[Any, Any]] = [(value, root)]
+    while stack:
+        source, target = stack.pop()
+        items = source.items() if isinstance(source, dict) else enumerate(source)
+        is_dict = isinstance(target, dict)
+        for key, item in items:
+            if isinstance(item, dict):
+                copied: Any = {}
+                stack.append((item, copied))
+            elif isinstance(item, list):
+                copied = []
+                stack.append((item, copied))
+            else:
+                copied = item
+            if is_dict:
+                target[key] = copied
+            else:
+                target.append(copied)
+    return root
 
 
 def _index(token: str) -> int:
@@ -116,21 +149,23 @@ class ScopedDocument:
         limits = self._limits
         nodes, size, depth = measure(value, limits.max_nodes)
         if nodes > limits.max_nodes or size > limits.max_bytes or depth > limits.max_depth:
+            count = f"more than {limits.max_nodes:,}" if nodes > limits.max_nodes else f"{nodes:,}"
             raise StreamRejected(
                 f"StateFilter: the {self._what} is larger than the limits allow "
-                f"({nodes:,} nodes, ~{size:,} bytes, depth {depth}; Limits: "
+                f"({count} nodes, ~{size:,} bytes, depth {depth}; Limits: "
                 f"max_nodes={limits.max_nodes:,}, max_bytes={limits.max_bytes:,}, "
                 f"max_depth={limits.max_depth}); the stage cannot follow it, so it refuses "
                 "the stream rather than risk sending hidden parts — raise "
                 "StateFilter(limits=Limits(...)) if such documents are expected"
             )
-        self.document = clone_json(value)
+        # the recursive copy is faster; a deep document takes the loop
+        self.document = clone_json(value) if depth < 256 else clone(value)
         self._nodes, self._bytes = nodes, size
         return self._scope.prune_root(value)
 
     def pruned(self) -> Any:
         """A fresh copy of the pruned view of the current document."""
-        return clone_json(self._scope.prune_root(self.document))
+        return clone(self._scope.prune_root(self.document))
 
     # -- patches ---------------------------------------------------------------------
 
@@ -153,7 +188,7 @@ class ScopedDocument:
             result.error = str(exc)
             result.operations = []
             result.unchanged = False
-        except (TypeError, AttributeError, ValueError) as exc:
+        except (TypeError, AttributeError, ValueError, RecursionError) as exc:
             self._rollback()
             self.document, self._nodes, self._bytes = saved
             result.error = f"malformed operation: {exc}"
@@ -178,7 +213,7 @@ class ScopedDocument:
         name = op.op
         tokens = parse_pointer(op.path)
         if name == "add":
-            self._add(tokens, op, op.value, clone_json(op.value), out, from_state=False)
+            self._add(tokens, op, op.value, clone(op.value), out, from_state=False)
         elif name == "remove":
             self._remove(tokens, op, out)
         elif name == "replace":
@@ -254,11 +289,11 @@ class ScopedDocument:
 
     def _shown(self, pos: Position, value: Any, from_state: bool) -> Any:
         kept = self._scope.prune(pos, value)
-        return clone_json(kept) if from_state else kept
+        return clone(kept) if from_state else kept
 
     def _root_shown(self, value: Any, from_state: bool) -> Any:
         kept = self._scope.prune_root(value)
-        return clone_json(kept) if from_state else kept
+        return clone(kept) if from_state else kept
 
     # -- operations ------------------------------------------------------------
 
@@ -385,7 +420,7 @@ class ScopedDocument:
 
     def _replace(self, tokens: tuple[str, ...], op: Any, out: Translation) -> None:
         scope = self._scope
-        value = clone_json(op.value)
+        value = clone(op.value)
         if not tokens:
             self._set_root(value, tokens)
             out.operations.append(_replace_op("", self._root_shown(op.value, False)))
@@ -470,12 +505,16 @@ class ScopedDocument:
             out.operations.append(_replace_op("", self._root_shown(value, True)))
             return
         start = len(out.operations)
+        saved_counts = (self._nodes, self._bytes)
         if move:
             self._remove(source, None, out)
             target_at = self._add(tokens, None, value, value, out, from_state=True)
         else:
+            # refuse a copy past the limits before it is made (copies double a document)
+            self._grow(tokens, value, None, False)
+            self._nodes, self._bytes = saved_counts
             # the copy is what shows: ``value`` may be the parent it lands in
-            duplicate = clone_json(value)
+            duplicate = clone(value)
             target_at = self._add(tokens, None, duplicate, duplicate, out, from_state=True)
         emitted = out.operations[start:]
         # both ends wholly visible: the cheaper move / copy shows nothing hidden

@@ -463,3 +463,23 @@ async def test_runs_in_an_async_chain() -> None:
     events = run([*text("m", "hi"), _snapshot({"a": 1, "secret": json.dumps({"k": 1})})])
     out = await through_async(StateFilter(deny=["/secret"]), events)
     assert consumed(out).state == {"a": 1}
+
+
+def _nested(depth: int) -> list[Any]:
+    deep: list[Any] = []
+    for _ in range(depth - 1):
+        deep = [deep]
+    return deep
+
+
+def test_a_deeply_nested_state_is_copied_and_translated_without_recursion() -> None:
+    stage = StateFilter(deny=["/messages/*/secret"])
+    (snap,) = stage.transform(_snapshot({"deep": _nested(1000), "x": 1}))
+    assert snap.snapshot["x"] == 1  # type: ignore[attr-defined]
+    (out,) = stage.transform(
+        _delta(
+            {"op": "copy", "from": "/deep", "path": "/again"},
+            {"op": "add", "path": "/more", "value": _nested(1000)},
+        )
+    )
+    assert [op.op for op in out.delta] == ["copy", "add"]  # type: ignore[attr-defined]
