@@ -38,7 +38,7 @@ from .._limits import Limits
 from .._patch import clone_json, json_equal
 from ._pointer_scope import PointerScope, Position, parse_pointer, pointer_text
 
-__all__ = ["ScopedDocument", "Translation", "clone", "measure"]
+__all__ = ["ScopedDocument", "Translation", "clone", "measure", "replace_root"]
 
 
 _NOTHING: Final = object()
@@ -557,6 +557,11 @@ def _remove_op(path: str) -> Any:
 
 def _replace_op(path: str, value: Any) -> Any:
     return _OPS["replace"].model_construct(op="replace", path=path, value=value)
+
+
+def replace_root(value: Any) -> Any:
+    """The operation that replaces a whole document with ``value``."""
+    return _replace_op("", value)
 
 
 def _test_op(path: str, value: Any) -> Any:

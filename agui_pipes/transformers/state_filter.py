@@ -30,7 +30,9 @@ framework's unfiltered state.
 
 With ``activities=True`` the same pointers scope the content of activity
 messages (ACTIVITY_SNAPSHOT / ACTIVITY_DELTA, and activity messages inside
-MESSAGES_SNAPSHOT and the RUN_STARTED echo), one copy per activity.
+MESSAGES_SNAPSHOT and the RUN_STARTED echo), one copy per activity; an
+activity delta that cannot be translated becomes one ``replace`` of the whole
+pruned content.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from .._construct import replace
 from .._limits import DEFAULT_LIMITS, Limits
 from .._transformer import StreamTransformer
 from ._pointer_scope import PointerScope
-from ._scoped_document import ScopedDocument
+from ._scoped_document import ScopedDocument, replace_root
 
 __all__ = ["StateFilter"]
 
@@ -193,16 +195,11 @@ class StateFilter(StreamTransformer):
             return (_no_raw(replace(event, "patch", [])),)
         translated = document.apply(event.patch)
         if translated.resync:
-            snapshot = ActivitySnapshotEvent(
-                message_id=event.message_id,
-                activity_type=event.activity_type,
-                content=document.pruned(),
-                replace=True,
-                timestamp=event.timestamp,
-                metadata=event.metadata,
-                subagent_run_id=event.subagent_run_id,
-            )
-            return (snapshot,)
+            # a root replace, not an ACTIVITY_SNAPSHOT: patches may have made the
+            # content something a snapshot cannot carry (an array), and a snapshot
+            # would also re-attribute the activity
+            whole = replace_root(document.pruned())
+            return (_no_raw(replace(event, "patch", [whole])),)
         if not translated.unchanged:
             event = replace(event, "patch", translated.operations)
         return (_no_raw(event),)

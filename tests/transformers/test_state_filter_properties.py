@@ -16,8 +16,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from _stage_helpers import consumed, wire
 from ag_ui.core import (
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
     BaseEvent,
     RunAgentInput,
     StateDeltaEvent,
@@ -149,8 +152,31 @@ def _operation(draw: st.DrawFn, doc: Any, markers: _Markers) -> dict[str, Any]:
     return op
 
 
+def _snapshot_event(doc: Any, activity: bool) -> BaseEvent:
+    if activity:
+        return ActivitySnapshotEvent(message_id="act", activity_type="plan", content=doc)
+    return StateSnapshotEvent(snapshot=doc)
+
+
+def _delta_event(ops: list[dict[str, Any]], activity: bool) -> BaseEvent:
+    if activity:
+        return ActivityDeltaEvent.model_validate(
+            {"messageId": "act", "activityType": "plan", "patch": ops}
+        )
+    return StateDeltaEvent.model_validate({"delta": ops})
+
+
+def _operations(event: BaseEvent) -> list[Any]:
+    return list(event.patch if isinstance(event, ActivityDeltaEvent) else event.delta)  # type: ignore[attr-defined]
+
+
+_objects = st.dictionaries(st.sampled_from(_KEYS), _values, max_size=4)
+
+
 @st.composite
-def _cases(draw: st.DrawFn) -> tuple[list[BaseEvent], StateFilter, Any, set[str]]:
+def _cases(
+    draw: st.DrawFn, activity: bool = False
+) -> tuple[list[BaseEvent], StateFilter, Any, set[str]]:
     allow = draw(st.none() | st.lists(_patterns, min_size=1, max_size=2))
     deny = draw(
         st.lists(_patterns, min_size=1, max_size=2)
@@ -162,26 +188,26 @@ def _cases(draw: st.DrawFn) -> tuple[list[BaseEvent], StateFilter, Any, set[str]
     def prune(doc: Any) -> Any:
         return _reference_prune(doc, allow, deny)
 
-    doc = markers.relabel(draw(st.dictionaries(st.sampled_from(_KEYS), _values, max_size=4)))
+    doc = markers.relabel(draw(_objects))
     visible = _markers(prune(doc))
     events: list[BaseEvent] = [
         *run_started("t", "r1"),
-        StateSnapshotEvent(snapshot=copy.deepcopy(doc)),
+        _snapshot_event(copy.deepcopy(doc), activity),
     ]
 
     def deltas(count: int) -> None:
         nonlocal doc, visible
         for _ in range(count):
             if draw(st.integers(0, 9)) == 0:
-                doc = markers.relabel(draw(_values))
+                doc = markers.relabel(draw(_objects if activity else _values))
                 visible |= _markers(prune(doc))
-                events.append(StateSnapshotEvent(snapshot=copy.deepcopy(doc)))
+                events.append(_snapshot_event(copy.deepcopy(doc), activity))
                 continue
             ops = [_operation(draw, doc, markers) for _ in range(draw(st.integers(1, 3)))]
-            events.append(StateDeltaEvent.model_validate({"delta": ops}))
+            events.append(_delta_event(ops, activity))
             working = copy.deepcopy(doc)
             try:
-                for op in events[-1].delta:  # type: ignore[attr-defined]
+                for op in _operations(events[-1]):
                     working = apply_patch(working, [op])
                     visible |= _markers(prune(working))
             except PatchError:
@@ -190,7 +216,7 @@ def _cases(draw: st.DrawFn) -> tuple[list[BaseEvent], StateFilter, Any, set[str]
 
     deltas(draw(st.integers(1, 8)))
     events += run_finished("t", "r1")
-    if draw(st.booleans()):
+    if draw(st.booleans()) and not activity:
         echo = RunAgentInput(
             thread_id="t",
             run_id="r2",
@@ -206,35 +232,44 @@ def _cases(draw: st.DrawFn) -> tuple[list[BaseEvent], StateFilter, Any, set[str]
     stage = StateFilter(
         allow=None if allow is None else [_pointer(p) for p in allow],
         deny=None if deny is None else [_pointer(p) for p in deny],
+        activities=activity,
     )
     return events, stage, (allow, deny), visible
 
 
 _SETTINGS = settings(
-    max_examples=200,
+    max_examples=120,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 
 def _fold_state(state: Any, event: BaseEvent) -> Any:
-    """The client's state rule: snapshots replace, deltas apply atomically or are skipped."""
+    """The client's rule: snapshots replace, deltas apply atomically or are skipped."""
     if isinstance(event, StateSnapshotEvent):
         return copy.deepcopy(event.snapshot)
-    if isinstance(event, StateDeltaEvent):
+    if isinstance(event, ActivitySnapshotEvent):
+        return copy.deepcopy(event.content)
+    if isinstance(event, StateDeltaEvent | ActivityDeltaEvent):
         try:
-            return apply_patch(copy.deepcopy(state), event.delta)
+            return apply_patch(copy.deepcopy(state), _operations(event))
         except PatchError:
             return state
     return state
 
 
+def _activity(messages: list[dict[str, Any]]) -> Any:
+    (message,) = [m for m in messages if m["role"] == "activity"]
+    return message["content"]
+
+
+@pytest.mark.parametrize("activity", [False, True], ids=["state", "activity"])
 @_SETTINGS
-@given(case=_cases())
+@given(data=st.data())
 def test_the_client_folds_exactly_the_pruned_state_after_every_event(
-    case: tuple[list[BaseEvent], StateFilter, Any, set[str]],
+    activity: bool, data: st.DataObject
 ) -> None:
-    events, stage, (allow, deny), _ = case
+    events, stage, (allow, deny), _ = data.draw(_cases(activity))
     theirs: Any = {}
     ours: Any = {}
     out: list[BaseEvent] = []
@@ -242,21 +277,26 @@ def test_the_client_folds_exactly_the_pruned_state_after_every_event(
         theirs = _fold_state(theirs, event)
         for emitted in stage.transform(event):
             out.append(emitted)
-            if isinstance(emitted, StateDeltaEvent):
-                # every delta sent applies to the state the client holds
-                ours = apply_patch(copy.deepcopy(ours), emitted.delta)
+            if isinstance(emitted, StateDeltaEvent | ActivityDeltaEvent):
+                # every delta sent applies to the document the client holds
+                ours = apply_patch(copy.deepcopy(ours), _operations(emitted))
             else:
                 ours = _fold_state(ours, emitted)
         assert ours == _reference_prune(theirs, allow, deny), event
-    assert consumed(out).state == _reference_prune(consumed(events).state, allow, deny)
+    before, after = consumed(events), consumed(out)
+    if activity:
+        assert _activity(after.messages) == _reference_prune(
+            _activity(before.messages), allow, deny
+        )
+    else:
+        assert after.state == _reference_prune(before.state, allow, deny)
 
 
+@pytest.mark.parametrize("activity", [False, True], ids=["state", "activity"])
 @_SETTINGS
-@given(case=_cases())
-def test_no_hidden_string_ever_reaches_the_wire(
-    case: tuple[list[BaseEvent], StateFilter, Any, set[str]],
-) -> None:
-    events, stage, _, visible = case
+@given(data=st.data())
+def test_no_hidden_string_ever_reaches_the_wire(activity: bool, data: st.DataObject) -> None:
+    events, stage, _, visible = data.draw(_cases(activity))
     out = [emitted for event in events for emitted in stage.transform(event)]
     sent = set()
     text = wire(out)
