@@ -483,3 +483,37 @@ def test_a_deeply_nested_state_is_copied_and_translated_without_recursion() -> N
         )
     )
     assert [op.op for op in out.delta] == ["copy", "add"]  # type: ignore[attr-defined]
+
+
+def test_an_untranslatable_activity_delta_becomes_one_root_replace() -> None:
+    stage = StateFilter(deny=["/0"], activities=True)
+    stage.transform(ActivitySnapshotEvent(message_id="act", activity_type="plan", content={}))
+    (out,) = stage.transform(
+        ActivityDeltaEvent.model_validate(
+            {
+                "messageId": "act",
+                "activityType": "plan",
+                # the content becomes an array whose element 0 is hidden; the insert shifts it
+                "patch": [
+                    {"op": "replace", "path": "", "value": ["hidden", "b"]},
+                    {"op": "add", "path": "/0", "value": "new"},
+                ],
+            }
+        )
+    )
+    assert isinstance(out, ActivityDeltaEvent)
+    assert [op.model_dump(by_alias=True) for op in out.patch] == [
+        {"op": "replace", "path": "", "value": ["hidden", "b"]}
+    ]
+
+
+def test_fresh_instances_do_not_share_the_state_they_follow() -> None:
+    configured = StateFilter(deny=["/secret"])
+    first = configured.fresh()
+    first.transform(_snapshot({"a": {"secret": 1}}))
+    second = configured.fresh()
+    # the second never saw the snapshot: the path does not exist in its (empty) state
+    (out,) = second.transform(_delta({"op": "copy", "from": "/a", "path": "/b"}))
+    assert _ops(out) == []
+    (out,) = first.transform(_delta({"op": "copy", "from": "/a", "path": "/b"}))
+    assert _ops(out) == [{"op": "copy", "from": "/a", "path": "/b"}]
