@@ -240,6 +240,23 @@ def test_array_indices_are_mapped_past_elements_that_do_not_show() -> None:
     ]
 
 
+def test_a_value_that_starts_or_stops_showing_by_its_kind_is_added_or_removed() -> None:
+    # /a is on the way to the allowed /a/b: as a scalar it holds nothing allowed
+    stage = _stage_with({"a": 1, "list": [1]}, allow=["/a/b", "/list/*/b"])
+    (out,) = stage.transform(
+        _delta(
+            {"op": "replace", "path": "/a", "value": {"b": 2, "c": 3}},
+            {"op": "replace", "path": "/list/0", "value": {"b": 4}},
+        )
+    )
+    assert _ops(out) == [
+        {"op": "add", "path": "/a", "value": {"b": 2}},
+        {"op": "add", "path": "/list/0", "value": {"b": 4}},
+    ]
+    (out,) = stage.transform(_delta({"op": "replace", "path": "/a", "value": "gone"}))
+    assert _ops(out) == [{"op": "remove", "path": "/a"}]
+
+
 def test_shifting_an_array_whose_elements_show_by_index_resends_the_pruned_state() -> None:
     stage = StateFilter(deny=["/items/0"])
     inner: list[BaseEvent] = [

@@ -95,6 +95,7 @@ _values = st.recursive(
     ),
     max_leaves=8,
 )
+_containers = st.dictionaries(st.sampled_from(_KEYS), _values, min_size=1, max_size=3)
 _patterns = st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=3)
 
 
@@ -141,7 +142,8 @@ def _operation(draw: st.DrawFn, doc: Any, markers: _Markers) -> dict[str, Any]:
             path = [*path, draw(st.sampled_from([str(i) for i in range(len(value) + 1)] + ["-"]))]
     op: dict[str, Any] = {"op": kind, "path": _pointer(path)}
     if kind in ("add", "replace"):
-        op["value"] = markers.relabel(draw(_values))
+        # objects often: a container where a scalar was is what makes a value show
+        op["value"] = markers.relabel(draw(_values | _containers))
     elif kind == "test":
         op["value"] = (
             copy.deepcopy(value) if draw(st.integers(0, 5)) else markers.relabel(draw(_values))
