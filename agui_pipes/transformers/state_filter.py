@@ -19,7 +19,8 @@ array. Where inserting or removing an array element changes *which* elements
 show (a pattern names an index, such as ``/items/0``), no operation says that,
 and the delta is replaced by a STATE_SNAPSHOT of the pruned state. A delta
 that does not apply to the state is sent on empty (the client would skip it
-too, and its values must not reach it).
+too, and its values must not reach it), with a warning logged on
+``agui_pipes.state_filter``.
 
 The view carries across runs like the client's state does; a RUN_STARTED whose
 input echoes ``state`` re-bases it (the echo is pruned too), and when that
@@ -37,6 +38,7 @@ pruned content.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -60,6 +62,8 @@ from ._pointer_scope import PointerScope
 from ._scoped_document import ScopedDocument, replace_root
 
 __all__ = ["StateFilter"]
+
+logger = logging.getLogger("agui_pipes.state_filter")
 
 _Handler = Callable[[Any], Sequence[BaseEvent]]
 
@@ -139,6 +143,8 @@ class StateFilter(StreamTransformer):
                 subagent_run_id=event.subagent_run_id,
             )
             return (snapshot,)
+        if translated.error is not None:
+            _skipped("STATE_DELTA", translated.error)
         if not translated.unchanged:
             event = replace(event, "delta", translated.operations)
         return (_no_raw(event),)
@@ -200,6 +206,8 @@ class StateFilter(StreamTransformer):
             # would also re-attribute the activity
             whole = replace_root(document.pruned())
             return (_no_raw(replace(event, "patch", [whole])),)
+        if translated.error is not None:
+            _skipped(f"ACTIVITY_DELTA of {event.message_id!r}", translated.error)
         if not translated.unchanged:
             event = replace(event, "patch", translated.operations)
         return (_no_raw(event),)
@@ -221,6 +229,11 @@ class StateFilter(StreamTransformer):
         if changed:
             event = replace(event, "messages", messages)
         return (_no_raw(event),)
+
+
+def _skipped(what: str, error: str) -> None:
+    # the client would have warned about the original; it now gets an empty patch
+    logger.warning("StateFilter: %s did not apply and was sent empty: %s", what, error)
 
 
 def _no_raw(event: BaseEvent) -> BaseEvent:

@@ -270,7 +270,9 @@ def test_shifting_an_array_whose_elements_show_by_index_resends_the_pruned_state
     assert not any(e.type == EventType.STATE_DELTA for e in out)
 
 
-def test_a_delta_that_does_not_apply_is_sent_empty_and_the_state_is_kept() -> None:
+def test_a_delta_that_does_not_apply_is_sent_empty_and_the_state_is_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     stage = StateFilter(deny=["/x"])
     inner: list[BaseEvent] = [
         _snapshot({"a": [1]}),
@@ -284,6 +286,9 @@ def test_a_delta_that_does_not_apply_is_sent_empty_and_the_state_is_kept() -> No
     assert [_ops(e) for e in out if e.type == EventType.STATE_DELTA][0] == []
     assert state == {"a": [1, 2]}
     assert "sk-LEAK" not in wire(out)
+    assert "STATE_DELTA did not apply and was sent empty: path '/missing' does not exist" in (
+        caplog.text
+    )
 
 
 def test_test_operations_on_hidden_paths_are_dropped_and_visible_ones_kept() -> None:
