@@ -43,6 +43,7 @@ from agui_pipes.transformers import (
     KeepEvents,
     Redact,
     StateDiff,
+    StateFilter,
     StripRawEvents,
     SubagentVisibility,
     Timestamp,
@@ -61,6 +62,7 @@ STAGES: dict[str, Callable[[], Stage]] = {
     "CoalesceDeltas(max_chars=200)": lambda: CoalesceDeltas(max_chars=200),
     "Redact(['sk-[A-Za-z0-9]{20,}'])": lambda: Redact([r"sk-[A-Za-z0-9]{20,}"]),
     "StateDiff()": StateDiff,
+    "StateFilter(deny=['/status'])": lambda: StateFilter(deny=["/status"]),
     "Timestamp()": Timestamp,
 }
 

@@ -34,6 +34,7 @@ BUILTINS = [
     "strip_raw_events",
     "coalesce_deltas",
     "redact",
+    "state_filter",
     "state_diff",
     "timestamp",
 ]

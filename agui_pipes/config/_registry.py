@@ -171,6 +171,7 @@ _BUILTINS: tuple[tuple[str, str, type[BaseModel]], ...] = (
     ("strip_raw_events", "StripRawEvents", _opts.StripRawEventsOptions),
     ("coalesce_deltas", "CoalesceDeltas", _opts.CoalesceDeltasOptions),
     ("redact", "Redact", _opts.RedactOptions),
+    ("state_filter", "StateFilter", _opts.StateFilterOptions),
     ("state_diff", "StateDiff", _opts.StateDiffOptions),
     ("timestamp", "Timestamp", _opts.TimestampOptions),
 )

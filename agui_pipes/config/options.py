@@ -34,6 +34,7 @@ __all__ = [
     "NoOptions",
     "RedactOptions",
     "StateDiffOptions",
+    "StateFilterOptions",
     "StripRawEventsOptions",
     "SubagentVisibilityOptions",
     "TimestampOptions",
@@ -164,9 +165,7 @@ class ToolResultToStateOptions(_Options):
 
     model_config = _example({"tool": "search", "mode": "at", "pointer": "/search/results"})
 
-    tool: str = Field(
-        ..., min_length=1, description="Name of the tool whose results become state."
-    )
+    tool: str = Field(..., min_length=1, description="Name of the tool whose results become state.")
     mode: Literal["snapshot", "delta", "at"] = Field(
         "snapshot",
         description=(
@@ -303,7 +302,8 @@ class RedactOptions(_Options):
 
     Streamed text is buffered per item so a secret split across deltas still
     matches; tool results, state, activity content and messages in snapshots
-    are redacted whole. RAW payloads are not inspected (use strip_raw_events).
+    are redacted whole, and by option error messages and CUSTOM values. RAW
+    payloads are not inspected (use strip_raw_events).
     """
 
     model_config = _example(
@@ -324,6 +324,17 @@ class RedactOptions(_Options):
             "still caught (the latency cost)."
         ),
     )
+    state: bool = Field(
+        True,
+        description=(
+            "Redact every string in STATE_SNAPSHOT / STATE_DELTA values and the RUN_STARTED "
+            "state echo (a patch `test` whose value holds a match is dropped)."
+        ),
+    )
+    errors: bool = Field(
+        False, description="Also redact the `message` of RUN_ERROR and SUBAGENT_ERROR."
+    )
+    custom: bool = Field(False, description="Also redact every string inside CUSTOM event values.")
 
     @field_validator("patterns")
     @classmethod
@@ -337,6 +348,74 @@ class RedactOptions(_Options):
                     f"pattern #{i + 1} {pattern!r} is not a valid regular expression: {exc}"
                 ) from None
         return patterns
+
+
+def _pointer_list(pointers: list[str] | None, what: str) -> list[str] | None:
+    if pointers is None:
+        return None
+    if not pointers:
+        raise ValueError(f"give at least one {what} pointer (or leave the option out)")
+    for i, pointer in enumerate(pointers):
+        if not is_json_pointer(pointer):
+            raise ValueError(
+                f"{what} pointer #{i + 1} {pointer!r} is not a JSON Pointer: it must start "
+                "with `/` (e.g. `/config/secret`, `/messages/*/content`), and `~` may only "
+                "appear as `~0` (for ~) or `~1` (for /)"
+            )
+    return pointers
+
+
+class StateFilterOptions(_Options):
+    """Keep only the allowed parts of the state, by JSON Pointer (`*` matches any key or index).
+
+    With `allow`, only those subtrees (and the objects and arrays on the way to
+    them) reach the client; `deny` removes subtrees (inside what `allow` keeps,
+    when both are given). Snapshots, deltas and the RUN_STARTED state echo are
+    filtered alike, so the client folds exactly the pruned state.
+    """
+
+    model_config = _example({"deny": ["/messages", "/config/api_key"]})
+
+    allow: list[str] | None = Field(
+        None,
+        description=(
+            "JSON Pointers of the subtrees that pass (`/todos`, `/messages/*/content`); "
+            "everything else goes."
+        ),
+    )
+    deny: list[str] | None = Field(
+        None,
+        description="JSON Pointers of the subtrees that are removed (`/messages/*/secret`).",
+    )
+    activities: bool = Field(
+        False,
+        description=(
+            "Scope the content of activity messages (ACTIVITY_SNAPSHOT / ACTIVITY_DELTA) "
+            "with the same pointers."
+        ),
+    )
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, pointers: list[str] | None) -> list[str] | None:
+        return _pointer_list(pointers, "allow")
+
+    @field_validator("deny")
+    @classmethod
+    def _deny(cls, pointers: list[str] | None) -> list[str] | None:
+        pointers = _pointer_list(pointers, "deny")
+        if pointers is not None and "" in pointers:
+            raise ValueError(
+                "the empty pointer denies the whole state; to send no state, drop the "
+                "`state` family with drop_events instead"
+            )
+        return pointers
+
+    @model_validator(mode="after")
+    def _one_list(self) -> StateFilterOptions:
+        if self.allow is None and self.deny is None:
+            raise ValueError("give `allow` or `deny` (or both): lists of JSON Pointers")
+        return self
 
 
 class StateDiffOptions(NoOptions):

@@ -6,6 +6,7 @@ from .expand_chunks import ExpandChunks
 from .filter_tool_calls import FilterToolCalls
 from .redact import Redact
 from .state_diff import StateDiff
+from .state_filter import StateFilter
 from .strip_raw_events import StripRawEvents
 from .subagent_visibility import SubagentVisibility
 from .timestamp import Timestamp
@@ -20,6 +21,7 @@ __all__ = [
     "KeepEvents",
     "Redact",
     "StateDiff",
+    "StateFilter",
     "StripRawEvents",
     "SubagentVisibility",
     "Timestamp",

@@ -22,10 +22,18 @@ so the stage follows the lanes of its output too (``LaneMirror``) and names
 the item of any chunk that would otherwise resolve differently downstream.
 
 Whole values are redacted in place: tool results (string content and text
-parts), state (every string inside STATE_SNAPSHOT and STATE_DELTA values),
-activity content, and messages in MESSAGES_SNAPSHOT and the RUN_STARTED echo
-(content, text parts, tool-call arguments). RAW payloads and ``rawEvent`` are
-not inspected — drop them with StripRawEvents.
+parts), state (every string inside STATE_SNAPSHOT and STATE_DELTA values and
+the RUN_STARTED ``state`` echo; ``state=False`` leaves state alone), activity
+content, and messages in MESSAGES_SNAPSHOT and the RUN_STARTED echo (content,
+text parts, tool-call arguments). By option also the ``message`` of RUN_ERROR
+and SUBAGENT_ERROR (``errors=True``: exception texts quote connection strings
+and keys) and every string inside a CUSTOM ``value`` (``custom=True``). RAW
+payloads and ``rawEvent`` are not inspected — drop them with StripRawEvents.
+
+A JSON Patch ``test`` operation whose value holds a match is dropped rather
+than redacted: the client may hold the unredacted value (state it sent
+itself), and a redacted test would then fail there and take the whole delta
+with it. The rest of the delta still applies; only the guard is lost.
 
 A secret longer than ``hold_back`` characters is still caught as long as its
 pattern matches a prefix of it that reaches the end of the buffer (for example
@@ -45,6 +53,7 @@ from ag_ui.core import (
     ActivitySnapshotEvent,
     AssistantMessage,
     BaseEvent,
+    CustomEvent,
     MessagesSnapshotEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -53,6 +62,7 @@ from ag_ui.core import (
     RunStartedEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
+    SubagentErrorEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     ToolCallArgsEvent,
@@ -102,6 +112,8 @@ class Redact(StreamTransformer):
 
     ``Redact([r"sk-[A-Za-z0-9]{20,}", r"\\b\\d{16}\\b"], replacement="[secret]")``.
     Patterns are Python regular expressions; the replacement is literal text.
+    State strings are redacted too (``state=False`` turns that off); ``errors=True``
+    adds RUN_ERROR / SUBAGENT_ERROR messages, ``custom=True`` CUSTOM values.
     """
 
     def __init__(
@@ -109,6 +121,9 @@ class Redact(StreamTransformer):
         patterns: Iterable[str] | str,
         replacement: str = "[REDACTED]",
         hold_back: int = 64,
+        state: bool = True,
+        errors: bool = False,
+        custom: bool = False,
     ) -> None:
         sources = [patterns] if isinstance(patterns, str) else list(patterns)
         if not sources:
@@ -123,6 +138,10 @@ class Redact(StreamTransformer):
                 ) from None
         if not isinstance(hold_back, int) or hold_back < 0:
             raise ValueError(f"Redact: hold_back must be an integer >= 0, got {hold_back!r}")
+        for option, flag in (("state", state), ("errors", errors), ("custom", custom)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"Redact: {option} must be True or False, got {flag!r}")
+        self._in_state = state
         self._patterns = tuple(compiled)
         self._replacement = str(replacement)
         self._hold = hold_back
@@ -146,13 +165,18 @@ class Redact(StreamTransformer):
         for cls in CHUNK_CLASSES:
             handlers[cls] = self._chunk_handler
         handlers[ToolCallResultEvent] = self._result
-        handlers[StateSnapshotEvent] = self._state_snapshot
-        handlers[StateDeltaEvent] = self._state_delta
+        if state:
+            handlers[StateSnapshotEvent] = self._state_snapshot
+            handlers[StateDeltaEvent] = self._state_delta
+        if errors:
+            handlers[SubagentErrorEvent] = self._subagent_error
+        if custom:
+            handlers[CustomEvent] = self._custom
         handlers[ActivitySnapshotEvent] = self._activity_snapshot
         handlers[ActivityDeltaEvent] = self._activity_delta
         handlers[MessagesSnapshotEvent] = self._messages_snapshot
         handlers[RunStartedEvent] = self._run_started
-        handlers[RunErrorEvent] = self._run_error
+        handlers[RunErrorEvent] = self._run_error_message if errors else self._run_error
         self._handlers = handlers
 
     # -- text machinery ------------------------------------------------------
@@ -414,8 +438,10 @@ class Redact(StreamTransformer):
             if hasattr(op, "value"):
                 value, c = self._value(op.value)
                 if c:
-                    op = op.model_copy(update={"value": value})
                     changed = True
+                    if op.op == "test":
+                        continue  # see the module docstring: a redacted test may fail
+                    op = op.model_copy(update={"value": value})
             out.append(op)
         return out, changed
 
@@ -483,7 +509,7 @@ class Redact(StreamTransformer):
         messages, changed = self._messages(echo.messages)
         if changed:
             update["messages"] = messages
-        if echo.state is not None:
+        if echo.state is not None and self._in_state:
             state, changed = self._value(echo.state)
             if changed:
                 update["state"] = state
@@ -496,3 +522,24 @@ class Redact(StreamTransformer):
         out = self._closing(event)
         extra = self._release_all()
         return (*extra, *out) if extra else out
+
+    def _run_error_message(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
+        out = self._run_error(event)
+        message = self.redact_text(event.message)
+        if message == event.message:
+            return out
+        return (*out[:-1], event.model_copy(update={"message": message}))
+
+    def _subagent_error(self, event: SubagentErrorEvent) -> Sequence[BaseEvent]:
+        out = self._closing(event)
+        message = self.redact_text(event.message)
+        if message == event.message:
+            return out
+        return (*out[:-1], event.model_copy(update={"message": message}))
+
+    def _custom(self, event: CustomEvent) -> Sequence[BaseEvent]:
+        out = self._closing(event)
+        value, changed = self._value(event.value)
+        if not changed:
+            return out
+        return (*out[:-1], event.model_copy(update={"value": value}))

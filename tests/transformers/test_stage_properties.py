@@ -31,6 +31,7 @@ from agui_pipes.transformers import (
     KeepEvents,
     Redact,
     StateDiff,
+    StateFilter,
     StripRawEvents,
     SubagentVisibility,
     Timestamp,
@@ -62,7 +63,10 @@ STAGES: dict[str, Stage] = {
     "coalesce": CoalesceDeltas(),
     "coalesce-bounded": CoalesceDeltas(max_chars=3),
     "redact": Redact([r"[aeiou]{2}", r"\d+"], replacement="#"),
+    "redact-errors-custom": Redact([r"[aeiou]{2}"], replacement="#", errors=True, custom=True),
     "state-diff": StateDiff(),
+    "state-filter-deny": StateFilter(deny=["/items", "/a/*/b", "/x/0"], activities=True),
+    "state-filter-allow": StateFilter(allow=["/a", "/items/*/name", "/b/0"], deny=["/a/x"]),
     "timestamp": Timestamp(clock=lambda: 1_700_000_000_000),
 }
 
