@@ -163,8 +163,9 @@ def test_usage_errors_exit_2(cli: Any) -> None:
     assert info.value.code == 2
 
 
-def test_empty_input_is_accepted_with_a_warning(cli: Any) -> None:
+def test_empty_input_is_not_a_valid_stream(cli: Any) -> None:
+    # An empty body must fail a CI check (exit 2), never read as "accepted".
     code, out, err = cli(["-"], stdin=b"")
-    assert code == 0
+    assert code == 2
     assert "no events" in err
-    assert "outcome none" in out
+    assert "accepted" not in out
