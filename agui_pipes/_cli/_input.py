@@ -178,10 +178,13 @@ def no_events_message(name: str, progress: Progress, items: int = 0) -> str:
     or a wrong ``--input-format`` must fail a CI check, not pass it.
     """
     if items:
+        dropped = (
+            "its one event was dropped as an unknown event type" if items == 1
+            else f"its {items} events were all dropped as unknown event types"
+        )
         return (
-            f"no events: the {items} event{'s' if items != 1 else ''} in {name} were all "
-            "dropped as unknown event types (see the warnings); AG-UI 1.0 describes none "
-            "of them"
+            f"no events: {dropped} in {name} (see the warnings); AG-UI 1.0 describes "
+            f"{'it' if items == 1 else 'none of them'} — is --input-format right?"
         )
     if progress.bytes_read == 0:
         return (
