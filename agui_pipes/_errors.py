@@ -13,6 +13,8 @@ Two families, because callers route on them differently:
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ag_ui.core import BaseEvent
 
 __all__ = ["AguiPipesError", "StageError", "StreamRejected"]
@@ -22,15 +24,25 @@ class AguiPipesError(Exception):
     """Base class of every exception agui_pipes raises on purpose."""
 
 
-def _where(stage: str | None, event: BaseEvent | None, index: int | None) -> str:
+def _where(
+    stage: str | None, event: BaseEvent | None, index: int | None, *, at_event: bool = False
+) -> str:
+    """``stage X, event #N (TYPE)``; without an event, ``index`` is the end of stream.
+
+    ``index`` is 0-based (the first event is #0). At the end of stream it is
+    the index of the last event, so "after N events" is a count; ``at_event``
+    says the index names an event that has no decoded form (a malformed one).
+    """
     parts = []
     if stage is not None:
         parts.append(f"stage {stage}")
     if event is not None:
         parts.append(f"event #{index} ({event.type.value})" if index is not None else
                      f"event {event.type.value}")
+    elif at_event and index is not None:
+        parts.append(f"event #{index}")
     elif index is not None and index >= 0:
-        parts.append(f"end of stream after {index + 1} events")
+        parts.append(f"end of stream after {index + 1} event{'s' if index else ''}")
     elif index is not None:
         parts.append("end of stream")
     return ", ".join(parts)
@@ -41,8 +53,14 @@ class StreamRejected(AguiPipesError):
 
     ``stage``, ``event`` and ``index`` are filled in by the chain that ran the
     stage (when the raiser did not set them), ``index`` being the position of
-    the *source* event that led to the rejection (0-based).
+    the *source* event that led to the rejection (0-based). Without an
+    ``event`` the rejection happened at the end of the stream and ``index`` is
+    the last event's (``-1``: the stream had none) — except for subclasses
+    whose ``at_event`` is true (a malformed event, which has no decoded form).
     """
+
+    at_event: ClassVar[bool] = False
+    """True when ``index`` always names an event, even with no ``event`` to show."""
 
     stage: str | None
     event: BaseEvent | None
@@ -63,7 +81,9 @@ class StreamRejected(AguiPipesError):
         self.index = index
 
     def __str__(self) -> str:
-        where = _where(self.stage, None, self.index if self.event is None else None)
+        where = _where(
+            self.stage, None, self.index if self.event is None else None, at_event=self.at_event
+        )
         if self.event is not None and self.index is not None:
             where = _where(self.stage, self.event, self.index)
         return f"{self.message} [{where}]" if where else self.message

@@ -533,7 +533,9 @@ class SSEDecoder:
 class NDJSONDecoder:
     """Incremental NDJSON decoder: bytes in, one string per non-blank line out.
 
-    Lines end with LF (a CR before it is dropped); blank lines are skipped.
+    Lines end with LF (a CR before it is dropped); blank lines are skipped. A
+    UTF-8 byte order mark at the very start of the stream is dropped, as
+    ``SSEDecoder`` and the JSON readers do (editors on Windows write one).
     ``max_line_bytes`` caps one line; past it ``feed`` raises ``FrameTooLarge``.
     ``close()`` returns a final line that has no newline after it (many
     producers omit the last one), so nothing is lost at end of stream.
@@ -547,6 +549,7 @@ class NDJSONDecoder:
             raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes}")
         self.max_line_bytes = max_line_bytes
         self._line = bytearray()
+        self._at_start = True  # a leading BOM is still possible
         self._failed: CodecError | None = None
         self._closed = False
 
@@ -566,6 +569,16 @@ class NDJSONDecoder:
         if not isinstance(chunk, bytes | bytearray | memoryview):
             raise TypeError(f"NDJSONDecoder.feed() takes bytes, got {type(chunk).__name__}")
         chunk = bytes(chunk)
+        if self._at_start:
+            if not chunk:
+                return []
+            pending = bytes(self._line) + chunk
+            if len(pending) < len(_BOM) and _BOM.startswith(pending):
+                self._line[:] = pending  # maybe a BOM split across chunks
+                return []
+            self._at_start = False
+            self._line.clear()
+            chunk = pending[len(_BOM):] if pending.startswith(_BOM) else pending
         out: list[Any] = []
         if b"\n" not in chunk:
             self._line += chunk

@@ -76,7 +76,7 @@ from ag_ui.core import (
 from ._patch import PatchError, apply_patch, clone_json
 from .decode import DecodeWarning, _as_object, _decode_event
 from .transformers.expand_chunks import ExpandChunks
-from .verify import Profile, ProtocolViolation, Verifier
+from .verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
 
 __all__ = [
     "Consumer",
@@ -114,7 +114,10 @@ class RunResult:
     describe the *last* run; ``runs`` lists every run in order. ``run_error``
     is the most recent RUN_ERROR the stream carried (``{"message", "code"?}``),
     even when a later run recovered — check ``outcome`` for how the stream
-    ended. ``outcome`` is ``None`` only for a stream that carried no run.
+    ended. ``outcome`` is ``None`` only before the first run: in a
+    ``snapshot()`` taken before any event, or from :func:`fold` over events
+    that hold no run. ``consume``/``Consumer.finish`` never return it: a
+    stream with no event is rejected (rule ``first-event``).
     """
 
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -777,13 +780,33 @@ class Consumer:
             raise self._failure
         self._finished = True
         try:
+            if self._folder.outcome is None:
+                # No run event was applied, so no event at all got through (the
+                # verifier makes the first one RUN_STARTED or RUN_ERROR).
+                raise _no_run(self._index)
             self._verifier.finish(allow_truncated=self._allow_truncated)
         except ProtocolViolation as violation:
-            violation.index = self._index
+            violation.index = self._index - 1  # the last event's; -1: there was none
             self._failure = violation
             raise
         # The consumer is done with its private documents: hand them over uncopied.
         return self._folder.result_snapshot(final=True)
+
+
+def _no_run(items: int) -> VerificationError:
+    """The rejection of a stream that ended before its first event (``items`` wire items)."""
+    if items == 0:
+        detail = (
+            "the stream ended before its first event: it carried no events at all (an "
+            "empty body?), so there is no run and no outcome"
+        )
+    else:
+        detail = (
+            f"the stream ended before its first event: none of its {items} items was an "
+            "AG-UI event (each was dropped, see the warnings), so there is no run and no "
+            "outcome"
+        )
+    return VerificationError(Rule.FIRST_EVENT, detail)
 
 
 async def consume(
@@ -799,7 +822,8 @@ async def consume(
     events, synchronously or asynchronously. Raises
     :class:`~agui_pipes.ProtocolViolation` when the stream is rejected — a
     truncated run included, unless ``allow_truncated`` — and otherwise
-    returns the :class:`RunResult`.
+    returns the :class:`RunResult`. An empty stream (or one whose every item
+    was dropped as unknown) is rejected too: it has no run, so no outcome.
     """
     if isinstance(source, str | bytes | bytearray):
         raise TypeError(

@@ -129,6 +129,8 @@ class DecodeError(ProtocolViolation):
     reference client, so both SDKs report the same wording.
     """
 
+    at_event = True  # ``index`` is the malformed event's own position, never the end
+
     path: str
     event_type: str | None
 

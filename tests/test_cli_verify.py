@@ -163,8 +163,47 @@ def test_usage_errors_exit_2(cli: Any) -> None:
     assert info.value.code == 2
 
 
-def test_empty_input_is_accepted_with_a_warning(cli: Any) -> None:
+def test_empty_input_is_not_a_valid_stream(cli: Any) -> None:
+    # An empty body must fail a CI check (exit 2), never read as "accepted".
     code, out, err = cli(["-"], stdin=b"")
-    assert code == 0
+    assert code == 2
     assert "no events" in err
-    assert "outcome none" in out
+    assert "accepted" not in out
+
+
+def _frames(newline: str) -> str:
+    bad = {**GOOD[2], "delta": 5}
+    return newline.join([
+        ": a comment frame dispatches nothing", "",                   # lines 1-2
+        f"data: {json.dumps(GOOD[0])}", "",                           # 3-4
+        "event: message", f"data: {json.dumps(GOOD[1])}", "",         # 5-7
+        "id: 7", f"data: {json.dumps(bad)}", "data: ", "",             # 8-11: event #2
+        "",
+    ])
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "line"),
+    [
+        ("lf.sse", _frames("\n"), 9),
+        ("crlf.sse", _frames("\r\n"), 9),
+        ("cr.sse", _frames("\r"), 9),
+        ("bom.ndjson", "\ufeff" + ndjson(GOOD[:2]) + "\n  \n" + json.dumps(
+            {**GOOD[2], "delta": 5}) + "\n", 5),
+        ("one-line.json", json.dumps([*GOOD[:2], {**GOOD[2], "delta": 5}]), 1),
+    ],
+)
+def test_a_rejection_names_the_line_of_the_event_in_a_file(
+    cli: Any, tmp_path: Path, name: str, content: str, line: int
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content.encode())
+    code, _, err = cli(["--quiet", str(path)])
+    assert code == 1
+    assert err.rstrip("\n").endswith(f"[event #2] ({path}:{line})"), err
+
+
+def test_from_standard_input_a_rejection_names_the_event_only(cli: Any) -> None:
+    code, _, err = cli(["-"], stdin=ndjson([*GOOD[:2], {**GOOD[2], "delta": 5}]).encode())
+    assert code == 1
+    assert err.rstrip("\n").endswith("[event #2]")

@@ -456,3 +456,21 @@ def test_decode_treats_bytes_and_their_text_alike(payload: bytes) -> None:
 
     assert outcome(payload) == outcome(payload.decode("utf-8"))
     assert outcome(payload).startswith("DecodeError")
+
+
+@pytest.mark.parametrize("split", [0, 1, 2, 3, 4])
+def test_ndjson_decoder_drops_a_leading_bom_however_it_is_chunked(split: int) -> None:
+    # SSE and the JSON readers accepted a BOM; NDJSON refused the first line.
+    data = b'\xef\xbb\xbf{"a": 1}\n{"b": 2}\n'
+    decoder = NDJSONDecoder()
+    lines = decoder.feed(data[:split]) + decoder.feed(b"") + decoder.feed(data[split:])
+    assert lines == ['{"a": 1}', '{"b": 2}']
+    assert decoder.close() == []
+
+
+def test_ndjson_decoder_keeps_a_bom_that_is_not_at_the_start() -> None:
+    decoder = NDJSONDecoder()
+    assert decoder.feed_bytes(b'{"a": 1}\n\xef\xbb\xbf{"b": 2}\n') == [
+        b'{"a": 1}',
+        b'\xef\xbb\xbf{"b": 2}',
+    ]

@@ -327,6 +327,51 @@ async def test_consume_async_source_and_truncation() -> None:
         await consume(b"{}")
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("allow_truncated", [False, True])
+@pytest.mark.parametrize(
+    ("source", "wording", "where"),
+    [
+        ([], "no events at all", "[end of stream]"),
+        ([{"type": "THINKING_START"}], "none of its 1 items", "[end of stream after 1 event]"),
+    ],
+)
+async def test_a_stream_with_no_event_is_rejected_not_an_outcome_of_none(
+    allow_truncated: bool, source: list[Any], wording: str, where: str
+) -> None:
+    # consume([]) used to return outcome=None, none of the documented outcomes.
+    with pytest.raises(VerificationError) as info:
+        await consume(source, allow_truncated=allow_truncated)
+    assert info.value.rule is Rule.FIRST_EVENT
+    assert wording in str(info.value)
+    assert str(info.value).endswith(where)
+
+
+def test_end_of_stream_is_after_the_events_not_one_more() -> None:
+    # A 3-event stream was reported "[end of stream after 4 events]".
+    consumer = Consumer()
+    wires = [e.model_dump(by_alias=True, mode="json") for e in run(text("m", "hi"))]
+    for wire in wires[:3]:
+        consumer.push(wire)
+    with pytest.raises(VerificationError) as info:
+        consumer.finish()
+    assert info.value.index == 2  # the last event's, 0-based
+    assert str(info.value).endswith("[end of stream after 3 events]")
+
+
+def test_a_malformed_event_is_reported_at_its_own_position() -> None:
+    # It has no decoded event, which used to read as "end of stream after 3 events".
+    consumer = Consumer()
+    wires = [e.model_dump(by_alias=True, mode="json") for e in run(text("m", "hi"))]
+    consumer.push(wires[0])
+    consumer.push(wires[1])
+    with pytest.raises(ProtocolViolation) as info:
+        consumer.push({**wires[2], "delta": 5})
+    assert info.value.index == 2
+    assert str(info.value).endswith("[event #2]")
+    assert "end of stream" not in str(info.value)
+
+
 # -- JSON Patch --------------------------------------------------------------------
 
 

@@ -59,6 +59,16 @@ def ours(stream: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _empty_stream(mine: dict[str, Any]) -> bool:
+    """Ours rejected the stream because it ended before its first event."""
+    error = mine.get("exception")
+    return (
+        isinstance(error, VerificationError)
+        and error.rule is Rule.FIRST_EVENT
+        and error.event is None
+    )
+
+
 def _json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False)
 
@@ -79,6 +89,8 @@ def compare(
 ) -> tuple[str, str | None]:
     """('agree-accept' | 'agree-reject' | 'truncated', None) or ('disagree', reason)."""
     mine = ours(stream)
+    if _empty_stream(mine) and theirs["outcome"] == "completed" and not theirs["events"]:
+        return "empty", None  # the second deliberate difference (docs/consumer.md)
     if theirs["outcome"] == "failed":
         if mine["outcome"] != "failed":
             return "disagree", f"reference rejected ({theirs['error']}), we accepted"
@@ -152,7 +164,19 @@ def test_enough_streams_were_compared_and_both_verdicts_occur() -> None:
     assert TOTALS["truncated"] >= 20
 
 
-def test_truncation_is_the_only_tolerated_difference() -> None:
+@pytest.mark.node
+def test_an_empty_stream_is_the_other_tolerated_difference(
+    ts_oracle: Callable[..., list[dict[str, Any]]],
+) -> None:
+    # The reference completes an empty stream with nothing in it; we reject it
+    # (there is no run, so no outcome to report).
+    (theirs,) = ts_oracle([[]])
+    assert theirs["outcome"] == "completed"
+    assert compare([], dict(theirs)) == ("empty", None)
+    assert ours([])["outcome"] == "failed"
+
+
+def test_truncation_is_a_tolerated_difference() -> None:
     stream = valid_stream(random.Random(7))
     cut = stream[:-1]
     with pytest.raises(VerificationError) as info:

@@ -425,6 +425,9 @@ async def test_upstream_failures_become_run_error(
     assert last.type is EventType.RUN_ERROR, events
     assert last.code == code  # type: ignore[attr-defined]
     assert fragment in last.message  # type: ignore[attr-defined]
+    # An invalid event is named at its own position, once (it used to carry a
+    # second, wrong one: "[end of stream after N events]").
+    assert "end of stream" not in last.message  # type: ignore[attr-defined]
     # Well-formed: exactly one terminal event, the last one.
     terminal = [e for e in events if e.type in (EventType.RUN_FINISHED, EventType.RUN_ERROR)]
     assert terminal == [last]
@@ -513,6 +516,7 @@ async def test_a_failure_mid_chunk_still_sends_the_frames_before_it(
     assert texts(events) == ["A"]
     assert events[-1].code == code  # type: ignore[attr-defined]
     assert fragment in events[-1].message  # type: ignore[attr-defined]
+    assert "end of stream" not in events[-1].message  # type: ignore[attr-defined]
 
 
 async def body_of(gateway: Running, route: str, body: dict[str, Any]) -> bytes:

@@ -34,15 +34,20 @@ __all__ = [
     "OpenInput",
     "Progress",
     "decode_events",
+    "input_name",
+    "line_of_event",
+    "no_events_message",
     "open_input",
     "payloads_of",
     "read_events",
     "read_wire_events",
+    "wire_index",
 ]
 
 InputFormat = Literal["auto", "ndjson", "sse", "json", "corpus"]
 FORMATS: tuple[str, ...] = ("auto", "ndjson", "sse", "json", "corpus")
 _CHUNK = 64 * 1024
+_BOM = b"\xef\xbb\xbf"
 _BY_SUFFIX = {".ndjson": "ndjson", ".jsonl": "ndjson", ".sse": "sse", ".json": "json"}
 
 
@@ -52,11 +57,15 @@ class InputError(Exception):
 
 @dataclass
 class Progress:
-    """How far reading has got: bytes of the source, events decoded so far."""
+    """How far reading has got: bytes of the source, events decoded so far.
+
+    ``format`` is the input's settled format once ``open_input`` knows it.
+    """
 
     total_bytes: int | None
     bytes_read: int = 0
     events: int = 0
+    format: str | None = None
 
 
 def _sniff(head: bytes) -> str:
@@ -118,7 +127,7 @@ class OpenInput:
     chunks: AsyncIterator[bytes]
 
 
-async def _prepend(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _prepend(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
     if first:
         yield first
     async for chunk in chunks:
@@ -136,9 +145,13 @@ async def open_input(
     """
     if input_format not in FORMATS:
         raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
-    name = "standard input" if path in (None, "-") else str(path)
-    chunks = _chunks(path, progress or Progress(None))
-    try:
+    name = input_name(path)
+    if progress is None:
+        progress = Progress(None)
+    # Every generator is closed here, in order, whatever ends the block: left to
+    # the garbage collector, nested async generators are finalised concurrently
+    # at loop shutdown ("aclose(): asynchronous generator is already running").
+    async with aclosing(_chunks(path, progress)) as chunks:
         first = b""
         async for chunk in chunks:
             first = chunk
@@ -147,9 +160,42 @@ async def open_input(
         if fmt == "auto":
             suffix = Path(path).suffix.lower() if path not in (None, "-") else ""
             fmt = _BY_SUFFIX.get(suffix) or _sniff(first)
-        yield OpenInput(fmt, name, _prepend(first, chunks))
-    finally:
-        await chunks.aclose()
+        progress.format = fmt
+        async with aclosing(_prepend(first, chunks)) as all_chunks:
+            yield OpenInput(fmt, name, all_chunks)
+
+
+def input_name(path: str | None) -> str:
+    """How messages name the input: its path, or ``standard input``."""
+    return "standard input" if path in (None, "-") else str(path)
+
+
+def no_events_message(name: str, progress: Progress, items: int = 0) -> str:
+    """Why an input that gave no event is refused, and what to check (exit 2).
+
+    ``items`` counts the wire events read, all dropped (unknown types) when
+    there were some. Nothing is never a valid stream: an empty ``curl`` body
+    or a wrong ``--input-format`` must fail a CI check, not pass it.
+    """
+    if items:
+        dropped = (
+            "its one event was dropped as an unknown event type" if items == 1
+            else f"its {items} events were all dropped as unknown event types"
+        )
+        return (
+            f"no events: {dropped} in {name} (see the warnings); AG-UI 1.0 describes "
+            f"{'it' if items == 1 else 'none of them'} — is --input-format right?"
+        )
+    if progress.bytes_read == 0:
+        return (
+            f"no events: {name} is empty (0 bytes); an empty file or response body is not "
+            "a valid stream"
+        )
+    return (
+        f"no events: {progress.bytes_read} bytes of {name} read as {progress.format} hold "
+        "no event; is the input empty (only comments or blank lines), or is "
+        "--input-format wrong?"
+    )
 
 
 async def payloads_of(opened: OpenInput) -> AsyncGenerator[Any, None]:
@@ -158,7 +204,7 @@ async def payloads_of(opened: OpenInput) -> AsyncGenerator[Any, None]:
         data = bytearray()
         async for chunk in opened.chunks:
             data += chunk
-        if not data.strip():
+        if not data.removeprefix(_BOM).strip():
             return
         for item in _json_items(bytes(data), opened.format, opened.name):
             yield item
@@ -171,14 +217,13 @@ async def payloads_of(opened: OpenInput) -> AsyncGenerator[Any, None]:
         yield payload
 
 
-async def _payloads(
-    path: str | None, fmt: str, progress: Progress
-) -> AsyncGenerator[Any, None]:
-    async with open_input(path, input_format=fmt, progress=progress) as opened:
-        items = payloads_of(opened)
-        async with aclosing(items):
-            async for payload in items:
-                yield payload
+async def _payloads(path: str | None, fmt: str, progress: Progress) -> AsyncGenerator[Any, None]:
+    async with (
+        open_input(path, input_format=fmt, progress=progress) as opened,
+        aclosing(payloads_of(opened)) as payloads,
+    ):
+        async for payload in payloads:
+            yield payload
 
 
 async def read_wire_events(
@@ -193,11 +238,7 @@ async def read_wire_events(
     """
     if input_format not in FORMATS:
         raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
-    # Each level closes the generator it iterates (aclosing): a consumer that
-    # stops early must not leave the file reader to the garbage collector, whose
-    # late finalisation runs outside the task that opened the file.
-    payloads = _payloads(path, input_format, progress or Progress(None))
-    async with aclosing(payloads):
+    async with aclosing(_payloads(path, input_format, progress or Progress(None))) as payloads:
         async for payload in payloads:
             yield payload
 
@@ -208,7 +249,7 @@ async def read_events(
     input_format: str = "auto",
     on_warning: Callable[[DecodeWarning], None] | None = None,
     progress: Progress | None = None,
-) -> AsyncIterator[BaseEvent]:
+) -> AsyncGenerator[BaseEvent, None]:
     """The decoded events of ``path`` (``None`` or ``-``: standard input), in order.
 
     Raises ``InputError`` when the input cannot be read or has no recognisable
@@ -219,27 +260,139 @@ async def read_events(
         raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
     if progress is None:
         progress = Progress(None)
-    async for event in decode_events(
+    events = decode_events(
         _payloads(path, input_format, progress), on_warning=on_warning, progress=progress
-    ):
-        yield event
+    )
+    async with aclosing(events):
+        async for event in events:
+            yield event
 
 
 async def decode_events(
-    payloads: AsyncIterator[Any],
+    payloads: AsyncGenerator[Any, None],
     *,
     on_warning: Callable[[DecodeWarning], None] | None = None,
     progress: Progress | None = None,
-) -> AsyncIterator[BaseEvent]:
-    """``agui_pipes.decode`` over wire events, numbering them from 0 (see ``read_events``)."""
+    dropped: list[int] | None = None,
+) -> AsyncGenerator[BaseEvent, None]:
+    """``agui_pipes.decode`` over wire events, numbering them from 0 (see ``read_events``).
+
+    ``payloads`` is closed when this generator is. The positions of the wire
+    events dropped as unknown types are appended to ``dropped``, so a driver
+    that numbers the decoded events can name wire positions (see ``wire_index``).
+    """
     index = 0
-    async for payload in payloads:
-        decoded = decode(payload, index=index)
+    async with aclosing(payloads):
+        async for payload in payloads:
+            decoded = decode(payload, index=index)
+            if on_warning is not None:
+                for warning in decoded.warnings:
+                    on_warning(warning)
+            if decoded.event is not None:
+                if progress is not None:
+                    progress.events += 1
+                index += 1
+                yield decoded.event
+                continue
+            if dropped is not None:
+                dropped.append(index)
+            index += 1
+
+
+def wire_index(index: int, dropped: list[int]) -> int:
+    """The wire position of decoded event ``index``, given the dropped positions (sorted)."""
+    for position in dropped:
+        if position > index:
+            break
         index += 1
-        if on_warning is not None:
-            for warning in decoded.warnings:
-                on_warning(warning)
-        if decoded.event is not None:
-            if progress is not None:
-                progress.events += 1
-            yield decoded.event
+    return index
+
+
+def line_of_event(path: str | None, fmt: str | None, index: int) -> int | None:
+    """The 1-based line where wire event ``index`` (0-based) starts in file ``path``.
+
+    Only asked after a rejection, so it re-reads the file instead of making
+    every event pay for line counting. ``None`` for standard input (it cannot
+    be read twice), a corpus case, or when the event is not found.
+    """
+    if path in (None, "-") or fmt not in ("ndjson", "sse", "json") or index < 0:
+        return None
+    try:
+        with open(str(path), "rb") as source:
+            if fmt == "json":
+                return _json_line(source.read(), index)
+            return _ndjson_line(source, index) if fmt == "ndjson" else _sse_line(source, index)
+    except (OSError, ValueError):
+        return None
+
+
+def _lines(source: Any) -> Any:
+    """(1-based number, line without its end) for LF, CRLF or CR ends, BOM dropped."""
+    number = 0
+    first = True
+    for raw in source:
+        if first:
+            raw = raw.removeprefix(_BOM)
+            first = False
+        parts = raw.rstrip(b"\n").split(b"\r")
+        if len(parts) > 1 and parts[-1] == b"":
+            parts.pop()  # a CRLF end
+        for part in parts:
+            number += 1
+            yield number, part
+
+
+def _ndjson_line(source: Any, index: int) -> int | None:
+    seen = 0
+    # NDJSON lines end with LF only (a CR before it is dropped).
+    for number, raw in enumerate(source, 1):
+        if number == 1:
+            raw = raw.removeprefix(_BOM)
+        if raw.strip():
+            if seen == index:
+                return number
+            seen += 1
+    return None
+
+
+def _sse_line(source: Any, index: int) -> int | None:
+    """The line of the first ``data`` field of the ``index``-th frame that has data."""
+    seen = 0
+    start: int | None = None
+    for number, line in _lines(source):
+        if not line:
+            if start is not None:
+                if seen == index:
+                    return start
+                seen += 1
+                start = None
+            continue
+        field = line.split(b":", 1)[0]
+        if field == b"data" and start is None:
+            start = number
+    return start if start is not None and seen == index else None
+
+
+def _json_line(data: bytes, index: int) -> int | None:
+    text = data.decode("utf-8-sig")
+    decoder = json.JSONDecoder()
+    position = _skip_space(text, 0)
+    if not text.startswith("[", position):
+        return None
+    position += 1
+    for current in range(index + 1):
+        position = _skip_space(text, position)
+        if current == index:
+            return text.count("\n", 0, position) + 1
+        _, position = decoder.raw_decode(text, position)
+        position = _skip_space(text, position)
+        if not text.startswith(",", position):
+            return None
+        position += 1
+    return None  # pragma: no cover - the loop returns at current == index
+
+
+def _skip_space(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position

@@ -63,11 +63,16 @@ _MAX_VALUE = 160
 
 
 def use_color(stream: TextIO, choice: str = "auto") -> bool:
-    """Whether to color output on ``stream`` (``choice``: auto | always | never)."""
+    """Whether to color output on ``stream`` (``choice``: auto | always | never).
+
+    A non-empty ``NO_COLOR`` wins over everything, ``--color always`` included:
+    it is the user's standing choice (https://no-color.org), a flag may come
+    from a script or an alias they did not write.
+    """
+    if os.environ.get("NO_COLOR") or choice == "never":
+        return False
     if choice == "always":
         return True
-    if choice == "never" or os.environ.get("NO_COLOR"):
-        return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
 

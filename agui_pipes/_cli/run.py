@@ -15,7 +15,12 @@ rejected one are written either way.
 Exit status: 0 the stream went through; 1 the stream was rejected — by a
 stage (e.g. ``verify`` with ``on_violation: raise``), by the decoder (a
 malformed event) or because a stage failed — with the reason on stderr, after
-the events that made it through; 2 usage, I/O or config error.
+the events that made it through; 2 usage, I/O or config error, and an input
+that holds no event (empty, comments only, every event of an unknown type, or
+read with the wrong ``--input-format``): nothing is never a valid stream.
+Positions in messages are wire positions whichever path ran: ``event #N``
+counts the input's events from 0 (dropped unknown ones included), and for a
+file ``(FILE:LINE)`` gives its 1-based line.
 
 With a file as input and a terminal on stderr, a progress line (events,
 events/s, percent read) is kept up to date on stderr; never otherwise, so
@@ -27,7 +32,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 import anyio
@@ -39,7 +46,19 @@ from ..codecs import CodecError, NDJSONDecoder, SSEDecoder, encode_ndjson, encod
 from ..decode import DecodeWarning
 from ..relay import Relay
 from ._chainfile import EXIT_CONFIG, load_or_report
-from ._input import FORMATS, InputError, OpenInput, Progress, decode_events, open_input, payloads_of
+from ._input import (
+    FORMATS,
+    InputError,
+    OpenInput,
+    Progress,
+    decode_events,
+    input_name,
+    line_of_event,
+    no_events_message,
+    open_input,
+    payloads_of,
+    wire_index,
+)
 
 __all__ = ["register"]
 
@@ -144,18 +163,22 @@ def _run(args: argparse.Namespace) -> int:
 
     on_warning = None if args.quiet else _warn
 
+    wire = _WireCount()
+
     async def main() -> None:
         chain = chain_factory()
         async with open_input(
             args.input, input_format=args.input_format, progress=progress
         ) as opened:
             if chain.is_sync and opened.format in ("ndjson", "sse"):
-                await _relay(chain, opened, out, encode, on_warning, progress, line)
+                wire.by_relay = True
+                await _relay(chain, opened, out, encode, on_warning, progress, line, wire)
                 return
-            source: AsyncIterator[BaseEvent] = decode_events(
-                payloads_of(opened), on_warning=on_warning, progress=progress
+            source = decode_events(
+                payloads_of(opened), on_warning=on_warning, progress=progress,
+                dropped=wire.dropped,
             )
-            async with chain.apply(source) as events:
+            async with aclosing(source), chain.apply(source) as events:
                 async for event in events:
                     out.write(encode(event))
                     if line is not None:
@@ -164,7 +187,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         anyio.run(main)
     except Exception as raised:
-        code, message = _classify(_unwrap(raised))
+        failure = _unwrap(raised)
+        code, message = _classify(failure)
+        if isinstance(failure, StreamRejected | StageError):
+            message = _located(message, failure, wire, progress, args.input)
         if line is not None:
             line.done()
         print(message, file=sys.stderr)
@@ -177,7 +203,65 @@ def _run(args: argparse.Namespace) -> int:
                 out.close()
     if line is not None:
         line.done()
+    if progress.events == 0:
+        items = wire.total(progress)
+        print(f"agui-pipes: {no_events_message(input_name(args.input), progress, items)}",
+              file=sys.stderr)
+        return EXIT_CONFIG
     return 0
+
+
+@dataclass
+class _WireCount:
+    """What maps the positions a run reports to the input's own (wire) positions.
+
+    The relay numbers wire events itself; ``chain.apply`` numbers the decoded
+    ones, so there the wire positions of the events dropped as unknown types
+    (``dropped``) are added back.
+    """
+
+    by_relay: bool = False
+    relay_events: int = 0
+    dropped: list[int] = field(default_factory=list)
+
+    def total(self, progress: Progress) -> int:
+        return self.relay_events if self.by_relay else progress.events + len(self.dropped)
+
+    def position(self, index: int) -> int:
+        return index if self.by_relay else wire_index(index, self.dropped)
+
+
+def _located(
+    message: str,
+    failure: StreamRejected | StageError,
+    wire: _WireCount,
+    progress: Progress,
+    path: str | None,
+) -> str:
+    """``message`` at the failure's wire position, plus ``(FILE:LINE)`` for a file's event."""
+    index = failure.index
+    if index is None or (isinstance(failure, StageError) and failure.phase == "run()"):
+        return message
+    at_event = failure.event is not None or (
+        isinstance(failure, StreamRejected) and failure.at_event
+    )
+    if isinstance(failure, StreamRejected) and failure.stage is None:
+        position = index  # the decoder's own numbering: already the wire position
+    elif at_event:
+        position = wire.position(index)
+    else:
+        position = wire.total(progress) - 1  # the end of stream: after every wire event
+    if position != index:
+        if isinstance(failure, StreamRejected):
+            failure.index = position
+            message = _classify(failure)[1]
+        else:
+            renumbered = StageError(failure.stage, failure.event, position, failure.cause)
+            message = _classify(renumbered)[1]
+    if not at_event:
+        return message
+    line = line_of_event(path, progress.format, position)
+    return message if line is None else f"{message} ({path}:{line})"
 
 
 async def _relay(
@@ -188,6 +272,7 @@ async def _relay(
     on_warning: Callable[[DecodeWarning], None] | None,
     progress: Progress,
     line: _ProgressLine | None,
+    wire: _WireCount,
 ) -> None:
     """Decode, transform and write NDJSON/SSE input a chunk at a time (sync chains)."""
     decoder = NDJSONDecoder() if opened.format == "ndjson" else SSEDecoder()
@@ -205,6 +290,7 @@ async def _relay(
             raise
         finally:
             progress.events = relay.events_in - relay.events_unknown
+            wire.relay_events = relay.events_in
         out.write(data)
         if line is not None:
             line.tick()

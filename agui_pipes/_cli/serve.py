@@ -81,6 +81,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--log-level",
+        type=str.lower,  # INFO, Info and info alike, as logging itself spells them
         choices=("debug", "info", "warning", "error"),
         default="info",
         help="logging level (default info: one line per run)",

@@ -12,9 +12,12 @@ Options: ``--profile consumer|producer`` (default consumer: exactly what AG-UI
 ``{"outcome", "messages", "state", "interrupts", "runError", "usage"}``),
 ``--quiet`` (no warnings, no summary).
 
-Exit status: 0 accepted; 1 rejected, with a stderr line starting
-``rejected:``; 2 usage or I/O error (missing file, input in none of the
-formats). Warnings go to stderr, one per line, each starting ``warning:``.
+Exit status: 0 accepted; 1 rejected, with one stderr line starting
+``rejected:`` (where: ``event #N``, counted from 0, and for a file
+``(FILE:LINE)``, lines counted from 1); 2 usage or I/O error (missing file,
+input in none of the formats) and an input with no events (empty, comments
+only, or read with the wrong ``--input-format``): nothing is never a valid
+stream. Warnings go to stderr, one per line, each starting ``warning:``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,16 @@ from ..codecs import CodecError
 from ..consume import Consumer, RunResult
 from ..decode import DecodeError, DecodeWarning
 from ..verify import ProtocolViolation
-from ._input import FORMATS, InputError, read_wire_events
+from ._input import (
+    FORMATS,
+    InputError,
+    Progress,
+    input_name,
+    line_of_event,
+    no_events_message,
+    open_input,
+    payloads_of,
+)
 
 __all__ = ["register"]
 
@@ -79,24 +91,25 @@ def _warn(warning: DecodeWarning | str) -> None:
 
 async def _consume(args: argparse.Namespace) -> tuple[RunResult, int]:
     consumer = Consumer(allow_truncated=args.allow_truncated, profile=args.profile)
+    progress = Progress(None)
+    name = input_name(args.input)
     shown = 0
     count = 0
-    # aclosing: a rejection leaves the reader mid-file; closing it here, in the
-    # task that opened it, keeps the garbage collector from finalising the
-    # nested generators later (which printed a traceback after the verdict).
-    payloads = read_wire_events(args.input, input_format=args.input_format)
+    delivered = False
     try:
-        async with aclosing(payloads):
+        async with (
+            open_input(args.input, input_format=args.input_format, progress=progress) as opened,
+            aclosing(payloads_of(opened)) as payloads,
+        ):
             async for payload in payloads:
                 try:
-                    consumer.push(payload)
+                    delivered = bool(consumer.push(payload)) or delivered
                 except DecodeError as error:
                     if count == 0 and not error.path:
                         # Not one event could be read: this is not an event stream at all.
                         raise InputError(
-                            f"{_name(args.input)} is not an AG-UI event stream in any "
-                            f"supported format (NDJSON, SSE, JSON array, corpus case): "
-                            f"{error.message}"
+                            f"{name} is not an AG-UI event stream in any supported format "
+                            f"(NDJSON, SSE, JSON array, corpus case): {error.message}"
                         ) from None
                     raise
                 count += 1
@@ -104,21 +117,27 @@ async def _consume(args: argparse.Namespace) -> tuple[RunResult, int]:
                     for warning in consumer.warnings[shown:]:
                         _warn(warning)
                     shown = len(consumer.warnings)
+        if not delivered:
+            raise InputError(no_events_message(name, progress, count))
         result = consumer.finish()
     except ProtocolViolation as violation:
-        raise _Rejected(str(violation)) from None
+        raise _Rejected(_located(violation, args.input, progress.format)) from None
     except CodecError as error:
-        raise _Rejected(f"{error} (after {count} events)") from None
+        raise _Rejected(f"{error} (after {count} event{'s' if count != 1 else ''})") from None
     if not args.quiet:
         for warning in result.warnings[shown:]:
             _warn(warning)
-        if count == 0:
-            _warn(f"{_name(args.input)} holds no events")
     return result, count
 
 
-def _name(path: str | None) -> str:
-    return "standard input" if path in (None, "-") else str(path)
+def _located(violation: ProtocolViolation, path: str | None, fmt: str | None) -> str:
+    """The violation's message, plus ``(FILE:LINE)`` when it is at an event of a file."""
+    text = str(violation)
+    at_event = violation.event is not None or violation.at_event
+    if not at_event or violation.index is None:
+        return text
+    line = line_of_event(path, fmt, violation.index)
+    return text if line is None else f"{text} ({path}:{line})"
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -137,7 +156,7 @@ def _verify(args: argparse.Namespace) -> int:
         runs = len(result.runs)
         print(
             f"accepted: {count} event{'s' if count != 1 else ''}, {runs} "
-            f"run{'s' if runs != 1 else ''}, outcome {result.outcome or 'none (no run)'}"
+            f"run{'s' if runs != 1 else ''}, outcome {result.outcome}"
             f" ({args.profile} profile)"
         )
     return EXIT_ACCEPTED

@@ -12,6 +12,7 @@ the options models in ``agui_pipes.config.options``) and the plugin protocol in
 docs/writing-transformers.md.
 """
 
+from ._bounds import MAX_CHAIN_BYTES, MAX_CHAIN_DEPTH, MAX_CHAIN_NODES, MAX_CHAIN_STAGES
 from ._errors import ConfigError
 from ._loader import ChainSource, LoadedChain, StageDeclaration, load_chain
 from ._registry import (
@@ -24,6 +25,10 @@ from ._registry import (
 from ._schema import chain_schema
 
 __all__ = [
+    "MAX_CHAIN_BYTES",
+    "MAX_CHAIN_DEPTH",
+    "MAX_CHAIN_NODES",
+    "MAX_CHAIN_STAGES",
     "PLUGIN_GROUP",
     "ChainSource",
     "ConfigError",

@@ -65,6 +65,13 @@ transformers:              # the stages, in order; each sees every output of the
   closest match ("did you mean `tool_result_to_state`?"). `agui-pipes check` and
   `agui-pipes run` exit with status 2 on any of them.
 - An option whose value is `null` is the same as leaving it out.
+- **Limits.** A declaration is at most 1 MiB (`MAX_CHAIN_BYTES`; at most one byte more
+  is ever read from a file), nests lists and mappings at most 64 deep
+  (`MAX_CHAIN_DEPTH`), holds at most 100,000 YAML values (`MAX_CHAIN_NODES`) and
+  1,000 stages (`MAX_CHAIN_STAGES`), all in `agui_pipes.config`. Past one, loading
+  stops with a `ConfigError` naming the cap (and the line and column where YAML gives
+  one) before the expensive step, so a hostile or runaway file is refused in
+  milliseconds instead of crashing the YAML composer or loading for minutes.
 
 ## Built-in transformers
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._chain import TransformerChain
 from .._transformer import Stage
+from ._bounds import MAX_CHAIN_BYTES, MAX_CHAIN_STAGES, check_size, stages_error
 from ._errors import ConfigError, KeyPath, did_you_mean
 from ._registry import Registry, TransformerSpec, default_registry, import_reference
 from ._registry import spec_from_object as _spec_from_object
@@ -89,7 +90,7 @@ def read_source(source: ChainSource, *, env: Mapping[str, str] | None = None) ->
     if isinstance(source, os.PathLike) or (isinstance(source, str) and _looks_like_path(source)):
         path = Path(source)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _read_capped(path)
         except FileNotFoundError:
             raise ConfigError(
                 "config file not found (check the path, relative to "
@@ -109,6 +110,18 @@ def read_source(source: ChainSource, *, env: Mapping[str, str] | None = None) ->
         "load_chain() takes a path, YAML/JSON text or a mapping, "
         f"got {type(source).__name__}"
     )
+
+
+def _read_capped(path: Path) -> str:
+    """The file's text (universal newlines, like ``read_text``), refused past the byte cap.
+
+    Reads at most one byte over the cap, so an endless file (``/dev/zero``, a
+    FIFO) is refused instead of exhausting memory.
+    """
+    with path.open("rb") as file:
+        data = file.read(MAX_CHAIN_BYTES + 1)
+    check_size(len(data), str(path))
+    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def load_chain(
@@ -182,6 +195,8 @@ def _declarations(doc: Located, registry: Registry, allow_imports: bool) -> list
             f"got {_kind(items)}",
             ("transformers",),
         )
+    if len(items) > MAX_CHAIN_STAGES:
+        raise doc.error(stages_error(len(items)), ("transformers",))
     return [
         _declaration(doc, item, ("transformers", i), registry, allow_imports)
         for i, item in enumerate(items)

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from ._bounds import MAX_CHAIN_DEPTH, BoundedLoader, check_shape, check_text_size
 from ._errors import ConfigError, KeyPath, format_key
 from ._interpolate import InterpolationError, has_interpolation, interpolate
 
@@ -209,9 +210,14 @@ def _retype(loader: yaml.SafeLoader, text: str) -> Any:
 
 
 def parse_text(text: str, source: str, env: Mapping[str, str]) -> Located:
-    """Parse YAML (or JSON) ``text``; errors are ``ConfigError`` located in ``source``."""
+    """Parse YAML (or JSON) ``text``; errors are ``ConfigError`` located in ``source``.
+
+    The caps of ``_bounds`` (size, depth, values, stages) are checked first.
+    """
+    check_text_size(text, source)
+    check_shape(text, source)
     doc = Located(None, source)
-    loader = yaml.SafeLoader(text)
+    loader = BoundedLoader(text, source)
     try:
         try:
             node = loader.get_single_node()
@@ -245,7 +251,10 @@ def _malformed(exc: yaml.MarkedYAMLError, source: str) -> ConfigError:
 def located_from_mapping(
     value: Mapping[str, Any], source: str, env: Mapping[str, str]
 ) -> Located:
-    """A ``Located`` for a mapping built in code: no positions, same interpolation."""
+    """A ``Located`` for a mapping built in code: no positions, same interpolation.
+
+    Nesting is capped like a file's (``MAX_CHAIN_DEPTH``): the walk recurses.
+    """
     yaml_loader = yaml.SafeLoader("")
     try:
         return Located(_interpolate_tree(value, yaml_loader, env, (), source), source)
@@ -263,6 +272,13 @@ def _interpolate_tree(
             return _retype(loader, interpolate(value, env))
         except InterpolationError as exc:
             raise ConfigError(str(exc), source=source, key=format_key(path)) from None
+    if isinstance(value, Mapping | list | tuple) and len(path) >= MAX_CHAIN_DEPTH:
+        raise ConfigError(
+            f"lists and mappings nest deeper than {MAX_CHAIN_DEPTH} levels "
+            "(agui_pipes.config.MAX_CHAIN_DEPTH); a chain declaration is shallow",
+            source=source,
+            key=format_key(path),
+        )
     if isinstance(value, Mapping):
         return {k: _interpolate_tree(v, loader, env, (*path, k), source) for k, v in value.items()}
     if isinstance(value, list | tuple):

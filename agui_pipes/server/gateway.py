@@ -26,7 +26,7 @@ RUN_ERROR whose ``code`` says what happened, and is logged:
 
 ==========================  =====================================================
 ``UPSTREAM_UNREACHABLE``    cannot connect (refused, DNS, TLS)
-``UPSTREAM_TIMEOUT``        connecting, or waiting for the next byte, took too long
+``UPSTREAM_TIMEOUT``        connecting, the response's start, or the next byte took too long
 ``UPSTREAM_HTTP_ERROR``     the upstream answered with a non-2xx status
 ``UPSTREAM_BAD_RESPONSE``   a 2xx that is not ``text/event-stream``
 ``UPSTREAM_MALFORMED``      a frame that is not a valid AG-UI event, or too large
@@ -256,10 +256,7 @@ class Gateway:
         try:
             response = await client.send(request, stream=True)
         except httpx.TimeoutException as exc:
-            raise UpstreamError(
-                "UPSTREAM_TIMEOUT", f"timed out connecting to the upstream agent at "
-                f"{self.upstream} ({type(exc).__name__})"
-            ) from exc
+            raise UpstreamError("UPSTREAM_TIMEOUT", self._request_timeout(exc)) from exc
         except httpx.HTTPError as exc:
             raise UpstreamError(
                 "UPSTREAM_UNREACHABLE",
@@ -321,13 +318,31 @@ class Gateway:
             raise self._failure(exc, index) from exc
         upstream.check_ended()
 
+    def _request_timeout(self, exc: httpx.TimeoutException) -> str:
+        """What timed out before the upstream's response began, and after how long.
+
+        Only a connect (or pool) timeout is "connecting": an upstream that
+        accepted the connection and then went silent timed out *answering*.
+        """
+        at = f"the upstream agent at {self.upstream}"
+        if isinstance(exc, httpx.ConnectTimeout):
+            return f"timed out connecting to {at} after {self._timeout.connect}s"
+        if isinstance(exc, httpx.PoolTimeout):
+            return (f"no connection to {at} became free within {self._timeout.pool}s "
+                    "(connection pool exhausted)")
+        if isinstance(exc, httpx.WriteTimeout):
+            return f"timed out sending the run to {at} after {self._timeout.write}s"
+        return (f"{at} accepted the connection but its response did not begin within "
+                f"{self._timeout.read}s (no complete status line and headers; 0 events)")
+
     def _failure(self, exc: Exception, events: int) -> UpstreamError:
         """The ``UpstreamError`` for an exception reading the upstream after ``events`` events."""
         if isinstance(exc, httpx.TimeoutException):
             return UpstreamError(
                 "UPSTREAM_TIMEOUT",
-                f"the upstream agent sent nothing for {self._timeout.read}s "
-                f"(after {events} events)",
+                f"the upstream agent sent nothing for {self._timeout.read}s mid-stream, "
+                f"after {events} event{'s' if events != 1 else ''}: timed out waiting "
+                "for the next event",
             )
         if isinstance(exc, httpx.HTTPError):
             return UpstreamError(
@@ -339,9 +354,12 @@ class Gateway:
             return UpstreamError("UPSTREAM_TRUNCATED", f"after {events} events: {exc}")
         if isinstance(exc, FrameTooLarge):
             return UpstreamError("UPSTREAM_MALFORMED", f"after {events} events: {exc}")
-        # A DecodeError: the event at index ``events`` is the invalid one.
+        # A DecodeError: the event at its own index (the count so far) is the invalid one.
+        index = exc.index if isinstance(exc, DecodeError) and exc.index is not None else events
+        detail = exc.message if isinstance(exc, DecodeError) else str(exc)
         return UpstreamError(
-            "UPSTREAM_MALFORMED", f"the upstream sent an invalid event #{events}: {exc}"
+            "UPSTREAM_MALFORMED",
+            f"the upstream sent an invalid event #{index} (counted from 0): {detail}",
         )
 
     def _chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
