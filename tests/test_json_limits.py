@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -24,6 +25,7 @@ from hypothesis import strategies as st
 
 from agui_pipes import DecodeError, StreamTransformer, TransformerChain
 from agui_pipes import _json as agui_json
+from agui_pipes._cli import main
 from agui_pipes._limits import DEFAULT_LIMITS
 from agui_pipes.codecs import (
     EncodeError,
@@ -323,3 +325,27 @@ def _refusal(attempt: Callable[[], object]) -> str | None:
     except DecodeError as error:
         return str(error)
     return None
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_run_reports_a_stage_built_nan_as_a_rejection_not_a_traceback(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes], sync: bool
+) -> None:
+    chain = "version: 1\ntransformers:\n  - type: _cli_stages:NanRatio\n"
+    if not sync:
+        chain += "  - type: _cli_stages:AsyncPass\n"  # chain.apply instead of the relay
+    chain_file = tmp_path / "chain.yaml"
+    chain_file.write_text(chain)
+    source = tmp_path / "input.ndjson"
+    source.write_text(
+        '{"type":"TEXT_MESSAGE_START","messageId":"m"}\n'
+        '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"nan"}\n'
+    )
+    code = main(["run", "--allow-imports", "-c", str(chain_file), str(source)])
+    captured = capsysbinary.readouterr()
+    assert code == 1
+    err = captured.err.decode()
+    assert "cannot be written" in err
+    assert "value.r" in err
+    assert "Traceback" not in err
+    assert b"null" not in captured.out
