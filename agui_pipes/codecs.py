@@ -361,49 +361,47 @@ def _encode_model(event: BaseEvent) -> bytes:
 
 
 def _event_tree(event: BaseEvent) -> dict[str, Any]:
-    """The event as plain values, keyed and omitted as on the wire (nested models dumped).
+    """The event as plain values, keyed and omitted as on the wire, without pydantic.
 
-    Only for the checks and the deep writer: nested models (messages, content
-    parts, outcomes) are shallow by schema and go through pydantic; values
-    of open fields stay as they are, however deep, for an iterative walk.
+    For the checks and the deep writer: pydantic's serializer stops at 255
+    levels. ag_ui's rule is applied to the event and every nested model
+    (messages, content parts, outcomes — shallow by schema): an optional
+    field defaulting to None is left out when None; extra fields are kept.
+    Values of open fields stay as they are, however deep, for an iterative
+    walk.
     """
-    cls = type(event)
-    fast = _fast_for(cls)
-    omittable = fast.all_omitted_set if fast is not None else frozenset(
-        name for name, info in cls.model_fields.items()
-        if not info.is_required() and info.default is None
-    )
+    return _model_tree(event)
+
+
+def _model_tree(model: BaseModel) -> dict[str, Any]:
+    cls = type(model)
+    omittable = _OMITTABLE.get(cls)
+    if omittable is None:
+        omittable = _OMITTABLE[cls] = frozenset(
+            name for name, info in cls.model_fields.items()
+            if not info.is_required() and info.default is None
+        )
+    values = model.__dict__
     tree: dict[str, Any] = {}
-    values = event.__dict__
-    items = [
-        (info.serialization_alias or info.alias or name, values.get(name), name in omittable)
-        for name, info in cls.model_fields.items()
-    ]
-    items += [(key, value, False) for key, value in (event.__pydantic_extra__ or {}).items()]
-    for key, value, omit in items:
-        if value is None and omit:
+    for name, info in cls.model_fields.items():
+        value = values.get(name)
+        if value is None and name in omittable:
             continue
-        if isinstance(value, list) and any(isinstance(v, BaseModel) for v in value):
-            value = [_model_plain(event, v, f"{key}.{i}") for i, v in enumerate(value)]
-        elif isinstance(value, BaseModel):
-            value = _model_plain(event, value, key)
-        tree[key] = value
+        tree[info.serialization_alias or info.alias or name] = _plain(value)
+    for key, value in (model.__pydantic_extra__ or {}).items():
+        tree[key] = _plain(value)
     return tree
 
 
-def _model_plain(event: BaseEvent, value: Any, path: str) -> Any:
-    if not isinstance(value, BaseModel):
-        return value
-    try:
-        return value.model_dump(mode="python", by_alias=True)
-    except PydanticSerializationError as exc:
-        raise EncodeError(
-            f"cannot encode {event.type.value}: the value at `{path}` cannot be written as "
-            f"JSON ({exc}); a nested message, part or outcome holds at most 255 levels of "
-            "arrays and objects and only JSON values",
-            path=path,
-            event_type=event.type.value,
-        ) from None
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return _model_tree(value)
+    if isinstance(value, list) and any(isinstance(item, BaseModel) for item in value):
+        return [_model_tree(item) if isinstance(item, BaseModel) else item for item in value]
+    return value
+
+
+_OMITTABLE: dict[type[BaseModel], frozenset[str]] = {}
 
 
 def _check_tree(event: BaseEvent, tree: dict[str, Any]) -> None:

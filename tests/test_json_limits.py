@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 import pytest
+from _event_strategies import any_event
 from ag_ui.core import BaseEvent, CustomEvent, StateSnapshotEvent, TextMessageContentEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,6 +32,7 @@ from agui_pipes.codecs import (
     EncodeError,
     NDJSONDecoder,
     SSEDecoder,
+    _encode_tree,
     encode_json,
     encode_ndjson,
     encode_sse,
@@ -349,3 +351,26 @@ def test_run_reports_a_stage_built_nan_as_a_rejection_not_a_traceback(
     assert "value.r" in err
     assert "Traceback" not in err
     assert b"null" not in captured.out
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_event)
+def test_the_deep_writer_writes_what_the_official_encoder_writes(event: BaseEvent) -> None:
+    # The writer for events past pydantic's 255 levels applies ag_ui's omission
+    # rule itself, to the event and every nested model: on events pydantic can
+    # write, it must say the same (numbers may be spelled differently).
+    official = event.model_dump_json(by_alias=True)
+    assert json.loads(_encode_tree(event)) == json.loads(official)
+
+
+def test_a_deep_value_inside_a_replayed_message_is_written_too() -> None:
+    # A nested model (an activity message) holding a value past pydantic's
+    # 255 levels: the writer applies the omission rule to nested models too.
+    wire = (
+        '{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"1","role":"activity",'
+        '"activityType":"x","content":{"a":' + nested(600) + '}},{"id":"2","role":"user",'
+        '"content":[{"type":"text","text":"hi"}]}]}'
+    )
+    event = decode(wire).event
+    assert event is not None
+    assert encode_json(event) == wire.encode()
