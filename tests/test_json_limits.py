@@ -20,7 +20,14 @@ from typing import Any
 import orjson
 import pytest
 from _event_strategies import any_event
-from ag_ui.core import BaseEvent, CustomEvent, StateSnapshotEvent, TextMessageContentEvent
+from ag_ui.core import (
+    BaseEvent,
+    CustomEvent,
+    MessagesSnapshotEvent,
+    StateSnapshotEvent,
+    TextMessageContentEvent,
+    UserMessage,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -218,6 +225,12 @@ def deep_dict(levels: int) -> Any:
         (CustomEvent(name="n", value={"a": [1.5, float("inf")]}), "value.a.1"),
         (StateSnapshotEvent(snapshot={"s": 1}, metadata={"m": float("-inf")}), "metadata.m"),
         (TextMessageContentEvent(message_id="m", delta="d", raw_event=float("nan")), "rawEvent"),
+        (
+            MessagesSnapshotEvent(
+                messages=[UserMessage(id="1", content="hi", metadata={"x": [float("inf")]})]
+            ),
+            "messages.0.metadata.x.0",
+        ),
     ],
 )
 def test_a_non_finite_float_built_in_python_is_refused_not_written_as_null(
