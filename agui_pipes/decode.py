@@ -951,8 +951,7 @@ def _in_wire_order(type_name: str, keys: Iterable[str]) -> bool:
         spec = _SPECS[type_name]
         fields = {name: i for i, name in enumerate(spec.cls.model_fields)}
         order = _MODEL_ORDER[type_name] = {
-            key: fields[str(spec.builder_attr(key) or spec.fields[key].attr)]
-            for key in (*spec.fields, "type")
+            "type": fields["type"], **{key: fields[f.attr] for key, f in spec.fields.items()}
         }
     last = -1
     for key in keys:
