@@ -23,10 +23,13 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
+from enum import Enum
+from json import dumps as _json_dumps
 from typing import Any, Final
 
 from ag_ui.core import BaseEvent
-from pydantic_core import SchemaSerializer
+from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError, SchemaSerializer
 
 from . import _json
 from ._errors import AguiPipesError
@@ -36,6 +39,7 @@ __all__ = [
     "NDJSON_CONTENT_TYPE",
     "SSE_CONTENT_TYPE",
     "CodecError",
+    "EncodeError",
     "FrameTooLarge",
     "NDJSONDecoder",
     "SSEDecoder",
@@ -57,6 +61,22 @@ _BOM: Final = b"\xef\xbb\xbf"
 
 class CodecError(AguiPipesError, ValueError):
     """The bytes on the wire cannot be decoded into frames."""
+
+
+class EncodeError(AguiPipesError, ValueError):
+    """An event holds a value JSON cannot carry faithfully, so it is not written at all.
+
+    A NaN or infinite float (the official encoder would silently write
+    ``null``; ``JSON.parse`` has no such values either), arrays and objects
+    nested deeper than ``agui_pipes.Limits.max_depth`` (no peer could parse the
+    result back), or an object that is not a JSON value. ``path`` is the dotted
+    position of the value inside the event (``value.0.a``).
+    """
+
+    def __init__(self, message: str, *, path: str = "", event_type: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.event_type = event_type
 
 
 class FrameTooLarge(CodecError):
@@ -132,7 +152,10 @@ def _build_fast(cls: type[BaseEvent]) -> _FastSerializer | None:
     ):
         return None
     stripped = {k: v for k, v in schema.items() if k != "serialization"}
-    serializer = SchemaSerializer(stripped, schema.get("config"))
+    # Non-finite floats come out as the NaN / Infinity literals instead of a silent
+    # ``null``: encode_json notices them with one scan of the output and refuses.
+    config = {**(schema.get("config") or {}), "ser_json_inf_nan": "constants"}
+    serializer = SchemaSerializer(stripped, config)  # type: ignore[arg-type]
     fields: list[str] = []
     keys: set[str] = set()
     # The same rule as ag_ui's hook: optional and defaulting to None.
@@ -269,24 +292,30 @@ _PLAIN: Final = (str, int, dict, list)
 def _exclusions(names: tuple[str, ...], values: tuple[Any, ...]) -> set[str] | None:
     """The optional fields ag_ui's hook would drop: those that serialize to ``null``.
 
-    That is ``None``, and also a non-finite float (JSON has no ``inf``: it is
-    written as ``null``, which the hook then drops). A value of any type that
-    cannot be judged cheaply returns ``_UNSURE``.
+    That is ``None``. A value of any type that cannot be judged cheaply
+    returns ``_UNSURE`` (a non-finite float among them: the official hook
+    would write it as ``null`` and drop the key; ``encode_json`` refuses it).
     """
     exclude: set[str] = set()
     for name, value in zip(names, values, strict=True):
         if value is None:
             exclude.add(name)
         elif isinstance(value, float):
-            if value != value or value in (math.inf, -math.inf):
-                exclude.add(name)
+            if not math.isfinite(value):
+                return _UNSURE
         elif not isinstance(value, _PLAIN):
             return _UNSURE
     return exclude or None
 
 
 def encode_json(event: BaseEvent) -> bytes:
-    """The event's wire JSON (camelCase, optional-without-value omitted), as UTF-8."""
+    """The event's wire JSON (camelCase, optional-without-value omitted), as UTF-8.
+
+    Raises :class:`EncodeError` for an event that holds a NaN or infinite
+    float, nesting deeper than ``Limits.max_depth``, or a value that is not
+    JSON: writing ``null`` (as the official encoder does) would change the
+    event silently, and a deeper document could not be parsed back.
+    """
     if not isinstance(event, BaseEvent):
         raise TypeError(
             f"encode_json() takes an AG-UI event (an ag_ui.core event model), got "
@@ -295,16 +324,27 @@ def encode_json(event: BaseEvent) -> bytes:
     plain = _encode_plain(event)
     if plain is not None:
         return plain
+    try:
+        out = _encode_model(event)
+    except PydanticSerializationError:
+        # pydantic's writer stops at 255 levels and at values it cannot write:
+        # the event's own tree, checked, written by an iterative writer.
+        return _encode_tree(event)
+    if b"NaN" in out or b"Infinity" in out:
+        # A non-finite float written as a literal, or just those letters in a
+        # string: the check tells which.
+        _check_tree(event, _event_tree(event))
+    return out
+
+
+def _encode_model(event: BaseEvent) -> bytes:
+    """pydantic's writing of the event, the hook-free serializer when it is safe."""
     fast = _fast_for(type(event))
     if fast is not None:
         present = fast.get_omittable(event.__dict__)
         exclude: set[str] | None
         if all(value is None for value in present):
             exclude = fast.all_omitted
-        elif any(type(value) is float and not math.isfinite(value) for value in present):
-            # pydantic writes a non-finite float as null, and ag_ui's hook then
-            # omits that key; only the hooked serializer reproduces that.
-            return event.model_dump_json(by_alias=True).encode()
         else:
             exclude = _exclusions(fast.omittable_fields, present)
         extra = event.__pydantic_extra__
@@ -315,7 +355,128 @@ def encode_json(event: BaseEvent) -> bytes:
             )
         ):
             return fast.serializer.to_json(event, by_alias=True, exclude=exclude)
+    # The official path writes a non-finite float as null: look before writing.
+    _check_tree(event, _event_tree(event))
     return event.model_dump_json(by_alias=True).encode()
+
+
+def _event_tree(event: BaseEvent) -> dict[str, Any]:
+    """The event as plain values, keyed and omitted as on the wire, without pydantic.
+
+    For the checks and the deep writer: pydantic's serializer stops at 255
+    levels. ag_ui's rule is applied to the event and every nested model
+    (messages, content parts, outcomes — shallow by schema): an optional
+    field defaulting to None is left out when None; extra fields are kept.
+    Values of open fields stay as they are, however deep, for an iterative
+    walk.
+    """
+    return _model_tree(event)
+
+
+def _model_tree(model: BaseModel) -> dict[str, Any]:
+    cls = type(model)
+    omittable = _OMITTABLE.get(cls)
+    if omittable is None:
+        omittable = _OMITTABLE[cls] = frozenset(
+            name for name, info in cls.model_fields.items()
+            if not info.is_required() and info.default is None
+        )
+    values = model.__dict__
+    tree: dict[str, Any] = {}
+    for name, info in cls.model_fields.items():
+        value = values.get(name)
+        if value is None and name in omittable:
+            continue
+        tree[info.serialization_alias or info.alias or name] = _plain(value)
+    for key, value in (model.__pydantic_extra__ or {}).items():
+        tree[key] = _plain(value)
+    return tree
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return _model_tree(value)
+    if isinstance(value, list) and any(isinstance(item, BaseModel) for item in value):
+        return [_model_tree(item) if isinstance(item, BaseModel) else item for item in value]
+    return value
+
+
+_OMITTABLE: dict[type[BaseModel], frozenset[str]] = {}
+
+
+def _check_tree(event: BaseEvent, tree: dict[str, Any]) -> None:
+    """Raise EncodeError for the first value of ``tree`` that is not portable JSON."""
+    found = _json.value_problem(tree)
+    if found is None:
+        return
+    where, problem = found
+    path = ".".join(str(p) for p in where)
+    raise EncodeError(
+        f"cannot encode {event.type.value}: the value at `{_json.shown_path(where)}` is not "
+        f"portable JSON: {problem}. Fix the stage or agent that produced it",
+        path=path,
+        event_type=event.type.value,
+    )
+
+
+def _encode_tree(event: BaseEvent) -> bytes:
+    """Write an event pydantic cannot (deep values), after the same checks, iteratively."""
+    tree = _event_tree(event)
+    _check_tree(event, tree)
+    parts: list[bytes] = []
+    stack: list[Any] = [tree]
+    while stack:
+        item = stack.pop()
+        if item.__class__ is _Fragment:
+            parts.append(item.text)
+        elif isinstance(item, dict):
+            if not item:
+                parts.append(b"{}")
+                continue
+            pending: list[Any] = [_CLOSE_OBJECT]
+            for i, (key, value) in enumerate(reversed(item.items())):
+                pending.append(value)
+                opener = b"{" if i == len(item) - 1 else b","
+                pending.append(_Fragment(opener + _leaf(key) + b":"))
+            stack.extend(pending)
+        elif isinstance(item, list | tuple):
+            if not item:
+                parts.append(b"[]")
+                continue
+            pending = [_CLOSE_ARRAY]
+            for i, value in enumerate(reversed(item)):
+                pending.append(value)
+                pending.append(_OPEN_ARRAY if i == len(item) - 1 else _COMMA)
+            stack.extend(pending)
+        else:
+            parts.append(_leaf(item.value if isinstance(item, Enum) else item))
+    return b"".join(parts)
+
+
+def _leaf(value: Any) -> bytes:
+    """One scalar's JSON: orjson's writing, the standard library's where orjson refuses
+    (a lone surrogate, written as its escape; an integer beyond 64 bits)."""
+    if _json.orjson_dumps is not None:
+        try:
+            return _json.orjson_dumps(value)
+        except (TypeError, ValueError):
+            pass
+    return _json_dumps(value, ensure_ascii=True).encode()
+
+
+class _Fragment:
+    """Literal JSON text on the deep writer's stack."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: bytes) -> None:
+        self.text = text
+
+
+_CLOSE_OBJECT: Final = _Fragment(b"}")
+_CLOSE_ARRAY: Final = _Fragment(b"]")
+_OPEN_ARRAY: Final = _Fragment(b"[")
+_COMMA: Final = _Fragment(b",")
 
 
 def encode_sse(event: BaseEvent) -> bytes:

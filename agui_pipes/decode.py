@@ -844,6 +844,23 @@ def _decode_error(type_name: str, invalid: _Invalid, index: int | None) -> Decod
     return DecodeError(message, path=dotted, event_type=type_name, index=index)
 
 
+def _unportable(
+    exc: _json.JSONValueError, wire: str | bytes | bytearray, index: int | None
+) -> DecodeError:
+    """The DecodeError for JSON-shaped text that is not portable JSON (NaN, overflow, depth)."""
+    document = exc.document
+    type_name = document.get("type") if isinstance(document, dict) else None
+    if not isinstance(type_name, str):
+        type_name = _json.leading_type(wire)
+    dotted = _dotted(exc.path) if exc.path else ""
+    at = f" at `{_json.shown_path(exc.path)}`" if exc.path else ""
+    message = (
+        f"{type_name or 'event'} is malformed{at}: {exc.problem}; a malformed event is fatal"
+    )
+    known = type_name if type_name in _SPECS else None
+    return DecodeError(message, path=dotted, event_type=known, index=index)
+
+
 def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[str, Any]:
     if wire.__class__ is dict:
         return wire
@@ -853,6 +870,8 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
         try:
             # orjson when it can, the standard library's semantics and errors always.
             parsed = _json.loads(wire)
+        except _json.JSONValueError as exc:
+            raise _unportable(exc, wire, index) from None
         except json.JSONDecodeError as exc:
             raise DecodeError(
                 f"event is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}; "
@@ -882,15 +901,71 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
 
 _Builder = Callable[[dict[str, Any]], "BaseEvent | None"]
 _BUILDERS: dict[tuple[str, tuple[str, ...]], _Builder | None] = {}
+"""Per wire key order (the hot path's one lookup): the key set's builder, or None.
+
+Orders come from the wire: a peer can send one key set in thousands of
+orders. The model's own order (what encoders write) is always remembered —
+there are a few hundred such key sets in all — other orders up to
+``_BUILDER_LIMIT`` entries; past it an order is served from ``_SET_BUILDERS``
+on each event (the same builder, one extra lookup), never recompiled.
+"""
+_SET_BUILDERS: dict[tuple[str, frozenset[str]], _Builder | None] = {}
+"""Per key set, whatever the order: one compiled builder (or None) for all its orders."""
 _BUILDER_LIMIT: Final = 1024
-"""Bounds the compiled builders: key sets come from the wire, so a peer cannot grow them."""
+"""Bounds the compiled builders and the remembered non-model orders.
+
+AG-UI 1.0 has 272 key sets a builder can take (strings, choices and
+integers only), so the compiled builders never reach it: permutations share
+one builder, and no peer can use up the budget for the shapes of others.
+"""
 _NEGATIVE_LIMIT: Final = 4 * _BUILDER_LIMIT
 """Bounds the remembered "no builder" answers, which cannot crowd out the builders."""
 _COMPILED_BUILDERS = [0]
+_MODEL_ORDER: dict[str, dict[str, int]] = {}
+"""Per event type, each wire key's position in the model (the encoder's key order)."""
 
 
 def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
-    """Straight-line code that builds the event for one exact wire key set, or None.
+    """The builder of a wire key set in this order: compiled once per set, shared by orders.
+
+    Remembered for this exact order (the hot path's key) when the order is
+    the model's, or while the table has room (see ``_BUILDERS``).
+    """
+    canonical = (type_name, frozenset(keys))
+    try:
+        builder = _SET_BUILDERS[canonical]
+    except KeyError:
+        builder = _generate_builder(type_name, keys)
+        if builder is not None or len(_SET_BUILDERS) < _NEGATIVE_LIMIT:
+            _SET_BUILDERS[canonical] = builder
+    if builder is None:
+        if len(_BUILDERS) < _NEGATIVE_LIMIT:
+            _BUILDERS[(type_name, keys)] = None
+    elif len(_BUILDERS) < _BUILDER_LIMIT or _in_wire_order(type_name, keys):
+        _BUILDERS[(type_name, keys)] = builder
+    return builder
+
+
+def _in_wire_order(type_name: str, keys: Iterable[str]) -> bool:
+    """Whether ``keys`` (all known to the type) come in the model's order."""
+    order = _MODEL_ORDER.get(type_name)
+    if order is None:
+        spec = _SPECS[type_name]
+        fields = {name: i for i, name in enumerate(spec.cls.model_fields)}
+        order = _MODEL_ORDER[type_name] = {
+            "type": fields["type"], **{key: fields[f.attr] for key, f in spec.fields.items()}
+        }
+    last = -1
+    for key in keys:
+        position = order.get(key)
+        if position is None or position < last:
+            return False
+        last = position
+    return True
+
+
+def _generate_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
+    """Straight-line code that builds the event for one wire key set (any order), or None.
 
     Only for key sets whose every key is a plain-string or string-choice
     field (such as a message's ``role``) and that hold every required field:
@@ -968,8 +1043,6 @@ def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
             }
             exec("\n".join(lines), namespace)  # generated from the model's own field names
             builder = namespace["build"]
-    if builder is not None or len(_BUILDERS) < _NEGATIVE_LIMIT:
-        _BUILDERS[(type_name, keys)] = builder
     return builder
 
 
@@ -996,9 +1069,7 @@ def _canonical_framing(type_name: str, keys: tuple[str, ...]) -> int | None:
 
 
 def _in_model_order(spec: _EventSpec, keys: Iterable[str]) -> bool:
-    order = {name: i for i, name in enumerate(spec.cls.model_fields)}
-    positions = [order[str(spec.builder_attr(key))] for key in keys]
-    return positions == sorted(positions)
+    return _in_wire_order(spec.type_name, keys)
 
 
 def _compact_framing(keys: tuple[str, ...]) -> int:
@@ -1012,8 +1083,13 @@ def _relay_entry(type_name: str, keys: tuple[str, ...]) -> _RelayEntry:
     key = (type_name, keys)
     builder = _BUILDERS[key] if key in _BUILDERS else _compile_builder(type_name, keys)
     entry = None if builder is None else (builder, _canonical_framing(type_name, keys))
-    if entry is not None or len(_RELAY_ENTRIES) < _NEGATIVE_LIMIT:
-        _RELAY_ENTRIES[key] = entry  # builders are bounded; so are the answers without one
+    # Bounded as _BUILDERS is: the model's orders always, other orders while
+    # there is room, the answers without a builder up to their own bound.
+    if entry is None:
+        if len(_RELAY_ENTRIES) < _NEGATIVE_LIMIT:
+            _RELAY_ENTRIES[key] = entry
+    elif len(_RELAY_ENTRIES) < _BUILDER_LIMIT or _in_wire_order(type_name, keys):
+        _RELAY_ENTRIES[key] = entry
     return entry
 
 
@@ -1024,16 +1100,19 @@ def _wire_shape(
     type_name: str, keys: tuple[str, ...]
 ) -> tuple[type[BaseEvent], frozenset[str]] | None:
     """The event class and the attribute names a builder's key set carries (``type`` aside)."""
+    canonical = (type_name, frozenset(keys))  # the shape does not depend on the order
     try:
-        return _SHAPES[(type_name, keys)]
+        return _SHAPES[canonical]
     except KeyError:
         shape = _shape_of(type_name, keys)
-    if len(_SHAPES) < _BUILDER_LIMIT:  # key sets come from the wire: bounded
-        _SHAPES[(type_name, keys)] = shape
+    # Key sets come from the wire: those of known fields are finitely many,
+    # the others (unknown keys) are remembered up to a bound.
+    if shape is not None or len(_SHAPES) < _BUILDER_LIMIT:
+        _SHAPES[canonical] = shape
     return shape
 
 
-_SHAPES: dict[tuple[str, tuple[str, ...]], tuple[type[BaseEvent], frozenset[str]] | None] = {}
+_SHAPES: dict[tuple[str, frozenset[str]], tuple[type[BaseEvent], frozenset[str]] | None] = {}
 
 
 def _shape_of(
@@ -1075,7 +1154,9 @@ def _compile_lane(
     factory = _LANE_FACTORIES.get(signature, _UNSEEN_LANE)
     if factory is _UNSEEN_LANE:
         factory = _lane_factory(type_name, keys, shape)
-        if len(_LANE_FACTORIES) < _BUILDER_LIMIT:
+        # A factory exists only for key sets in the encoder's order (finitely
+        # many); the answers without one are remembered up to a bound.
+        if factory is not None or len(_LANE_FACTORIES) < _BUILDER_LIMIT:
             _LANE_FACTORIES[signature] = factory
     if factory is None:
         return None

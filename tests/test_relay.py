@@ -156,11 +156,8 @@ def test_builder_caches_stay_bounded_and_correct_when_a_peer_varies_key_sets() -
 
     decode_module = importlib.import_module("agui_pipes.decode")
 
-    saved = (
-        dict(decode_module._BUILDERS),
-        dict(decode_module._RELAY_ENTRIES),
-        decode_module._COMPILED_BUILDERS[0],
-    )
+    caches = (decode_module._BUILDERS, decode_module._RELAY_ENTRIES, decode_module._SET_BUILDERS)
+    saved = (*(dict(cache) for cache in caches), decode_module._COMPILED_BUILDERS[0])
     try:
         limit = decode_module._BUILDER_LIMIT
         negative = decode_module._NEGATIVE_LIMIT
@@ -196,11 +193,7 @@ def test_builder_caches_stay_bounded_and_correct_when_a_peer_varies_key_sets() -
         assert decode_module._COMPILED_BUILDERS[0] <= limit
         assert out == b"".join(encode_sse(decode(line).event) for line in valid)  # type: ignore[arg-type]
     finally:
-        for cache, content in zip(
-            (decode_module._BUILDERS, decode_module._RELAY_ENTRIES),
-            saved[:2],
-            strict=True,
-        ):
+        for cache, content in zip(caches, saved[:3], strict=True):
             cache.clear()
             cache.update(content)  # type: ignore[attr-defined]
-        decode_module._COMPILED_BUILDERS[0] = saved[2]
+        decode_module._COMPILED_BUILDERS[0] = saved[3]

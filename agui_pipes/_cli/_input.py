@@ -25,6 +25,7 @@ from typing import Any, Literal
 import anyio
 from ag_ui.core import BaseEvent
 
+from .. import _json
 from ..codecs import NDJSONDecoder, SSEDecoder
 from ..decode import DecodeWarning, decode
 
@@ -102,7 +103,12 @@ async def _chunks(path: str | None, progress: Progress) -> AsyncGenerator[bytes,
 
 def _json_items(data: bytes, fmt: str, name: str) -> list[Any]:
     try:
-        document = json.loads(data.decode("utf-8-sig"))
+        document = _json.loads(data.decode("utf-8-sig"))
+    except _json.JSONValueError as exc:
+        # NaN / Infinity, a number beyond a double, nesting past the limit: the
+        # same refusal as for an NDJSON or SSE event, for the whole document.
+        where = f" at `{_json.shown_path(exc.path)}`" if exc.path else ""
+        raise InputError(f"{name} is not valid JSON{where}: {exc.problem}") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"{name} is not valid JSON ({exc}); expected a JSON array of "
                          "events or a corpus case, or pass --input-format") from None

@@ -42,7 +42,14 @@ from ag_ui.core import BaseEvent
 
 from .._chain import TransformerChain
 from .._errors import StageError, StreamRejected
-from ..codecs import CodecError, NDJSONDecoder, SSEDecoder, encode_ndjson, encode_sse
+from ..codecs import (
+    CodecError,
+    EncodeError,
+    NDJSONDecoder,
+    SSEDecoder,
+    encode_ndjson,
+    encode_sse,
+)
 from ..decode import DecodeWarning
 from ..relay import Relay
 from ._chainfile import EXIT_CONFIG, load_or_report
@@ -320,4 +327,6 @@ def _classify(exc: BaseException) -> tuple[int, str]:
         return EXIT_REJECTED, f"agui-pipes: stream rejected: invalid framing: {exc}"
     if isinstance(exc, StageError):
         return EXIT_REJECTED, f"agui-pipes: a stage failed: {exc}"
+    if isinstance(exc, EncodeError):  # a stage built a value JSON cannot carry
+        return EXIT_REJECTED, f"agui-pipes: a stage produced an event that cannot be written: {exc}"
     raise exc
