@@ -56,10 +56,12 @@ def scrub_messages(
     blocked: set[str],
     blocks: Callable[[str], bool],
     blocked_owners: set[str],
+    origins: list[int] | None = None,
 ) -> list[Any] | None:
     """``messages`` without any trace of a blocked call, or None when nothing changed.
 
     ``blocked`` (the run's blocked call ids) grows with the calls blocked here.
+    ``origins``, when given, receives the input index of every message kept.
     """
     for message in messages:
         owner = shape.owner(message)
@@ -69,7 +71,7 @@ def scrub_messages(
                 blocked.add(call_id)
     out: list[Any] = []
     changed = False
-    for message in messages:
+    for index, message in enumerate(messages):
         owner = shape.owner(message)
         if owner is not None and owner in blocked_owners:
             changed = True
@@ -84,6 +86,8 @@ def scrub_messages(
             if message is None:
                 continue
         out.append(message)
+        if origins is not None:
+            origins.append(index)
     return out if changed else None
 
 

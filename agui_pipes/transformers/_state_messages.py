@@ -28,13 +28,14 @@ document, the size the client holds.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 
 from .._construct import construct
-from .._patch import PatchError, apply_patch, clone_json
+from .._patch import PatchError, apply_patch, clone_json, json_equal
 from ._call_traces import DICT_SHAPE, scrub_messages
 
 __all__ = ["StateMessages", "parse_pointer"]
@@ -128,6 +129,10 @@ class StateMessages:
         return (event.model_copy(update={"snapshot": scrubbed}),)
 
     def delta(self, event: StateDeltaEvent) -> Sequence[BaseEvent]:
+        if len(event.delta) == 1:
+            pointer = self._inside_one(event.delta[0])
+            if pointer is not None:
+                return self._reindexed(event, pointer)
         # Lists whose output form equals the input form before this delta: only in
         # those do the indices of an operation mean the same message downstream.
         # Computed only when an operation reaches inside a list (a scan of the list).
@@ -156,6 +161,68 @@ class StateMessages:
         if not ops:
             return ()
         return (event.model_copy(update={"delta": ops}),)
+
+    def _inside_one(self, op: Any) -> Pointer | None:
+        """The list an operation works inside (path, and ``from`` if any), or None."""
+        if not self._inside(op):
+            return None
+        path = _op_tokens(op.path)
+        source = getattr(op, "from_", None)
+        for pointer in self._pointers:
+            if len(path) > len(pointer) and path[: len(pointer)] == pointer:
+                if source is None:
+                    return pointer
+                tokens = _op_tokens(source)
+                if len(tokens) > len(pointer) and tokens[: len(pointer)] == pointer:
+                    return pointer
+        return None
+
+    def _reindexed(self, event: StateDeltaEvent, pointer: Pointer) -> Sequence[BaseEvent]:
+        """One operation inside a list: the same operation at the client's indices.
+
+        The indices of the input list are mapped to those of the scrubbed list
+        the client holds; the mapped operation is tried on a copy of that list
+        and sent only if it lands exactly on the scrubbed result (otherwise — the
+        message it addresses was removed, it adds a blocked call — the delta
+        becomes a STATE_SNAPSHOT of the scrubbed state).
+        """
+        op = event.delta[0]
+        before = _resolve(self._state, pointer)
+        origins: list[int] = []
+        scrubbed: Any = None
+        if isinstance(before, list):
+            scrubbed = scrub_messages(
+                before, DICT_SHAPE, self._blocked, self._blocks, self._blocked_owners, origins
+            )
+        # The client's list before the operation, when it differs from the input's
+        # (the operation below changes the input's list in place).
+        client_before = None if scrubbed is None else clone_json(scrubbed)
+        size = len(before) if isinstance(before, list) else 0
+        try:
+            self._state = apply_patch(self._state, event.delta)
+        except PatchError:
+            return ()  # the client skips it too and keeps its state
+        after = _resolve(self._state, pointer)
+        if not isinstance(after, list):
+            return (event,)  # not a message list: nothing of it to scrub
+        expected = self._scrub_list(after)
+        if client_before is None:
+            # The client's list was the input's: the operation means the same there.
+            if isinstance(before, list) and expected is after:
+                return (event,)
+        else:
+            mapped = _mapped(op, pointer, origins, size, len(client_before))
+            if mapped is not None:
+                relative = mapped.model_copy(update=_relative(mapped, len(pointer)))
+                try:
+                    client_after = apply_patch(client_before, [relative])
+                except PatchError:
+                    pass
+                else:
+                    if json_equal(client_after, expected):
+                        return (event.model_copy(update={"delta": [mapped]}),)
+        snapshot = self.scrub(clone_json(self._state))
+        return (construct(StateSnapshotEvent, {"snapshot": snapshot}),)
 
     def _inside(self, op: Any) -> bool:
         """Whether ``op`` addresses something inside a list other than its end."""
@@ -206,6 +273,55 @@ class StateMessages:
 
 
 _FALLBACK: Any = object()
+
+
+def _encode(tokens: Sequence[str]) -> str:
+    return "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens)
+
+
+def _map_index(
+    tokens: Pointer, pointer: Pointer, origins: list[int], size: int, client_size: int
+) -> Pointer | None:
+    """``tokens`` with its index in the list at ``pointer`` mapped to the client's list."""
+    token = tokens[len(pointer)]
+    if token == "-":
+        return tokens
+    if not token.isdigit() or not token.isascii():
+        return None
+    index = int(token)
+    if index == size:
+        mapped = client_size
+    else:
+        mapped = bisect_left(origins, index)  # origins ascend: the client's position
+        if index > size or mapped == len(origins) or origins[mapped] != index:
+            return None  # the message was removed (or the index is past the end)
+    return (*pointer, str(mapped), *tokens[len(pointer) + 1:])
+
+
+def _mapped(
+    op: Any, pointer: Pointer, origins: list[int], size: int, client_size: int
+) -> Any:
+    """``op`` addressing the client's list, or None when an index has no counterpart."""
+    path = _map_index(_op_tokens(op.path), pointer, origins, size, client_size)
+    if path is None:
+        return None
+    update: dict[str, Any] = {"path": _encode(path)}
+    source = getattr(op, "from_", None)
+    if source is not None:
+        mapped_source = _map_index(_op_tokens(source), pointer, origins, size, client_size)
+        if mapped_source is None:
+            return None
+        update["from_"] = _encode(mapped_source)
+    return op.model_copy(update=update)
+
+
+def _relative(op: Any, depth: int) -> dict[str, Any]:
+    """The path (and ``from``) of ``op`` relative to the list it works in."""
+    update: dict[str, Any] = {"path": _encode(_op_tokens(op.path)[depth:])}
+    source = getattr(op, "from_", None)
+    if source is not None:
+        update["from_"] = _encode(_op_tokens(source)[depth:])
+    return update
 
 
 def _resolve(doc: Any, tokens: Pointer) -> Any:

@@ -146,21 +146,43 @@ def test_appended_messages_are_scrubbed_or_dropped() -> None:
     assert "SECRET-ROUTING-99" not in wire(out) and "call_int" not in wire(out)
 
 
-def test_an_index_operation_after_a_removal_falls_back_to_a_scrubbed_snapshot() -> None:
+def test_an_index_operation_after_a_removal_is_reindexed() -> None:
     state = _langgraph_state()
     events = run(
         [
             StateSnapshotEvent(snapshot=state),
-            # Index 3 is "t2" in the input, but "ai2" on the client (t1 was removed).
+            # Index 3 is "t2" in the input, but index 2 on the client (t1 was removed).
             _delta({"op": "replace", "path": "/messages/3/content", "value": "0.93"}),
         ]
     )
     out = through(STAGE, events)
-    assert isinstance(out[-2], StateSnapshotEvent)
+    delta = out[-2]
+    assert isinstance(delta, StateDeltaEvent)
+    assert [(op.op, op.path) for op in delta.delta] == [("replace", "/messages/2/content")]
     expected = _scrubbed_langgraph_state()
     expected["messages"][2]["content"] = "0.93"
     assert fold(out).state == expected
-    assert "SECRET-ROUTING-99" not in wire(out)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        # The removed tool message itself: the client has no counterpart.
+        {"op": "replace", "path": "/messages/2/content", "value": "more SECRET-ROUTING-99"},
+        # A blocked call added to a kept message.
+        {"op": "add", "path": "/messages/4/tool_calls/-",
+         "value": {"id": "call_int2", "name": "internal_ledger", "args": {}}},
+    ],
+    ids=["removed-message", "adds-blocked-call"],
+)
+def test_an_operation_without_an_exact_counterpart_becomes_a_scrubbed_snapshot(
+    op: dict[str, Any],
+) -> None:
+    events = run([StateSnapshotEvent(snapshot=_langgraph_state()), _delta(op)])
+    out = through(STAGE, events)
+    assert isinstance(out[-2], StateSnapshotEvent)
+    assert fold(out).state == _scrubbed_langgraph_state()
+    assert "SECRET-ROUTING-99" not in wire(out) and "call_int2" not in wire(out)
 
 
 def test_index_operations_on_a_clean_list_pass_unchanged() -> None:
