@@ -18,7 +18,14 @@ those: a blocked call leaves no trace anywhere in the stream —
   have created it;
 * its id in a success outcome's ``pendingToolCallIds``;
 * a subagent it spawned (``parentToolCallId``), nested subagents of that one,
-  and everything attributed to them, messages in snapshots included.
+  and everything attributed to them, messages in snapshots included;
+* its result message: an encrypted value (``subtype: message``) naming it —
+  pydantic-ai sends one after every retried or failed tool;
+* the assistant message it leaves empty (START / END and nothing kept);
+* its id and name in the free text of a RUN_ERROR passing the stage (written
+  upstream by a Verify with ``on_violation="run_error"`` or the run driver);
+* with ``state_messages``, its entries in message lists kept in the state
+  (``_state_messages``), snapshots and deltas.
 
 Interrupts are the one thing not removed: the next run must answer every
 interrupt of an interrupted run, so an interrupt tied to a blocked call or
