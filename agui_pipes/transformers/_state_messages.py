@@ -129,10 +129,10 @@ class StateMessages:
         return (event.model_copy(update={"snapshot": scrubbed}),)
 
     def delta(self, event: StateDeltaEvent) -> Sequence[BaseEvent]:
-        if len(event.delta) == 1:
-            pointer = self._inside_one(event.delta[0])
-            if pointer is not None:
-                return self._reindexed(event, pointer)
+        within = [self._within(op) for op in event.delta]
+        lists = {p for p in within if p is not None}
+        if len(lists) == 1 and _OTHER not in lists and len(within) <= _MAX_REINDEXED:
+            return self._reindexed(event, next(iter(lists)), within)
         # Lists whose output form equals the input form before this delta: only in
         # those do the indices of an operation mean the same message downstream.
         # Computed only when an operation reaches inside a list (a scan of the list).
@@ -150,8 +150,7 @@ class StateMessages:
         for op in event.delta:
             rewritten = self._rewrite(op, clean_before)
             if rewritten is _FALLBACK:
-                snapshot = self.scrub(clone_json(self._state))
-                return (construct(StateSnapshotEvent, {"snapshot": snapshot}),)
+                return self._fallback()
             if rewritten is not op:
                 changed = True
             if rewritten is not None:
@@ -162,65 +161,100 @@ class StateMessages:
             return ()
         return (event.model_copy(update={"delta": ops}),)
 
-    def _inside_one(self, op: Any) -> Pointer | None:
-        """The list an operation works inside (path, and ``from`` if any), or None."""
-        if not self._inside(op):
-            return None
-        path = _op_tokens(op.path)
-        source = getattr(op, "from_", None)
-        for pointer in self._pointers:
-            if len(path) > len(pointer) and path[: len(pointer)] == pointer:
-                if source is None:
-                    return pointer
-                tokens = _op_tokens(source)
+    def _within(self, op: Any) -> Any:
+        """The list ``op`` works inside (path and ``from``), None if it touches no list,
+        ``_OTHER`` if it sets a list or something containing one, or spans two."""
+        found: set[Any] = set()
+        for pointer_text in (op.path, getattr(op, "from_", None)):
+            if pointer_text is None:
+                continue
+            tokens = _op_tokens(pointer_text)
+            for pointer in self._pointers:
                 if len(tokens) > len(pointer) and tokens[: len(pointer)] == pointer:
-                    return pointer
-        return None
+                    found.add(pointer)
+                elif _is_prefix(tokens, pointer):
+                    found.add(_OTHER)
+        if not found:
+            return None
+        return found.pop() if len(found) == 1 else _OTHER
 
-    def _reindexed(self, event: StateDeltaEvent, pointer: Pointer) -> Sequence[BaseEvent]:
-        """One operation inside a list: the same operation at the client's indices.
+    def _reindexed(
+        self, event: StateDeltaEvent, pointer: Pointer, within: list[Any]
+    ) -> Sequence[BaseEvent]:
+        """Operations inside one list (and away from all): the same at the client's indices.
 
-        The indices of the input list are mapped to those of the scrubbed list
-        the client holds; the mapped operation is tried on a copy of that list
-        and sent only if it lands exactly on the scrubbed result (otherwise — the
-        message it addresses was removed, it adds a blocked call — the delta
-        becomes a STATE_SNAPSHOT of the scrubbed state).
+        The indices of the input list are mapped to those of the scrubbed list the
+        client holds, operation by operation; the mapped operations are replayed on
+        a copy of the client's list and sent only if they land exactly on the
+        scrubbed result (otherwise — an operation on a removed message, one adding
+        a blocked call — the delta becomes a STATE_SNAPSHOT of the scrubbed state).
         """
-        op = event.delta[0]
         before = _resolve(self._state, pointer)
-        origins: list[int] = []
         scrubbed: Any = None
         if isinstance(before, list):
-            scrubbed = scrub_messages(
-                before, DICT_SHAPE, self._blocked, self._blocks, self._blocked_owners, origins
-            )
-        # The client's list before the operation, when it differs from the input's
-        # (the operation below changes the input's list in place).
-        client_before = None if scrubbed is None else clone_json(scrubbed)
-        size = len(before) if isinstance(before, list) else 0
+            scrubbed = self._scrub_list(before)
+        # Copies of the input's and the client's list, replayed operation by operation
+        # (the patch below changes the input's list in place).
+        work: Any = None
+        client: Any = None
+        if isinstance(before, list):
+            work = clone_json(before)
+            client = work if scrubbed is before else clone_json(scrubbed)
         try:
             self._state = apply_patch(self._state, event.delta)
         except PatchError:
             return ()  # the client skips it too and keeps its state
         after = _resolve(self._state, pointer)
-        if not isinstance(after, list):
-            return (event,)  # not a message list: nothing of it to scrub
+        if not isinstance(after, list) or work is None:
+            if not isinstance(after, list) and work is None:
+                return (event,)  # not a message list: nothing of it to scrub
+            return self._fallback()
         expected = self._scrub_list(after)
-        if client_before is None:
-            # The client's list was the input's: the operation means the same there.
-            if isinstance(before, list) and expected is after:
+        if client is work:
+            if expected is after:
+                # Clean before and after: the operations mean the same to the client.
                 return (event,)
-        else:
-            mapped = _mapped(op, pointer, origins, size, len(client_before))
+            client = clone_json(work)  # ``work`` is still the list before the delta
+        ops: list[Any] = []
+        depth = len(pointer)
+        for op, target in zip(event.delta, within, strict=True):
+            if target is None:
+                ops.append(op)
+                continue
+            origins: list[int] = []
+            kept = scrub_messages(
+                work, DICT_SHAPE, self._blocked, self._blocks, self._blocked_owners, origins
+            )
+            if kept is None:
+                origins = list(range(len(work)))
+            mapped = _mapped(op, pointer, origins, len(work), len(origins))
+            if mapped is None:
+                return self._fallback()
+            if op.op in ("add", "replace") and len(_op_tokens(op.path)) == depth + 1:
+                # A whole message: it is scrubbed, and may be nothing to the client.
+                kept = self._scrub_list([op.value])
+                if not kept:
+                    mapped = None if op.op == "add" else _remove(mapped.path)
+                elif kept[0] is not op.value:
+                    mapped = mapped.model_copy(update={"value": kept[0]})
+            try:
+                work = apply_patch(work, [op.model_copy(update=_relative(op, depth))])
+                if mapped is not None:
+                    client = apply_patch(
+                        client, [mapped.model_copy(update=_relative(mapped, depth))]
+                    )
+            except PatchError:
+                return self._fallback()
             if mapped is not None:
-                relative = mapped.model_copy(update=_relative(mapped, len(pointer)))
-                try:
-                    client_after = apply_patch(client_before, [relative])
-                except PatchError:
-                    pass
-                else:
-                    if json_equal(client_after, expected):
-                        return (event.model_copy(update={"delta": [mapped]}),)
+                ops.append(mapped)
+        if not json_equal(client, expected):
+            return self._fallback()
+        if not ops:
+            return ()
+        return (event.model_copy(update={"delta": ops}),)
+
+    def _fallback(self) -> Sequence[BaseEvent]:
+        """The whole scrubbed state, when no delta says exactly the same to the client."""
         snapshot = self.scrub(clone_json(self._state))
         return (construct(StateSnapshotEvent, {"snapshot": snapshot}),)
 
@@ -273,6 +307,18 @@ class StateMessages:
 
 
 _FALLBACK: Any = object()
+_OTHER: Any = object()
+
+_MAX_REINDEXED = 64
+"""Operations in one delta mapped one by one (each maps over the whole list); a longer
+delta inside a scrubbed list becomes a snapshot."""
+
+
+def _remove(path: str) -> Any:
+    """A ``remove`` operation model (what a replace by a removed message is to the client)."""
+    return StateDeltaEvent.model_validate(
+        {"type": "STATE_DELTA", "delta": [{"op": "remove", "path": path}]}
+    ).delta[0]
 
 
 def _encode(tokens: Sequence[str]) -> str:

@@ -164,6 +164,41 @@ def test_an_index_operation_after_a_removal_is_reindexed() -> None:
     assert fold(out).state == expected
 
 
+def test_streaming_into_a_message_after_a_removal_sends_deltas_not_snapshots() -> None:
+    # An agent streaming an answer into the state by index, after an internal call:
+    # one small delta in must stay one small delta out (no state-sized amplification).
+    state = _langgraph_state()
+    tokens = [f"tok{i} " for i in range(50)]
+    events = run(
+        [
+            StateSnapshotEvent(snapshot=state),
+            *(
+                _delta(
+                    {"op": "replace", "path": "/messages/4/content",
+                     "value": "".join(tokens[: i + 1])},
+                    {"op": "add", "path": "/step", "value": i},
+                )
+                for i in range(len(tokens))
+            ),
+            # A several-operation delta inside the list: an append that goes, an edit.
+            _delta(
+                {"op": "add", "path": "/messages/-", "value": state["messages"][2]},
+                {"op": "replace", "path": "/messages/0/content", "value": "edited"},
+            ),
+        ]
+    )
+    out = through(STAGE, events)
+    assert sum(isinstance(e, StateSnapshotEvent) for e in out) == 1  # the original one
+    assert [op.path for op in out[2].delta] == ["/messages/3/content", "/step"]  # type: ignore[attr-defined]
+    assert [op.path for op in out[-2].delta] == ["/messages/0/content"]  # type: ignore[attr-defined]
+    expected = _scrubbed_langgraph_state()
+    expected["messages"][3]["content"] = "".join(tokens)
+    expected["messages"][0]["content"] = "edited"
+    expected["step"] = len(tokens) - 1
+    assert fold(out).state == expected
+    assert "SECRET-ROUTING-99" not in wire(out)
+
+
 @pytest.mark.parametrize(
     "op",
     [
