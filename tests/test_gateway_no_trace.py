@@ -65,6 +65,17 @@ PYDANTIC_AI_PARALLEL = _frames(
     {"type": "RUN_FINISHED", "threadId": "thread-1", "runId": "run-1"},
 )
 
+CONFLICTING_CHUNKS = _frames(
+    {"type": "RUN_STARTED", "threadId": "thread-1", "runId": "run-1"},
+    {"type": "TOOL_CALL_CHUNK", "toolCallId": "internal-call-7",
+     "toolCallName": "internal_lookup", "delta": '{"acct":'},
+    # A continuation contradicting the first chunk: ExpandChunks refuses it, before
+    # the chain, with a message naming the call and its tool.
+    {"type": "TOOL_CALL_CHUNK", "toolCallId": "internal-call-7",
+     "toolCallName": "internal_lookup_v2", "delta": ' "A-1"}'},
+    {"type": "RUN_FINISHED", "threadId": "thread-1", "runId": "run-1"},
+)
+
 FILTER = """
   - type: filter_tool_calls
     deny: ["internal_*"]
@@ -81,17 +92,16 @@ CHAINS = {
 }
 
 
-async def _upstream(scope: Any, receive: Any, send: Any) -> None:
-    while (await receive()).get("more_body", False):
-        pass
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")]})
-    await send({"type": "http.response.body", "body": PYDANTIC_AI_PARALLEL})
-
-
 class _Upstream:  # an instance, so Starlette routes it as a raw ASGI app
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        await _upstream(scope, receive, send)
+        while (await receive()).get("more_body", False):
+            pass
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": self.body})
 
 
 def _factory(yaml: str, mode: str) -> Any:
@@ -103,12 +113,20 @@ def _factory(yaml: str, mode: str) -> Any:
 
 @pytest.fixture(scope="module")
 def gateway() -> Iterator[Running]:
-    with serve(Starlette(routes=[Route("/agent", _Upstream(), methods=["POST"])])) as upstream:
+    upstreams = [
+        Route("/agent", _Upstream(PYDANTIC_AI_PARALLEL), methods=["POST"]),
+        Route("/chunks", _Upstream(CONFLICTING_CHUNKS), methods=["POST"]),
+    ]
+    with serve(Starlette(routes=upstreams)) as upstream:
         gateways = {
             f"/{mode}/{name}": Gateway(upstream.url + "/agent", chain=_factory(yaml, mode))
             for mode in ("relay", "apply")
             for name, yaml in CHAINS.items()
         }
+        for mode in ("relay", "apply"):
+            gateways[f"/{mode}/chunks"] = Gateway(
+                upstream.url + "/chunks", chain=_factory(CHAINS["filter"], mode)
+            )
         routes = [Route(path, g, methods=["POST"]) for path, g in gateways.items()]
 
         @asynccontextmanager
@@ -182,3 +200,15 @@ async def test_a_run_error_written_before_the_filter_is_scrubbed_by_it(
     error = _events(body)[-1]
     assert error.type.value == "RUN_ERROR"
     assert "No active tool call found with ID '[hidden]'" in error.message
+
+
+@pytest.mark.parametrize("mode", ["relay", "apply"])
+async def test_a_chunk_violation_before_the_chain_is_told_without_quoting_the_stream(
+    gateway: Running, mode: str
+) -> None:
+    body = await _body(gateway, f"/{mode}/chunks")
+    _assert_no_trace(body)
+    error = _events(body)[-1]
+    assert error.type.value == "RUN_ERROR" and error.code == "PROTOCOL_VIOLATION"
+    assert "rule `chunk-conflict`" in error.message
+    assert "upstream event #2 (TOOL_CALL_CHUNK), found by stage ExpandChunks" in error.message
