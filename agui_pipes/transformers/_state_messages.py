@@ -9,15 +9,19 @@ events so the client's state is always the scrubbed input state:
 * a STATE_SNAPSHOT (and the RUN_STARTED ``input.state`` echo) has each list
   named by a pointer scrubbed (``_call_traces.scrub_messages``, the same
   rules as MESSAGES_SNAPSHOT);
-* a STATE_DELTA is rewritten operation by operation when that is exact:
-  operations away from the lists pass as they are; an ``add`` / ``replace``
-  of a list or of something containing it carries the scrubbed value; an
-  append (``/messages/-``) carries the scrubbed message or goes when nothing
-  of it is left; a ``remove`` of a whole list passes;
-* anything else touching a list (an operation addressing a message by index,
-  editing a message's calls, ``move`` / ``copy`` / ``test`` on a list) cannot
-  be rewritten exactly once messages were removed (indices differ), so the
-  delta becomes a STATE_SNAPSHOT of the scrubbed state.
+* a STATE_DELTA whose operations all work inside one list (and away from all
+  lists) is replayed operation by operation on copies of the input's and the
+  client's list, indices mapped (the client's list may lack removed messages)
+  and whole messages scrubbed; it is sent if the client's copy lands exactly
+  on the scrubbed result (``_reindexed``);
+* any other STATE_DELTA is rewritten operation by operation when that is
+  exact: operations away from the lists pass as they are; an ``add`` /
+  ``replace`` of a list or of something containing it carries the scrubbed
+  value; an append (``/messages/-``) carries the scrubbed message or goes when
+  nothing of it is left; a ``remove`` of a whole list passes; an operation
+  inside a list passes when the list is clean before and after;
+* what cannot be said exactly as a delta (an operation on a removed message,
+  one adding a blocked call) becomes a STATE_SNAPSHOT of the scrubbed state.
 
 For that fallback the stage folds the *input* state (snapshot copies and
 in-place patches, as the client does); a delta that does not apply to it is
