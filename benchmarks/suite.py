@@ -11,8 +11,8 @@ and reports events/s and µs/event as the median of ``--repeat`` runs:
 2. ``reference`` — ``@ag-ui/client`` 1.0.0's inbound pipeline (enforceEvents,
    transformChunks, verifyEvents) plus ``@ag-ui/encoder`` SSE encoding, in node,
    on the same file (``benchmarks/ts/reference.mjs``; ``npm ci`` on first use);
-3. ``gateway``   — NDJSON bytes in → decode → ExpandChunks → Verify(consumer) →
-   FilterToolCalls.deny → SubagentVisibility.inline → ToolResultToState.delta →
+3. ``gateway``   — NDJSON bytes in → decode → ExpandChunks → FilterToolCalls.deny →
+   SubagentVisibility.inline → ToolResultToState.delta → Verify(consumer) →
    SSE bytes out, through ``TransformerChain.apply`` over an async source;
 4. each stage alone, the verifier alone, the fold alone, decode and encode alone
    (stages see the stream as the gateway hands it to them: decoded and expanded),
@@ -94,10 +94,10 @@ def gateway_chain() -> TransformerChain:
     return TransformerChain(
         [
             ExpandChunks(),
-            Verify(profile="consumer"),
             FilterToolCalls.deny(["internal_*"]),
             SubagentVisibility.inline(),
             ToolResultToState.delta("update_items"),
+            Verify(profile="consumer"),  # last, as the Gateway runs it
         ]
     )
 

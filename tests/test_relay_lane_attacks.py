@@ -252,8 +252,10 @@ def test_the_respelling_property_exercises_the_lane() -> None:
         b'{"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{}"}',
     ]
     assert _check(_DELTA_CHAINS["verify-warn-inline"], lines, [len(lines)]) == 3
-    # Without Verify, inline also promises the four starts (the filter skips them).
-    assert _check(_DELTA_CHAINS["filter-inline-counted"], lines, [len(lines)]) == 7
+    # Without Verify, inline also promises the two reasoning starts (the filter skips
+    # them); the text starts go to the filter, which holds an assistant message's start
+    # while only removed calls follow it (an emptied message must leave no trace).
+    assert _check(_DELTA_CHAINS["filter-inline-counted"], lines, [len(lines)]) == 5
 
 
 # -- whole streams: YAML chains, a stage twice, NDJSON, str payloads --------------------

@@ -489,7 +489,7 @@ async def test_gateway_log_line_counts_each_stage(
     )
     line = next(r.getMessage() for r in caplog.records if marker in r.getMessage())
     assert "finished" in line
-    assert "source 4 → ExpandChunks 6 → Verify 6 → shout 6 → out 6" in line
+    assert "source 4 → ExpandChunks 6 → shout 6 → Verify 6 → out 6" in line
 
 
 @pytest.mark.parametrize(
@@ -575,7 +575,7 @@ async def test_relay_path_is_byte_identical_to_the_apply_path(
     assert relayed == applied
     # And both are what the gateway's chain gives offline: nothing lost, nothing added.
     offline = TransformerChain(
-        [ExpandChunks(), Verify(profile="consumer", on_violation="raise"), *builtin_stages()]
+        [ExpandChunks(), *builtin_stages(), Verify(profile="consumer", on_violation="raise")]
     )
     decoded = [decode(payload).event for payload in sent]
     expected = b"".join(encode_sse(e) for e in offline.apply_sync([e for e in decoded if e]))
@@ -618,7 +618,7 @@ async def test_forwarded_deltas_are_counted_at_every_stage_of_the_log_line(
     )
     line = next(r.getMessage() for r in caplog.records if marker in r.getMessage())
     assert "finished" in line
-    stages = "ExpandChunks 9 → Verify 9"
+    stages = "ExpandChunks 9"
     if path == "apply":
         stages += " → AsyncStreamTransformer 9"
-    assert f"source 9 → {stages} → out 9" in line
+    assert f"source 9 → {stages} → Verify 9 → out 9" in line

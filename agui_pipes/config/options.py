@@ -142,11 +142,34 @@ class FilterToolCallsOptions(_Options):
         None,
         description="Tool names or glob patterns (`internal_*`) that are removed; all others pass.",
     )
+    state_messages: list[str] | None = Field(
+        None,
+        description=(
+            "JSON Pointers to message lists kept inside the state (`/messages`), in the "
+            "AG-UI/OpenAI or the LangChain shape: removed calls and their results are "
+            "scrubbed from them in STATE_SNAPSHOT, STATE_DELTA and the RUN_STARTED echo."
+        ),
+    )
 
     @field_validator("allow", "deny")
     @classmethod
     def _names(cls, names: list[str] | None) -> list[str] | None:
         return None if names is None else _non_empty_names(names, "tool name")
+
+    @field_validator("state_messages")
+    @classmethod
+    def _state_pointers(cls, pointers: list[str] | None) -> list[str] | None:
+        if pointers is None:
+            return None
+        if not pointers:
+            raise ValueError("give at least one JSON Pointer such as `/messages`, or omit it")
+        for i, pointer in enumerate(pointers):
+            if not is_json_pointer(pointer):
+                raise ValueError(
+                    f"entry #{i + 1} {pointer!r} is not a JSON Pointer: it must be empty or "
+                    "start with `/`, and `~` may only appear as `~0` or `~1`, e.g. `/messages`"
+                )
+        return pointers
 
     @model_validator(mode="after")
     def _exactly_one(self) -> FilterToolCallsOptions:

@@ -11,8 +11,13 @@
 Per request the POSTed body is validated as a RunAgentInput (422 otherwise —
 nothing is forwarded) and sent upstream *as received*, so fields this version
 does not know survive. The upstream's SSE is decoded incrementally, each
-event by the consumer decoder, then runs through ``ExpandChunks | Verify |
-<your chain>`` and is re-encoded to the client.
+event by the consumer decoder, then runs through ``ExpandChunks | <your
+chain> | Verify`` and is re-encoded to the client. Verification comes last
+so that it checks what the client receives (a violation your chain removes,
+such as a late argument delta of a filtered tool call, does not end the run)
+and so that its message can only name what the client sees anyway; a
+violation found earlier (chunk expansion, a Verify in your chain) reaches the
+client as a ``WithheldViolation``: the rule and the position, not the text.
 
 When that chain is synchronous (every stage a ``StreamTransformer``, the
 usual case) it runs through ``agui_pipes.relay.Relay``: each upstream
@@ -60,6 +65,7 @@ from ..codecs import (
 from ..decode import DecodeError, DecodeWarning, decode
 from ..relay import Relay
 from ..transformers import ExpandChunks, Verify
+from ..verify import ProtocolViolation, Rule
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
     BadRequest,
@@ -71,7 +77,13 @@ from ._http import (
 from ._stats import RunStats, instrument
 from ._streaming import Receive, RunFailure, Scope, Send, SSERun
 
-__all__ = ["DEFAULT_TIMEOUT", "Gateway", "UpstreamError", "gateway_route"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "Gateway",
+    "UpstreamError",
+    "WithheldViolation",
+    "gateway_route",
+]
 
 _log = logging.getLogger("agui_pipes.server")
 
@@ -195,11 +207,14 @@ class Gateway:
         stats.run_id = run_input.run_id
         stats.thread_id = run_input.thread_id
         try:
+            # Verification comes *after* your chain: it checks what the client
+            # receives, and its messages can only name what the client sees.
             stages: list[Stage] = [ExpandChunks()]
-            if self._verify:
-                stages.append(Verify(profile="consumer", on_violation="raise"))
             if self._chain_factory is not None:
                 stages.append(self._chain_factory())
+            final = Verify(profile="consumer", on_violation="raise") if self._verify else None
+            if final is not None:
+                stages.append(final)
             chain = instrument(TransformerChain(stages), stats)
         except Exception as exc:
             self._log.error(
@@ -211,10 +226,11 @@ class Gateway:
             return
         headers = _hop_headers(scope.get("headers", ()), self._forward)
 
+        told = _ToldViolations(final, stats, self._log)
         if chain.is_sync:
 
             def open_relay() -> Any:
-                return self._relayed(body, headers, chain, stats)
+                return self._relayed(body, headers, chain, stats, told)
 
             response = SSERun(
                 open_frames=open_relay, stats=stats, keepalive=self._keepalive, logger=self._log
@@ -222,30 +238,38 @@ class Gateway:
         else:
 
             def open_upstream() -> Any:
-                return self._events(body, headers)
+                return self._applied(body, headers, chain, told)
 
             response = SSERun(
-                open_upstream,
-                stats=stats,
-                chain=chain,
-                keepalive=self._keepalive,
-                logger=self._log,
+                open_upstream, stats=stats, keepalive=self._keepalive, logger=self._log
             )
         await response(scope, receive, send)
 
     @asynccontextmanager
-    async def _events(
-        self, body: bytes, headers: Mapping[str, str]
+    async def _applied(
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        chain: TransformerChain,
+        told: _ToldViolations,
     ) -> AsyncIterator[AsyncIterator[BaseEvent]]:
-        async with self._upstream(body, headers) as response:
-            yield self._decode(response)
+        async with (
+            self._upstream(body, headers) as response,
+            chain.apply(self._decode(response)) as output,
+        ):
+            yield told.guard(output)
 
     @asynccontextmanager
     async def _relayed(
-        self, body: bytes, headers: Mapping[str, str], chain: TransformerChain, stats: RunStats
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        chain: TransformerChain,
+        stats: RunStats,
+        told: _ToldViolations,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         async with self._upstream(body, headers) as response:
-            yield self._relay(response, chain, stats)
+            yield self._relay(response, chain, stats, told)
 
     @asynccontextmanager
     async def _upstream(
@@ -370,7 +394,11 @@ class Gateway:
         self._log.debug("upstream event: %s", warning)
 
     async def _relay(
-        self, response: httpx.Response, chain: TransformerChain, stats: RunStats
+        self,
+        response: httpx.Response,
+        chain: TransformerChain,
+        stats: RunStats,
+        told: _ToldViolations,
     ) -> AsyncIterator[bytes]:
         """``_decode`` + ``chain.apply`` + encoding, one batch per upstream chunk.
 
@@ -397,11 +425,12 @@ class Gateway:
                     continue
                 try:
                     out = relay.feed(payloads)
-                except Exception:
+                except Exception as exc:
                     unsent = relay.take_unsent()  # what the events before the failing one gave
                     stats.written = relay.events_out
                     if unsent:
                         yield unsent
+                    told.check(exc)
                     raise
                 stats.written = relay.events_out
                 if out:
@@ -416,10 +445,79 @@ class Gateway:
             stats.forwarded = relay.events_forwarded
         upstream.seen_any = relay.events_in > relay.events_unknown
         upstream.check_ended()
-        out = relay.finish()
+        try:
+            out = relay.finish()
+        except Exception as exc:
+            told.check(exc)
+            raise
         stats.written = relay.events_out
         if out:
             yield out
+
+
+class WithheldViolation(RunFailure):
+    """A protocol violation found before the end of the chain, told without quoting the stream.
+
+    Stages of your chain may hide entities (FilterToolCalls, SubagentVisibility,
+    a state filter). A violation raised *before* them — by chunk expansion, or by
+    a Verify inside your chain — is worded from the upstream's events and may
+    name what they hide, so the client gets the rule and the position only; the
+    full message is in the gateway's log. The gateway's own verification runs
+    after the chain and quotes only what the client receives, so its messages
+    are sent in full.
+    """
+
+    def __init__(self, violation: ProtocolViolation) -> None:
+        rule = getattr(violation, "rule", None)
+        what = f"rule `{rule.value}` ({rule.describe()})" if isinstance(rule, Rule) else (
+            "the AG-UI protocol"
+        )
+        event, index = violation.event, violation.index
+        if event is not None and index is not None:
+            where = f"upstream event #{index} ({event.type.value})"
+        elif event is not None:
+            where = f"a {event.type.value} event"
+        else:
+            where = "the end of the stream"
+        stage = f", found by stage {violation.stage}" if violation.stage else ""
+        super().__init__(
+            "PROTOCOL_VIOLATION",
+            f"the agent's events break {what} at {where}{stage}; the message is withheld "
+            "because it may quote what the pipeline hides (see the gateway log)",
+        )
+        self.violation = violation
+
+
+class _ToldViolations:
+    """Decides what the client may read of a violation (see ``WithheldViolation``)."""
+
+    __slots__ = ("_final", "_log", "_stats")
+
+    def __init__(self, final: Verify | None, stats: RunStats, log: logging.Logger) -> None:
+        self._final = final
+        self._stats = stats
+        self._log = log
+
+    def check(self, exc: BaseException) -> None:
+        """Raise the withheld form of ``exc`` when it must not reach the client as it is."""
+        if not isinstance(exc, ProtocolViolation) or exc.stage is None:
+            return  # not a stage's verdict (the upstream's malformed bytes: UPSTREAM_MALFORMED)
+        final = self._final
+        if final is not None and any(v is exc for v in final.violations):
+            return  # the gateway's own check of what the client receives: safe to quote
+        self._log.warning(
+            "run %s: protocol violation before the end of the chain (the client gets the "
+            "rule and position only): %s", self._stats.run_id, exc,
+        )
+        raise WithheldViolation(exc) from exc
+
+    async def guard(self, events: AsyncIterator[BaseEvent]) -> AsyncIterator[BaseEvent]:
+        try:
+            async for event in events:
+                yield event
+        except Exception as exc:
+            self.check(exc)
+            raise
 
 
 _RUN_CLASSES: frozenset[type[BaseEvent]] = frozenset(

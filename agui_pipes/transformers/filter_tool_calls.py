@@ -18,7 +18,14 @@ those: a blocked call leaves no trace anywhere in the stream —
   have created it;
 * its id in a success outcome's ``pendingToolCallIds``;
 * a subagent it spawned (``parentToolCallId``), nested subagents of that one,
-  and everything attributed to them, messages in snapshots included.
+  and everything attributed to them, messages in snapshots included;
+* its result message: an encrypted value (``subtype: message``) naming it —
+  pydantic-ai sends one after every retried or failed tool;
+* the assistant message it leaves empty (START / END and nothing kept);
+* its id and name in the free text of a RUN_ERROR passing the stage (written
+  upstream by a Verify with ``on_violation="run_error"`` or the run driver);
+* with ``state_messages``, its entries in message lists kept in the state
+  (``_state_messages``), snapshots and deltas.
 
 Interrupts are the one thing not removed: the next run must answer every
 interrupt of an interrupted run, so an interrupt tied to a blocked call or
@@ -38,7 +45,6 @@ from typing import Any
 from ag_ui.core import (
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
-    AssistantMessage,
     BaseEvent,
     MessagesSnapshotEvent,
     ReasoningEncryptedValueEvent,
@@ -49,10 +55,13 @@ from ag_ui.core import (
     ReasoningMessageStartEvent,
     ReasoningStartEvent,
     RunAgentInput,
+    RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
     RunStartedEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
     SubagentErrorEvent,
     SubagentFinishedEvent,
     SubagentStartedEvent,
@@ -65,13 +74,14 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
-    ToolMessage,
 )
 
 from .._transformer import Condition, StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
+from ._call_traces import MODEL_SHAPE, scrub_messages
 from ._lane_mirror import LaneMirror
 from ._lanes import CLOSING_CLASSES, ChunkRoute
+from ._state_messages import StateMessages, parse_pointer
 
 __all__ = ["FilterToolCalls"]
 
@@ -128,6 +138,7 @@ class FilterToolCalls(StreamTransformer):
         self,
         allow: Iterable[str] | str | None = None,
         deny: Iterable[str] | str | None = None,
+        state_messages: Iterable[str] | str | None = None,
     ) -> None:
         allowed = _names(allow, "allow")
         denied = _names(deny, "deny")
@@ -148,11 +159,13 @@ class FilterToolCalls(StreamTransformer):
         self._base: dict[type[BaseEvent], _Handler] = {
             RunStartedEvent: self._run_started,
             RunFinishedEvent: self._run_finished,
+            RunErrorEvent: self._run_error,
             MessagesSnapshotEvent: self._messages_snapshot,
+            TextMessageStartEvent: self._text_start,
             ToolCallStartEvent: self._tool_start,
             ToolCallArgsEvent: self._by_call_id,
             ToolCallEndEvent: self._by_call_id,
-            ToolCallResultEvent: self._by_call_id,
+            ToolCallResultEvent: self._result,
             ToolCallChunkEvent: self._chunk,
             ReasoningEncryptedValueEvent: self._encrypted,
             SubagentStartedEvent: self._subagent_started,
@@ -164,18 +177,37 @@ class FilterToolCalls(StreamTransformer):
         self._blocked: set[str] = set()
         self._blocked_subagents: set[str] = set()
         self._blocked_entities: set[tuple[str, str]] = set()
+        self._hidden_messages: set[str] = set()
+        """Ids of messages removed whole: a blocked call's result, an emptied assistant message."""
+        self._held: dict[str, _Held] = {}
+        pointers = _pointers(state_messages)
+        self._state: StateMessages | None = None
+        if pointers:
+            self._state = StateMessages(
+                pointers, self._blocked, self.blocks, self._blocked_subagents
+            )
+            self._base[StateSnapshotEvent] = self._state.snapshot
+            self._base[StateDeltaEvent] = self._state.delta
         self._build_tables()
         self._table = self._tables[0]
 
     @classmethod
-    def allow(cls, names: Iterable[str] | str) -> FilterToolCalls:
+    def allow(
+        cls, names: Iterable[str] | str, *, state_messages: Iterable[str] | str | None = None
+    ) -> FilterToolCalls:
         """Only calls of these tools pass (glob patterns allowed)."""
-        return cls(allow=names)
+        return cls(allow=names, state_messages=state_messages)
 
     @classmethod
-    def deny(cls, names: Iterable[str] | str) -> FilterToolCalls:
-        """Calls of these tools are removed; every other call passes (glob patterns allowed)."""
-        return cls(deny=names)
+    def deny(
+        cls, names: Iterable[str] | str, *, state_messages: Iterable[str] | str | None = None
+    ) -> FilterToolCalls:
+        """Calls of these tools are removed; every other call passes (glob patterns allowed).
+
+        ``state_messages`` lists JSON pointers to message lists inside the state
+        (``["/messages"]``) that are scrubbed of the removed calls as well.
+        """
+        return cls(deny=names, state_messages=state_messages)
 
     # -- decisions ------------------------------------------------------------
 
@@ -245,7 +277,9 @@ class FilterToolCalls(StreamTransformer):
         return out
 
     route_key: int = 0
-    """Which of the four handler tables is in use (the chain re-plans when it changes)."""
+    """Which of the four handler tables is in use, plus 4 while an assistant message
+    start is held (every event then comes to ``_while_holding``); the chain
+    re-plans when it changes."""
 
     def _select_table(self) -> None:
         lanes_open = self._lanes.open or self._mirror.output.open
@@ -253,26 +287,37 @@ class FilterToolCalls(StreamTransformer):
 
     def _use_table(self, index: int) -> None:
         self._table = self._tables[index]
-        if index != self.route_key:
-            self.route_key = index
+        key = index + 4 if self._held else index
+        if key != self.route_key:
+            self.route_key = key
             self.reroute()
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
         # The handler itself, or None: events the current table ignores skip the stage.
+        if self._held:
+            return self._while_holding
         return self._table.get(event_class)
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if self._held:
+            return self._while_holding(event)
         handler = self._table.get(type(event))
         if handler is None:
             return (event,)
         return handler(event)
+
+    def finish(self) -> Sequence[BaseEvent]:
+        # The upstream ended with messages held: settle them as a kept event would.
+        return self._settle()
 
     def passes(
         self, event_class: type[BaseEvent], fields: frozenset[str]
     ) -> tuple[Condition, ...] | None:
         # An event the current table sends to ``_by_call_id`` (the deltas of
         # calls, outside chunk streams) passes unless its call or its tagging
-        # subagent is blocked.
+        # subagent is blocked. Nothing passes unseen while a message is held.
+        if self._held:
+            return None
         handler = self._table.get(event_class)
         if getattr(handler, "__func__", None) is not FilterToolCalls._by_call_id:
             return None
@@ -289,8 +334,73 @@ class FilterToolCalls(StreamTransformer):
         self._blocked.clear()
         self._blocked_subagents.clear()
         self._blocked_entities.clear()
+        self._hidden_messages.clear()
+        self._held.clear()
         self._mirror.reset()
         self._use_table(0)
+
+    # -- assistant messages emptied by the filter ------------------------------
+
+    def _text_start(self, event: TextMessageStartEvent) -> Sequence[BaseEvent]:
+        """Hold an assistant message's start until something shows it is not left empty.
+
+        A message whose only contents were blocked calls would reach the client as
+        an empty assistant message. So its START (and END) wait while only blocked
+        events follow; the first event that is kept decides: an allowed call or
+        content of the message — or a message that lost no call — releases them
+        first; a message that ended having lost a call, with nothing kept in it,
+        is removed. No kept event is ever reordered.
+        """
+        if self._blocked_subagents:
+            kept = self._by_tag(event)
+            if not kept:
+                return kept
+        if event.role != "assistant" or self.route_key & 1 or len(self._held) >= _MAX_HELD:
+            return (event,)
+        self._held[event.message_id] = _Held(event)
+        self._use_table(self.route_key & 3)
+        return ()
+
+    def _while_holding(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        cls = type(event)
+        if cls is RunStartedEvent:
+            return (*self._settle(), *self._run_started(event))  # type: ignore[arg-type]
+        handler = self._table.get(cls)
+        out = (event,) if handler is None else handler(event)
+        if cls is TextMessageEndEvent:
+            held = self._held.get(event.message_id)  # type: ignore[attr-defined]
+            if held is not None and not held.ended:
+                held.events.extend(out)
+                held.ended = True
+                return ()
+        elif cls is ToolCallStartEvent:
+            parent = event.parent_message_id  # type: ignore[attr-defined]
+            held = self._held.get(parent) if parent is not None else None
+            if held is not None and not out:
+                held.lost_call = True
+                return ()
+            if held is not None:
+                held.lost_call = False  # it keeps a call: never empty
+        if not out or not self._held:
+            return out
+        settled = self._settle()
+        if cls is ReasoningEncryptedValueEvent:
+            out = self._encrypted(event)  # type: ignore[arg-type]  # may name a removed message
+        return (*settled, *out)
+
+    def _settle(self) -> Sequence[BaseEvent]:
+        """Release every held message; those that ended with only blocked calls go."""
+        if not self._held:
+            return ()
+        out: list[BaseEvent] = []
+        for message_id, held in self._held.items():
+            if held.lost_call and held.ended:
+                self._hidden_messages.add(message_id)
+            else:
+                out.extend(held.events)
+        self._held.clear()
+        self._use_table(self.route_key & 3)
+        return out
 
     def _subagent_blocked(self, event: BaseEvent) -> bool:
         tag = event.subagent_run_id  # type: ignore[attr-defined]
@@ -344,6 +454,13 @@ class FilterToolCalls(StreamTransformer):
         self._blocked.discard(event.tool_call_id)
         return (event,)
 
+    def _result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
+        if event.tool_call_id in self._blocked or self._subagent_blocked(event):
+            # Its message id is the tool message's: an encrypted value may name it.
+            self._hidden_messages.add(event.message_id)
+            return ()
+        return (event,)
+
     def _by_call_id(self, event: BaseEvent) -> Sequence[BaseEvent]:
         if event.tool_call_id in self._blocked or self._subagent_blocked(event):  # type: ignore[attr-defined]
             return ()
@@ -387,10 +504,11 @@ class FilterToolCalls(StreamTransformer):
         if event.subtype == "tool-call":
             if entity in self._blocked:
                 return ()
-        elif ("text", entity) in self._blocked_entities or (
-            "reasoning",
-            entity,
-        ) in self._blocked_entities:
+        elif (
+            entity in self._hidden_messages
+            or ("text", entity) in self._blocked_entities
+            or ("reasoning", entity) in self._blocked_entities
+        ):
             return ()
         return (event,)
 
@@ -418,6 +536,10 @@ class FilterToolCalls(StreamTransformer):
         if not isinstance(echo, RunAgentInput):
             return (event,)
         update: dict[str, Any] = {}
+        if self._state is not None and echo.state is not None:
+            state = self._state.scrub(echo.state)
+            if state is not echo.state:
+                update["state"] = state
         messages = self._filter_messages(echo.messages)
         if messages is not None:
             update["messages"] = messages
@@ -455,6 +577,30 @@ class FilterToolCalls(StreamTransformer):
                 return (event.model_copy(update={"outcome": new_outcome}),)
         return (event,)
 
+    def _run_error(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
+        """Take what this stage hides out of a RUN_ERROR's free text.
+
+        A RUN_ERROR written upstream of this stage (a ``Verify(on_violation=
+        "run_error")`` before it, the run driver's error for a failure) may quote
+        a blocked call's id or name; every id and name this stage removed in the
+        run is replaced by ``[hidden]``.
+        """
+        secrets = self._secrets_in(event.message)
+        if not secrets:
+            return (event,)
+        pattern = "|".join(re.escape(s) for s in sorted(secrets, key=len, reverse=True))
+        message = re.sub(rf"(?<![\w-])(?:{pattern})(?![\w-])", "[hidden]", event.message)
+        return (event.model_copy(update={"message": message}),)
+
+    def _secrets_in(self, text: str) -> list[str]:
+        names = [name for name, blocked in self._decisions.items() if blocked]
+        return [
+            secret
+            for group in (self._blocked, self._blocked_subagents, self._hidden_messages, names)
+            for secret in group
+            if secret and secret in text
+        ]
+
     def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
         messages = self._filter_messages(event.messages)
         if messages is None:
@@ -465,31 +611,42 @@ class FilterToolCalls(StreamTransformer):
         """The messages without any trace of a blocked call, or None when nothing changed.
 
         Ids of calls blocked by name here join the run's blocked set, so a later
-        TOOL_CALL_RESULT or chunk for them is dropped too.
+        TOOL_CALL_RESULT or chunk for them is dropped too; ids of messages removed
+        whole join the hidden messages (an encrypted value may name them).
         """
-        for message in messages:
-            if isinstance(message, AssistantMessage) and message.tool_calls:
-                tag = message.subagent_run_id
-                owner_blocked = tag is not None and tag in self._blocked_subagents
-                for call in message.tool_calls:
-                    if owner_blocked or self.blocks(call.function.name):
-                        self._blocked.add(call.id)
-        out: list[Any] = []
-        changed = False
-        for message in messages:
-            tag = getattr(message, "subagent_run_id", None)
-            if tag is not None and tag in self._blocked_subagents:
-                changed = True
-                continue
-            if isinstance(message, ToolMessage) and message.tool_call_id in self._blocked:
-                changed = True
-                continue
-            if isinstance(message, AssistantMessage) and message.tool_calls:
-                calls = [c for c in message.tool_calls if c.id not in self._blocked]
-                if len(calls) != len(message.tool_calls):
-                    changed = True
-                    if not calls and not message.content:
-                        continue
-                    message = message.model_copy(update={"tool_calls": calls or None})
-            out.append(message)
-        return out if changed else None
+        out = scrub_messages(
+            messages, MODEL_SHAPE, self._blocked, self.blocks, self._blocked_subagents
+        )
+        if out is not None and len(out) != len(messages):
+            kept = {id(m) for m in out}
+            self._hidden_messages.update(
+                m.id for m in messages if id(m) not in kept and m.id is not None
+            )
+        return out
+
+
+_MAX_HELD = 64
+"""Assistant message starts held at once; beyond that a start passes at once (bounded memory)."""
+
+
+class _Held:
+    """A held assistant message: its START (and END), and whether a blocked call was in it."""
+
+    __slots__ = ("ended", "events", "lost_call")
+
+    def __init__(self, start: BaseEvent) -> None:
+        self.events: list[BaseEvent] = [start]
+        self.ended = False
+        self.lost_call = False
+
+
+def _pointers(value: Iterable[str] | str | None) -> list[tuple[str, ...]]:
+    if value is None:
+        return []
+    pointers = [value] if isinstance(value, str) else list(value)
+    if not pointers:
+        raise ValueError(
+            "FilterToolCalls(state_messages=[]): give at least one JSON pointer such as "
+            "'/messages', or leave the option out"
+        )
+    return [parse_pointer(p) for p in pointers]

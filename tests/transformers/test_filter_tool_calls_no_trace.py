@@ -1,0 +1,234 @@
+"""FilterToolCalls leaves no trace with real producers' streams (hardening issue, items 8-10).
+
+* pydantic-ai sends a REASONING_ENCRYPTED_VALUE (``subtype: "message"``) naming
+  the *result message* of every retried or failed tool;
+* producers that wrap tool calls in a TEXT_MESSAGE_START / END leave an empty
+  assistant message when every call of it is removed;
+* a RUN_ERROR written upstream of the filter (a Verify with
+  ``on_violation="run_error"``, the run driver) may quote a removed call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _stage_helpers import consumed, through, wire
+from ag_ui.core import (
+    BaseEvent,
+    ReasoningEncryptedValueEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
+)
+
+from agui_pipes import TransformerChain
+from agui_pipes.config import load_chain
+from agui_pipes.testing import assert_events_equal, run, run_transformer, text, tool_call
+from agui_pipes.transformers import FilterToolCalls, Verify
+
+DENY = FilterToolCalls.deny(["internal_*"])
+
+YAML = """
+transformers:
+  - type: filter_tool_calls
+    deny: ["internal_*"]
+"""
+
+
+def _yaml_through(events: list[BaseEvent], yaml: str = YAML) -> list[BaseEvent]:
+    return list(load_chain(yaml)().apply_sync(events))
+
+
+def _encrypted(entity_id: str, subtype: Any = "message") -> BaseEvent:
+    return ReasoningEncryptedValueEvent(
+        subtype=subtype, entity_id=entity_id, encrypted_value="opaque-blob"
+    )
+
+
+# -- item 9: encrypted values naming a removed result message ----------------------------
+
+
+def _retried_tool_stream() -> list[BaseEvent]:
+    # What pydantic-ai sends after a tool asked for a retry: the result message,
+    # then an encrypted value for that message.
+    return run(
+        [
+            *tool_call(
+                "internal-call-7", "internal_lookup", '{"user": 42}',
+                result="retry: user 42 is not in the index", result_message_id="res-internal",
+            ),
+            _encrypted("res-internal"),
+            *tool_call(
+                "call-2", "search", '{"q": "x"}', result="found", result_message_id="res-search"
+            ),
+            _encrypted("res-search"),
+            *text("m1", "Done"),
+        ]
+    )
+
+
+@pytest.mark.parametrize("path", ["stage", "yaml"])
+def test_encrypted_value_of_a_removed_result_message_is_dropped(path: str) -> None:
+    events = _retried_tool_stream()
+    out = through(DENY, events) if path == "stage" else _yaml_through(events)
+    encrypted = [e for e in out if isinstance(e, ReasoningEncryptedValueEvent)]
+    assert [e.entity_id for e in encrypted] == ["res-search"]
+    assert "res-internal" not in wire(out)
+
+
+def test_encrypted_value_of_a_tool_message_removed_from_a_snapshot_is_dropped() -> None:
+    from ag_ui.core import (
+        AssistantMessage,
+        FunctionCall,
+        MessagesSnapshotEvent,
+        ToolCall,
+        ToolMessage,
+    )
+
+    snapshot = MessagesSnapshotEvent(
+        messages=[
+            AssistantMessage(
+                id="a1",
+                tool_calls=[
+                    ToolCall(
+                        id="c1",
+                        function=FunctionCall(name="internal_lookup", arguments="{}"),
+                    )
+                ],
+            ),
+            ToolMessage(id="t1", tool_call_id="c1", content="secret"),
+        ]
+    )
+    out = through(DENY, run([snapshot, _encrypted("t1"), _encrypted("a1")]))
+    assert not [e for e in out if isinstance(e, ReasoningEncryptedValueEvent)]
+
+
+# -- item 10: the empty assistant message a removed call leaves --------------------------
+
+
+def _wrapped(message_id: str, *calls: list[BaseEvent], end_first: bool = False) -> list[BaseEvent]:
+    start = TextMessageStartEvent(message_id=message_id, role="assistant")
+    end = TextMessageEndEvent(message_id=message_id)
+    body = [e for call in calls for e in call]
+    return [start, end, *body] if end_first else [start, *body, end]
+
+
+@pytest.mark.parametrize("end_first", [False, True], ids=["calls-inside", "calls-after-end"])
+@pytest.mark.parametrize("path", ["stage", "yaml"])
+def test_an_assistant_message_emptied_of_its_calls_is_removed(
+    end_first: bool, path: str
+) -> None:
+    events = run(
+        [
+            *_wrapped(
+                "asst-1",
+                tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
+                tool_call("c2", "internal_audit", "{}", parent_message_id="asst-1"),
+                end_first=end_first,
+            ),
+            _encrypted("asst-1"),
+            *text("m2", "Here you go"),
+        ]
+    )
+    out = through(DENY, events) if path == "stage" else _yaml_through(events)
+    assert_events_equal(out, run(text("m2", "Here you go")))
+    assert "asst-1" not in wire(out)
+    assert [m["id"] for m in consumed(out).messages] == ["m2"]
+
+
+@pytest.mark.parametrize("end_first", [False, True], ids=["calls-inside", "calls-after-end"])
+def test_a_message_keeping_an_allowed_call_keeps_its_start_and_end(end_first: bool) -> None:
+    allowed = tool_call("c2", "search", "{}", parent_message_id="asst-1")
+    events = run(
+        _wrapped(
+            "asst-1",
+            tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
+            allowed,
+            end_first=end_first,
+        )
+    )
+    expected = run(_wrapped("asst-1", allowed, end_first=end_first))
+    out = through(DENY, events)
+    assert_events_equal(out, expected)
+    messages = consumed(out).messages
+    assert [c["id"] for c in messages[0]["toolCalls"]] == ["c2"]
+
+
+def test_messages_with_content_or_without_removed_calls_are_untouched() -> None:
+    empty = [
+        TextMessageStartEvent(message_id="empty", role="assistant"),
+        TextMessageEndEvent(message_id="empty"),
+    ]
+    events = run(
+        [
+            *empty,
+            *text("m1", "Let me check"),
+            *tool_call("c1", "internal_lookup", "{}", parent_message_id="m1"),
+            *text("m2", "Done"),
+        ]
+    )
+    out = through(DENY, events)
+    assert_events_equal(out, run([*empty, *text("m1", "Let me check"), *text("m2", "Done")]))
+
+
+def test_a_held_start_is_released_at_the_end_of_the_stream() -> None:
+    # A stream cut after an assistant message start: nothing is lost.
+    events = [*run()[:1], TextMessageStartEvent(message_id="m1", role="assistant")]
+    assert_events_equal(through(DENY, events), events)
+
+
+# -- item 8 (stage side): a RUN_ERROR quoting a removed call ------------------------------
+
+
+def _interleaved_parallel_calls() -> list[BaseEvent]:
+    """pydantic-ai with OpenAI parallel tool calls: a new part ends the previous call,
+    then a late argument delta for the earlier call arrives (ARGS after END)."""
+    return run(
+        [
+            ToolCallStartEvent(
+                tool_call_id="internal-call-7", tool_call_name="internal_lookup",
+                parent_message_id="resp-1",
+            ),
+            ToolCallArgsEvent(tool_call_id="internal-call-7", delta='{"acct":'),
+            ToolCallEndEvent(tool_call_id="internal-call-7"),
+            ToolCallStartEvent(
+                tool_call_id="call-9", tool_call_name="search", parent_message_id="resp-1"
+            ),
+            ToolCallArgsEvent(tool_call_id="internal-call-7", delta=' "A-1"}'),
+            ToolCallArgsEvent(tool_call_id="call-9", delta='{"q": "x"}'),
+            ToolCallEndEvent(tool_call_id="call-9"),
+        ]
+    )
+
+
+@pytest.mark.parametrize("path", ["stage", "yaml"])
+def test_a_run_error_from_a_verifier_before_the_filter_does_not_name_the_removed_call(
+    path: str,
+) -> None:
+    events = _interleaved_parallel_calls()
+    if path == "stage":
+        chain = TransformerChain([Verify(on_violation="run_error"), DENY.fresh()])
+        out = run_transformer(chain, events)
+    else:
+        out = _yaml_through(
+            events,
+            "transformers:\n  - type: verify\n    on_violation: run_error\n" + YAML.split(
+                "transformers:\n", 1)[1],
+        )
+    error = out[-1]
+    assert error.type.value == "RUN_ERROR"
+    assert "[hidden]" in error.message  # type: ignore[attr-defined]
+    assert "internal-call-7" not in wire(out)
+    assert "internal_lookup" not in wire(out)
+
+
+def test_run_error_scrubbing_replaces_whole_ids_only() -> None:
+    events = run(
+        tool_call("c1", "internal_lookup", "{}"),
+        error="call c1 failed; c12 and xc1 are other calls",
+    )
+    out = through(DENY, events)
+    assert out[-1].message == "call [hidden] failed; c12 and xc1 are other calls"  # type: ignore[attr-defined]
