@@ -9,95 +9,22 @@ keep its memory within that bound, and give the client up after
 
 from __future__ import annotations
 
-import json
-import socket
-import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import anyio
-import anyio.lowlevel
 import httpx
 import pytest
 from _servers import Running, serve
+from _slow_clients import KIB, Flood, poll, stalled_client, wait_until_held
 from starlette.applications import Starlette
 
 from agui_pipes.codecs import encode_sse
-from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, agent_route
+from agui_pipes.server.gateway import Gateway
 from agui_pipes.testing import collect
-
-DELTA = "x" * 1000
-KIB = 1024
-
-
-class Flood:
-    """Streams ``n`` 1 KB deltas, awaiting after each; records how it ended (thread-safe)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.emitted = 0
-        self.ended_by: str | None = None
-        self.ended = threading.Event()
-
-    async def run(self, ctx: RunContext[Any]) -> RunOutcome:
-        try:
-            with ctx.assistant_message() as message:
-                for _ in range(self.n):
-                    message.delta(DELTA)
-                    self.emitted += 1
-                    await anyio.lowlevel.checkpoint()
-        except BaseException as exc:
-            self.ended_by = type(exc).__name__
-            raise
-        finally:
-            self.ended.set()
-        self.ended_by = "return"
-        return RunOutcome.success()
-
-
-def poll(condition: Callable[[], bool], within: float, what: str) -> None:
-    """Poll a condition set by the server's thread; fail naming ``what``."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {within}s: {what}")
-        time.sleep(0.01)
-
-
-def wait_until_held(count: Callable[[], int], quiet: float = 0.5, within: float = 20) -> float:
-    """Wait until ``count()`` stops growing for ``quiet`` seconds; return when it stopped."""
-    deadline = time.monotonic() + within
-    last, since = count(), time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(0.05)
-        now = count()
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return since
-    raise AssertionError(f"the producer was never held: {count()} events and counting")
-
-
-@contextmanager
-def stalled_client(port: int, path: str = "/") -> Iterator[socket.socket]:
-    """A client that POSTs a run and then reads nothing (a small receive buffer)."""
-    body = json.dumps({"threadId": "t", "runId": "r", "messages": []}).encode()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", port))
-    request = (
-        f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
-        f"accept: text/event-stream\r\ncontent-length: {len(body)}\r\n\r\n"
-    ).encode()
-    sock.sendall(request + body)
-    try:
-        yield sock
-    finally:
-        sock.close()
 
 
 @contextmanager
@@ -202,3 +129,26 @@ _INPUT = {"threadId": "t", "runId": "r", "messages": []}
 def test_send_limits_are_checked(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         AgentEndpoint(Flood(1), **options)
+
+
+def test_a_stalled_gateway_client_closes_the_upstream_after_the_send_timeout() -> None:
+    """In-process (no kernel timeout on the socket): the send timeout alone ends it."""
+    agent = Flood(1_000, "y" * 100_000)
+    upstream_app = AgentEndpoint(agent, keepalive=None, send_buffer=64 * KIB, send_timeout=120)
+    with serve(upstream_app) as upstream:
+        gateway_app = Gateway(
+            upstream.url, keepalive=None, send_buffer=64 * KIB, send_timeout=SEND_TIMEOUT
+        )
+        with serve(gateway_app) as gateway, stalled_client(gateway.port):
+            poll(lambda: agent.emitted > 0, 10, "the upstream agent started")
+            held_since = wait_until_held(lambda: agent.emitted)
+            assert not agent.ended.is_set()
+            assert agent.emitted < 500
+            assert agent.ended.wait(SEND_TIMEOUT + 5), "the upstream run was not cancelled"
+            assert time.monotonic() - held_since < SEND_TIMEOUT + 5
+            assert agent.ended_by == "CancelledError"
+            poll(
+                lambda: gateway.open_tasks == 0 and upstream.open_connections == 0,
+                5,
+                "the gateway's run ended and its upstream connection closed",
+            )
