@@ -9,16 +9,21 @@ keep its memory within that bound, and give the client up after
 
 from __future__ import annotations
 
+import json
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 from _servers import Running, serve
 from _slow_clients import KIB, Flood, poll, stalled_client, wait_until_held
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 
 from agui_pipes.codecs import encode_sse
@@ -152,3 +157,67 @@ def test_a_stalled_gateway_client_closes_the_upstream_after_the_send_timeout() -
                 5,
                 "the gateway's run ended and its upstream connection closed",
             )
+
+
+class _Deltas:
+    """Emits the given deltas, awaiting every ``every`` of them."""
+
+    def __init__(self, sizes: list[int], every: int) -> None:
+        self.sizes = sizes
+        self.every = every
+
+    async def run(self, ctx: Any) -> None:
+        with ctx.assistant_message() as message:
+            for index, size in enumerate(self.sizes):
+                message.delta(chr(0x61 + index % 26) * size)
+                if index % self.every == 0:
+                    await anyio.lowlevel.checkpoint()
+
+
+async def _serve_once(app: AgentEndpoint, pauses: list[int]) -> bytes:
+    """Call the ASGI app directly with a client whose writes take ``pauses`` checkpoints."""
+    body = json.dumps(_INPUT).encode()
+    requests = [{"type": "http.request", "body": body, "more_body": False}]
+    received: list[bytes] = []
+    writes = 0
+
+    async def receive() -> dict[str, Any]:
+        if requests:
+            return requests.pop()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        nonlocal writes
+        for _ in range(pauses[writes % len(pauses)]):
+            await anyio.lowlevel.checkpoint()
+        writes += 1
+        if message["type"] == "http.response.body":
+            received.append(message["body"])
+
+    await app({"type": "http", "method": "POST", "headers": []}, receive, send)
+    return b"".join(received)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 6000), min_size=1, max_size=100),
+    every=st.integers(1, 40),
+    send_buffer=st.integers(1, 20_000),
+    pauses=st.lists(st.integers(0, 30), min_size=1, max_size=5),
+)
+def test_whatever_the_buffer_and_the_pace_the_client_gets_the_run_byte_for_byte(
+    backend: str, sizes: list[int], every: int, send_buffer: int, pauses: list[int]
+) -> None:
+    async def both() -> tuple[bytes, bytes]:
+        expected = b"".join(
+            encode_sse(event) for event in await collect(_Deltas(sizes, every), _INPUT)
+        )
+        app = AgentEndpoint(
+            _Deltas(sizes, every), keepalive=None, send_buffer=send_buffer, send_timeout=30
+        )
+        return expected, await _serve_once(app, pauses)
+
+    expected, got = anyio.run(both, backend=backend)
+    assert got == expected

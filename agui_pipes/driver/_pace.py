@@ -40,7 +40,7 @@ class Pacer:
     other once per event.
     """
 
-    __slots__ = ("_room", "high", "low", "released", "sent", "taken")
+    __slots__ = ("high", "low", "released", "room", "sent", "taken")
 
     def __init__(self, high: int) -> None:
         self.high = high
@@ -49,12 +49,8 @@ class Pacer:
         self.taken = 0
         self.released = False
         """Set when nobody will read any more: holding the agent would hang it."""
-        self._room: anyio.Event | None = None
-
-    @property
-    def holding(self) -> bool:
-        """Whether the agent is waiting for the consumer (cheap: read per event)."""
-        return self._room is not None
+        self.room: anyio.Event | None = None
+        """What a held agent waits on; None while it is not held (read per event)."""
 
     def behind(self) -> bool:
         return self.sent - self.taken >= self.high and not self.released
@@ -62,21 +58,21 @@ class Pacer:
     def took(self, taken: int) -> None:
         """The consumer has taken ``taken`` events in all; wake the agent at ``low``."""
         self.taken = taken
-        room = self._room
+        room = self.room
         if room is not None and self.sent - taken <= self.low:
-            self._room = None
+            self.room = None
             room.set()
 
     def release(self) -> None:
         """Stop holding the agent for good (the consumer stopped reading)."""
         self.released = True
-        room, self._room = self._room, None
+        room, self.room = self.room, None
         if room is not None:
             room.set()
 
     async def wait_for_room(self) -> None:
         while self.sent - self.taken > self.low and not self.released:
-            room = self._room = anyio.Event()
+            room = self.room = anyio.Event()
             await room.wait()
 
 

@@ -161,7 +161,7 @@ class RunEvents:
         # for backpressure is woken from here once enough were taken.
         pacer = self._pacer
         taken = pacer.taken = pacer.taken + 1
-        if pacer.holding:
+        if pacer.room is not None:
             pacer.took(taken)
         if taken % _CHECKPOINT_EVERY:
             try:
