@@ -36,8 +36,10 @@ class Pacer:
 
     ``sent`` is advanced by the emit path, ``taken`` by the consumer; the
     agent is held while ``sent - taken >= high`` and released at ``low``
-    (half of ``high``), so a held agent and a slow consumer do not wake each
-    other once per event.
+    (half of ``high``) or earlier, so a held agent and a slow consumer do not
+    wake each other once per event. The consumer looks at ``room`` only when
+    its buffer runs dry and at its periodic checkpoints, so a held agent may
+    wait until the backlog is empty.
     """
 
     __slots__ = ("high", "low", "released", "room", "sent", "taken")
@@ -57,7 +59,6 @@ class Pacer:
 
     def took(self, taken: int) -> None:
         """The consumer has taken ``taken`` events in all; wake the agent at ``low``."""
-        self.taken = taken
         room = self.room
         if room is not None and self.sent - taken <= self.low:
             self.room = None

@@ -157,12 +157,11 @@ class RunEvents:
         # Buffered events are taken without a scheduler round each (that round
         # would dominate the cost per event); a periodic full receive keeps the
         # consumer a good citizen (a checkpoint) during long bursts. The
-        # pacer's count of taken events is this loop's counter: an agent held
-        # for backpressure is woken from here once enough were taken.
+        # pacer's count of taken events is this loop's counter; an agent held
+        # for backpressure is woken off the fast path — at a checkpoint, or
+        # once the buffer is empty — so taking a buffered event costs no check.
         pacer = self._pacer
         taken = pacer.taken = pacer.taken + 1
-        if pacer.room is not None:
-            pacer.took(taken)
         if taken % _CHECKPOINT_EVERY:
             try:
                 return self._receive.receive_nowait()
@@ -170,6 +169,8 @@ class RunEvents:
                 pass
             except (anyio.EndOfStream, anyio.ClosedResourceError):
                 raise StopAsyncIteration from None
+        if pacer.room is not None:
+            pacer.took(taken - 1)
         try:
             return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
