@@ -27,7 +27,7 @@ from ag_ui.core import RunAgentInput
 
 from agui_pipes.server import AgentEndpoint
 
-from ._harness import serve_gateway
+from ._harness import assert_clean, run_cli, serve_gateway
 
 SEND_BUFFER = 64 * KIB
 SEND_TIMEOUT = 3.0
@@ -128,3 +128,12 @@ def test_a_stalled_client_stops_the_gateway_reading_its_upstream(
                 "the gateway dropped the stalled client's connection",
             )
         assert gateway.process.poll() is None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--send-buffer", "0"), ("--send-buffer", "-5"), ("--send-timeout", "-1")],
+)
+def test_bad_send_limits_are_a_usage_error(args: tuple[str, str]) -> None:
+    outcome = run_cli("serve", "--demo", *args)
+    assert_clean(outcome, exit_code=2, message="--send-buffer must be a positive number of bytes")
