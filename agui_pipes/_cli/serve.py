@@ -18,7 +18,9 @@ chain file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import socket
 import sys
 from typing import Any
 
@@ -68,6 +70,20 @@ def register(subparsers: Any) -> None:
         help="gateway: longest silence tolerated from the upstream (default 60)",
     )
     parser.add_argument(
+        "--send-buffer",
+        type=int,
+        default=4 * 1024 * 1024,
+        metavar="BYTES",
+        help="encoded events queued per client before the run waits for it (default 4 MiB)",
+    )
+    parser.add_argument(
+        "--send-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a client that reads nothing this long is disconnected (default 30; 0 disables)",
+    )
+    parser.add_argument(
         "--no-verify",
         action="store_true",
         help="gateway: do not verify the upstream's events (chunks are still expanded)",
@@ -101,6 +117,11 @@ def _serve(args: argparse.Namespace) -> int:
         return _usage(f"--path must start with '/', got {args.path!r}")
     if args.keepalive < 0 or args.timeout <= 0 or args.pace < 0:
         return _usage("--keepalive and --pace must be >= 0 and --timeout > 0")
+    if args.send_buffer < 1 or not args.send_timeout >= 0:
+        return _usage(
+            f"--send-buffer must be a positive number of bytes (got {args.send_buffer}) and "
+            f"--send-timeout a number of seconds >= 0 (got {args.send_timeout})"
+        )
     try:
         import uvicorn
 
@@ -127,12 +148,20 @@ def _serve(args: argparse.Namespace) -> int:
         chain = None
 
     keepalive = args.keepalive or None
+    sending: dict[str, Any] = {
+        "send_buffer": args.send_buffer,
+        "send_timeout": args.send_timeout or None,
+    }
     try:
         if args.demo:
             from ..demo import DemoAgent
 
             app = build_app(
-                agent=DemoAgent(pace=args.pace), chain=chain, path=args.path, keepalive=keepalive
+                agent=DemoAgent(pace=args.pace),
+                chain=chain,
+                path=args.path,
+                keepalive=keepalive,
+                **sending,
             )
             what = "the demo agent"
         else:
@@ -143,6 +172,7 @@ def _serve(args: argparse.Namespace) -> int:
                 keepalive=keepalive,
                 timeout=_timeout(args.timeout),
                 verify=not args.no_verify,
+                **sending,
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:
@@ -161,8 +191,40 @@ def _serve(args: argparse.Namespace) -> int:
         args.path,
         f" through {chain!r}" if chain is not None else "",
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on")
-    return 0
+    config = uvicorn.Config(
+        app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
+    )
+    server = uvicorn.Server(config)
+    try:
+        listener = config.bind_socket()
+    except SystemExit:  # uvicorn has logged why (the port is taken, say)
+        return 1
+    _drop_stalled_connections(listener, args.send_timeout)
+    try:
+        server.run(sockets=[listener])
+    except KeyboardInterrupt:  # pragma: no cover - a second Ctrl-C during shutdown
+        pass
+    finally:
+        listener.close()
+    return 0 if server.started else 1
+
+
+def _drop_stalled_connections(listener: socket.socket, send_timeout: float) -> None:
+    """Have the kernel drop a connection whose sent data stays unread ``send_timeout``.
+
+    The endpoint gives up on a stalled client after ``send_timeout`` and
+    abandons the response, but the ASGI server then only *closes* the
+    connection, which waits for the unsent bytes — forever, for a client
+    that holds its socket and reads nothing. ``TCP_USER_TIMEOUT`` (Linux; set
+    on the listening socket, accepted connections inherit it) makes the
+    kernel reset such a connection instead, which frees its socket and
+    buffers; it also ends connections to a peer that vanished.
+    """
+    option = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if option is None or not send_timeout or listener.family == socket.AF_UNIX:
+        return
+    with contextlib.suppress(OSError):
+        listener.setsockopt(socket.IPPROTO_TCP, option, int(send_timeout * 1000))
 
 
 def _timeout(read: float) -> Any:

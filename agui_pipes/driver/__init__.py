@@ -22,9 +22,10 @@ from ._context import Emitter, RunContext, StepHandle, SubagentScope
 from ._errors import Error, ErrorCode
 from ._handles import MessageHandle, ReasoningHandle, ReasoningMessageHandle, ToolCallHandle
 from ._outcome import RunOutcome
-from ._run import Run, RunEvents, run
+from ._run import DEFAULT_BACKPRESSURE, Run, RunEvents, run
 
 __all__ = [
+    "DEFAULT_BACKPRESSURE",
     "Agent",
     "AgentLike",
     "CancelToken",

@@ -34,6 +34,7 @@ from .._errors import StreamRejected
 from .._transformer import StreamTransformer
 from ._cancel import CancelToken
 from ._errors import Error
+from ._pace import Pacer
 
 __all__ = ["UNSET", "Pipeline"]
 
@@ -54,6 +55,7 @@ class Pipeline:
         "_chain",
         "_own_state_doc",
         "_own_state_event",
+        "_pacer",
         "_send",
         "_transform",
         "baseline",
@@ -71,8 +73,10 @@ class Pipeline:
         observe: Observe | None,
         token: CancelToken,
         buffer_size: int | None,
+        pacer: Pacer | None = None,
     ) -> None:
         self._send = send
+        self._pacer = pacer if pacer is not None else Pacer(1)
         self._chain = chain
         self._transform: Transform | None = None if chain is None else chain.transform
         self.observe = observe
@@ -158,6 +162,7 @@ class Pipeline:
             raise self.fail(Error.buffer_full(self.buffer_size or 0, event)) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise self.fail(Error.disconnected()) from None
+        self._pacer.sent += 1
         cls = event.__class__
         if cls is StateSnapshotEvent or cls is StateDeltaEvent:
             self._follow_state(event)

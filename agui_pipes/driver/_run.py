@@ -8,8 +8,10 @@ the block on asyncio or trio.
 
 The agent emits synchronously into an anyio memory stream (unbounded by
 default; ``event_buffer=N`` bounds it, and overflowing it is
-EVENT_BUFFER_FULL). Every emitted event goes through the transformers, then
-the producer verifier, then into the stream.
+EVENT_BUFFER_FULL). Emit cannot wait, so backpressure is applied at the
+agent's awaits instead: while ``backpressure`` events wait for the consumer,
+the agent is held at its next await (``_pace``). Every emitted event goes
+through the transformers, then the producer verifier, then into the stream.
 
 The guarantee: the first event is RUN_STARTED and the last is exactly one of
 RUN_FINISHED / RUN_ERROR, whatever the agent does. The terminal phase is
@@ -24,6 +26,7 @@ from __future__ import annotations
 import inspect
 import logging
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -50,15 +53,18 @@ from ._context import RunContext, unfinished_scope
 from ._core import RunCore, to_json
 from ._errors import Error, ErrorCode
 from ._outcome import RunOutcome
+from ._pace import Pacer, paced
 from ._pipeline import Observe, Pipeline
 from ._verify import producer_observer
 
-__all__ = ["Run", "RunEvents", "run"]
+__all__ = ["DEFAULT_BACKPRESSURE", "Run", "RunEvents", "run"]
 
 _log = logging.getLogger("agui_pipes.driver")
 
 Transformers = StreamTransformer | Sequence[Stage] | Callable[[], StreamTransformer] | None
 _TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
+DEFAULT_BACKPRESSURE = 256
+"""Events waiting for the consumer at which the agent is held at its next await."""
 _CHECKPOINT_EVERY = 64
 """The consumer side yields to the scheduler at least this often while events are buffered."""
 
@@ -130,13 +136,17 @@ class RunEvents:
     agent's next emit then fails with DISCONNECTED and the agent unwinds.
     """
 
-    __slots__ = ("_count", "_receive", "cancel_token", "run_id")
+    __slots__ = ("_pacer", "_receive", "cancel_token", "run_id")
 
     def __init__(
-        self, receive: MemoryObjectReceiveStream[BaseEvent], run_id: str, token: CancelToken
+        self,
+        receive: MemoryObjectReceiveStream[BaseEvent],
+        run_id: str,
+        token: CancelToken,
+        pacer: Pacer,
     ) -> None:
         self._receive = receive
-        self._count = 0
+        self._pacer = pacer
         self.run_id = run_id
         self.cancel_token = token
 
@@ -146,15 +156,21 @@ class RunEvents:
     async def __anext__(self) -> BaseEvent:
         # Buffered events are taken without a scheduler round each (that round
         # would dominate the cost per event); a periodic full receive keeps the
-        # consumer a good citizen (a checkpoint) during long bursts.
-        self._count += 1
-        if self._count % _CHECKPOINT_EVERY:
+        # consumer a good citizen (a checkpoint) during long bursts. The
+        # pacer's count of taken events is this loop's counter; an agent held
+        # for backpressure is woken off the fast path — at a checkpoint, or
+        # once the buffer is empty — so taking a buffered event costs no check.
+        pacer = self._pacer
+        taken = pacer.taken = pacer.taken + 1
+        if taken % _CHECKPOINT_EVERY:
             try:
                 return self._receive.receive_nowait()
             except anyio.WouldBlock:
                 pass
             except (anyio.EndOfStream, anyio.ClosedResourceError):
                 raise StopAsyncIteration from None
+        if pacer.room is not None:
+            pacer.took(taken - 1)
         try:
             return await self._receive.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -162,6 +178,7 @@ class RunEvents:
 
     async def aclose(self) -> None:
         """Stop reading; the agent's next emit fails with DISCONNECTED."""
+        self._pacer.release()
         self._receive.close()
 
 
@@ -177,8 +194,16 @@ class Run:
         verify: bool = True,
         echo_input: bool = False,
         event_buffer: int | None = None,
+        backpressure: int | None = DEFAULT_BACKPRESSURE,
         cancel_token: CancelToken | None = None,
     ) -> None:
+        if backpressure is not None and (
+            not isinstance(backpressure, int) or isinstance(backpressure, bool) or backpressure < 1
+        ):
+            raise ValueError(
+                f"backpressure must be a positive number of events or None (never hold the "
+                f"agent), got {backpressure!r}"
+            )
         if event_buffer is not None and (
             not isinstance(event_buffer, int) or isinstance(event_buffer, bool) or event_buffer < 1
         ):
@@ -196,6 +221,8 @@ class Run:
         self._observe: Observe | None = producer_observer() if verify else None
         self._echo_input = echo_input
         self._buffer = event_buffer
+        self._backpressure = backpressure
+        self._pacer = Pacer(sys.maxsize if backpressure is None else backpressure)
         self._token = cancel_token if cancel_token is not None else CancelToken()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._send: MemoryObjectSendStream[BaseEvent] | None = None
@@ -215,7 +242,7 @@ class Run:
         await task_group.__aenter__()
         self._task_group = task_group
         task_group.start_soon(self._drive, name=f"agui_pipes run {self._input.run_id}")
-        return RunEvents(self._receive, self._input.run_id, self._token)
+        return RunEvents(self._receive, self._input.run_id, self._token, self._pacer)
 
     async def __aexit__(
         self,
@@ -231,6 +258,7 @@ class Run:
             # token reaches anything the agent started outside this task group.
             self._token.cancel()
             task_group.cancel_scope.cancel()
+        self._pacer.release()
         self._receive.close()
         self._task_group = None
         # The driver task never raises (it turns every failure into RUN_ERROR),
@@ -256,6 +284,7 @@ class Run:
             observe=self._observe,
             token=self._token,
             buffer_size=self._buffer,
+            pacer=self._pacer,
         )
         core = RunCore(self._input, pipeline, self._state_model)
         try:
@@ -289,6 +318,8 @@ class Run:
                     f"the agent's run(ctx) returned a {type(pending).__name__} instead of an "
                     "awaitable; declare it with `async def`"
                 )
+            if self._backpressure is not None:
+                pending = paced(pending, self._pacer)
             outcome = await pending
         except Error as exc:
             error = exc
@@ -411,6 +442,7 @@ def run(
     verify: bool = True,
     echo_input: bool = False,
     event_buffer: int | None = None,
+    backpressure: int | None = DEFAULT_BACKPRESSURE,
     cancel_token: CancelToken | None = None,
 ) -> Run:
     """Run ``agent`` on ``input`` as an AG-UI event stream.
@@ -435,6 +467,9 @@ def run(
     * ``echo_input`` — put the input on RUN_STARTED.input.
     * ``event_buffer`` — bound the events waiting for the consumer; an emit
       that would exceed it fails with EVENT_BUFFER_FULL. ``None``: unbounded.
+    * ``backpressure`` — while this many events wait for the consumer, the
+      agent is held at its next ``await`` until the consumer has taken half
+      of them (emit itself cannot wait). ``None``: never held.
     * ``cancel_token`` — a ``CancelToken`` to cancel the run from outside;
       leaving the ``async with`` early trips it too.
     """
@@ -445,5 +480,6 @@ def run(
         verify=verify,
         echo_input=echo_input,
         event_buffer=event_buffer,
+        backpressure=backpressure,
         cancel_token=cancel_token,
     )

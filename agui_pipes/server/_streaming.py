@@ -16,6 +16,15 @@ schedules:
   the agent — or the upstream request — is cancelled at its next await,
   whatever it was doing, rather than at its next event.
 
+Backpressure: producer and writer meet in a ``FrameQueue`` bounded in bytes
+(``send_buffer``). The ASGI server's ``send`` waits while the socket's buffers
+are full, so a client that reads slowly holds the writer, the queue fills,
+and the producer waits — which holds the agent at its next await (the
+driver's backpressure) or stops the gateway reading its upstream. A client
+that reads *nothing* for ``send_timeout`` seconds (one write pending that
+long) is treated as gone: the run is cancelled as on a disconnect, and the
+response is abandoned, so the server closes the connection.
+
 Errors after the response started cannot become an HTTP status any more:
 they become a RUN_ERROR event, so the client always sees a well-formed end.
 """
@@ -29,15 +38,17 @@ from typing import Any
 
 import anyio
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._chain import TransformerChain
 from .._errors import AguiPipesError, StageError, StreamRejected
 from ..codecs import SSE_CONTENT_TYPE, encode_sse, sse_comment
 from ..verify import ProtocolViolation
+from ._frames import DEFAULT_SEND_BUFFER, FrameQueue
 from ._stats import RunStats
 
 __all__ = [
+    "DEFAULT_SEND_BUFFER",
+    "DEFAULT_SEND_TIMEOUT",
     "SSE_HEADERS",
     "Message",
     "OpenFrames",
@@ -70,9 +81,15 @@ SSE_HEADERS: list[tuple[bytes, bytes]] = [
     (b"x-accel-buffering", b"no"),
 ]
 
+DEFAULT_SEND_TIMEOUT = 30.0
+"""Seconds one write to the client may stay pending before the client counts as gone."""
+
 _KEEPALIVE = sse_comment("keep-alive")
-_BATCH = 64
-"""Most frames joined into one ASGI body message when the client is slower than the run."""
+_BATCH_BYTES = 64 * 1024
+"""Most bytes of frames joined into one ASGI body message when the client is slower
+than the run (a frame larger than this goes out alone). Kept small so the copy a
+join makes, and what the server's transport buffers past its high-water mark, stay
+a small constant beside ``send_buffer``."""
 
 
 class RunFailure(AguiPipesError):
@@ -118,11 +135,14 @@ class SSERun:
         chain: TransformerChain | None = None,
         count_source: bool = False,
         keepalive: float | None = 15.0,
+        send_buffer: int = DEFAULT_SEND_BUFFER,
+        send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         on_disconnect: Callable[[], object] | None = None,
         logger: logging.Logger = _log,
     ) -> None:
         if (open_source is None) == (open_frames is None):
             raise TypeError("SSERun takes exactly one of open_source and open_frames")
+        check_send_limits(send_buffer, send_timeout)
         self._open = open_source
         self._open_frames = open_frames
         self._chain = chain
@@ -131,8 +151,12 @@ class SSERun:
         self._keepalive = keepalive
         self._on_disconnect = on_disconnect
         self._log = logger
+        self._send_buffer = send_buffer
+        self._send_timeout = send_timeout
         self._disconnected = False
         self._last_write = 0.0
+        self._send_started: float | None = None
+        """When the pending write began (None between writes), for the send timeout."""
 
     @property
     def disconnected(self) -> bool:
@@ -148,8 +172,18 @@ class SSERun:
         if self._on_disconnect is not None:
             self._on_disconnect()
 
+    def _client_stalled(self) -> None:
+        self._log.warning(
+            "run %s: the client read nothing for %ss (send timeout); closing its connection",
+            self._stats.run_id,
+            self._send_timeout,
+        )
+        if self._stats.outcome == "incomplete":
+            self._stats.outcome = "client stalled"
+        self._client_gone()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        frames_in, frames_out = anyio.create_memory_object_stream[bytes](_BATCH)
+        frames = FrameQueue(self._send_buffer)
         try:
             async with anyio.create_task_group() as tg:
 
@@ -162,19 +196,15 @@ class SSERun:
                             return
 
                 tg.start_soon(watch, name="agui_pipes disconnect watcher")
-                keepalive_scope = anyio.CancelScope()
                 if self._keepalive is not None:
+                    tg.start_soon(self._keep_alive, frames, name="agui_pipes keep-alive")
+                if self._send_timeout is not None:
                     tg.start_soon(
-                        self._keep_alive,
-                        frames_in.clone(),
-                        keepalive_scope,
-                        name="agui_pipes keep-alive",
+                        self._watch_writes, tg.cancel_scope, name="agui_pipes send timeout"
                     )
-                tg.start_soon(
-                    self._produce, frames_in, keepalive_scope, name="agui_pipes run producer"
-                )
+                tg.start_soon(self._produce, frames, name="agui_pipes run producer")
                 try:
-                    await self._write(send, frames_out)
+                    await self._write(send, frames)
                 except OSError:
                     # The transport failed writing: the client is gone too.
                     self._client_gone()
@@ -190,18 +220,13 @@ class SSERun:
             stats.count_source()
             yield event
 
-    async def _produce(
-        self, frames: MemoryObjectSendStream[bytes], keepalive_scope: anyio.CancelScope
-    ) -> None:
-        async with frames:
-            try:
-                await self._produce_events(frames)
-            finally:
-                # The keep-alive task holds the other sender: stop it, so the
-                # writer sees the end of the stream.
-                keepalive_scope.cancel()
+    async def _produce(self, frames: FrameQueue) -> None:
+        try:
+            await self._produce_events(frames)
+        finally:
+            frames.close()
 
-    async def _produce_events(self, frames: MemoryObjectSendStream[bytes]) -> None:
+    async def _produce_events(self, frames: FrameQueue) -> None:
         stats = self._stats
         try:
             if self._open_frames is not None:
@@ -233,45 +258,33 @@ class SSERun:
                 self._log.warning("run %s failed: %s: %s", stats.run_id, exc.code, exc.message)
             stats.note_output(error)
             stats.written += 1
-            try:
-                await frames.send(encode_sse(error))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass
+            await frames.put(encode_sse(error))
 
-    async def _forward(
-        self, events: AsyncIterator[BaseEvent], frames: MemoryObjectSendStream[bytes]
-    ) -> None:
+    async def _forward(self, events: AsyncIterator[BaseEvent], frames: FrameQueue) -> None:
         stats = self._stats
-        send_nowait = frames.send_nowait
-        for_later = frames.send
+        offer = frames.offer
+        put = frames.put
         async for event in events:
             if event.type in _WATCHED:
                 stats.note_output(event)
             stats.written += 1
             frame = encode_sse(event)
-            try:
-                # Hands the frame to a waiting writer, or queues it, without
-                # a scheduler round; only a full queue (slow client) waits.
-                send_nowait(frame)
-            except anyio.WouldBlock:
-                await for_later(frame)
+            # Hands the frame to a waiting writer, or queues it, without a
+            # scheduler round; only a full queue (slow client) waits — and
+            # while it waits, the source is not read.
+            if not offer(frame):
+                await put(frame)
 
     @staticmethod
-    async def _forward_frames(
-        batches: AsyncIterator[bytes], frames: MemoryObjectSendStream[bytes]
-    ) -> None:
-        send_nowait = frames.send_nowait
+    async def _forward_frames(batches: AsyncIterator[bytes], frames: FrameQueue) -> None:
+        offer = frames.offer
         async for batch in batches:
-            try:
-                send_nowait(batch)
-            except anyio.WouldBlock:
-                await frames.send(batch)
+            if not offer(batch):
+                await frames.put(batch)
 
     # -- writing ----------------------------------------------------------
 
-    async def _keep_alive(
-        self, frames: MemoryObjectSendStream[bytes], scope: anyio.CancelScope
-    ) -> None:
+    async def _keep_alive(self, frames: FrameQueue) -> None:
         """Queue a comment whenever nothing was written for ``keepalive`` seconds.
 
         A task of its own rather than a timeout around each receive: a cancel
@@ -279,43 +292,73 @@ class SSERun:
         """
         assert self._keepalive is not None
         interval = self._keepalive
-        with scope, frames:
-            while True:
-                idle = anyio.current_time() - self._last_write
-                if idle < interval:
-                    await anyio.sleep(interval - idle)
-                    continue
-                try:
-                    frames.send_nowait(_KEEPALIVE)
-                except anyio.WouldBlock:
-                    pass  # frames are queued: the connection is not idle
-                self._last_write = anyio.current_time()
+        while not frames.closed:
+            idle = anyio.current_time() - self._last_write
+            if idle < interval:
+                await anyio.sleep(interval - idle)
+                continue
+            if not frames.size:  # frames are queued: the connection is not idle
+                frames.offer(_KEEPALIVE)
+            self._last_write = anyio.current_time()
 
-    async def _write(self, send: Send, frames: MemoryObjectReceiveStream[bytes]) -> None:
+    async def _watch_writes(self, run_scope: anyio.CancelScope) -> None:
+        """Cancel the run when one write stays pending for ``send_timeout`` seconds.
+
+        A task of its own for the same reason as the keep-alive: the writer
+        only notes when each write began, which costs nothing per event.
+        """
+        assert self._send_timeout is not None
+        timeout = self._send_timeout
+        while True:
+            started = self._send_started
+            if started is None:
+                await anyio.sleep(timeout / 2)
+                continue
+            late = anyio.current_time() - (started + timeout)
+            if late < 0:
+                await anyio.sleep(-late)
+                continue
+            self._client_stalled()
+            run_scope.cancel()
+            return
+
+    async def _write(self, send: Send, frames: FrameQueue) -> None:
+        self._send_started = anyio.current_time()
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        self._last_write = anyio.current_time()
-        receive_nowait = frames.receive_nowait
-        async with frames:
-            while True:
-                try:
-                    frame = receive_nowait()
-                except anyio.WouldBlock:
-                    try:
-                        frame = await frames.receive()
-                    except anyio.EndOfStream:
-                        break
-                except anyio.EndOfStream:
+        self._send_started = None
+        self._last_write = last_write = anyio.current_time()
+        take = frames.take
+        waited = False
+        while True:
+            body = take(_BATCH_BYTES)
+            if body is None:
+                if frames.closed:
                     break
-                batch = [frame]
-                while len(batch) < _BATCH:
-                    try:
-                        batch.append(receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                body = batch[0] if len(batch) == 1 else b"".join(batch)
-                await send({"type": "http.response.body", "body": body, "more_body": True})
-                self._last_write = anyio.current_time()
+                await frames.wait_readable()
+                waited = True
+                continue
+            # A write that follows the last one at once began when that one
+            # ended; after waiting for frames, ask the clock.
+            self._send_started = anyio.current_time() if waited else last_write
+            waited = False
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+            self._send_started = None
+            self._last_write = last_write = anyio.current_time()
+        self._send_started = anyio.current_time() if waited else last_write
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+        self._send_started = None
+
+
+def check_send_limits(send_buffer: int, send_timeout: float | None) -> None:
+    """Raise ``ValueError`` for a ``send_buffer`` / ``send_timeout`` that cannot work."""
+    if not isinstance(send_buffer, int) or isinstance(send_buffer, bool) or send_buffer < 1:
+        raise ValueError(
+            f"send_buffer must be a positive number of bytes, got {send_buffer!r}"
+        )
+    if send_timeout is not None and not send_timeout > 0:
+        raise ValueError(
+            f"send_timeout must be a positive number of seconds or None, got {send_timeout!r}"
+        )
 
 
 _WATCHED = frozenset({EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR})

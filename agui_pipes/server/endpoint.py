@@ -38,11 +38,24 @@ from ._http import (
     send_json_error,
 )
 from ._stats import RunStats, instrument
-from ._streaming import Receive, Scope, Send, SSERun
+from ._streaming import (
+    DEFAULT_SEND_BUFFER,
+    DEFAULT_SEND_TIMEOUT,
+    Receive,
+    Scope,
+    Send,
+    SSERun,
+    check_send_limits,
+)
 
 __all__ = ["AgentEndpoint", "AgentFactory"]
 
 _log = logging.getLogger("agui_pipes.server")
+
+_DRIVER_BACKLOG = 16
+"""Events the driver holds for the response before the agent waits: the response
+takes them as fast as its byte-bounded queue has room, so a few suffice, and the
+bytes a slow client makes the server hold stay those of ``send_buffer``."""
 
 AgentFactory = Callable[[RunAgentInput], Any]
 """Builds the agent for one request (it sees the validated input)."""
@@ -58,6 +71,12 @@ class AgentEndpoint:
     a | b``); a plain ``TransformerChain`` is accepted and ``fresh()``-ed per
     request. ``keepalive`` is the idle time (seconds) before a keep-alive
     comment; ``None`` disables them.
+
+    A slow client holds the agent: ``send_buffer`` bytes of encoded frames
+    are queued for it, then the agent is held at its next ``await`` until the
+    client reads (the driver's backpressure). A client that reads nothing
+    for ``send_timeout`` seconds is treated as disconnected (``None``: wait
+    forever).
     """
 
     def __init__(
@@ -67,6 +86,8 @@ class AgentEndpoint:
         agent_factory: AgentFactory | None = None,
         chain: ChainFactory | TransformerChain | None = None,
         keepalive: float | None = 15.0,
+        send_buffer: int = DEFAULT_SEND_BUFFER,
+        send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         verify: bool = True,
         echo_input: bool = False,
@@ -82,10 +103,13 @@ class AgentEndpoint:
         if keepalive is not None and keepalive <= 0:
             raise ValueError(f"keepalive must be a positive number of seconds or None, got "
                              f"{keepalive!r}")
+        check_send_limits(send_buffer, send_timeout)
         self._agent = agent
         self._agent_factory = agent_factory
         self._chain_factory = _chain_factory(chain)
         self._keepalive = keepalive
+        self._send_buffer = send_buffer
+        self._send_timeout = send_timeout
         self._max_body = max_body_bytes
         self._verify = verify
         self._echo_input = echo_input
@@ -136,6 +160,7 @@ class AgentEndpoint:
             "verify": self._verify,
             "echo_input": self._echo_input,
             "cancel_token": token,
+            "backpressure": _DRIVER_BACKLOG,
         }
         if inner is not None:
             run_options["transformers"] = inner
@@ -149,6 +174,8 @@ class AgentEndpoint:
             chain=outer,
             count_source=chain is None,
             keepalive=self._keepalive,
+            send_buffer=self._send_buffer,
+            send_timeout=self._send_timeout,
             on_disconnect=token.cancel,
             logger=self._log,
         )

@@ -75,7 +75,16 @@ from ._http import (
     send_json_error,
 )
 from ._stats import RunStats, instrument
-from ._streaming import Receive, RunFailure, Scope, Send, SSERun
+from ._streaming import (
+    DEFAULT_SEND_BUFFER,
+    DEFAULT_SEND_TIMEOUT,
+    Receive,
+    RunFailure,
+    Scope,
+    Send,
+    SSERun,
+    check_send_limits,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -122,6 +131,12 @@ class Gateway:
     (``authorization`` by default). ``client`` lets you bring your own
     ``httpx.AsyncClient`` (then you close it); otherwise one is created on
     first use and closed by ``aclose()`` / the ``lifespan`` helper.
+
+    The upstream is read only as fast as the client takes the events: at most
+    ``send_buffer`` bytes of frames are queued for a slow client before the
+    gateway stops reading the upstream (whose agent then waits in turn), and
+    a client that reads nothing for ``send_timeout`` seconds is treated as
+    disconnected, which closes the upstream request.
     """
 
     def __init__(
@@ -131,6 +146,8 @@ class Gateway:
         chain: ChainFactory | TransformerChain | None = None,
         verify: bool = True,
         keepalive: float | None = 15.0,
+        send_buffer: int = DEFAULT_SEND_BUFFER,
+        send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -148,10 +165,13 @@ class Gateway:
             raise ValueError(
                 f"keepalive must be a positive number of seconds or None, got {keepalive!r}"
             )
+        check_send_limits(send_buffer, send_timeout)
         self.upstream = str(url)
         self._chain_factory = _as_factory(chain)
         self._verify = verify
         self._keepalive = keepalive
+        self._send_buffer = send_buffer
+        self._send_timeout = send_timeout
         self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
         self._max_frame = max_frame_bytes
         self._max_body = max_body_bytes
@@ -233,7 +253,12 @@ class Gateway:
                 return self._relayed(body, headers, chain, stats, told)
 
             response = SSERun(
-                open_frames=open_relay, stats=stats, keepalive=self._keepalive, logger=self._log
+                open_frames=open_relay,
+                stats=stats,
+                keepalive=self._keepalive,
+                logger=self._log,
+                send_buffer=self._send_buffer,
+                send_timeout=self._send_timeout,
             )
         else:
 
@@ -241,7 +266,12 @@ class Gateway:
                 return self._applied(body, headers, chain, told)
 
             response = SSERun(
-                open_upstream, stats=stats, keepalive=self._keepalive, logger=self._log
+                open_upstream,
+                stats=stats,
+                keepalive=self._keepalive,
+                logger=self._log,
+                send_buffer=self._send_buffer,
+                send_timeout=self._send_timeout,
             )
         await response(scope, receive, send)
 
