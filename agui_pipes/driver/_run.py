@@ -43,6 +43,8 @@ from pydantic import ValidationError
 
 from .._chain import TransformerChain
 from .._errors import StreamRejected
+from .._limits import Limits
+from .._limits_scope import resolve_limits, using_limits
 from .._transformer import Stage, StreamTransformer
 from ._agent import resolve_agent
 from ._cancel import CancelToken
@@ -178,6 +180,7 @@ class Run:
         echo_input: bool = False,
         event_buffer: int | None = None,
         cancel_token: CancelToken | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if event_buffer is not None and (
             not isinstance(event_buffer, int) or isinstance(event_buffer, bool) or event_buffer < 1
@@ -192,7 +195,9 @@ class Run:
             )
         self._function, self._state_model = resolve_agent(agent)
         self._input = _coerce_input(run_input)
-        self._chain = _build_chain(transformers)
+        self._limits = resolve_limits(limits)
+        with using_limits(self._limits):  # stages built here default to the run's limits
+            self._chain = _build_chain(transformers)
         self._observe: Observe | None = producer_observer() if verify else None
         self._echo_input = echo_input
         self._buffer = event_buffer
@@ -256,6 +261,7 @@ class Run:
             observe=self._observe,
             token=self._token,
             buffer_size=self._buffer,
+            limits=self._limits,
         )
         core = RunCore(self._input, pipeline, self._state_model)
         try:
@@ -412,6 +418,7 @@ def run(
     echo_input: bool = False,
     event_buffer: int | None = None,
     cancel_token: CancelToken | None = None,
+    limits: Limits | None = None,
 ) -> Run:
     """Run ``agent`` on ``input`` as an AG-UI event stream.
 
@@ -437,6 +444,11 @@ def run(
       that would exceed it fails with EVENT_BUFFER_FULL. ``None``: unbounded.
     * ``cancel_token`` — a ``CancelToken`` to cancel the run from outside;
       leaving the ``async with`` early trips it too.
+    * ``limits`` — bounds on the state the run publishes (values, bytes,
+      nesting; None: the limits in effect, normally ``DEFAULT_LIMITS``). A
+      state past them fails with PROTOCOL_VIOLATION, rule ``limit-exceeded``,
+      before anything is sent; stages built from a ``transformers`` factory
+      default to them too.
     """
     return Run(
         agent,
@@ -446,4 +458,5 @@ def run(
         echo_input=echo_input,
         event_buffer=event_buffer,
         cancel_token=cancel_token,
+        limits=limits,
     )

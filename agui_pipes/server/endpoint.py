@@ -28,6 +28,8 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 
 from .._chain import ChainFactory, TransformerChain
+from .._limits import Limits
+from .._limits_scope import resolve_limits, using_limits
 from ..driver import CancelToken, run
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
@@ -57,7 +59,10 @@ class AgentEndpoint:
     chain factory (``load_chain(...)`` returns one, so does ``lambda:
     a | b``); a plain ``TransformerChain`` is accepted and ``fresh()``-ed per
     request. ``keepalive`` is the idle time (seconds) before a keep-alive
-    comment; ``None`` disables them.
+    comment; ``None`` disables them. ``limits`` bounds the state each run
+    publishes (see ``run(..., limits=)``) and is the default of the stages
+    the chain factory builds (None: the limits in effect, normally
+    ``DEFAULT_LIMITS``).
     """
 
     def __init__(
@@ -71,6 +76,7 @@ class AgentEndpoint:
         verify: bool = True,
         echo_input: bool = False,
         logger: logging.Logger | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if (agent is None) == (agent_factory is None):
             raise TypeError(
@@ -90,6 +96,7 @@ class AgentEndpoint:
         self._verify = verify
         self._echo_input = echo_input
         self._log = logger or _log
+        self._limits = resolve_limits(limits)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -112,7 +119,8 @@ class AgentEndpoint:
         stats.thread_id = run_input.thread_id
         try:
             agent = self._agent if self._agent_factory is None else self._agent_factory(run_input)
-            chain = None if self._chain_factory is None else self._chain_factory()
+            with using_limits(self._limits):
+                chain = None if self._chain_factory is None else self._chain_factory()
         except Exception as exc:
             self._log.error("cannot set up run %s: %s", run_input.run_id, exc, exc_info=exc)
             await send_json_error(
@@ -136,6 +144,7 @@ class AgentEndpoint:
             "verify": self._verify,
             "echo_input": self._echo_input,
             "cancel_token": token,
+            "limits": self._limits,
         }
         if inner is not None:
             run_options["transformers"] = inner

@@ -50,6 +50,8 @@ import httpx
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 
 from .._chain import ChainFactory, TransformerChain
+from .._limits import Limits
+from .._limits_scope import resolve_limits, using_limits
 from .._transformer import Stage
 from ..codecs import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -110,6 +112,9 @@ class Gateway:
     (``authorization`` by default). ``client`` lets you bring your own
     ``httpx.AsyncClient`` (then you close it); otherwise one is created on
     first use and closed by ``aclose()`` / the ``lifespan`` helper.
+    ``limits`` is the default of the stages the chain factory builds
+    (``StateDiff``, ``ToolResultToState``: the state they follow; None: the
+    limits in effect, normally ``DEFAULT_LIMITS``).
     """
 
     def __init__(
@@ -125,6 +130,7 @@ class Gateway:
         forward_headers: Iterable[str] = ("authorization",),
         client: httpx.AsyncClient | None = None,
         logger: logging.Logger | None = None,
+        limits: Limits | None = None,
     ) -> None:
         url = httpx.URL(upstream)
         if url.scheme not in ("http", "https") or not url.host:
@@ -147,6 +153,7 @@ class Gateway:
         self._client = client
         self._owns_client = client is None
         self._log = logger or _log
+        self._limits = resolve_limits(limits)
 
     # -- lifecycle --------------------------------------------------------
 
@@ -199,7 +206,8 @@ class Gateway:
             if self._verify:
                 stages.append(Verify(profile="consumer", on_violation="raise"))
             if self._chain_factory is not None:
-                stages.append(self._chain_factory())
+                with using_limits(self._limits):
+                    stages.append(self._chain_factory())
             chain = instrument(TransformerChain(stages), stats)
         except Exception as exc:
             self._log.error(
