@@ -80,6 +80,13 @@ class LimitExceeded(PatchError):
 _UNITS: Final = {"max_nodes": "values", "max_bytes": "bytes", "max_depth": "levels of nesting"}
 
 
+def _shown(pointer: str) -> str:
+    """A pointer as quoted in a message: long ones (they come from input) are shortened."""
+    if len(pointer) <= 80:
+        return f"'{pointer}'"
+    return f"'{pointer[:50]}...{pointer[-20:]}' ({len(pointer):,} characters)"
+
+
 def _exceeded(what: str, limit: str, ceiling: int, detail: str = "") -> LimitExceeded:
     unit = _UNITS[limit]
     tail = f" ({detail})" if detail else ""
@@ -478,7 +485,7 @@ class JsonDocument:
         except PatchError:
             self._restore(undo, saved)
             raise
-        except (TypeError, AttributeError, RecursionError, ValueError) as exc:
+        except (TypeError, AttributeError, RecursionError, ValueError, LookupError) as exc:
             self._restore(undo, saved)
             raise PatchError(f"malformed operation: {exc}") from None
 
@@ -491,7 +498,7 @@ class JsonDocument:
     def _operation(self, op: Any, undo: _Undo) -> None:
         name = op.op
         if name == "add" or name == "replace":
-            self._set(op.path, op.value, name == "replace", f"'{name}' at '{op.path}'", undo)
+            self._set(op.path, op.value, name == "replace", f"'{name}' at {_shown(op.path)}", undo)
         elif name == "remove":
             self._remove(op.path, undo)
         elif name == "test":
@@ -501,7 +508,7 @@ class JsonDocument:
             source = op.from_
             self._set(
                 op.path, _get(self.value, source), False,
-                f"'copy' from '{source}' to '{op.path}'", undo, copied=True,
+                f"'copy' from {_shown(source)} to {_shown(op.path)}", undo, copied=True,
             )
         elif name == "move":
             self._move(op.from_, op.path, undo)
@@ -643,11 +650,13 @@ class JsonDocument:
         """move: no copy, so the count changes only by the target it replaces and the keys."""
         moved = _get(self.value, source)
         target = _tokens(pointer)
-        what = f"'move' from '{source}' to '{pointer}'"
+        what = f"'move' from {_shown(source)} to {_shown(pointer)}"
         if not target:
             self._set(pointer, moved, False, what, undo, copied=True)
             return
         src = _tokens(source)
+        if not src:
+            raise PatchError(f"cannot move the whole document inside itself, to {_shown(pointer)}")
         bounds = self.limits
         if len(target) > len(src):
             if self.depth + len(target) - len(src) <= bounds.max_depth:

@@ -165,19 +165,19 @@ class ToolResultToState(StreamTransformer):
         }
 
     @classmethod
-    def snapshot(cls, tool: str) -> ToolResultToState:
+    def snapshot(cls, tool: str, *, limits: Limits | None = None) -> ToolResultToState:
         """The result JSON replaces the whole state (STATE_SNAPSHOT)."""
-        return cls(tool, "snapshot")
+        return cls(tool, "snapshot", limits=limits)
 
     @classmethod
-    def delta(cls, tool: str) -> ToolResultToState:
+    def delta(cls, tool: str, *, limits: Limits | None = None) -> ToolResultToState:
         """The result is an RFC 6902 patch applied to the state (STATE_DELTA)."""
-        return cls(tool, "delta")
+        return cls(tool, "delta", limits=limits)
 
     @classmethod
-    def at(cls, tool: str, pointer: str) -> ToolResultToState:
+    def at(cls, tool: str, pointer: str, *, limits: Limits | None = None) -> ToolResultToState:
         """The result JSON is set at ``pointer`` inside the state (STATE_DELTA)."""
-        return cls(tool, "at", pointer)
+        return cls(tool, "at", pointer, limits=limits)
 
     def replacing(self) -> ToolResultToState:
         """The same stage, but the TOOL_CALL_RESULT itself is dropped when promoted."""
