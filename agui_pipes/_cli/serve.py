@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
+from ._limits import add_limit_options, limits_of
 
 __all__ = ["register"]
 
@@ -85,6 +86,7 @@ def register(subparsers: Any) -> None:
         default="info",
         help="logging level (default info: one line per run)",
     )
+    add_limit_options(parser)
     parser.set_defaults(handler=_serve)
 
 
@@ -131,7 +133,8 @@ def _serve(args: argparse.Namespace) -> int:
             from ..demo import DemoAgent
 
             app = build_app(
-                agent=DemoAgent(pace=args.pace), chain=chain, path=args.path, keepalive=keepalive
+                agent=DemoAgent(pace=args.pace), chain=chain, path=args.path, keepalive=keepalive,
+                limits=limits_of(args),
             )
             what = "the demo agent"
         else:
@@ -142,6 +145,7 @@ def _serve(args: argparse.Namespace) -> int:
                 keepalive=keepalive,
                 timeout=_timeout(args.timeout),
                 verify=not args.no_verify,
+                limits=limits_of(args),
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:

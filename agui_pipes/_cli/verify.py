@@ -31,6 +31,7 @@ from ..consume import Consumer, RunResult
 from ..decode import DecodeError, DecodeWarning
 from ..verify import ProtocolViolation
 from ._input import FORMATS, InputError, read_wire_events
+from ._limits import add_limit_options, limits_of
 
 __all__ = ["register"]
 
@@ -63,6 +64,7 @@ def register(subparsers: Any) -> None:
                         help="no warnings and no summary (the rejection line still prints)")
     parser.add_argument("--input-format", choices=FORMATS, default="auto",
                         help="input encoding (default: by extension, else by content)")
+    add_limit_options(parser)
     parser.set_defaults(handler=_verify)
 
 
@@ -77,7 +79,9 @@ def _warn(warning: DecodeWarning | str) -> None:
 
 
 async def _consume(args: argparse.Namespace) -> tuple[RunResult, int]:
-    consumer = Consumer(allow_truncated=args.allow_truncated, profile=args.profile)
+    consumer = Consumer(
+        allow_truncated=args.allow_truncated, profile=args.profile, limits=limits_of(args)
+    )
     shown = 0
     count = 0
     try:
