@@ -119,13 +119,13 @@ def _atom_bytes(value: Any) -> int:
     cls = value.__class__
     if cls is str:
         return len(value) + 2
+    if cls is int:
+        bits: int = value.bit_length()
+        return bits // 3 + 2  # >= the digit count, plus a sign
     if value is None or value is True:
         return 4
     if value is False:
         return 5
-    if cls is int:
-        bits: int = value.bit_length()
-        return bits // 3 + 2  # >= the digit count, plus a sign
     if cls is float:
         return 24
     if isinstance(value, str):
@@ -431,6 +431,25 @@ class _Undo:
 _ABSENT: Final = object()
 
 
+def _what(op: Any) -> str:
+    """The operation as named in a message (built only when something is refused)."""
+    if isinstance(op, _Described):
+        return op.text
+    name = op.op
+    if name == "copy":
+        return f"'copy' from {_shown(op.from_)} to {_shown(op.path)}"
+    return f"'{name}' at {_shown(op.path)}"
+
+
+class _Described:
+    """An operation known only by its description (a move whose target is the root)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
 class JsonDocument:
     """A JSON document with its running size, patched atomically in place within limits.
 
@@ -497,19 +516,19 @@ class JsonDocument:
 
     def _operation(self, op: Any, undo: _Undo) -> None:
         name = op.op
-        if name == "add" or name == "replace":
-            self._set(op.path, op.value, name == "replace", f"'{name}' at {_shown(op.path)}", undo)
+        if name == "replace" or name == "add":
+            value = op.value
+            pointer = op.path
+            if value.__class__ in _ATOM_TYPES and self._set_scalar(op, pointer, value, undo):
+                return
+            self._set(op, pointer, value, name == "replace", undo)
         elif name == "remove":
             self._remove(op.path, undo)
         elif name == "test":
             if not json_equal(_get(self.value, op.path), op.value, self.limits):
                 raise PatchError(f"test at '{op.path}' failed")
         elif name == "copy":
-            source = op.from_
-            self._set(
-                op.path, _get(self.value, source), False,
-                f"'copy' from {_shown(source)} to {_shown(op.path)}", undo, copied=True,
-            )
+            self._set(op, op.path, _get(self.value, op.from_), False, undo, copied=True)
         elif name == "move":
             self._move(op.from_, op.path, undo)
         else:
@@ -518,104 +537,174 @@ class JsonDocument:
     def _room(self, what: str, limit: str, detail: str = "") -> LimitExceeded:
         return _exceeded(what, limit, getattr(self.limits, limit), detail)
 
-    def _set(
-        self,
-        pointer: str,
-        incoming: Any,
-        must_exist: bool,
-        what: str,
-        undo: _Undo,
-        *,
-        copied: bool = False,
-    ) -> None:
-        """add / replace / copy: measure ``incoming`` against the room left, then place a copy."""
+    def _set_scalar(self, op: Any, pointer: str, value: Any, undo: _Undo) -> bool:
+        """The hot case — a scalar added or replacing a scalar — done inline.
+
+        Returns False, having changed nothing, for anything else (a container
+        replaced, a missing path, a limit crossed), which ``_set`` handles and
+        reports.
+        """
         tokens = _tokens(pointer)
-        bounds = self.limits
-        doc = self.value
-        parent: Any = None
-        old: Any = _ABSENT
-        key: Any = None
-        if tokens:
-            parent = _parent(doc, tokens, pointer)
-            last = tokens[-1]
-            if isinstance(parent, dict):
-                key = last
-                if last in parent:
-                    old = parent[last]
-                elif must_exist:
-                    raise PatchError(f"path '{pointer}' does not exist")
-            else:
-                key = len(parent) if last == "-" else _index(last, pointer)
-                if must_exist:
-                    if key >= len(parent):
-                        raise PatchError(f"path '{pointer}' does not exist")
-                    old = parent[key]
-                elif key > len(parent):
-                    raise PatchError(f"index {key} in '{pointer}' is past the end of the array")
-        # What the target frees, and what a new entry costs, before measuring what comes in.
-        if old is _ABSENT:
-            old_nodes, old_size, entry = 0, 0, 0
-            if tokens:
-                entry = _key_bytes(key) if key.__class__ is str else 1
-        else:
-            old_nodes, old_size = _sized(old)
-            entry = 0
         if not tokens:
-            old_nodes, old_size, entry = self.nodes, self.size, 0
-        if incoming.__class__ in _ATOM_TYPES:
-            nodes, size, depth = 1, _atom_bytes(incoming), 0
-            value = incoming
-            room_nodes = bounds.max_nodes - self.nodes + old_nodes
-            room_bytes = bounds.max_bytes - self.size + old_size - entry
-            if nodes > room_nodes:
-                raise self._room(what, "max_nodes", f"the document holds {self.nodes:,}")
-            if size > room_bytes:
-                raise self._room(what, "max_bytes", f"the document holds ~{self.size:,}")
-        else:
-            room_nodes = bounds.max_nodes - self.nodes + old_nodes
-            room_bytes = bounds.max_bytes - self.size + old_size - entry
-            budget = min(room_nodes, self._walk) if copied else room_nodes
-            try:
-                nodes, size, depth = _measure(
-                    incoming, budget, room_bytes, bounds.max_depth - len(tokens)
-                )
-            except _Over as over:
-                if over.limit == "max_depth":
-                    raise self._room(
-                        what, "max_depth", f"the target is {len(tokens)} levels down"
-                    ) from None
-                if over.limit == "max_nodes" and budget < room_nodes:
-                    raise self._room(
-                        what, "max_nodes", "counting every value one patch copies"
-                    ) from None
-                held = f"the document holds {self.nodes:,}" if over.limit == "max_nodes" else (
-                    f"the document holds ~{self.size:,}")
-                raise self._room(what, over.limit, held) from None
-            if copied:
-                self._walk -= nodes
-            value = _clone(incoming, 0, bounds.max_depth)
-        # Place it.
-        if not tokens:
-            self.value = value
-            self.nodes, self.size, self.depth = nodes, size, depth
-            return
-        if isinstance(parent, dict):
+            return False
+        parent = _parent(self.value, tokens, pointer)
+        last = tokens[-1]
+        size = len(value) + 2 if value.__class__ is str else _atom_bytes(value)
+        if parent.__class__ is dict:
+            key: Any = last
+            old = parent.get(last, _ABSENT)
             if old is _ABSENT:
-                undo.steps.append((1, parent, key, None))
+                if op.op == "replace":
+                    return False
+                size += len(last) + 4
+        elif parent.__class__ is list:
+            key = len(parent) if last == "-" else _index(last, pointer)
+            if op.op == "add":
+                if key > len(parent):
+                    return False
+                old = _ABSENT
+                size += 1
+            elif key >= len(parent):
+                return False
             else:
-                undo.steps.append((0, parent, key, old))
-            parent[key] = value
-        elif must_exist:
+                old = parent[key]
+        else:
+            return False
+        if old is _ABSENT:
+            grow = 1
+        elif old.__class__ in _ATOM_TYPES:
+            grow = 0
+            size -= len(old) + 2 if old.__class__ is str else _atom_bytes(old)
+        else:
+            return False
+        bounds = self.limits
+        if self.nodes + grow > bounds.max_nodes or self.size + size > bounds.max_bytes:
+            return False
+        if grow == 0:
             undo.steps.append((0, parent, key, old))
+            parent[key] = value
+        elif key.__class__ is str:
+            undo.steps.append((1, parent, key, None))
             parent[key] = value
         else:
             parent.insert(key, value)
             undo.steps.append((3, parent, key, None))
+        self.nodes += grow
+        self.size += size
+        return True
+
+    def _set(
+        self, op: Any, pointer: str, incoming: Any, must_exist: bool, undo: _Undo,
+        *, copied: bool = False,
+    ) -> None:
+        """add / replace / copy: measure ``incoming`` against the room left, then place a copy.
+
+        A scalar (the common case: a counter, a status, a string) costs a size
+        lookup and two comparisons; only containers are walked and copied.
+        """
+        tokens = _tokens(pointer)
+        if not tokens:
+            self._set_root(op, incoming, undo, copied)
+            return
+        parent = _parent(self.value, tokens, pointer)
+        last = tokens[-1]
+        if isinstance(parent, dict):
+            key: Any = last
+            old = parent.get(last, _ABSENT)
+            if old is _ABSENT:
+                if must_exist:
+                    raise PatchError(f"path '{pointer}' does not exist")
+                old_nodes = old_size = 0
+                entry = len(last) + 4
+            else:
+                entry = 0
+                if old.__class__ in _ATOM_TYPES:
+                    old_nodes = 1
+                    old_size = len(old) + 2 if old.__class__ is str else _atom_bytes(old)
+                else:
+                    old_nodes, old_size = _sized(old)
+        else:
+            key = len(parent) if last == "-" else _index(last, pointer)
+            if must_exist:
+                if key >= len(parent):
+                    raise PatchError(f"path '{pointer}' does not exist")
+                old = parent[key]
+                entry = 0
+                if old.__class__ in _ATOM_TYPES:
+                    old_nodes = 1
+                    old_size = len(old) + 2 if old.__class__ is str else _atom_bytes(old)
+                else:
+                    old_nodes, old_size = _sized(old)
+            else:
+                if key > len(parent):
+                    raise PatchError(f"index {key} in '{pointer}' is past the end of the array")
+                old = _ABSENT
+                old_nodes = old_size = 0
+                entry = 1
+        bounds = self.limits
+        if incoming.__class__ in _ATOM_TYPES:
+            nodes = 1
+            depth = 0
+            size = len(incoming) + 2 if incoming.__class__ is str else _atom_bytes(incoming)
+            value = incoming
+            if self.nodes + 1 - old_nodes > bounds.max_nodes:
+                raise self._room(_what(op), "max_nodes", f"the document holds {self.nodes:,}")
+            if self.size + size + entry - old_size > bounds.max_bytes:
+                raise self._room(_what(op), "max_bytes", f"the document holds ~{self.size:,}")
+        else:
+            nodes, size, depth = self._admit(
+                op, incoming, bounds.max_nodes - self.nodes + old_nodes,
+                bounds.max_bytes - self.size + old_size - entry, len(tokens), copied,
+            )
+            value = _clone(incoming, 0, bounds.max_depth)
+        if old is _ABSENT:
+            if entry == 1:
+                parent.insert(key, value)
+                undo.steps.append((3, parent, key, None))
+            else:
+                undo.steps.append((1, parent, key, None))
+                parent[key] = value
+        else:
+            undo.steps.append((0, parent, key, old))
+            parent[key] = value
         self.nodes += nodes - old_nodes
         self.size += size + entry - old_size
-        reach = len(tokens) + depth
-        if reach > self.depth:
-            self.depth = reach
+        if depth:
+            reach = len(tokens) + depth
+            if reach > self.depth:
+                self.depth = reach
+
+    def _admit(
+        self, op: Any, incoming: Any, room_nodes: int, room_bytes: int, level: int,
+        copied: bool,
+    ) -> tuple[int, int, int]:
+        """Measure a container about to be copied in, within the room left (else refuse)."""
+        bounds = self.limits
+        budget = min(room_nodes, self._walk) if copied else room_nodes
+        try:
+            nodes, size, depth = _measure(incoming, budget, room_bytes, bounds.max_depth - level)
+        except _Over as over:
+            if over.limit == "max_depth":
+                detail = f"the target is {level} levels down"
+            elif over.limit == "max_nodes" and budget < room_nodes:
+                detail = "counting every value one patch copies"
+            elif over.limit == "max_nodes":
+                detail = f"the document holds {self.nodes:,}"
+            else:
+                detail = f"the document holds ~{self.size:,}"
+            raise self._room(_what(op), over.limit, detail) from None
+        if copied:
+            self._walk -= nodes
+        return nodes, size, depth
+
+    def _set_root(self, op: Any, incoming: Any, undo: _Undo, copied: bool) -> None:
+        """An operation on ``""``: the document becomes (a copy of) ``incoming``."""
+        bounds = self.limits
+        nodes, size, depth = self._admit(
+            op, incoming, bounds.max_nodes, bounds.max_bytes, 0, copied
+        )
+        self.value = _clone(incoming, 0, bounds.max_depth)
+        self.nodes, self.size, self.depth = nodes, size, depth
 
     def _detach(self, tokens: tuple[str, ...], pointer: str, undo: _Undo) -> tuple[Any, int]:
         """Take the value at ``pointer`` out (counts untouched); it and its entry's bytes."""
@@ -652,7 +741,7 @@ class JsonDocument:
         target = _tokens(pointer)
         what = f"'move' from {_shown(source)} to {_shown(pointer)}"
         if not target:
-            self._set(pointer, moved, False, what, undo, copied=True)
+            self._set_root(_Described(what), moved, undo, True)
             return
         src = _tokens(source)
         if not src:
