@@ -8,6 +8,8 @@ any async source of events.
 from ._chain import ChainFactory, EventStream, TransformerChain
 from ._errors import AguiPipesError, StageError, StreamRejected
 from ._limits import Limits
+from ._limits_scope import using_limits
+from ._patch import LimitExceeded
 from ._transformer import (
     AsyncStreamTransformer,
     Condition,
@@ -40,6 +42,7 @@ __all__ = [
     "Event",
     "EventStream",
     "FunctionTransformer",
+    "LimitExceeded",
     "Limits",
     "ProtocolViolation",
     "Rule",
@@ -63,4 +66,5 @@ __all__ = [
     "fold",
     "load_chain",
     "run",
+    "using_limits",
 ]

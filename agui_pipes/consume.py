@@ -73,7 +73,9 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from ._patch import PatchError, apply_patch, clone_json
+from ._limits import Limits
+from ._limits_scope import resolve_limits
+from ._patch import JsonDocument, LimitExceeded, PatchError, clone_json
 from .decode import DecodeWarning, _as_object, _decode_event
 from .transformers.expand_chunks import ExpandChunks
 from .verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
@@ -193,9 +195,21 @@ def _merge_metadata(target: dict[str, Any], event: BaseEvent) -> bool:
 class _Folder:
     """The application state machine behind :func:`fold` and :class:`Consumer`."""
 
-    def __init__(self, state: Any, messages: Iterable[dict[str, Any]] | None) -> None:
-        self.messages: list[dict[str, Any]] = [clone_json(m) for m in messages or ()]
-        self.state: Any = clone_json(state)
+    def __init__(
+        self,
+        state: Any,
+        messages: Iterable[dict[str, Any]] | None,
+        limits: Limits | None = None,
+        *,
+        strict: bool = False,
+    ) -> None:
+        self.limits = resolve_limits(limits)
+        self.strict = strict
+        self.messages: list[dict[str, Any]] = [clone_json(m, self.limits) for m in messages or ()]
+        self._state = JsonDocument(state, limits=self.limits)
+        # Activity contents as documents, by message id; a stale entry (the message's
+        # content is no longer that document's value) is re-measured on next use.
+        self._activities: dict[str, JsonDocument] = {}
         self.warnings: list[DecodeWarning] = []
         self.runs: list[RunInfo] = []
         self.outcome: Outcome | None = None
@@ -462,12 +476,33 @@ class _Folder:
             messages.insert(at, message)
             self._index(message)
 
+    @property
+    def state(self) -> Any:
+        return self._state.value
+
+    def _over_limit(self, code: str, event: BaseEvent, message: str, exc: LimitExceeded) -> None:
+        """A document would cross the limits: the producer profile rejects, else warn and skip."""
+        if self.strict:
+            raise VerificationError(Rule.LIMIT_EXCEEDED, str(exc), event)
+        self._warn(code, f"{message}: {exc}")
+
     def _state_snapshot(self, event: StateSnapshotEvent) -> None:
-        self.state = clone_json(event.snapshot)
+        try:
+            self._state.reset(event.snapshot, what="the STATE_SNAPSHOT")
+        except LimitExceeded as exc:
+            self._over_limit(
+                "state-limit-exceeded", event,
+                "STATE_SNAPSHOT was skipped, the previous state is kept", exc,
+            )
 
     def _state_delta(self, event: StateDeltaEvent) -> None:
         try:
-            self.state = apply_patch(self.state, event.delta)
+            self._state.patch(event.delta)
+        except LimitExceeded as exc:
+            self._over_limit(
+                "state-limit-exceeded", event,
+                "STATE_DELTA did not apply and was skipped, the previous state is kept", exc,
+            )
         except PatchError as exc:
             self._warn(
                 "state-patch-failed",
@@ -497,16 +532,30 @@ class _Folder:
         kept.extend(m for m in incoming if m["id"] not in present)
         self.messages = kept
         self._index_all()
+        if self._activities:
+            by_id = self._by_id
+            self._activities = {k: d for k, d in self._activities.items() if k in by_id}
 
     def _activity_snapshot(self, event: ActivitySnapshotEvent) -> None:
         message_id = event.message_id
         existing = self._by_id.get(message_id)
         replace = event.replace if event.replace is not None else True
+        if existing is not None and not replace and existing["role"] == "activity":
+            _merge_metadata(existing, event)
+            return
+        try:
+            document = JsonDocument(event.content, limits=self.limits)
+        except LimitExceeded as exc:
+            self._over_limit(
+                "activity-limit-exceeded", event,
+                f"ACTIVITY_SNAPSHOT for '{message_id}' was skipped", exc,
+            )
+            return
         fresh: dict[str, Any] = {
             "id": message_id,
             "role": "activity",
             "activityType": event.activity_type,
-            "content": clone_json(event.content),
+            "content": document.value,
         }
         if event.subagent_run_id is not None:
             fresh["subagentRunId"] = event.subagent_run_id
@@ -534,6 +583,8 @@ class _Folder:
         else:
             target = None
         if target is not None:
+            if target["content"] is document.value:
+                self._activities[message_id] = document
             _merge_metadata(target, event)
 
     def _replace(self, old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -552,16 +603,30 @@ class _Folder:
             )
             return
         _merge_metadata(message, event)
+        what = f"ACTIVITY_DELTA for '{event.message_id}' did not apply and was skipped"
         try:
-            content = apply_patch(message.get("content", {}), event.patch)
-        except PatchError as exc:
-            self._warn(
-                "activity-patch-failed",
-                f"ACTIVITY_DELTA for '{event.message_id}' did not apply and was skipped: {exc}",
-            )
+            document = self._activity_document(event.message_id, message)
+            document.patch(event.patch)
+        except LimitExceeded as exc:
+            self._over_limit("activity-limit-exceeded", event, what, exc)
             return
-        message["content"] = content
+        except PatchError as exc:
+            self._warn("activity-patch-failed", f"{what}: {exc}")
+            return
+        message["content"] = document.value
         message["activityType"] = event.activity_type
+
+    def _activity_document(self, message_id: str, message: dict[str, Any]) -> JsonDocument:
+        """The content of an activity message as a sized document (measured once per content)."""
+        content = message.get("content", _UNSET)
+        document = self._activities.get(message_id)
+        if document is None or content is not document.value:
+            # Content that came some other way (a MESSAGES_SNAPSHOT, a seed): measure it
+            # once, in place — it already is this consumer's private copy.
+            document = JsonDocument({} if content is _UNSET else content, limits=self.limits,
+                                    copy=False)
+            self._activities[message_id] = document
+        return document
 
     def _encrypted_value(self, event: ReasoningEncryptedValueEvent) -> None:
         if event.subtype == "tool-call":
@@ -634,7 +699,11 @@ class _Folder:
         runs = list(self.runs)
         if self._run is not None:
             runs.append(RunInfo(self._run[0], self._run[1], "truncated"))
-        copy = _keep if final else clone_json
+        limits = self.limits
+
+        def copy(value: Any) -> Any:
+            return value if final else clone_json(value, limits)
+
         return RunResult(
             messages=copy(self.messages),
             state=copy(self.state),
@@ -642,15 +711,11 @@ class _Folder:
             interrupts=copy(self.interrupts),
             run_error=copy(self.run_error),
             usage=copy(self.usage),
-            result=clone_json(self.result),
+            result=clone_json(self.result, limits),
             pending_tool_call_ids=list(self.pending),
             runs=runs,
             warnings=list(self.warnings),
         )
-
-
-def _keep(value: Any) -> Any:
-    return value
 
 
 def _authoritative_activity_types(metadata: dict[str, Any] | None) -> Any:
@@ -675,14 +740,21 @@ def fold(
     *,
     state: Any = _UNSET,
     messages: Iterable[dict[str, Any]] | None = None,
+    limits: Limits | None = None,
 ) -> RunResult:
     """Apply already-expanded, already-valid events and return the result.
 
     ``state`` and ``messages`` seed the conversation (default: ``{}`` and no
     messages, like a fresh reference client). No verification happens here —
     use :func:`consume` / :class:`Consumer` for untrusted streams.
+
+    ``limits`` bounds the state and every activity's content (None: the
+    limits in effect, normally ``DEFAULT_LIMITS``): a snapshot or delta that
+    would cross them is skipped with a ``state-limit-exceeded`` /
+    ``activity-limit-exceeded`` warning and the previous document kept. A
+    seed ``state`` already past them raises :class:`~agui_pipes.LimitExceeded`.
     """
-    folder = _Folder({} if state is _UNSET else state, messages)
+    folder = _Folder({} if state is _UNSET else state, messages, limits)
     apply = folder.apply
     for event in events:
         apply(event)
@@ -697,6 +769,13 @@ class Consumer:
 
     ``profile="producer"`` verifies with the stricter producer rules instead
     (what ``agui-pipes verify --profile producer`` uses to audit a recording).
+
+    ``limits`` bounds the state and activity documents (None: the limits in
+    effect, normally ``DEFAULT_LIMITS``). A snapshot or delta that would cross
+    them is, like any delta that does not apply, skipped with a warning
+    (``state-limit-exceeded`` / ``activity-limit-exceeded``) and the previous
+    document kept; the producer profile rejects it instead (rule
+    ``limit-exceeded``).
 
     ``push(item)`` returns the events delivered to the application for that
     item (after expansion and verification) and raises
@@ -715,11 +794,14 @@ class Consumer:
         state: Any = _UNSET,
         messages: Iterable[dict[str, Any]] | None = None,
         profile: Profile = "consumer",
+        limits: Limits | None = None,
     ) -> None:
         self._allow_truncated = allow_truncated
-        self._folder = _Folder({} if state is _UNSET else state, messages)
-        self._expand = ExpandChunks().transform
         self._verifier = Verifier(profile)
+        self._folder = _Folder(
+            {} if state is _UNSET else state, messages, limits, strict=profile == "producer"
+        )
+        self._expand = ExpandChunks().transform
         self._observe = self._verifier.observe
         self._apply = self._folder.apply
         self._index = 0
@@ -815,6 +897,7 @@ async def consume(
     allow_truncated: bool = False,
     state: Any = _UNSET,
     messages: Iterable[dict[str, Any]] | None = None,
+    limits: Limits | None = None,
 ) -> RunResult:
     """Consume a whole stream: decode, expand, verify (consumer profile), fold.
 
@@ -822,15 +905,18 @@ async def consume(
     events, synchronously or asynchronously. Raises
     :class:`~agui_pipes.ProtocolViolation` when the stream is rejected — a
     truncated run included, unless ``allow_truncated`` — and otherwise
-    returns the :class:`RunResult`. An empty stream (or one whose every item
-    was dropped as unknown) is rejected too: it has no run, so no outcome.
+    returns the :class:`RunResult`. ``limits`` as for :class:`Consumer`. An empty
+    stream (or one whose every item was dropped as unknown) is rejected too: it has
+    no run, so no outcome.
     """
     if isinstance(source, str | bytes | bytearray):
         raise TypeError(
             "consume() takes an iterable of events, not one str/bytes blob; split NDJSON into "
             "lines, or feed an SSE body through agui_pipes.codecs.SSEDecoder first"
         )
-    consumer = Consumer(allow_truncated=allow_truncated, state=state, messages=messages)
+    consumer = Consumer(
+        allow_truncated=allow_truncated, state=state, messages=messages, limits=limits
+    )
     push = consumer.push
     if isinstance(source, AsyncIterable):
         async for item in source:

@@ -105,6 +105,7 @@ class Rule(str, enum.Enum):
     CHUNK_CONFLICT = "chunk-conflict"
     CHUNK_AMBIGUOUS = "chunk-ambiguous"
     UNEXPANDED_CHUNK = "unexpanded-chunk"
+    LIMIT_EXCEEDED = "limit-exceeded"
 
     def describe(self) -> str:
         """The rule in one sentence."""
@@ -138,6 +139,10 @@ _DESCRIPTIONS: Final[dict[Rule, str]] = {
     Rule.CHUNK_CONFLICT: "a continuation chunk must not contradict what its first chunk said",
     Rule.CHUNK_AMBIGUOUS: "an id-less chunk must resolve to exactly one open chunk stream",
     Rule.UNEXPANDED_CHUNK: "chunk events are expanded before verification",
+    Rule.LIMIT_EXCEEDED: (
+        "a state or activity document stays within the consumer's Limits (values, bytes, "
+        "nesting); producer profile only"
+    ),
 }
 
 

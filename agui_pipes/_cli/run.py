@@ -42,6 +42,7 @@ from ag_ui.core import BaseEvent
 
 from .._chain import TransformerChain
 from .._errors import StageError, StreamRejected
+from .._limits_scope import using_limits
 from ..codecs import (
     CodecError,
     EncodeError,
@@ -66,6 +67,7 @@ from ._input import (
     payloads_of,
     wire_index,
 )
+from ._limits import add_limit_options, limits_of
 
 __all__ = ["register"]
 
@@ -96,6 +98,7 @@ def register(subparsers: Any) -> None:
                         help="permit `type: module:attr` references in the chain file")
     parser.add_argument("--quiet", "-q", action="store_true",
                         help="no decode warnings and no progress line on stderr")
+    add_limit_options(parser)
     parser.set_defaults(handler=_run)
 
 
@@ -144,6 +147,12 @@ def _open_output(path: str | None) -> IO[bytes]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # The chain's stages are built inside: those that follow the state take these limits.
+    with using_limits(limits_of(args)):
+        return _run_chain(args)
+
+
+def _run_chain(args: argparse.Namespace) -> int:
     chain_factory = load_or_report(args.config, allow_imports=args.allow_imports)
     if chain_factory is None:
         return EXIT_CONFIG

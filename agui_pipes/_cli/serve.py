@@ -25,6 +25,7 @@ import sys
 from typing import Any
 
 from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
+from ._limits import add_limit_options, limits_of
 
 __all__ = ["register"]
 
@@ -102,6 +103,7 @@ def register(subparsers: Any) -> None:
         default="info",
         help="logging level (default info: one line per run)",
     )
+    add_limit_options(parser)
     parser.set_defaults(handler=_serve)
 
 
@@ -162,6 +164,7 @@ def _serve(args: argparse.Namespace) -> int:
                 path=args.path,
                 keepalive=keepalive,
                 **sending,
+                limits=limits_of(args),
             )
             what = "the demo agent"
         else:
@@ -173,6 +176,7 @@ def _serve(args: argparse.Namespace) -> int:
                 timeout=_timeout(args.timeout),
                 verify=not args.no_verify,
                 **sending,
+                limits=limits_of(args),
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:

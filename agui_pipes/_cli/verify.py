@@ -44,6 +44,7 @@ from ._input import (
     open_input,
     payloads_of,
 )
+from ._limits import add_limit_options, limits_of
 
 __all__ = ["register"]
 
@@ -76,6 +77,7 @@ def register(subparsers: Any) -> None:
                         help="no warnings and no summary (the rejection line still prints)")
     parser.add_argument("--input-format", choices=FORMATS, default="auto",
                         help="input encoding (default: by extension, else by content)")
+    add_limit_options(parser)
     parser.set_defaults(handler=_verify)
 
 
@@ -90,7 +92,9 @@ def _warn(warning: DecodeWarning | str) -> None:
 
 
 async def _consume(args: argparse.Namespace) -> tuple[RunResult, int]:
-    consumer = Consumer(allow_truncated=args.allow_truncated, profile=args.profile)
+    consumer = Consumer(
+        allow_truncated=args.allow_truncated, profile=args.profile, limits=limits_of(args)
+    )
     progress = Progress(None)
     name = input_name(args.input)
     shown = 0

@@ -24,6 +24,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
+from .._limits import Limits
+
 __all__ = [
     "CoalesceDeltasOptions",
     "DropEventsOptions",
@@ -69,6 +71,20 @@ def is_json_pointer(text: str) -> bool:
     if not text.startswith("/"):
         return False
     return re.search(r"~(?![01])", text) is None
+
+
+def _limits_field() -> Limits | None:
+    """The ``limits`` option of the stages that follow the state (one wording for both)."""
+    default: Limits | None = Field(
+        None,
+        description=(
+            "Bounds on the state the stage follows: `max_nodes` (values), `max_bytes` "
+            "(compact JSON), `max_depth` (nesting); what would cross them is skipped as a "
+            "consumer with those limits skips it. Unset: the server's limits, else "
+            "1000000 / 64 MiB / 1024."
+        ),
+    )
+    return default
 
 
 def _non_empty_names(names: list[str], what: str) -> list[str]:
@@ -206,6 +222,7 @@ class ToolResultToStateOptions(_Options):
             "Drop the TOOL_CALL_RESULT itself (default: keep it, followed by the state event)."
         ),
     )
+    limits: Limits | None = _limits_field()
 
     @field_validator("pointer")
     @classmethod
@@ -441,12 +458,14 @@ class StateFilterOptions(_Options):
         return self
 
 
-class StateDiffOptions(NoOptions):
+class StateDiffOptions(_Options):
     """Send later state snapshots as JSON Patch deltas when that is smaller.
 
     Deltas are computed against the state the client holds and checked to
     reproduce the snapshot exactly; the baseline resets at every RUN_STARTED.
     """
+
+    limits: Limits | None = _limits_field()
 
 
 class TimestampOptions(NoOptions):

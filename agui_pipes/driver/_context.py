@@ -42,6 +42,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from .._patch import LimitExceeded, measure_json
 from ..events import ATTRIBUTABLE_TYPES, with_attribution
 from ._cancel import CancelToken
 from ._core import RunCore, to_json
@@ -53,7 +54,7 @@ from ._handles import (
     dumps_json,
     make_event,
 )
-from ._pipeline import UNSET
+from ._pipeline import UNSET, limit_error
 
 __all__ = ["Emitter", "RunContext", "StepHandle", "SubagentScope"]
 
@@ -213,10 +214,17 @@ class Emitter(Generic[S]):
         state sends nothing, and a change is sent as a JSON-Patch STATE_DELTA
         against what the client last received — only when that patch
         serialises strictly smaller than the whole state; otherwise a
-        snapshot. Raises ``Error`` SERIALIZATION if the state has no JSON form.
+        snapshot. Raises ``Error`` SERIALIZATION if the state has no JSON form, and
+        ``Error`` PROTOCOL_VIOLATION (rule ``limit-exceeded``) if it is past the
+        run's ``limits`` (values, bytes, nesting) — nothing is sent then.
         """
         core = self._core
         document = to_json(core.state, "the state")
+        try:
+            measure_json(document, core.pipeline.limits)
+        except LimitExceeded as exc:
+            # Refused before anything is diffed or sent; the agent may shrink it and retry.
+            raise limit_error(exc, None) from None
         baseline = core.pipeline.baseline
         kw = self._kw
         event: StateSnapshotEvent | StateDeltaEvent

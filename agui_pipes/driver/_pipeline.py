@@ -16,27 +16,34 @@ The pipeline also keeps the state *baseline* — the state a client holds
 after applying every STATE_SNAPSHOT / STATE_DELTA that actually left — which
 is what ``publish_state`` diffs against. Tracking it on the way out (after
 the transformers) rather than on the way in is what keeps deltas correct when
-a stage drops or rewrites a state event.
+a stage drops or rewrites a state event. The baseline is a
+:class:`~agui_pipes._patch.JsonDocument` bounded by the run's ``limits``: a
+state event that would take it past them (a snapshot too large, a delta
+that would grow it too far) is refused *before* it leaves — the run fails
+with PROTOCOL_VIOLATION, rule ``limit-exceeded``, as the producer profile
+of ``agui-pipes verify`` would reject the stream — instead of sending a
+state every bounded consumer refuses.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import anyio
-import jsonpatch
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 
 from .._errors import StreamRejected
+from .._limits import Limits
+from .._limits_scope import resolve_limits
+from .._patch import JsonDocument, LimitExceeded, PatchError
 from .._transformer import StreamTransformer
 from ._cancel import CancelToken
 from ._errors import Error
 from ._pace import Pacer
 
-__all__ = ["UNSET", "Pipeline"]
+__all__ = ["UNSET", "Pipeline", "limit_error"]
 
 _log = logging.getLogger("agui_pipes.driver")
 
@@ -53,6 +60,7 @@ class Pipeline:
 
     __slots__ = (
         "_chain",
+        "_document",
         "_own_state_doc",
         "_own_state_event",
         "_pacer",
@@ -61,6 +69,7 @@ class Pipeline:
         "baseline",
         "buffer_size",
         "failure",
+        "limits",
         "observe",
         "token",
     )
@@ -74,9 +83,12 @@ class Pipeline:
         token: CancelToken,
         buffer_size: int | None,
         pacer: Pacer | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._send = send
         self._pacer = pacer if pacer is not None else Pacer(1)
+        self.limits = resolve_limits(limits)
+        self._document: JsonDocument | None = None
         self._chain = chain
         self._transform: Transform | None = None if chain is None else chain.transform
         self.observe = observe
@@ -156,6 +168,9 @@ class Pipeline:
                 observe(event)
             except Error as error:
                 raise self.fail(error) from None
+        cls = event.__class__
+        if cls is StateSnapshotEvent or cls is StateDeltaEvent:
+            self._follow_state(event)
         try:
             self._send(event)
         except anyio.WouldBlock:
@@ -163,27 +178,39 @@ class Pipeline:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise self.fail(Error.disconnected()) from None
         self._pacer.sent += 1
-        cls = event.__class__
-        if cls is StateSnapshotEvent or cls is StateDeltaEvent:
-            self._follow_state(event)
 
     # -- the state baseline ---------------------------------------------------------
 
     def _follow_state(self, event: BaseEvent) -> None:
-        if event is self._own_state_event:
-            self.baseline = self._own_state_doc
-        elif isinstance(event, StateSnapshotEvent):
-            self.baseline = copy.deepcopy(event.snapshot)
-        elif isinstance(event, StateDeltaEvent):
-            if self.baseline is UNSET:
-                return  # the client holds no known state to patch; the next publish snapshots
-            operations = [
-                op.model_dump(mode="json", by_alias=True, exclude_unset=True) for op in event.delta
-            ]
-            try:
-                self.baseline = jsonpatch.apply_patch(self.baseline, operations, in_place=False)
-            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-                # A client skips a patch that fails to apply and keeps its state;
-                # we cannot be sure it did, so the next publish sends a snapshot.
-                _log.warning("a STATE_DELTA that left the run does not apply: %s", exc)
-                self.baseline = UNSET
+        """Move the baseline past ``event`` (before it is sent: a refusal keeps it in)."""
+        try:
+            if event is self._own_state_event:
+                self._document = JsonDocument(self._own_state_doc, limits=self.limits, copy=False)
+            elif isinstance(event, StateSnapshotEvent):
+                self._document = JsonDocument(event.snapshot, limits=self.limits)
+            elif isinstance(event, StateDeltaEvent):
+                if self._document is None:
+                    return  # the client holds no known state to patch; the next publish snapshots
+                try:
+                    self._document.patch(event.delta)
+                except LimitExceeded:
+                    raise
+                except PatchError as exc:
+                    # A client skips a patch that fails to apply and keeps its state;
+                    # we cannot be sure it did, so the next publish sends a snapshot.
+                    _log.warning("a STATE_DELTA that left the run does not apply: %s", exc)
+                    self._document = None
+                    self.baseline = UNSET
+                    return
+        except LimitExceeded as exc:
+            raise self.fail(limit_error(exc, event)) from None
+        if self._document is not None:
+            self.baseline = self._document.value
+
+
+def limit_error(exc: LimitExceeded, event: BaseEvent | None) -> Error:
+    """PROTOCOL_VIOLATION, rule ``limit-exceeded``: what the producer profile says of it."""
+    from ..verify import Rule, VerificationError
+
+    failure = VerificationError(Rule.LIMIT_EXCEEDED, str(exc), event)
+    return Error.violation(str(failure), verification=failure)

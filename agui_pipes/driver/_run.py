@@ -46,6 +46,8 @@ from pydantic import ValidationError
 
 from .._chain import TransformerChain
 from .._errors import StreamRejected
+from .._limits import Limits
+from .._limits_scope import resolve_limits, using_limits
 from .._transformer import Stage, StreamTransformer
 from ._agent import resolve_agent
 from ._cancel import CancelToken
@@ -196,6 +198,7 @@ class Run:
         event_buffer: int | None = None,
         backpressure: int | None = DEFAULT_BACKPRESSURE,
         cancel_token: CancelToken | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if backpressure is not None and (
             not isinstance(backpressure, int) or isinstance(backpressure, bool) or backpressure < 1
@@ -217,7 +220,9 @@ class Run:
             )
         self._function, self._state_model = resolve_agent(agent)
         self._input = _coerce_input(run_input)
-        self._chain = _build_chain(transformers)
+        self._limits = resolve_limits(limits)
+        with using_limits(self._limits):  # stages built here default to the run's limits
+            self._chain = _build_chain(transformers)
         self._observe: Observe | None = producer_observer() if verify else None
         self._echo_input = echo_input
         self._buffer = event_buffer
@@ -285,6 +290,7 @@ class Run:
             token=self._token,
             buffer_size=self._buffer,
             pacer=self._pacer,
+            limits=self._limits,
         )
         core = RunCore(self._input, pipeline, self._state_model)
         try:
@@ -444,6 +450,7 @@ def run(
     event_buffer: int | None = None,
     backpressure: int | None = DEFAULT_BACKPRESSURE,
     cancel_token: CancelToken | None = None,
+    limits: Limits | None = None,
 ) -> Run:
     """Run ``agent`` on ``input`` as an AG-UI event stream.
 
@@ -472,6 +479,11 @@ def run(
       of them (emit itself cannot wait). ``None``: never held.
     * ``cancel_token`` — a ``CancelToken`` to cancel the run from outside;
       leaving the ``async with`` early trips it too.
+    * ``limits`` — bounds on the state the run publishes (values, bytes,
+      nesting; None: the limits in effect, normally ``DEFAULT_LIMITS``). A
+      state past them fails with PROTOCOL_VIOLATION, rule ``limit-exceeded``,
+      before anything is sent; stages built from a ``transformers`` factory
+      default to them too.
     """
     return Run(
         agent,
@@ -482,4 +494,5 @@ def run(
         event_buffer=event_buffer,
         backpressure=backpressure,
         cancel_token=cancel_token,
+        limits=limits,
     )

@@ -28,6 +28,8 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 
 from .._chain import ChainFactory, TransformerChain
+from .._limits import Limits
+from .._limits_scope import resolve_limits, using_limits
 from ..driver import CancelToken, run
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
@@ -77,6 +79,9 @@ class AgentEndpoint:
     client reads (the driver's backpressure). A client that reads nothing
     for ``send_timeout`` seconds is treated as disconnected (``None``: wait
     forever).
+    ``limits`` bounds the state each run publishes (see ``run(..., limits=)``) and
+    is the default of the stages the chain factory builds (None: the limits in
+    effect, normally ``DEFAULT_LIMITS``).
     """
 
     def __init__(
@@ -92,6 +97,7 @@ class AgentEndpoint:
         verify: bool = True,
         echo_input: bool = False,
         logger: logging.Logger | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if (agent is None) == (agent_factory is None):
             raise TypeError(
@@ -114,6 +120,7 @@ class AgentEndpoint:
         self._verify = verify
         self._echo_input = echo_input
         self._log = logger or _log
+        self._limits = resolve_limits(limits)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -136,7 +143,8 @@ class AgentEndpoint:
         stats.thread_id = run_input.thread_id
         try:
             agent = self._agent if self._agent_factory is None else self._agent_factory(run_input)
-            chain = None if self._chain_factory is None else self._chain_factory()
+            with using_limits(self._limits):
+                chain = None if self._chain_factory is None else self._chain_factory()
         except Exception as exc:
             self._log.error("cannot set up run %s: %s", run_input.run_id, exc, exc_info=exc)
             await send_json_error(
@@ -161,6 +169,7 @@ class AgentEndpoint:
             "echo_input": self._echo_input,
             "cancel_token": token,
             "backpressure": _DRIVER_BACKLOG,
+            "limits": self._limits,
         }
         if inner is not None:
             run_options["transformers"] = inner

@@ -55,6 +55,8 @@ import httpx
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 
 from .._chain import ChainFactory, TransformerChain
+from .._limits import Limits
+from .._limits_scope import resolve_limits, using_limits
 from .._transformer import Stage
 from ..codecs import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -137,6 +139,10 @@ class Gateway:
     gateway stops reading the upstream (whose agent then waits in turn), and
     a client that reads nothing for ``send_timeout`` seconds is treated as
     disconnected, which closes the upstream request.
+
+    ``limits`` is the default of the stages the chain factory builds
+    (``StateDiff``, ``ToolResultToState``: the state they follow; None: the
+    limits in effect, normally ``DEFAULT_LIMITS``).
     """
 
     def __init__(
@@ -154,6 +160,7 @@ class Gateway:
         forward_headers: Iterable[str] = ("authorization",),
         client: httpx.AsyncClient | None = None,
         logger: logging.Logger | None = None,
+        limits: Limits | None = None,
     ) -> None:
         url = httpx.URL(upstream)
         if url.scheme not in ("http", "https") or not url.host:
@@ -179,6 +186,7 @@ class Gateway:
         self._client = client
         self._owns_client = client is None
         self._log = logger or _log
+        self._limits = resolve_limits(limits)
 
     # -- lifecycle --------------------------------------------------------
 
@@ -231,7 +239,8 @@ class Gateway:
             # receives, and its messages can only name what the client sees.
             stages: list[Stage] = [ExpandChunks()]
             if self._chain_factory is not None:
-                stages.append(self._chain_factory())
+                with using_limits(self._limits):
+                    stages.append(self._chain_factory())
             final = Verify(profile="consumer", on_violation="raise") if self._verify else None
             if final is not None:
                 stages.append(final)

@@ -14,11 +14,20 @@ baseline and comparing with the snapshot as JSON (``true`` is not ``1``); a
 diff that would not reproduce the snapshot exactly is never sent. The
 baseline resets at every RUN_STARTED (from ``input.state`` when the echo
 carries it, otherwise unknown, so the run's first snapshot passes as is).
+
+The baseline is bounded by ``limits`` (None: the limits in effect — the
+server's, else ``DEFAULT_LIMITS``), the same bounds a consumer applies: a
+delta that would take it past them is skipped and a snapshot past them
+passes through unchanged with the baseline kept — what such a consumer does
+with them — each with a warning logged and recorded in ``warnings``. So a
+hostile 1 KB delta of repeated ``copy`` operations costs this stage a
+bounded walk, not gigabytes.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -33,10 +42,15 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 
-from .._patch import PatchError, apply_patch, clone_json, json_equal
+from .._limits import Limits
+from .._limits_scope import resolve_limits
+from .._patch import JsonDocument, LimitExceeded, PatchError, json_equal
 from .._transformer import StreamTransformer
+from ..decode import DecodeWarning
 
 __all__ = ["StateDiff"]
+
+logger = logging.getLogger(__name__)
 
 _UNKNOWN: Final = object()
 
@@ -50,34 +64,56 @@ class StateDiff(StreamTransformer):
 
     event_types = (EventType.RUN_STARTED, EventType.STATE_SNAPSHOT, EventType.STATE_DELTA)
 
-    def __init__(self) -> None:
-        self._state: Any = _UNKNOWN
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = resolve_limits(limits)
+        self._state: JsonDocument | None = None
+        self.warnings: list[DecodeWarning] = []
+        """Structured copies of the warnings logged (state past the limits), in order."""
+
+    def _warn(self, what: str, exc: LimitExceeded) -> None:
+        message = f"StateDiff: {what}: {exc}"
+        logger.warning("%s", message)
+        self.warnings.append(DecodeWarning("state-limit-exceeded", message))
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         cls = type(event)
         if cls is StateSnapshotEvent:
             return self._snapshot(event)  # type: ignore[arg-type]
         if cls is StateDeltaEvent:
-            if self._state is not _UNKNOWN:
+            if self._state is not None:
                 try:
-                    self._state = apply_patch(self._state, event.delta)  # type: ignore[attr-defined]
+                    self._state.patch(event.delta)  # type: ignore[attr-defined]
+                except LimitExceeded as exc:
+                    self._warn("a STATE_DELTA was left out of the baseline", exc)
                 except PatchError:
                     pass  # skipped by the client too; its state is unchanged
             return (event,)
         if cls is RunStartedEvent:
             echo = event.input  # type: ignore[attr-defined]
-            self._state = _UNKNOWN
+            self._state = None
             if isinstance(echo, RunAgentInput) and echo.state is not None:
-                self._state = clone_json(echo.state)
+                try:
+                    self._state = JsonDocument(echo.state, limits=self.limits)
+                except LimitExceeded as exc:
+                    self._warn("the RUN_STARTED input state is not a baseline", exc)
         return (event,)
 
     def _snapshot(self, event: StateSnapshotEvent) -> Sequence[BaseEvent]:
         new = event.snapshot
-        old = self._state
-        self._state = clone_json(new)
-        if old is _UNKNOWN:
+        document = self._state
+        if document is None:
+            try:
+                self._state = JsonDocument(new, limits=self.limits)
+            except LimitExceeded as exc:
+                self._warn("a STATE_SNAPSHOT passed unchanged and is not a baseline", exc)
             return (event,)
-        delta = self._diff(old, new)
+        old = document.value
+        try:
+            document.reset(new)
+        except LimitExceeded as exc:
+            self._warn("a STATE_SNAPSHOT passed unchanged, the baseline is kept", exc)
+            return (event,)
+        delta = self._diff(old, new, self.limits)
         if delta is None:
             return (event,)
         fields = {
@@ -93,7 +129,7 @@ class StateDiff(StreamTransformer):
         return (replacement,)
 
     @staticmethod
-    def _diff(old: Any, new: Any) -> list[dict[str, Any]] | None:
+    def _diff(old: Any, new: Any, limits: Limits) -> list[dict[str, Any]] | None:
         """A patch from ``old`` to ``new`` that is strictly smaller and exact, else None."""
         if not isinstance(old, dict | list) or not isinstance(new, dict | list):
             return None
@@ -105,7 +141,9 @@ class StateDiff(StreamTransformer):
             return None
         try:
             parsed = StateDeltaEvent.model_validate({"delta": operations}).delta
-            check = apply_patch(clone_json(old), parsed)
+            # ``old`` is no longer the baseline (reset replaced it): patch it in place.
+            check = JsonDocument(old, limits=limits, copy=False)
+            check.patch(parsed)
+            return operations if json_equal(check.value, new, limits) else None
         except (PatchError, ValidationError):
             return None
-        return operations if json_equal(check, new) else None

@@ -20,6 +20,14 @@ that does not parse (or is not a patch in ``delta`` mode) passes through
 untouched with a warning — logged, and recorded in ``warnings`` — and no
 state event is made: a tool returning prose must not take the run down. The
 state event carries the result's subagent tag (provenance).
+
+``limits`` (None: the limits in effect — the server's, else
+``DEFAULT_LIMITS``) bounds the state: a result whose value would make a
+state past them (nesting, values, bytes) makes no state event and passes
+with a ``tool-result-too-large`` warning, since a consumer with those
+limits would refuse the event. In mode ``at`` the state followed through the
+stream is bounded the same way: a delta that would cross the limits is
+skipped, as such a consumer skips it.
 """
 
 from __future__ import annotations
@@ -44,7 +52,9 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 
-from .._patch import PatchError, apply_patch, clone_json
+from .._limits import Limits
+from .._limits_scope import resolve_limits
+from .._patch import JsonDocument, LimitExceeded, PatchError, measure_json
 from .._transformer import StreamTransformer
 from ..decode import DecodeWarning
 
@@ -112,6 +122,7 @@ class ToolResultToState(StreamTransformer):
         mode: Mode = "snapshot",
         pointer: str | None = None,
         replace_result: bool = False,
+        limits: Limits | None = None,
     ) -> None:
         if not isinstance(tool, str) or not tool:
             raise ValueError(f"ToolResultToState: tool must be a non-empty name, got {tool!r}")
@@ -135,11 +146,13 @@ class ToolResultToState(StreamTransformer):
         self.mode: Mode = mode
         self.pointer = pointer
         self.replace_result = replace_result
+        self._limits_given = limits
+        self.limits = resolve_limits(limits)
         self.warnings: list[DecodeWarning] = []
         """Structured copies of the warnings logged (unparsable results), in order."""
         self._calls: set[str] = set()
         self._promoted: set[str] = set()
-        self._state: Any = {}
+        self._state = JsonDocument({}, limits=self.limits)
         self._track_state = mode == "at"
         self._handlers: dict[type[BaseEvent], Callable[[Any], Sequence[BaseEvent]]] = {
             RunStartedEvent: self._run_started,
@@ -152,23 +165,23 @@ class ToolResultToState(StreamTransformer):
         }
 
     @classmethod
-    def snapshot(cls, tool: str) -> ToolResultToState:
+    def snapshot(cls, tool: str, *, limits: Limits | None = None) -> ToolResultToState:
         """The result JSON replaces the whole state (STATE_SNAPSHOT)."""
-        return cls(tool, "snapshot")
+        return cls(tool, "snapshot", limits=limits)
 
     @classmethod
-    def delta(cls, tool: str) -> ToolResultToState:
+    def delta(cls, tool: str, *, limits: Limits | None = None) -> ToolResultToState:
         """The result is an RFC 6902 patch applied to the state (STATE_DELTA)."""
-        return cls(tool, "delta")
+        return cls(tool, "delta", limits=limits)
 
     @classmethod
-    def at(cls, tool: str, pointer: str) -> ToolResultToState:
+    def at(cls, tool: str, pointer: str, *, limits: Limits | None = None) -> ToolResultToState:
         """The result JSON is set at ``pointer`` inside the state (STATE_DELTA)."""
-        return cls(tool, "at", pointer)
+        return cls(tool, "at", pointer, limits=limits)
 
     def replacing(self) -> ToolResultToState:
         """The same stage, but the TOOL_CALL_RESULT itself is dropped when promoted."""
-        return type(self)(self.tool, self.mode, self.pointer, True)
+        return type(self)(self.tool, self.mode, self.pointer, True, self._limits_given)
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         handler = self._handlers.get(type(event))
@@ -179,12 +192,12 @@ class ToolResultToState(StreamTransformer):
     def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
         self._calls.clear()
         self._promoted.clear()
-        self._state = {}
+        self._state.reset({})
         echo = event.input
         if isinstance(echo, RunAgentInput):
             self._learn(echo.messages)
             if self._track_state and echo.state is not None:
-                self._state = clone_json(echo.state)
+                self._reset(echo.state, "the RUN_STARTED input state")
         return (event,)
 
     def _start(self, event: ToolCallStartEvent) -> Sequence[BaseEvent]:
@@ -212,8 +225,19 @@ class ToolResultToState(StreamTransformer):
 
     def _state_snapshot(self, event: StateSnapshotEvent) -> Sequence[BaseEvent]:
         if self._track_state:
-            self._state = clone_json(event.snapshot)
+            self._reset(event.snapshot, "a STATE_SNAPSHOT")
         return (event,)
+
+    def _reset(self, value: Any, what: str) -> None:
+        try:
+            self._state.reset(value)
+        except LimitExceeded as exc:
+            self._log_limit(f"{what} was not followed, the previous state is kept: {exc}")
+
+    def _log_limit(self, why: str) -> None:
+        message = f"ToolResultToState({self.tool!r}, mode={self.mode!r}): {why}"
+        logger.warning(message)
+        self.warnings.append(DecodeWarning("state-limit-exceeded", message))
 
     def _state_delta(self, event: StateDeltaEvent) -> Sequence[BaseEvent]:
         if self._track_state:
@@ -222,7 +246,9 @@ class ToolResultToState(StreamTransformer):
 
     def _apply(self, operations: Any) -> None:
         try:
-            self._state = apply_patch(self._state, operations)
+            self._state.patch(operations)
+        except LimitExceeded as exc:
+            self._log_limit(f"a STATE_DELTA was skipped, the previous state is kept: {exc}")
         except PatchError:
             pass  # the client skips a delta that does not apply; so do we
 
@@ -249,6 +275,17 @@ class ToolResultToState(StreamTransformer):
         except ValueError as exc:
             self._warn("tool-result-not-json", event, f"is not JSON ({exc})")
             return (event,)
+        except RecursionError:
+            self._warn(
+                "tool-result-too-large", event,
+                f"is nested deeper than Limits.max_depth = {self.limits.max_depth:,} levels",
+            )
+            return (event,)
+        try:
+            measure_json(value, self.limits)
+        except LimitExceeded as exc:
+            self._warn("tool-result-too-large", event, f"is too large for a state: {exc}")
+            return (event,)
         state_event = self._state_event(event, value)
         if state_event is None:
             return (event,)
@@ -258,8 +295,6 @@ class ToolResultToState(StreamTransformer):
     def _state_event(self, event: ToolCallResultEvent, value: Any) -> BaseEvent | None:
         tag = event.subagent_run_id
         if self.mode == "snapshot":
-            if self._track_state:
-                self._state = clone_json(value)
             return StateSnapshotEvent(snapshot=value, subagent_run_id=tag)
         if self.mode == "delta":
             if not isinstance(value, list):
@@ -280,7 +315,13 @@ class ToolResultToState(StreamTransformer):
         if operations is None:
             return None
         delta = StateDeltaEvent.model_validate({"delta": operations, "subagentRunId": tag})
-        self._apply(delta.delta)
+        try:
+            self._state.patch(delta.delta)
+        except LimitExceeded as exc:
+            self._warn("tool-result-too-large", event, f"would take the state past: {exc}")
+            return None
+        except PatchError:
+            pass  # cannot happen (the operations were made for this state); keep the event
         return delta
 
     def _set_at(self, event: ToolCallResultEvent, value: Any) -> list[dict[str, Any]] | None:
@@ -288,7 +329,7 @@ class ToolResultToState(StreamTransformer):
         if not self._tokens:
             return [{"op": "replace", "path": "", "value": value}]
         operations: list[dict[str, Any]] = []
-        node: Any = self._state
+        node: Any = self._state.value
         path = ""
         last = len(self._tokens) - 1
         for i, token in enumerate(self._tokens):
