@@ -501,3 +501,14 @@ async def test_stages_built_by_the_driver_default_to_the_runs_limits() -> None:
 
     await collect(agent, INPUT, transformers=factory, limits=Limits(max_nodes=33))
     assert [stage.limits.max_nodes for stage in built] == [33]
+
+
+@pytest.mark.parametrize("result", ["NaN", '{"x": Infinity}', '[1e400]', "[" * 1100 + "]" * 1100])
+def test_tool_result_to_state_refuses_non_portable_json_as_a_warning(result: str) -> None:
+    # A state event made from NaN, an overflowing number or nesting past the one depth
+    # limit could not be written by any encoder: the stage passes the result on and warns.
+    stage = ToolResultToState.snapshot("plan")
+    out = _through(stage, [*RUN, *_call("c1", "plan", result), *END])
+    assert not [e for e in out if e.type is EventType.STATE_SNAPSHOT]
+    assert codes(stage.warnings) == ["tool-result-not-json"]
+    assert [e for e in out if e.type is EventType.TOOL_CALL_RESULT]

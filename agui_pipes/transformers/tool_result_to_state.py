@@ -32,7 +32,6 @@ skipped, as such a consumer skips it.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
@@ -52,6 +51,7 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 
+from .. import _json
 from .._limits import Limits
 from .._limits_scope import resolve_limits
 from .._patch import JsonDocument, LimitExceeded, PatchError, measure_json
@@ -271,15 +271,15 @@ class ToolResultToState(StreamTransformer):
             self._warn("tool-result-no-text", event, "has no text content parts")
             return (event,)
         try:
-            value = json.loads(text)
+            # The strict parser: NaN/Infinity, numbers past a double and nesting past
+            # the one depth limit are refused here, as a warning, instead of making
+            # a state event that no encoder may write.
+            value = _json.loads(text)
+        except _json.JSONValueError as exc:
+            self._warn("tool-result-not-json", event, f"is not portable JSON ({exc})")
+            return (event,)
         except ValueError as exc:
             self._warn("tool-result-not-json", event, f"is not JSON ({exc})")
-            return (event,)
-        except RecursionError:
-            self._warn(
-                "tool-result-too-large", event,
-                f"is nested deeper than Limits.max_depth = {self.limits.max_depth:,} levels",
-            )
             return (event,)
         try:
             measure_json(value, self.limits)
