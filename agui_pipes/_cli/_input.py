@@ -31,6 +31,7 @@ from ..decode import DecodeWarning, decode
 
 __all__ = [
     "FORMATS",
+    "MAX_DOCUMENT_BYTES",
     "InputError",
     "OpenInput",
     "Progress",
@@ -124,6 +125,12 @@ def _json_items(data: bytes, fmt: str, name: str) -> list[Any]:
     )
 
 
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
+"""A JSON-array or corpus input is parsed whole, at several times its size in
+memory; past this cap it is refused with the way to stream it instead. NDJSON and
+SSE input have no size cap: they are read an event at a time (each frame capped)."""
+
+
 @dataclass
 class OpenInput:
     """An opened input whose format is settled: ``chunks`` yields all its bytes."""
@@ -210,6 +217,13 @@ async def payloads_of(opened: OpenInput) -> AsyncGenerator[Any, None]:
         data = bytearray()
         async for chunk in opened.chunks:
             data += chunk
+            if len(data) > MAX_DOCUMENT_BYTES:
+                raise InputError(
+                    f"{opened.name} is a JSON document of more than {MAX_DOCUMENT_BYTES:,} "
+                    "bytes (the cap for JSON-array and corpus input, which is parsed whole); "
+                    "give it as NDJSON, which is read an event at a time, e.g. "
+                    "`jq -c '.[]' FILE > FILE.ndjson`"
+                )
         if not data.removeprefix(_BOM).strip():
             return
         for item in _json_items(bytes(data), opened.format, opened.name):
