@@ -197,6 +197,14 @@ async def test_failing_factory_is_a_500_json_error(server: Running) -> None:
         (b'{"threadId": "t", "messages": []}', "runId"),
         (b'{"threadId": "t", "runId": 5, "messages": []}', "runId"),
         (b'{"threadId": "t", "runId": "r", "messages": [{"role": "nope"}]}', "messages"),
+        # Not JSON, though pydantic's parser takes them: a state holding them could
+        # never be echoed back (regression: a NaN state reached the run).
+        (b'{"threadId": "t", "runId": "r", "messages": [], "state": {"x": [1, NaN]}}',
+         "at `state.x.1`: the literal NaN is not JSON"),
+        (b'{"threadId": "t", "runId": "r", "messages": [], "state": -Infinity}',
+         "the literal -Infinity is not JSON"),
+        (b'{"threadId": "t", "runId": "r", "messages": [], "state": {"n": 1e400}}',
+         "beyond the range of a double"),
     ],
 )
 async def test_bad_bodies_get_422_json(server: Running, body: bytes, fragment: str) -> None:

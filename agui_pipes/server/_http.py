@@ -13,6 +13,7 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
 
+from .. import _json
 from ._streaming import Receive, Send
 
 __all__ = [
@@ -79,6 +80,19 @@ def parse_run_input(body: bytes) -> RunAgentInput:
             "the request body is empty; POST a JSON RunAgentInput "
             '({"threadId": ..., "runId": ..., "messages": [...]})',
         )
+    try:
+        # pydantic's JSON parser takes NaN / Infinity and numbers past a double; a
+        # state holding them could never be echoed or encoded back. The strict
+        # parser refuses them here, as the 422 they are (invalid JSON is left to
+        # pydantic, whose message says where).
+        _json.loads(body)
+    except _json.JSONValueError as exc:
+        where = f" at `{_json.shown_path(exc.path)}`" if exc.path else ""
+        raise BadRequest(
+            422, "invalid_run_input", f"the request body is not valid JSON{where}: {exc.problem}"
+        ) from None
+    except ValueError:
+        pass
     try:
         return RunAgentInput.model_validate_json(body)
     except ValidationError as exc:
