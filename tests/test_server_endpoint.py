@@ -12,7 +12,13 @@ import anyio.lowlevel
 import httpx
 import pytest
 from _servers import Running, post_run, run_input, serve, sse_events, wait_until
-from ag_ui.core import BaseEvent, EventType, RunAgentInput, TextMessageContentEvent
+from ag_ui.core import (
+    BaseEvent,
+    CustomEvent,
+    EventType,
+    RunAgentInput,
+    TextMessageContentEvent,
+)
 from starlette.applications import Starlette
 
 from agui_pipes import AsyncStreamTransformer, FunctionTransformer, StreamTransformer
@@ -280,3 +286,33 @@ def test_endpoint_arguments_are_checked() -> None:
         AgentEndpoint(hello, keepalive=0)
     with pytest.raises(TypeError, match="chain factory"):
         AgentEndpoint(hello, chain=42)  # type: ignore[arg-type]
+
+
+async def _emits_nan(ctx: RunContext[Any]) -> None:
+    ctx.emit(CustomEvent(name="ratio", value={"r": float("nan")}))
+
+
+_NAN_STAGE = FunctionTransformer(
+    lambda e: [e, CustomEvent(name="x", value=[float("inf")])]
+    if e.type is EventType.RUN_STARTED else [e],
+    name="inf_maker",
+)
+
+
+@pytest.mark.parametrize(
+    ("agent", "chain", "where"),
+    [(_emits_nan, None, "`value.r`"), (hello, lambda: _NAN_STAGE.fresh(), "`value.0`")],
+)
+async def test_an_unencodable_event_is_an_encode_error_not_an_internal_one(
+    agent: Any, chain: Any, where: str
+) -> None:
+    # Regression: NaN from the agent or a stage ended the run as INTERNAL_ERROR
+    # ("the server failed: EncodeError ...") with a traceback in the log.
+    app = Starlette(routes=[agent_route("/", agent, chain=chain)])
+    with serve(app) as server:
+        async with httpx.AsyncClient() as client:
+            _, events = await post_run(client, server.url + "/", run_input())
+    error = events[-1]
+    assert error.type is EventType.RUN_ERROR
+    assert error.code == "ENCODE_ERROR"  # type: ignore[attr-defined]
+    assert where in error.message  # type: ignore[attr-defined]

@@ -41,7 +41,7 @@ from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
 from .._chain import TransformerChain
 from .._errors import AguiPipesError, StageError, StreamRejected
-from ..codecs import SSE_CONTENT_TYPE, encode_sse, sse_comment
+from ..codecs import SSE_CONTENT_TYPE, EncodeError, encode_sse, sse_comment
 from ..verify import ProtocolViolation
 from ._frames import DEFAULT_SEND_BUFFER, FrameQueue
 from ._stats import RunStats
@@ -110,6 +110,10 @@ def run_error_for(exc: BaseException) -> RunErrorEvent:
         return RunErrorEvent(code=code, message=str(exc))
     if isinstance(exc, StageError):
         return RunErrorEvent(code="STAGE_ERROR", message=str(exc))
+    if isinstance(exc, EncodeError):
+        # The agent or a stage made a value no JSON peer can read back (NaN, too deep):
+        # a fault of that code, named by event type and path, not of the server.
+        return RunErrorEvent(code="ENCODE_ERROR", message=str(exc))
     return RunErrorEvent(
         code="INTERNAL_ERROR", message=f"the server failed: {type(exc).__name__}: {exc}"
     )
@@ -252,7 +256,9 @@ class SSERun:
                 )
                 return
             error = run_error_for(exc)
-            if not isinstance(exc, RunFailure):
+            if isinstance(exc, EncodeError):
+                self._log.warning("run %s failed: %s", stats.run_id, exc)
+            elif not isinstance(exc, RunFailure):
                 self._log.error("run %s failed: %s", stats.run_id, exc, exc_info=exc)
             else:
                 self._log.warning("run %s failed: %s: %s", stats.run_id, exc.code, exc.message)
