@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Final
 
 from ._limits import DEFAULT_LIMITS
@@ -32,6 +34,7 @@ __all__ = [
     "MAX_DEPTH",
     "JSONValueError",
     "dumps_plain",
+    "dumps_text",
     "fast_loads",
     "leading_type",
     "loads",
@@ -205,10 +208,13 @@ def _stdlib_loads(text: str) -> Any:
     return document
 
 
-def _with_room_for_depth(text: str) -> Any:
-    """Parse again with the recursion limit just above this frame's depth plus MAX_DEPTH.
+@contextmanager
+def _room_for_depth() -> Iterator[None]:
+    """Raise the recursion limit to just above this frame's depth plus MAX_DEPTH.
 
-    Just enough: deeper input still fails, after a bounded amount of stack.
+    Just enough for the standard library's recursive parser and writer to handle
+    every value within the nesting limit; deeper values still fail, after a bounded
+    amount of stack.
     """
     depth = 0
     frame = sys._getframe()
@@ -218,11 +224,28 @@ def _with_room_for_depth(text: str) -> Any:
     saved = sys.getrecursionlimit()
     sys.setrecursionlimit(max(saved, depth + MAX_DEPTH + 50))
     try:
-        return _stdlib_parse(text)
-    except RecursionError:
-        raise _too_deep() from None
+        yield
     finally:
         sys.setrecursionlimit(saved)
+
+
+def _with_room_for_depth(text: str) -> Any:
+    """Parse again with room for MAX_DEPTH levels (see :func:`_room_for_depth`)."""
+    with _room_for_depth():
+        try:
+            return _stdlib_parse(text)
+        except RecursionError:
+            raise _too_deep() from None
+
+
+def dumps_text(value: Any, **options: Any) -> str:
+    """``json.dumps`` of a value within the nesting limit, however deep (CLI output).
+
+    The standard library's writer recurses; at the default recursion limit it
+    fails near 1000 levels, below what decode accepts.
+    """
+    with _room_for_depth():
+        return json.dumps(value, **options)
 
 
 def loads(data: str | bytes) -> Any:

@@ -23,13 +23,13 @@ stream. Warnings go to stderr, one per line, each starting ``warning:``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from contextlib import aclosing
 from typing import Any
 
 import anyio
 
+from .. import _json
 from ..codecs import CodecError
 from ..consume import Consumer, RunResult
 from ..decode import DecodeError, DecodeWarning
@@ -154,8 +154,7 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"rejected: {rejected.message}", file=sys.stderr)
         return EXIT_REJECTED
     if args.result:
-        json.dump(result.to_json(), sys.stdout, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(_json.dumps_text(result.to_json(), ensure_ascii=False) + "\n")
     elif not args.quiet:
         runs = len(result.runs)
         print(

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agui_pipes import _json
 from agui_pipes._limits import DEFAULT_LIMITS
 
 from ._harness import assert_clean, run_cli, serve_bytes, serve_gateway
@@ -143,3 +144,22 @@ def test_the_gateway_answers_upstream_malformed(name: str) -> None:
     assert last["code"] == "UPSTREAM_MALFORMED", last
     assert words in str(last["message"])
     # serve_gateway asserts on exit that the gateway's log holds no traceback.
+
+
+def test_verify_result_prints_a_state_as_deep_as_decode_accepts() -> None:
+    # Regression: `verify --result` wrote the result with the standard library's
+    # recursive writer, which died near 1000 levels with a RecursionError traceback.
+    levels = 1023  # the event is level 1, so its snapshot's arrays reach the limit
+    state = "[" * levels + "]" * levels
+    body = (
+        '{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n'
+        f'{{"type":"STATE_SNAPSHOT","snapshot":{state}}}\n'
+        '{"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n'
+    ).encode()
+    outcome = run_cli("verify", "--result", "-", stdin=body)
+    assert_clean(outcome, exit_code=0)
+    printed = _json.loads(outcome.stdout)
+    depth, node = 0, printed["state"]
+    while isinstance(node, list):
+        depth, node = depth + 1, (node[0] if node else None)
+    assert depth == levels
