@@ -417,18 +417,30 @@ class _Undo:
         self.steps: list[tuple[int, Any, Any, Any]] = []
 
     def rollback(self) -> None:
-        for kind, container, key, value in reversed(self.steps):
-            if kind == 0:
-                container[key] = value
-            elif kind == 1:
-                del container[key]
-            elif kind == 2:
-                container.insert(key, value)
-            else:
-                container.pop(key)
+        rollback(self.steps)
+
+
+def rollback(steps: list[tuple[int, Any, Any, Any]]) -> None:
+    """Replay recorded inverse steps backwards: 0 set, 1 delete key, 2 insert, 3 pop."""
+    for kind, container, key, value in reversed(steps):
+        if kind == 0:
+            container[key] = value
+        elif kind == 1:
+            del container[key]
+        elif kind == 2:
+            container.insert(key, value)
+        else:
+            container.pop(key)
 
 
 _ABSENT: Final = object()
+
+
+def _measured(old: Any) -> tuple[int, int]:
+    """(values, bytes) of a value about to be replaced: scalars inline, containers walked."""
+    if old.__class__ in _ATOM_TYPES:
+        return 1, (len(old) + 2 if old.__class__ is str else _atom_bytes(old))
+    return _sized(old)
 
 
 def _what(op: Any) -> str:
@@ -618,11 +630,7 @@ class JsonDocument:
                 entry = len(last) + 4
             else:
                 entry = 0
-                if old.__class__ in _ATOM_TYPES:
-                    old_nodes = 1
-                    old_size = len(old) + 2 if old.__class__ is str else _atom_bytes(old)
-                else:
-                    old_nodes, old_size = _sized(old)
+                old_nodes, old_size = _measured(old)
         else:
             key = len(parent) if last == "-" else _index(last, pointer)
             if must_exist:
@@ -630,11 +638,7 @@ class JsonDocument:
                     raise PatchError(f"path '{pointer}' does not exist")
                 old = parent[key]
                 entry = 0
-                if old.__class__ in _ATOM_TYPES:
-                    old_nodes = 1
-                    old_size = len(old) + 2 if old.__class__ is str else _atom_bytes(old)
-                else:
-                    old_nodes, old_size = _sized(old)
+                old_nodes, old_size = _measured(old)
             else:
                 if key > len(parent):
                     raise PatchError(f"index {key} in '{pointer}' is past the end of the array")

@@ -35,7 +35,7 @@ from pydantic import BaseModel
 
 from .._errors import StreamRejected
 from .._limits import Limits
-from .._patch import clone_json, json_equal
+from .._patch import clone_json, json_equal, rollback
 from ._pointer_scope import PointerScope, Position, parse_pointer, pointer_text
 
 __all__ = ["ScopedDocument", "Translation", "clone", "measure", "replace_root"]
@@ -199,15 +199,7 @@ class ScopedDocument:
         return result
 
     def _rollback(self) -> None:
-        for kind, container, key, value in reversed(self._undo):
-            if kind == 0:
-                container[key] = value
-            elif kind == 1:
-                del container[key]
-            elif kind == 2:
-                container.insert(key, value)
-            else:
-                container.pop(key)
+        rollback(self._undo)
 
     def _operation(self, op: Any, out: Translation) -> None:
         name = op.op
