@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Iterable, Iterator
@@ -18,12 +19,16 @@ from ag_ui.core import (
     EventType,
     RunAgentInput,
     TextMessageContentEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallStartEvent,
 )
 from starlette.applications import Starlette
 
 from agui_pipes import AsyncStreamTransformer, FunctionTransformer, StreamTransformer
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, agent_route
+from agui_pipes.transformers import FilterToolCalls, Verify
 
 pytestmark = pytest.mark.anyio
 
@@ -316,3 +321,29 @@ async def test_an_unencodable_event_is_an_encode_error_not_an_internal_one(
     assert error.type is EventType.RUN_ERROR
     assert error.code == "ENCODE_ERROR"  # type: ignore[attr-defined]
     assert where in error.message  # type: ignore[attr-defined]
+
+
+async def _late_internal_args(ctx: RunContext[Any]) -> None:
+    # pydantic-ai's interleaving: arguments of a call after its END.
+    ctx.emit(ToolCallStartEvent(tool_call_id="internal-call-7", tool_call_name="internal_lookup"))
+    ctx.emit(ToolCallEndEvent(tool_call_id="internal-call-7"))
+    ctx.emit(ToolCallArgsEvent(tool_call_id="internal-call-7", delta='{"q": "x"}'))
+
+
+async def test_an_async_chain_never_quotes_a_violation_naming_what_it_hides() -> None:
+    # Regression: with an async chain, a Verify early in the user's chain raised
+    # "No active tool call found with ID 'internal-call-7'" and the endpoint sent it
+    # in RUN_ERROR, though the chain's FilterToolCalls hides that call.
+    chain = lambda: Shout() | Verify() | FilterToolCalls.deny(["internal_*"])  # noqa: E731
+    app = Starlette(
+        routes=[agent_route("/", _late_internal_args, chain=chain, verify=False)]
+    )
+    with serve(app) as server:
+        async with httpx.AsyncClient() as client:
+            response = await client.post(server.url + "/", json=run_input())
+    assert b"internal-call-7" not in response.content
+    assert b"internal_lookup" not in response.content
+    error = [e for e in (json.loads(line[6:]) for line in response.text.splitlines()
+                         if line.startswith("data: "))][-1]
+    assert error["type"] == "RUN_ERROR" and error["code"] == "PROTOCOL_VIOLATION"
+    assert "found by stage Verify" in error["message"] and "withheld" in error["message"]

@@ -22,15 +22,16 @@ hold); a chain with async stages or operators runs over the driver's output.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
-from ag_ui.core import RunAgentInput
+from ag_ui.core import BaseEvent, RunAgentInput
 
 from .._chain import ChainFactory, TransformerChain
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
-from ..driver import CancelToken, run
+from ..driver import CancelToken, Run, run
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
     BadRequest,
@@ -49,6 +50,7 @@ from ._streaming import (
     SSERun,
     check_send_limits,
 )
+from ._withheld import ToldViolations
 
 __all__ = ["AgentEndpoint", "AgentFactory"]
 
@@ -174,13 +176,16 @@ class AgentEndpoint:
         if inner is not None:
             run_options["transformers"] = inner
 
+        told = ToldViolations(None, stats, self._log, origin="event", log="server log")
+
         def open_run() -> Any:
-            return run(agent, run_input, **run_options)
+            if outer is None:
+                return run(agent, run_input, **run_options)
+            return _applied(run(agent, run_input, **run_options), outer, told)
 
         response = SSERun(
             open_run,
             stats=stats,
-            chain=outer,
             count_source=chain is None,
             keepalive=self._keepalive,
             send_buffer=self._send_buffer,
@@ -189,6 +194,22 @@ class AgentEndpoint:
             logger=self._log,
         )
         await response(scope, receive, send)
+
+
+@asynccontextmanager
+async def _applied(
+    events: Run,
+    chain: TransformerChain,
+    told: ToldViolations,
+) -> AsyncIterator[AsyncIterator[BaseEvent]]:
+    """An async chain over the driver's events; a violation a stage raises is withheld.
+
+    The driver verifies what the agent produces, not what this chain makes of
+    it, and a ``verify`` stage early in the chain may word its message from
+    entities a later stage hides: the client gets the rule and position only.
+    """
+    async with events as source, chain.apply(source) as output:
+        yield told.guard(output)
 
 
 def _chain_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:

@@ -67,7 +67,6 @@ from ..codecs import (
 from ..decode import DecodeError, DecodeWarning, decode
 from ..relay import Relay
 from ..transformers import ExpandChunks, Verify
-from ..verify import ProtocolViolation, Rule
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
     BadRequest,
@@ -87,6 +86,8 @@ from ._streaming import (
     SSERun,
     check_send_limits,
 )
+from ._withheld import ToldViolations as _ToldViolations
+from ._withheld import WithheldViolation
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -255,7 +256,7 @@ class Gateway:
             return
         headers = _hop_headers(scope.get("headers", ()), self._forward)
 
-        told = _ToldViolations(final, stats, self._log)
+        told = _ToldViolations(final, stats, self._log, origin="upstream event", log="gateway log")
         if chain.is_sync:
 
             def open_relay() -> Any:
@@ -492,71 +493,6 @@ class Gateway:
         stats.written = relay.events_out
         if out:
             yield out
-
-
-class WithheldViolation(RunFailure):
-    """A protocol violation found before the end of the chain, told without quoting the stream.
-
-    Stages of your chain may hide entities (FilterToolCalls, SubagentVisibility,
-    a state filter). A violation raised *before* them — by chunk expansion, or by
-    a Verify inside your chain — is worded from the upstream's events and may
-    name what they hide, so the client gets the rule and the position only; the
-    full message is in the gateway's log. The gateway's own verification runs
-    after the chain and quotes only what the client receives, so its messages
-    are sent in full.
-    """
-
-    def __init__(self, violation: ProtocolViolation) -> None:
-        rule = getattr(violation, "rule", None)
-        what = f"rule `{rule.value}` ({rule.describe()})" if isinstance(rule, Rule) else (
-            "the AG-UI protocol"
-        )
-        event, index = violation.event, violation.index
-        if event is not None and index is not None:
-            where = f"upstream event #{index} ({event.type.value})"
-        elif event is not None:
-            where = f"a {event.type.value} event"
-        else:
-            where = "the end of the stream"
-        stage = f", found by stage {violation.stage}" if violation.stage else ""
-        super().__init__(
-            "PROTOCOL_VIOLATION",
-            f"the agent's events break {what} at {where}{stage}; the message is withheld "
-            "because it may quote what the pipeline hides (see the gateway log)",
-        )
-        self.violation = violation
-
-
-class _ToldViolations:
-    """Decides what the client may read of a violation (see ``WithheldViolation``)."""
-
-    __slots__ = ("_final", "_log", "_stats")
-
-    def __init__(self, final: Verify | None, stats: RunStats, log: logging.Logger) -> None:
-        self._final = final
-        self._stats = stats
-        self._log = log
-
-    def check(self, exc: BaseException) -> None:
-        """Raise the withheld form of ``exc`` when it must not reach the client as it is."""
-        if not isinstance(exc, ProtocolViolation) or exc.stage is None:
-            return  # not a stage's verdict (the upstream's malformed bytes: UPSTREAM_MALFORMED)
-        final = self._final
-        if final is not None and any(v is exc for v in final.violations):
-            return  # the gateway's own check of what the client receives: safe to quote
-        self._log.warning(
-            "run %s: protocol violation before the end of the chain (the client gets the "
-            "rule and position only): %s", self._stats.run_id, exc,
-        )
-        raise WithheldViolation(exc) from exc
-
-    async def guard(self, events: AsyncIterator[BaseEvent]) -> AsyncIterator[BaseEvent]:
-        try:
-            async for event in events:
-                yield event
-        except Exception as exc:
-            self.check(exc)
-            raise
 
 
 _RUN_CLASSES: frozenset[type[BaseEvent]] = frozenset(
