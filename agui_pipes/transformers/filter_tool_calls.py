@@ -349,7 +349,10 @@ class FilterToolCalls(StreamTransformer):
         events follow; the first event that is kept decides: an allowed call or
         content of the message — or a message that lost no call — releases them
         first; a message that ended having lost a call, with nothing kept in it,
-        is removed. No kept event is ever reordered.
+        is removed. State events pass while a start is held (an agent that
+        updates its state between a removed call and the message's end must not
+        bring the empty message back): they name no message, so only the held
+        START moves, after them; no other kept event is ever reordered.
         """
         if self._blocked_subagents:
             kept = self._by_tag(event)
@@ -381,7 +384,7 @@ class FilterToolCalls(StreamTransformer):
                 return ()
             if held is not None:
                 held.lost_call = False  # it keeps a call: never empty
-        if not out or not self._held:
+        if not out or not self._held or cls in _PASS_WHILE_HOLDING:
             return out
         settled = self._settle()
         if cls is ReasoningEncryptedValueEvent:
@@ -624,6 +627,11 @@ class FilterToolCalls(StreamTransformer):
             )
         return out
 
+
+_PASS_WHILE_HOLDING: frozenset[type[BaseEvent]] = frozenset(
+    {StateSnapshotEvent, StateDeltaEvent}
+)
+"""Kept events that go out past a held assistant START: they cannot refer to a message."""
 
 _MAX_HELD = 64
 """Assistant message starts held at once; beyond that a start passes at once (bounded memory)."""

@@ -17,6 +17,9 @@ from _stage_helpers import consumed, through, wire
 from ag_ui.core import (
     BaseEvent,
     ReasoningEncryptedValueEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
+    TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
     ToolCallArgsEvent,
@@ -172,6 +175,53 @@ def test_messages_with_content_or_without_removed_calls_are_untouched() -> None:
     )
     out = through(DENY, events)
     assert_events_equal(out, run([*empty, *text("m1", "Let me check"), *text("m2", "Done")]))
+
+
+@pytest.mark.parametrize("path", ["stage", "yaml"])
+def test_state_updates_between_a_removed_call_and_the_end_do_not_keep_the_empty_message(
+    path: str,
+) -> None:
+    # Regression (the case left open when item 10 landed): an agent that publishes
+    # state after its internal tool, before closing the message that wrapped the call
+    # (LangGraph does), released the held START, and the empty message went out.
+    delta = StateDeltaEvent(delta=[{"op": "add", "path": "/n", "value": 1}])
+    snapshot = StateSnapshotEvent(snapshot={"n": 2})
+    events = run(
+        [
+            *_wrapped(
+                "asst-1",
+                [*tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
+                 delta, snapshot],
+            ),
+            *text("m2", "Here you go"),
+        ]
+    )
+    out = through(DENY, events) if path == "stage" else _yaml_through(events)
+    assert_events_equal(out, run([delta, snapshot, *text("m2", "Here you go")]))
+    assert "asst-1" not in wire(out)
+    assert consumed(out).state == {"n": 2}
+
+
+def test_a_message_with_content_after_a_state_update_keeps_its_start_first() -> None:
+    # The held START goes out before the message's first kept event, after the
+    # state events that passed while it was held.
+    delta = StateDeltaEvent(delta=[{"op": "add", "path": "/n", "value": 1}])
+    start = TextMessageStartEvent(message_id="asst-1", role="assistant")
+    events = run(
+        [
+            start,
+            *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
+            delta,
+            TextMessageContentEvent(message_id="asst-1", delta="hi"),
+            TextMessageEndEvent(message_id="asst-1"),
+        ]
+    )
+    out = through(DENY, events)
+    assert_events_equal(
+        out,
+        run([delta, start, TextMessageContentEvent(message_id="asst-1", delta="hi"),
+             TextMessageEndEvent(message_id="asst-1")]),
+    )
 
 
 def test_a_held_start_is_released_at_the_end_of_the_stream() -> None:
