@@ -79,6 +79,47 @@ _Lanes = dict[Any, Any]
 """Per route-key state, what a relay compiled from ``conditions`` (it owns the contents)."""
 
 
+_RETURN_HINT = "return an iterable of events: `(event,)` to pass it, `()` to drop it"
+
+
+def _events_of(out: Any, what: str) -> Sequence[BaseEvent]:
+    """A stage's output as a sequence, or a TypeError that says the fix.
+
+    Off the hot path: the common one-event tuple never comes here. Without the
+    check, a bare event returned by mistake is iterated as pydantic's
+    ``(field, value)`` pairs and flows on as tuples — silently corrupt output.
+    The items of a list or tuple are checked where they go next (a new class
+    is planned once; a splice is checked as a whole), so a drop or a rewrite
+    costs no loop here.
+    """
+    if type(out) is list or type(out) is tuple:
+        return out
+    if out is None:
+        raise TypeError(f"{what} returned None; {_RETURN_HINT}")
+    if isinstance(out, BaseEvent):
+        raise TypeError(
+            f"{what} returned a bare {out.type.value} event, not an iterable of events; "
+            f"{_RETURN_HINT}"
+        )
+    if isinstance(out, str | bytes | dict):
+        raise TypeError(f"{what} returned a {type(out).__name__}; {_RETURN_HINT}")
+    batch = list(out)
+    _check_events(batch, what)
+    return batch
+
+
+def _check_events(batch: Sequence[Any], what: str) -> None:
+    for position, item in enumerate(batch):
+        if not isinstance(item, BaseEvent):
+            raise _not_an_event(type(item), what, position)
+
+
+def _not_an_event(cls: type, what: str, position: int | None = None) -> TypeError:
+    where = "an output item" if position is None else f"output item #{position}"
+    return TypeError(
+        f"{what} returned a {cls.__name__} as {where}, not an AG-UI event; {_RETURN_HINT}"
+    )
+
 def _router(stage: StreamTransformer) -> Callable[[type[BaseEvent]], _Transform | None]:
     """How the segment asks ``stage`` for its function per event class (decided once)."""
     if getattr(stage, "route", None) is None:
@@ -301,6 +342,8 @@ class _SyncSegment:
         return tuple(joined)
 
     def _plan(self, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
+        if not issubclass(cls, BaseEvent):
+            raise _not_an_event(cls, "transform()")
         routed = (self._route_at(i, cls) for i in range(len(self.stages)))
         plan = tuple(f for f in routed if f is not None)
         self.plans[cls] = plan
@@ -315,7 +358,12 @@ class _SyncSegment:
                 if type(out) is tuple and len(out) == 1:
                     event = out[0]
                 else:
-                    batch = out if type(out) is list or type(out) is tuple else list(out)
+                    batch = (
+                        out if type(out) is list or type(out) is tuple
+                        else _events_of(out, "transform()")
+                    )
+                    if len(batch) > 1:
+                        _check_events(batch, "transform()")
                     return self._push_from(self.position_of[transform] + 1, batch, index)
         except Exception as exc:
             if transform is None:  # pragma: no cover - the loop always binds it first
@@ -350,7 +398,12 @@ class _SyncSegment:
                     if passed is event or type(passed) is cls:
                         event = passed
                         continue
-                batch = out if type(out) is list or type(out) is tuple else list(out)
+                batch = (
+                    out if type(out) is list or type(out) is tuple
+                    else _events_of(out, "transform()")
+                )
+                if len(batch) > 1:  # one event is checked when its class is planned
+                    _check_events(batch, "transform()")
                 return self._push_from(self.position_of[transform] + 1, batch, index)
         except Exception as exc:
             if transform is None:  # pragma: no cover - the loop always binds it first
@@ -360,6 +413,8 @@ class _SyncSegment:
         return (event,)
 
     def _plan_from(self, start: int, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
+        if not issubclass(cls, BaseEvent):
+            raise _not_an_event(cls, "transform()")
         routed = (self._route_at(i, cls) for i in range(start, len(self.stages)))
         plan = tuple(f for f in routed if f is not None)
         self.plans[(start, cls)] = plan  # type: ignore[index]
@@ -384,7 +439,9 @@ class _SyncSegment:
                     if function is None:
                         collected.append(current)
                     else:
-                        collected.extend(function(current))
+                        produced = _events_of(function(current), "transform()")
+                        _check_events(produced, "transform()")
+                        collected.extend(produced)
                 batch = collected
         except Exception as exc:
             raise _annotate(exc, self.stages[i], current, index) from exc
@@ -395,7 +452,8 @@ class _SyncSegment:
         out: list[BaseEvent] = []
         for i, stage in enumerate(self.stages):
             try:
-                flushed = list(stage.finish())
+                flushed = list(_events_of(stage.finish(), "finish()"))
+                _check_events(flushed, "finish()")
             except Exception as exc:
                 raise _annotate(exc, stage, None, index) from exc
             if flushed:
@@ -464,7 +522,8 @@ async def _run_async(
     try:
         async for event in source:
             try:
-                outputs = list(await stage.transform(event))
+                outputs = _events_of(await stage.transform(event), "transform()")
+                _check_events(outputs, "transform()")
             except Exception as exc:
                 raise _annotate(exc, stage, event, position.index) from exc
             for out in outputs:
@@ -472,7 +531,8 @@ async def _run_async(
     finally:
         await _aclose(source)
     try:
-        flushed = list(await stage.finish())
+        flushed = _events_of(await stage.finish(), "finish()")
+        _check_events(flushed, "finish()")
     except Exception as exc:
         raise _annotate(exc, stage, None, position.index) from exc
     for out in flushed:
@@ -634,6 +694,15 @@ class TransformerChain(StreamTransformer):
         source. Stage failures surface as ``StageError`` (or the stage's own
         ``StreamRejected`` subclass) naming the stage and the source event.
         """
+        if not hasattr(source, "__aiter__"):
+            hint = (
+                "; for a list of events use apply_sync(events)"
+                if isinstance(source, Iterable) else ""
+            )
+            raise TypeError(
+                f"apply() takes an async iterable of events (an async generator, a "
+                f"memory stream), got a {type(source).__name__}{hint}"
+            )
         self._claim()
         return EventStream(self._segments, source)
 

@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 from ag_ui.core import BaseEvent, EventType
 
-from agui_pipes import StreamTransformer
+from agui_pipes import StageError, StreamTransformer
 from agui_pipes.testing import (
     assert_events_equal,
     reasoning,
@@ -80,7 +80,8 @@ def test_run_transformer_checks_outputs() -> None:
         def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
             return [event.model_dump()]  # type: ignore[list-item]
 
-    with pytest.raises(TypeError, match="output item #0 of Bad is a dict"):
+    # The chain itself refuses it, naming the stage and the fix.
+    with pytest.raises(StageError, match=r"stage Bad.*returned a dict as an output item"):
         run_transformer(Bad(), run())
 
 
