@@ -39,6 +39,7 @@ the event that carried them.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Final
 
 from ._errors import AguiPipesError
@@ -211,6 +212,16 @@ def measure_json(value: Any, limits: Limits | None = None) -> tuple[int, int, in
         return _measure(value, bounds.max_nodes, bounds.max_bytes, bounds.max_depth)
     except _Over as over:
         raise _exceeded("the value", over.limit, getattr(bounds, over.limit)) from None
+
+
+def size_json(value: Any, max_nodes: int) -> tuple[int, int, int] | None:
+    """``(values, estimated bytes, depth)`` by the estimate documents keep, or None past
+    ``max_nodes`` values (the walk stops there). For callers that add sizes up
+    themselves before judging them against :class:`Limits`."""
+    try:
+        return _measure(value, max_nodes, sys.maxsize, sys.maxsize)
+    except _Over:
+        return None
 
 
 # -- clone and compare, at any depth up to the limit ----------------------------

@@ -27,6 +27,7 @@ rolled back and reported, as the client skips it too.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any, Final, get_args
 
@@ -35,7 +36,7 @@ from pydantic import BaseModel
 
 from .._errors import StreamRejected
 from .._limits import Limits
-from .._patch import clone_json, json_equal, rollback
+from .._patch import clone_json, json_equal, rollback, size_json
 from ._pointer_scope import PointerScope, Position, parse_pointer, pointer_text
 
 __all__ = ["ScopedDocument", "Translation", "clone", "measure", "replace_root"]
@@ -49,67 +50,20 @@ class _Fail(Exception):
 
 
 def measure(value: Any, cap: int) -> tuple[int, int, int]:
-    """(nodes, estimated compact JSON bytes, container depth) of ``value``.
-
-    Iterative, and stops counting once ``cap`` nodes are seen (the caller is
-    about to refuse the value anyway), so neither depth nor size can hurt.
+    """(nodes, estimated compact JSON bytes, container depth) of ``value``, by the same
+    estimate the fold keeps (``_patch``), so the stage and the client judge a
+    document at the limits alike. Past ``cap`` nodes: ``cap + 1``, the rest unknown.
     """
-    if isinstance(value, str):
-        return 1, len(value) + 2, 0
-    if not isinstance(value, dict | list):
-        return 1, 5 if value is None or isinstance(value, bool) else len(repr(value)), 0
-    nodes = size = depth = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack and nodes <= cap:
-        item, level = stack.pop()
-        nodes += 1
-        if isinstance(item, dict):
-            level += 1
-            size += 1 + len(item) * 4
-            stack.extend((v, level) for v in item.values())
-            size += sum(len(k) for k in item)
-        elif isinstance(item, list):
-            level += 1
-            size += 1 + len(item)
-            stack.extend((v, level) for v in item)
-        elif isinstance(item, str):
-            size += len(item) + 2
-        elif item is None or isinstance(item, bool):
-            size += 5
-        else:
-            size += len(repr(item))
-        if level > depth:
-            depth = level
-    return nodes, size, depth
+    sized = size_json(value, cap)
+    return (cap + 1, 0, 0) if sized is None else sized
 
 
 def clone(value: Any) -> Any:
-    """A deep copy of a JSON value, without recursion (a document may nest 1024 deep)."""
-    if isinstance(value, dict):
-        root: Any = {}
-    elif isinstance(value, list):
-        root = []
-    else:
-        return value
-    stack: list[tuple[Any, Any]] = [(value, root)]
-    while stack:
-        source, target = stack.pop()
-        items = source.items() if isinstance(source, dict) else enumerate(source)
-        is_dict = isinstance(target, dict)
-        for key, item in items:
-            if isinstance(item, dict):
-                copied: Any = {}
-                stack.append((item, copied))
-            elif isinstance(item, list):
-                copied = []
-                stack.append((item, copied))
-            else:
-                copied = item
-            if is_dict:
-                target[key] = copied
-            else:
-                target.append(copied)
-    return root
+    """A deep copy of a JSON value at any depth (the stage checks depth itself)."""
+    return clone_json(value, _UNBOUNDED_DEPTH)
+
+
+_UNBOUNDED_DEPTH: Final = Limits(max_depth=sys.maxsize)
 
 
 def _index(token: str) -> int:
@@ -158,8 +112,7 @@ class ScopedDocument:
                 "the stream rather than risk sending hidden parts — raise "
                 "StateFilter(limits=Limits(...)) if such documents are expected"
             )
-        # the recursive copy is faster; a deep document takes the loop
-        self.document = clone_json(value) if depth < 256 else clone(value)
+        self.document = clone(value)
         self._nodes, self._bytes = nodes, size
         return self._scope.prune_root(value)
 
