@@ -20,9 +20,9 @@ from ._transformer import (
     Transform,
 )
 from ._version import __version__
+from .codecs import Decoded, DecodeError, DecodeWarning, decode, decode_all, decode_many
 from .config import ConfigError, chain_schema, load_chain
 from .consume import Consumer, RunInfo, RunResult, consume, fold
-from .decode import Decoded, DecodeError, DecodeWarning, decode
 from .driver import CancelToken, Error, RunContext, RunOutcome, run
 from .events import Event
 from .verify import ProtocolViolation, Rule, VerificationError, Verifier
@@ -63,6 +63,8 @@ __all__ = [
     "chain_schema",
     "consume",
     "decode",
+    "decode_all",
+    "decode_many",
     "fold",
     "load_chain",
     "run",

@@ -1,4 +1,17 @@
-"""Wire codecs: events to SSE / NDJSON bytes, and incremental decoders back.
+"""The wire: events to SSE / NDJSON bytes, frames back to payloads, payloads to events.
+
+This is the public wire module. ``decode`` (and ``decode_many`` /
+``decode_all``) turn wire payloads into ``ag_ui.core`` events under the
+AG-UI 1.0 processing model (the rules are in ``agui_pipes._decode``);
+``encode_sse`` / ``encode_json`` / ``encode_ndjson`` write them; the
+``SSEDecoder`` / ``NDJSONDecoder`` cut a byte stream into payloads.
+
+Each entry point has a reference path (``agui_pipes._decode``,
+``agui_pipes._encode``) and a fast path (``agui_pipes._fastpath``:
+generated builders and writers) that gives the same events, bytes and
+errors. The fast path is taken when it has a plan for the shape at hand;
+``fast_path=False`` on a call, or ``AGUI_PIPES_FAST_PATH=0`` in the
+environment (read once, at import), keeps to the reference path.
 
 Encoding is byte-identical to the official encoder
 (``ag_ui.encoder.EventEncoder().encode(event).encode()``): same pydantic-core
@@ -20,33 +33,48 @@ a peer that never ends a frame cannot exhaust the process.
 
 from __future__ import annotations
 
-import math
-import operator
-from collections.abc import Callable
-from enum import Enum
-from json import dumps as _json_dumps
 from typing import Any, Final
 
 from ag_ui.core import BaseEvent
-from pydantic import BaseModel
-from pydantic_core import PydanticSerializationError, SchemaSerializer
 
-from . import _json
+from . import _encode, _fastpath
+from ._decode import (
+    PROTOCOL_VERSION,
+    Decoded,
+    DecodeError,
+    DecodeWarning,
+    as_object,
+    decode_all,
+    decode_many,
+    decode_object,
+    event_type_names,
+)
+from ._encode import EncodeError
 from ._errors import AguiPipesError
+from ._fastpath.builders import decode_bytes as _fast_decode_bytes
+from ._fastpath.writers import encode_json as _fast_encode_json
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
     "NDJSON_CONTENT_TYPE",
+    "PROTOCOL_VERSION",
     "SSE_CONTENT_TYPE",
     "CodecError",
+    "DecodeError",
+    "DecodeWarning",
+    "Decoded",
     "EncodeError",
     "FrameTooLarge",
     "NDJSONDecoder",
     "SSEDecoder",
     "TruncatedFrame",
+    "decode",
+    "decode_all",
+    "decode_many",
     "encode_json",
     "encode_ndjson",
     "encode_sse",
+    "event_type_names",
     "sse_comment",
 ]
 
@@ -63,22 +91,6 @@ class CodecError(AguiPipesError, ValueError):
     """The bytes on the wire cannot be decoded into frames."""
 
 
-class EncodeError(AguiPipesError, ValueError):
-    """An event holds a value JSON cannot carry faithfully, so it is not written at all.
-
-    A NaN or infinite float (the official encoder would silently write
-    ``null``; ``JSON.parse`` has no such values either), arrays and objects
-    nested deeper than ``agui_pipes.Limits.max_depth`` (no peer could parse the
-    result back), or an object that is not a JSON value. ``path`` is the dotted
-    position of the value inside the event (``value.0.a``).
-    """
-
-    def __init__(self, message: str, *, path: str = "", event_type: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-        self.event_type = event_type
-
-
 class FrameTooLarge(CodecError):
     """One frame (or NDJSON line) grew past the decoder's size cap."""
 
@@ -90,406 +102,37 @@ class TruncatedFrame(CodecError):
 # -- encoding -------------------------------------------------------------
 
 
-class _FastSerializer:
-    """The hook-free serializer of one event class, plus what it must exclude."""
-
-    __slots__ = (
-        "all_omitted",
-        "all_omitted_set",
-        "get_omittable",
-        "omittable_fields",
-        "omittable_keys",
-        "serializer",
-    )
-
-    def __init__(
-        self,
-        serializer: SchemaSerializer,
-        omittable_fields: tuple[str, ...],
-        omittable_keys: frozenset[str],
-    ) -> None:
-        self.serializer = serializer
-        self.omittable_fields = omittable_fields
-        self.omittable_keys = omittable_keys
-        # The common case — every optional field absent — gets a prebuilt
-        # exclude set; values are fetched in one C call.
-        self.all_omitted: set[str] | None = set(omittable_fields) or None
-        self.all_omitted_set: frozenset[str] = frozenset(omittable_fields)
-        getter = operator.itemgetter(*omittable_fields) if omittable_fields else None
-        if len(omittable_fields) == 1:
-            assert getter is not None
-            single = getter
-            self.get_omittable: Callable[[dict[str, Any]], tuple[Any, ...]] = (
-                lambda values: (single(values),)
-            )
-        elif getter is not None:
-            self.get_omittable = getter
-        else:
-            self.get_omittable = lambda values: ()
-
-
-def _omission_hook() -> object:
-    """The wrap serializer ag_ui's base model installs (identity is what we check)."""
-    schema = BaseEvent.__pydantic_core_schema__
-    return schema.get("serialization", {}).get("function")
-
-
-_HOOK: Final = _omission_hook()
-_SERIALIZERS: dict[type[BaseEvent], _FastSerializer | None] = {}
-
-
-def _build_fast(cls: type[BaseEvent]) -> _FastSerializer | None:
-    """A serializer for ``cls`` minus the root omission hook, or None if unsafe."""
-    schema: Any = cls.__pydantic_core_schema__
-    if schema.get("type") != "model" or schema.get("cls") is not cls:
-        return None
-    serialization = schema.get("serialization")
-    if (
-        _HOOK is None
-        or not isinstance(serialization, dict)
-        or serialization.get("type") != "function-wrap"
-        or serialization.get("function") is not _HOOK
-    ):
-        return None
-    stripped = {k: v for k, v in schema.items() if k != "serialization"}
-    # Non-finite floats come out as the NaN / Infinity literals instead of a silent
-    # ``null``: encode_json notices them with one scan of the output and refuses.
-    config = {**(schema.get("config") or {}), "ser_json_inf_nan": "constants"}
-    serializer = SchemaSerializer(stripped, config)  # type: ignore[arg-type]
-    fields: list[str] = []
-    keys: set[str] = set()
-    # The same rule as ag_ui's hook: optional and defaulting to None.
-    for name, field in cls.model_fields.items():
-        if not field.is_required() and field.default is None:
-            fields.append(name)
-            keys.add(name)
-            if field.alias is not None:
-                keys.add(field.alias)
-            if field.serialization_alias is not None:
-                keys.add(field.serialization_alias)
-    return _FastSerializer(serializer, tuple(fields), frozenset(keys))
-
-
-def _fast_for(cls: type[BaseEvent]) -> _FastSerializer | None:
-    try:
-        return _SERIALIZERS[cls]
-    except KeyError:
-        fast = _SERIALIZERS[cls] = _build_fast(cls)
-        return fast
-
-
-_SAFE_INT: Final = 2**53 - 1
-_PlainLayout = tuple[str, tuple[tuple[str, str, bool], ...]]
-_PLAIN_LAYOUTS: dict[type[BaseEvent], _PlainLayout | None] = {}
-
-
-def _plain_layout(cls: type[BaseEvent]) -> _PlainLayout | None:
-    """(type value, ((attribute, wire key, omit-when-None), ...)) in serialisation order."""
-    fast = _fast_for(cls)
-    layout: _PlainLayout | None = None
-    if fast is not None:
-        fields = tuple(
-            (name, info.serialization_alias or info.alias or name, name in fast.all_omitted_set)
-            for name, info in cls.model_fields.items()
-            if name != "type"
-        )
-        layout = (cls.model_fields["type"].default.value, fields)
-    _PLAIN_LAYOUTS[cls] = layout
-    return layout
-
-
-_Compiled = Callable[[dict[str, Any]], "bytes | None"]
-_COMPILED: dict[type[BaseEvent], _Compiled | None] = {}
-
-
-def _compile_common_shape(cls: type[BaseEvent]) -> _Compiled | None:
-    """A straight-line writer for the class's most common shape.
-
-    That shape is: every optional field absent and every required field a
-    plain string — what deltas, starts and ends look like on the wire. The
-    generated function checks exactly that and writes the JSON with orjson;
-    for any other shape it returns None and the general loop below runs.
-    Generating the code (as dataclasses do) removes the per-field loop from
-    the hottest path of a relay.
-    """
-    layout = _PLAIN_LAYOUTS.get(cls) or _plain_layout(cls)
-    if layout is None or not _json.HAVE_ORJSON:
-        _COMPILED[cls] = None
-        return None
-    type_value, fields = layout
-    optional = [attr for attr, _, omit in fields if omit]
-    required = [(attr, key) for attr, key, omit in fields if not omit]
-    lines = ["def write(d):"]
-    if optional:
-        absent = " and ".join(f"d[{attr!r}] is None" for attr in optional)
-        lines.append(f"    if not ({absent}): return None")
-    for i, (attr, _) in enumerate(required):
-        lines.append(f"    v{i} = d[{attr!r}]")
-        lines.append(f"    if type(v{i}) is not str: return None")
-    items = ", ".join([f"'type': {type_value!r}"] + [
-        f"{key!r}: v{i}" for i, (_, key) in enumerate(required)
-    ])
-    lines.append("    try:")
-    lines.append(f"        return dumps({{{items}}})")
-    lines.append("    except Exception:")
-    lines.append("        return None")
-    namespace: dict[str, Any] = {"dumps": _json.orjson_dumps}
-    exec("\n".join(lines), namespace)  # generated from the model's own field names
-    compiled: _Compiled = namespace["write"]
-    _COMPILED[cls] = compiled
-    return compiled
-
-
-def _encode_plain(event: BaseEvent) -> bytes | None:
-    """The wire JSON of an event whose every value is a string, bool, small int or None.
-
-    Those are exactly the values whose JSON text orjson and pydantic write
-    byte for byte alike (the codec tests prove it on generated events), and
-    they are what the hot events — deltas, starts, ends — carry. Anything
-    else (floats, nested objects, extra fields) returns None for the general
-    serializer.
-    """
-    if event.__pydantic_extra__:
-        return None
-    cls = type(event)
-    try:
-        compiled = _COMPILED[cls]
-    except KeyError:
-        compiled = _compile_common_shape(cls)
-    if compiled is not None:
-        written = compiled(event.__dict__)
-        if written is not None:
-            return written
-    try:
-        layout = _PLAIN_LAYOUTS[cls]
-    except KeyError:
-        layout = _plain_layout(cls)
-    if layout is None:
-        return None
-    type_value, fields = layout
-    values = event.__dict__
-    out: dict[str, Any] = {"type": type_value}
-    for attr, key, omit in fields:
-        value = values[attr]
-        kind = type(value)
-        if kind is str or kind is bool:
-            out[key] = value
-        elif value is None:
-            if not omit:
-                out[key] = None
-        elif kind is int and -_SAFE_INT <= value <= _SAFE_INT:
-            out[key] = value
-        else:
-            return None
-    return _json.dumps_plain(out)
-
-
-_UNSURE: Final[set[str]] = set()
-"""Marker: a value might serialize to ``null`` — let the official path decide."""
-_PLAIN: Final = (str, int, dict, list)
-
-
-def _exclusions(names: tuple[str, ...], values: tuple[Any, ...]) -> set[str] | None:
-    """The optional fields ag_ui's hook would drop: those that serialize to ``null``.
-
-    That is ``None``. A value of any type that cannot be judged cheaply
-    returns ``_UNSURE`` (a non-finite float among them: the official hook
-    would write it as ``null`` and drop the key; ``encode_json`` refuses it).
-    """
-    exclude: set[str] = set()
-    for name, value in zip(names, values, strict=True):
-        if value is None:
-            exclude.add(name)
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                return _UNSURE
-        elif not isinstance(value, _PLAIN):
-            return _UNSURE
-    return exclude or None
-
-
-def encode_json(event: BaseEvent) -> bytes:
+def encode_json(event: BaseEvent, *, fast_path: bool | None = None) -> bytes:
     """The event's wire JSON (camelCase, optional-without-value omitted), as UTF-8.
 
     Raises :class:`EncodeError` for an event that holds a NaN or infinite
     float, nesting deeper than ``Limits.max_depth``, or a value that is not
     JSON: writing ``null`` (as the official encoder does) would change the
     event silently, and a deeper document could not be parsed back.
+
+    ``fast_path=False`` writes with the reference encoder only (pydantic with
+    ``ag_ui``'s hook); ``None`` follows ``AGUI_PIPES_FAST_PATH``. Both give
+    the same bytes and the same errors.
     """
-    if not isinstance(event, BaseEvent):
-        raise TypeError(
-            f"encode_json() takes an AG-UI event (an ag_ui.core event model), got "
-            f"{type(event).__name__}; decode wire data first, e.g. with agui_pipes.decode()"
-        )
-    plain = _encode_plain(event)
-    if plain is not None:
-        return plain
-    try:
-        out = _encode_model(event)
-    except PydanticSerializationError:
-        # pydantic's writer stops at 255 levels and at values it cannot write:
-        # the event's own tree, checked, written by an iterative writer.
-        return _encode_tree(event)
-    if b"NaN" in out or b"Infinity" in out:
-        # A non-finite float written as a literal, or just those letters in a
-        # string: the check tells which.
-        _check_tree(event, _event_tree(event))
-    return out
+    if (_fastpath.ENABLED if fast_path is None else fast_path) and isinstance(event, BaseEvent):
+        return _fast_encode_json(event)
+    return _encode.encode_json(event)
 
 
-def _encode_model(event: BaseEvent) -> bytes:
-    """pydantic's writing of the event, the hook-free serializer when it is safe."""
-    fast = _fast_for(type(event))
-    if fast is not None:
-        present = fast.get_omittable(event.__dict__)
-        exclude: set[str] | None
-        if all(value is None for value in present):
-            exclude = fast.all_omitted
-        else:
-            exclude = _exclusions(fast.omittable_fields, present)
-        extra = event.__pydantic_extra__
-        if exclude is not _UNSURE and (
-            not extra
-            or not any(
-                value is None and key in fast.omittable_keys for key, value in extra.items()
-            )
-        ):
-            return fast.serializer.to_json(event, by_alias=True, exclude=exclude)
-    # The official path writes a non-finite float as null: look before writing.
-    _check_tree(event, _event_tree(event))
-    return event.model_dump_json(by_alias=True).encode()
+def encode_sse(event: BaseEvent, *, fast_path: bool | None = None) -> bytes:
+    """One SSE frame, byte-identical to ``EventEncoder().encode(event).encode()``.
 
-
-def _event_tree(event: BaseEvent) -> dict[str, Any]:
-    """The event as plain values, keyed and omitted as on the wire, without pydantic.
-
-    For the checks and the deep writer: pydantic's serializer stops at 255
-    levels. ag_ui's rule is applied to the event and every nested model
-    (messages, content parts, outcomes — shallow by schema): an optional
-    field defaulting to None is left out when None; extra fields are kept.
-    Values of open fields stay as they are, however deep, for an iterative
-    walk.
+    ``fast_path`` as for :func:`encode_json`.
     """
-    return _model_tree(event)
+    if (_fastpath.ENABLED if fast_path is None else fast_path) and isinstance(event, BaseEvent):
+        return b"data: " + _fast_encode_json(event) + b"\n\n"
+    return b"data: " + _encode.encode_json(event) + b"\n\n"
 
 
-def _model_tree(model: BaseModel) -> dict[str, Any]:
-    cls = type(model)
-    omittable = _OMITTABLE.get(cls)
-    if omittable is None:
-        omittable = _OMITTABLE[cls] = frozenset(
-            name for name, info in cls.model_fields.items()
-            if not info.is_required() and info.default is None
-        )
-    values = model.__dict__
-    tree: dict[str, Any] = {}
-    for name, info in cls.model_fields.items():
-        value = values.get(name)
-        if value is None and name in omittable:
-            continue
-        tree[info.serialization_alias or info.alias or name] = _plain(value)
-    for key, value in (model.__pydantic_extra__ or {}).items():
-        tree[key] = _plain(value)
-    return tree
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return _model_tree(value)
-    if isinstance(value, list) and any(isinstance(item, BaseModel) for item in value):
-        return [_model_tree(item) if isinstance(item, BaseModel) else item for item in value]
-    return value
-
-
-_OMITTABLE: dict[type[BaseModel], frozenset[str]] = {}
-
-
-def _check_tree(event: BaseEvent, tree: dict[str, Any]) -> None:
-    """Raise EncodeError for the first value of ``tree`` that is not portable JSON."""
-    found = _json.value_problem(tree)
-    if found is None:
-        return
-    where, problem = found
-    path = ".".join(str(p) for p in where)
-    raise EncodeError(
-        f"cannot encode {event.type.value}: the value at `{_json.shown_path(where)}` is not "
-        f"portable JSON: {problem}. Fix the stage or agent that produced it",
-        path=path,
-        event_type=event.type.value,
-    )
-
-
-def _encode_tree(event: BaseEvent) -> bytes:
-    """Write an event pydantic cannot (deep values), after the same checks, iteratively."""
-    tree = _event_tree(event)
-    _check_tree(event, tree)
-    parts: list[bytes] = []
-    stack: list[Any] = [tree]
-    while stack:
-        item = stack.pop()
-        if item.__class__ is _Fragment:
-            parts.append(item.text)
-        elif isinstance(item, dict):
-            if not item:
-                parts.append(b"{}")
-                continue
-            pending: list[Any] = [_CLOSE_OBJECT]
-            for i, (key, value) in enumerate(reversed(item.items())):
-                pending.append(value)
-                opener = b"{" if i == len(item) - 1 else b","
-                pending.append(_Fragment(opener + _leaf(key) + b":"))
-            stack.extend(pending)
-        elif isinstance(item, list | tuple):
-            if not item:
-                parts.append(b"[]")
-                continue
-            pending = [_CLOSE_ARRAY]
-            for i, value in enumerate(reversed(item)):
-                pending.append(value)
-                pending.append(_OPEN_ARRAY if i == len(item) - 1 else _COMMA)
-            stack.extend(pending)
-        else:
-            parts.append(_leaf(item.value if isinstance(item, Enum) else item))
-    return b"".join(parts)
-
-
-def _leaf(value: Any) -> bytes:
-    """One scalar's JSON: orjson's writing, the standard library's where orjson refuses
-    (a lone surrogate, written as its escape; an integer beyond 64 bits)."""
-    if _json.orjson_dumps is not None:
-        try:
-            return _json.orjson_dumps(value)
-        except (TypeError, ValueError):
-            pass
-    return _json_dumps(value, ensure_ascii=True).encode()
-
-
-class _Fragment:
-    """Literal JSON text on the deep writer's stack."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: bytes) -> None:
-        self.text = text
-
-
-_CLOSE_OBJECT: Final = _Fragment(b"}")
-_CLOSE_ARRAY: Final = _Fragment(b"]")
-_OPEN_ARRAY: Final = _Fragment(b"[")
-_COMMA: Final = _Fragment(b",")
-
-
-def encode_sse(event: BaseEvent) -> bytes:
-    """One SSE frame, byte-identical to ``EventEncoder().encode(event).encode()``."""
-    plain = _encode_plain(event) if isinstance(event, BaseEvent) else None
-    return b"data: " + (plain if plain is not None else encode_json(event)) + b"\n\n"
-
-
-def encode_ndjson(event: BaseEvent) -> bytes:
-    """One NDJSON line: the event's wire JSON and a newline."""
-    return encode_json(event) + b"\n"
-
-
+def encode_ndjson(event: BaseEvent, *, fast_path: bool | None = None) -> bytes:
+    """One NDJSON line: the event's wire JSON and a newline (``fast_path`` as for
+    :func:`encode_json`)."""
+    return encode_json(event, fast_path=fast_path) + b"\n"
 def sse_comment(text: str = "") -> bytes:
     """An SSE comment frame (keep-alive); clients ignore it.
 
@@ -502,6 +145,32 @@ def sse_comment(text: str = "") -> bytes:
 
 
 # -- decoding -------------------------------------------------------------
+
+
+def decode(
+    wire: dict[str, Any] | str | bytes,
+    *,
+    index: int | None = None,
+    fast_path: bool | None = None,
+) -> Decoded:
+    """Decode one wire event (a parsed object, JSON text or UTF-8 bytes).
+
+    Returns the event (``None`` when dropped as an unknown type) and any
+    warnings; raises :class:`DecodeError` for a malformed described field or
+    input that is not one JSON object. ``index`` (the event's position in its
+    stream) is stamped on warnings and errors.
+
+    For ``bytes`` the fast path builds the event with code generated for the
+    payload's key set when it can; ``fast_path=False`` keeps to the reference
+    decoder (``None`` follows ``AGUI_PIPES_FAST_PATH``). Both give the same
+    event, warnings and errors.
+    """
+    if wire.__class__ is bytes and (_fastpath.ENABLED if fast_path is None else fast_path):
+        return _fast_decode_bytes(wire, index)
+    return decode_object(as_object(wire, index), index)
+
+
+# The wire's frames.
 
 
 def _normalise_newlines(chunk: bytes, skip_lf: bool) -> tuple[bytes, bool]:

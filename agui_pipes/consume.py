@@ -73,10 +73,10 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from ._decode import DecodeWarning, as_object, decode_event
 from ._limits import Limits
 from ._limits_scope import resolve_limits
 from ._patch import JsonDocument, LimitExceeded, PatchError, clone_json
-from .decode import DecodeWarning, _as_object, _decode_event
 from .transformers.expand_chunks import ExpandChunks
 from .verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
 
@@ -830,7 +830,7 @@ class Consumer:
             if isinstance(item, BaseEvent):
                 event = item
             else:
-                decoded = _decode_event(_as_object(item, index), index, self._folder.warnings)
+                decoded = decode_event(as_object(item, index), index, self._folder.warnings)
                 if decoded is None:
                     return ()
                 event = decoded

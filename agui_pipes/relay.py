@@ -14,6 +14,13 @@ stages (``chain.is_sync``); chains with async stages or operators run through
         send(out)
     send(relay.finish())                    # what the stages flush at the end
 
+The loop takes the fast path (``agui_pipes._fastpath``: generated builders
+and writers, and the *bypass*, which sends a payload on as its own bytes when
+every stage promises to pass it) wherever it has a plan, and gives the same
+bytes as decoding, transforming and encoding every event.
+``Relay(chain, fast_path=False)`` (or ``AGUI_PIPES_FAST_PATH=0``) runs the
+reference loop only: ``decode`` → chain → ``encode`` per event.
+
 Errors surface as raised exceptions, exactly as through ``chain.apply``: a
 malformed event is a ``DecodeError``, a stage's refusal its ``StreamRejected``
 subclass, a stage bug a ``StageError`` — each naming the event's index.
@@ -21,24 +28,20 @@ subclass, a stage bug a ``StageError`` — each naming the event's index.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from ag_ui.core import BaseEvent
 
-from ._chain import TransformerChain, _SyncSegment
+from . import _fastpath
+from ._chain import TransformerChain
+from ._decode import DecodeWarning, as_object, decode_object
+from ._fastpath.builders import RELAY_ENTRIES, relay_entry
+from ._fastpath.bypass import bypass_for
+from ._fastpath.writers import WRITERS, compile_common_shape
 from ._json import fast_loads, orjson_dumps
-from .codecs import _COMPILED, _compile_common_shape, encode_ndjson, encode_sse
-from .decode import (
-    _BUILDER_LIMIT,
-    _RELAY_ENTRIES,
-    DecodeWarning,
-    _compile_lane,
-    _Lane,
-    _relay_entry,
-    _wire_shape,
-    decode,
-)
+from .codecs import decode, encode_ndjson, encode_sse
 
 __all__ = ["Relay"]
 
@@ -47,6 +50,12 @@ _FRAMING: dict[Callable[[BaseEvent], bytes], tuple[bytes, bytes]] = {
     encode_ndjson: (b"", b"\n"),
 }
 """How the built-in encoders frame an event's JSON (for re-sending input bytes as they are)."""
+
+_REFERENCE_ENCODERS: dict[Callable[[BaseEvent], bytes], Callable[[BaseEvent], bytes]] = {
+    encode_sse: functools.partial(encode_sse, fast_path=False),
+    encode_ndjson: functools.partial(encode_ndjson, fast_path=False),
+}
+"""The built-in encoders held to the reference path (for ``Relay(fast_path=False)``)."""
 
 _UNSEEN: Any = object()
 """Marks a key set the builder cache has not seen yet."""
@@ -57,29 +66,7 @@ def _writer_for(output: object) -> Any:
     cls = type(output)
     if not issubclass(cls, BaseEvent):
         return None  # the encoder reports it
-    return _compile_common_shape(cls)
-
-
-def _lane_for(
-    segment: _SyncSegment,
-    watched: frozenset[type[BaseEvent]],
-    type_name: str,
-    keys: tuple[str, ...],
-) -> _Lane | None:
-    """Compile (once per route state and key set) the pass-through test, or None."""
-    lane = None
-    shape = _wire_shape(type_name, keys)
-    if shape is not None and shape[0] not in watched:
-        conditions = segment.conditions(*shape)
-        if conditions is not None:
-            lane = _compile_lane(type_name, keys, conditions)
-    lanes = segment.lanes
-    # Key sets come from the wire. A lane needs a builder, so lanes are as
-    # bounded as builders; the answers without one are kept up to a bound
-    # and past it worked out again (cheaply) when they come back.
-    if lane is not None or len(lanes) < _BUILDER_LIMIT:
-        lanes[(type_name, keys)] = lane
-    return lane
+    return compile_common_shape(cls)
 
 
 class Relay:
@@ -88,15 +75,20 @@ class Relay:
     Hooks (each costs nothing when ``None``): ``on_warning`` gets each decode
     warning, ``on_input`` each decoded input event before the chain sees it
     (dropped unknown types excluded), ``on_event`` each output event before
-    it is encoded. A hook that needs every event turns the pass-through lane
-    off (see ``StreamTransformer.passes``): limit it to the classes it cares
-    about with ``input_types`` / ``output_types`` (exact classes) and the lane
+    it is encoded. A hook that needs every event turns the bypass off (see
+    ``StreamTransformer.passes``): limit it to the classes it cares about
+    with ``input_types`` / ``output_types`` (exact classes) and the bypass
     stays on for the rest.
+
+    ``fast_path=False`` runs the reference loop only (decode, chain, encode
+    per event, the built-in encoders on their reference path too); ``None``
+    follows ``AGUI_PIPES_FAST_PATH``. The output is the same bytes.
     """
 
     __slots__ = (
         "_chain",
         "_encode",
+        "_fast",
         "_finished",
         "_forwarded",
         "_framing",
@@ -122,6 +114,7 @@ class Relay:
         on_input: Callable[[BaseEvent], None] | None = None,
         output_types: Collection[type[BaseEvent]] | None = None,
         input_types: Collection[type[BaseEvent]] | None = None,
+        fast_path: bool | None = None,
     ) -> None:
         if not chain.is_sync:
             raise TypeError(
@@ -130,8 +123,11 @@ class Relay:
             )
         chain.claim()
         self._chain = chain
+        self._fast = _fastpath.ENABLED if fast_path is None else fast_path
+        if not self._fast:
+            encode = _REFERENCE_ENCODERS.get(encode, encode)
         self._encode = encode
-        self._framing = _FRAMING.get(encode)
+        self._framing = _FRAMING.get(encode) if self._fast else None
         self._on_warning = on_warning
         self._on_event = on_event
         self._on_input = on_input
@@ -141,7 +137,7 @@ class Relay:
         for hook, types in ((on_event, self._output_types), (on_input, self._input_types)):
             if hook is not None:
                 watched = None if types is None or watched is None else watched | types
-        self._watched = watched  # None: a hook needs every event, no lane
+        self._watched = watched  # None: a hook needs every event, no bypass
         self._index = 0
         self._forwarded = 0
         self._sent = 0
@@ -166,7 +162,7 @@ class Relay:
 
     @property
     def events_forwarded(self) -> int:
-        """How many input events went out through the pass-through lane.
+        """How many input events went out through the bypass.
 
         Those were neither built as events nor seen by any stage, because every
         stage promised (``StreamTransformer.passes``) to pass them on (unchanged,
@@ -182,6 +178,8 @@ class Relay:
         is sent as those bytes without re-encoding (tests prove the output is
         identical to encoding every event).
         """
+        if not self._fast:
+            return self._feed_reference(payloads)
         transform = self._chain._sync_push()
         segment = self._chain._sync_segment()
         encode = self._encode
@@ -200,12 +198,12 @@ class Relay:
         dumps = orjson_dumps
         reuse = framing is not None and dumps is not None
         loads = fast_loads
-        entries = _RELAY_ENTRIES
-        writers = _COMPILED
-        # The pass-through lane (see ``StreamTransformer.passes``): only when no
-        # hook needs the events themselves and input bytes can be re-sent.
+        entries = RELAY_ENTRIES
+        writers = WRITERS
+        # The bypass (see ``StreamTransformer.passes``): only when no hook
+        # needs the events themselves and input bytes can be re-sent.
         watched = self._watched
-        lanes = (
+        bypasses = (
             segment.lanes if reuse and segment is not None and watched is not None else None
         )
         try:
@@ -224,13 +222,13 @@ class Relay:
                         type_name = None
                     if type_name.__class__ is str:
                         key = (type_name, tuple(raw))
-                        if lanes is not None:
+                        if bypasses is not None:
                             try:
-                                lane = lanes[key]
+                                bypass = bypasses[key]
                             except KeyError:
-                                lane = _lane_for(segment, watched, *key)  # type: ignore[arg-type]
-                            if lane is not None:
-                                data = lane(raw, payload)
+                                bypass = bypass_for(segment, watched, *key)  # type: ignore[arg-type]
+                            if bypass is not None:
+                                data = bypass(raw, payload)
                                 if data is not None:
                                     # Every stage passes it (or drops a field) and
                                     # this is what encoding the output gives: send
@@ -242,7 +240,7 @@ class Relay:
                         try:
                             entry = entries[key]
                         except KeyError:
-                            entry = _relay_entry(*key)
+                            entry = relay_entry(*key)
                         if entry is not None:
                             event = entry[0](raw)
                             if reuse and event is not None:
@@ -251,7 +249,7 @@ class Relay:
                                 # refused, e.g. a legacy ``null``, is decoded below.
                                 framing_len = entry[1]
                 if event is None:
-                    decoded = decode(payload, index=index)
+                    decoded = decode(payload, index=index, fast_path=True)
                     if decoded.warnings and on_warning is not None:
                         for warning in decoded.warnings:
                             on_warning(warning)
@@ -294,8 +292,8 @@ class Relay:
                         if data is None:
                             data = encode(output)[len(prefix) : -len(suffix)]
                         append(data)
-                if lanes is not None:
-                    lanes = segment.lanes  # type: ignore[union-attr]  # a stage may have rerouted
+                if bypasses is not None:
+                    bypasses = segment.lanes  # type: ignore[union-attr]  # a stage may have rerouted
         except BaseException:
             self._unsent = self._joined(out)
             raise
@@ -304,6 +302,46 @@ class Relay:
             self._forwarded = forwarded
             self._sent = sent
         return self._joined(out)
+
+    def _feed_reference(self, payloads: Iterable[bytes | str]) -> bytes:
+        """``feed`` by the reference path: each payload decoded, pushed and encoded."""
+        transform = self._chain._sync_push()
+        encode = self._encode
+        on_warning = self._on_warning
+        on_event = self._on_event
+        on_input = self._on_input
+        input_types = self._input_types
+        output_types = self._output_types
+        out: list[bytes] = []
+        index = self._index
+        try:
+            for payload in payloads:
+                decoded = decode_object(as_object(payload, index), index)
+                if decoded.warnings and on_warning is not None:
+                    for warning in decoded.warnings:
+                        on_warning(warning)
+                event = decoded.event
+                index += 1
+                if event is None:
+                    self._unknown += 1
+                    continue
+                if on_input is not None and (
+                    input_types is None or event.__class__ in input_types
+                ):
+                    on_input(event)
+                for output in transform(event, index - 1):
+                    self._sent += 1
+                    if on_event is not None and (
+                        output_types is None or output.__class__ in output_types
+                    ):
+                        on_event(output)
+                    out.append(encode(output))
+        except BaseException:
+            self._unsent = b"".join(out)
+            raise
+        finally:
+            self._index = index
+        return b"".join(out)
 
     def _joined(self, out: list[bytes]) -> bytes:
         if self._framing is None or not out:

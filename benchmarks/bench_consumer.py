@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE.parent))
 from streams import write_ndjson  # noqa: E402
 
 from agui_pipes import Consumer, Verifier  # noqa: E402
-from agui_pipes.decode import _as_object, _decode_event  # noqa: E402
+from agui_pipes._decode import as_object, decode_event  # noqa: E402
 from agui_pipes.transformers import ExpandChunks  # noqa: E402
 
 TS_DIR = HERE / "ts"
@@ -127,7 +127,7 @@ def rss_of(path: Path, fold: bool) -> None:
         expand, observe = ExpandChunks().transform, Verifier().observe
         with path.open("rb") as handle:
             for index, line in enumerate(handle):
-                event = _decode_event(_as_object(line, index), index, warnings)
+                event = decode_event(as_object(line, index), index, warnings)
                 if event is not None:
                     for out in expand(event):
                         observe(out)

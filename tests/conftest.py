@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
@@ -55,3 +55,22 @@ def ts_oracle() -> Callable[..., list[OracleResult]]:
         pytest.skip(_NODE_MISSING)
     ensure_installed()
     return run_oracle
+
+
+# --- The wire's two paths (agui_pipes._fastpath and the reference path) ------------------
+
+
+@pytest.fixture(params=[True, False], ids=["fast-path", "reference-path"], scope="module")
+def wire_path(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Run a module's tests once per path of the wire entry points, as their default.
+
+    ``decode``, ``encode_*`` and ``Relay`` read their ``fast_path`` default from
+    ``agui_pipes._fastpath.ENABLED`` (what ``AGUI_PIPES_FAST_PATH`` sets): the
+    module's tests, written against the defaults, check both paths' outputs.
+    Module-scoped, so hypothesis tests may use it. Yields whether it is the fast path.
+    """
+    import agui_pipes._fastpath as fastpath
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fastpath, "ENABLED", bool(request.param))
+        yield bool(request.param)

@@ -19,9 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_pipes._cli import _input, main
-from agui_pipes.codecs import encode_ndjson, encode_sse
+from agui_pipes.codecs import decode, encode_ndjson, encode_sse
 from agui_pipes.config import load_chain
-from agui_pipes.decode import decode
 from agui_pipes.testing import event_lines
 from agui_pipes.testing.strategies import streams
 

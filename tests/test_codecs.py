@@ -30,6 +30,9 @@ from agui_pipes.codecs import (
     sse_comment,
 )
 
+# Every test here runs on the fast path and on the reference path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("wire_path")
+
 _ENCODER = EventEncoder()
 
 
@@ -443,7 +446,7 @@ def test_ndjson_bytes_mode_rejects_invalid_utf8() -> None:
 def test_decode_treats_bytes_and_their_text_alike(payload: bytes) -> None:
     # Relays hand decode() bytes where they used to hand it text: the outcome must not
     # depend on which (the standard library would guess UTF-16/32 or skip a BOM for bytes).
-    from agui_pipes.decode import decode
+    from agui_pipes.codecs import decode
 
     def outcome(wire: bytes | str) -> str:
         try:

@@ -19,8 +19,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agui_pipes import DecodeError, DecodeWarning, ProtocolViolation, TransformerChain, decode
-from agui_pipes.decode import decode_all, decode_many, event_type_names
+from agui_pipes.codecs import decode_all, decode_many, event_type_names
 from agui_pipes.relay import Relay
+
+# Every test here runs on the fast path and on the reference path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("wire_path")
 
 
 def test_accepts_dict_str_and_bytes_alike() -> None:

@@ -21,31 +21,48 @@ import pytest
 from ag_ui.core import BaseEvent
 
 from agui_pipes import StreamTransformer, TransformerChain
-from agui_pipes.codecs import encode_sse
-from agui_pipes.decode import decode
+from agui_pipes.codecs import decode, encode_sse
 from agui_pipes.relay import Relay
 
-decode_module = importlib.import_module("agui_pipes.decode")
+# The caches under test are the fast path's own: these tests take it explicitly
+# (``fast_path=True``) and compare with the reference path (``fast_path=False``).
+builders = importlib.import_module("agui_pipes._fastpath.builders")
+bypass = importlib.import_module("agui_pipes._fastpath.bypass")
+decode_spec = importlib.import_module("agui_pipes._decode")
 
-_CACHES = ("_BUILDERS", "_SET_BUILDERS", "_RELAY_ENTRIES", "_SHAPES", "_LANE_FACTORIES")
+_CACHES = (
+    (builders, "BUILDERS"),
+    (builders, "SET_BUILDERS"),
+    (builders, "RELAY_ENTRIES"),
+    (bypass, "SHAPES"),
+    (bypass, "BYPASS_FACTORIES"),
+)
 
 
 @pytest.fixture
 def empty_caches() -> Iterator[None]:
     """Start from a process that has compiled nothing; put the caches back afterwards."""
-    saved = {name: dict(getattr(decode_module, name)) for name in _CACHES}
-    compiled = decode_module._COMPILED_BUILDERS[0]
-    for name in _CACHES:
-        getattr(decode_module, name).clear()
-    decode_module._COMPILED_BUILDERS[0] = 0
+    saved = [dict(getattr(module, name)) for module, name in _CACHES]
+    compiled = builders.COMPILED_BUILDERS[0]
+    for module, name in _CACHES:
+        getattr(module, name).clear()
+    builders.COMPILED_BUILDERS[0] = 0
     try:
         yield
     finally:
-        for name, content in saved.items():
-            cache = getattr(decode_module, name)
+        for (module, name), content in zip(_CACHES, saved, strict=True):
+            cache = getattr(module, name)
             cache.clear()
             cache.update(content)
-        decode_module._COMPILED_BUILDERS[0] = compiled
+        builders.COMPILED_BUILDERS[0] = compiled
+
+
+def fast(payload: bytes) -> BaseEvent | None:
+    return decode(payload, fast_path=True).event
+
+
+def reference(payload: bytes) -> BaseEvent | None:
+    return decode(payload, fast_path=False).event
 
 
 _CHUNK_FIELDS = {
@@ -67,7 +84,7 @@ def permuted_chunks(count: int) -> list[bytes]:
 
 
 class _PassToolStarts(StreamTransformer):
-    """Promises to pass every TOOL_CALL_START: the relay forwards them on its lane."""
+    """Promises to pass every TOOL_CALL_START: the relay forwards them on its bypass."""
 
     event_types = ("TOOL_CALL_START",)
 
@@ -84,52 +101,52 @@ _NEW_KEY = ("TOOL_CALL_START", ("type", "toolCallId", "toolCallName"))
 
 @pytest.mark.usefixtures("empty_caches")
 def test_permuted_key_orders_do_not_crowd_out_a_later_shape_in_decode() -> None:
-    attack = permuted_chunks(decode_module._BUILDER_LIMIT + 100)
-    reference = decode(attack[0]).event
+    attack = permuted_chunks(builders.BUILDER_LIMIT + 100)
+    expected = reference(attack[0])
     for payload in attack:
-        assert decode(payload).event == reference
+        assert fast(payload) == expected
     # Every order shares the one builder of the key set.
-    assert decode_module._COMPILED_BUILDERS[0] == 1
-    assert len(decode_module._BUILDERS) <= decode_module._BUILDER_LIMIT
+    assert builders.COMPILED_BUILDERS[0] == 1
+    assert len(builders.BUILDERS) <= builders.BUILDER_LIMIT
     # A legitimate shape seen afterwards still gets its generated builder.
-    assert decode(_NEW_SHAPE).event is not None
-    assert decode_module._BUILDERS[_NEW_KEY] is not None
-    assert decode_module._COMPILED_BUILDERS[0] == 2
+    assert fast(_NEW_SHAPE) == reference(_NEW_SHAPE) is not None
+    assert builders.BUILDERS[_NEW_KEY] is not None
+    assert builders.COMPILED_BUILDERS[0] == 2
 
 
 @pytest.mark.usefixtures("empty_caches")
-def test_permuted_key_orders_do_not_switch_the_relay_lane_off_for_a_later_shape() -> None:
-    attacker = Relay(TransformerChain([]))
-    attack = permuted_chunks(decode_module._BUILDER_LIMIT + 100)
+def test_permuted_key_orders_do_not_switch_the_relay_bypass_off_for_a_later_shape() -> None:
+    attacker = Relay(TransformerChain([]), fast_path=True)
+    attack = permuted_chunks(builders.BUILDER_LIMIT + 100)
     assert attacker.feed(attack) == b"".join(
-        encode_sse(decode(p).event) for p in attack  # type: ignore[arg-type]
+        encode_sse(reference(p), fast_path=False) for p in attack  # type: ignore[arg-type]
     )
-    other = Relay(TransformerChain([_PassToolStarts()]))
+    other = Relay(TransformerChain([_PassToolStarts()]), fast_path=True)
     assert other.feed([_NEW_SHAPE, _NEW_SHAPE]) == (b"data: " + _NEW_SHAPE + b"\n\n") * 2
-    assert other.events_forwarded == 2  # built by no one, forwarded on the lane
+    assert other.events_forwarded == 2  # built by no one, forwarded on the bypass
 
 
 @pytest.mark.usefixtures("empty_caches")
 def test_an_order_past_the_bound_still_uses_the_shared_builder() -> None:
-    attack = permuted_chunks(decode_module._BUILDER_LIMIT + 100)
+    attack = permuted_chunks(builders.BUILDER_LIMIT + 100)
     for payload in attack:
-        decode(payload)
+        fast(payload)
     late = attack[-1]
     key = ("TEXT_MESSAGE_CHUNK", tuple(json.loads(late)))
-    assert key not in decode_module._BUILDERS  # not remembered: the table is full
+    assert key not in builders.BUILDERS  # not remembered: the table is full
     canonical = ("TEXT_MESSAGE_CHUNK", frozenset(key[1]))
-    assert decode_module._SET_BUILDERS[canonical] is not None
-    assert decode(late).event == decode(attack[0]).event
-    assert decode_module._COMPILED_BUILDERS[0] == 1  # nothing compiled again
+    assert builders.SET_BUILDERS[canonical] is not None
+    assert fast(late) == reference(late) == reference(attack[0])
+    assert builders.COMPILED_BUILDERS[0] == 1  # nothing compiled again
 
 
 def test_every_builder_key_set_fits_the_compile_budget() -> None:
     # The bound on compiled builders is never what stops a key set: AG-UI 1.0
     # has fewer builder key sets than the bound, whatever their orders.
     total = 0
-    for spec in decode_module._SPECS.values():
+    for spec in decode_spec.SPECS.values():
         keys = [k for k in spec.fields if spec.builder_attr(k) is not None]
         required = [f.key for f in spec.required]
         if all(r in keys for r in required):
             total += 2 ** (len(keys) - len(required))
-    assert total < decode_module._BUILDER_LIMIT
+    assert total < builders.BUILDER_LIMIT

@@ -1,8 +1,10 @@
-"""The hot-path shortcuts are invisible: same events in, same bytes out.
+"""The fast path is invisible: same events in, same bytes out, on both paths.
 
-decode() builds plain-string events without the checked path, and
-encode_json() writes plain-valued events with orjson instead of pydantic.
-Both must agree exactly with the general paths they bypass.
+decode() builds plain-string events with generated builders instead of the
+checked path, and encode_json() writes plain-valued events with orjson
+instead of pydantic. Each test runs with ``fast_path=True`` and with
+``fast_path=False`` (the reference path) and both must agree exactly with
+the checked decoder and pydantic's writing.
 """
 
 from __future__ import annotations
@@ -23,22 +25,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_pipes import decode
-from agui_pipes.codecs import encode_json, encode_sse
-from agui_pipes.decode import DecodeError, _decode_checked
+from agui_pipes._decode import decode_checked
+from agui_pipes.codecs import DecodeError, encode_json, encode_sse
 from agui_pipes.testing.strategies import streams
 
 text = st.text(alphabet=st.characters(codec="utf-8"), max_size=20)
+paths = pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "reference-path"])
 
 
 def reference_json(event: BaseEvent) -> bytes:
     return event.model_dump_json(by_alias=True).encode()
 
 
+@paths
 @settings(max_examples=300, deadline=None)
 @given(streams(max_runs=2))
-def test_encode_matches_pydantic_on_generated_streams(events: list[BaseEvent]) -> None:
+def test_encode_matches_pydantic_on_generated_streams(
+    fast_path: bool, events: list[BaseEvent]
+) -> None:
     for event in events:
-        assert encode_json(event) == reference_json(event)
+        assert encode_json(event, fast_path=fast_path) == reference_json(event)
+        assert encode_sse(event, fast_path=fast_path) == encode_sse(event, fast_path=not fast_path)
 
 
 @settings(max_examples=500, deadline=None)
@@ -54,7 +61,8 @@ def test_encode_plain_values_matches_pydantic(
     event = TextMessageContentEvent(
         message_id=message_id, delta=delta, subagent_run_id=tag, timestamp=timestamp
     )
-    assert encode_json(event) == reference_json(event)
+    assert encode_json(event, fast_path=True) == reference_json(event)
+    assert encode_json(event, fast_path=False) == reference_json(event)
 
 
 @pytest.mark.parametrize(
@@ -71,13 +79,14 @@ def test_encode_plain_values_matches_pydantic(
         TextMessageStartEvent(message_id="m", role="user", raw_event={"a": [True, None]}),
     ],
 )
-def test_encode_falls_back_where_plain_is_not_safe(event: BaseEvent) -> None:
+@paths
+def test_encode_falls_back_where_plain_is_not_safe(event: BaseEvent, fast_path: bool) -> None:
     try:
         expected = reference_json(event)
     except Exception:  # pydantic cannot write it either (lone surrogate)
         return
-    assert encode_json(event) == expected
-    assert encode_sse(event) == b"data: " + expected + b"\n\n"
+    assert encode_json(event, fast_path=fast_path) == expected
+    assert encode_sse(event, fast_path=fast_path) == b"data: " + expected + b"\n\n"
 
 
 def _wire(draw: st.DrawFn) -> dict[str, Any]:
@@ -97,21 +106,22 @@ def _wire(draw: st.DrawFn) -> dict[str, Any]:
     return wire
 
 
+@paths
 @settings(max_examples=600, deadline=None)
 @given(st.composite(_wire)())
-def test_decode_fast_path_equals_checked_path(wire: dict[str, Any]) -> None:
+def test_decode_fast_path_equals_checked_path(fast_path: bool, wire: dict[str, Any]) -> None:
     line = json.dumps(wire).encode()
     fast_error: DecodeError | None = None
     try:
-        fast = decode(line, index=3)
+        fast = decode(line, index=3, fast_path=fast_path)
     except DecodeError as error:
         fast_error = error
     if fast_error is not None:
         with pytest.raises(DecodeError) as checked_error:
-            _decode_checked(json.loads(line), wire["type"], 3)
+            decode_checked(json.loads(line), wire["type"], 3)
         assert str(fast_error) == str(checked_error.value)
         return
-    checked = _decode_checked(json.loads(line), wire["type"], 3)
+    checked = decode_checked(json.loads(line), wire["type"], 3)
     assert fast.warnings == checked.warnings
     assert fast.event == checked.event
     assert fast.event is not None
@@ -119,19 +129,23 @@ def test_decode_fast_path_equals_checked_path(wire: dict[str, Any]) -> None:
     assert fast.event.model_fields_set == checked.event.model_fields_set  # type: ignore[union-attr]
 
 
-def test_decode_bytes_errors_are_unchanged() -> None:
+@paths
+def test_decode_bytes_errors_are_unchanged(fast_path: bool) -> None:
     with pytest.raises(DecodeError, match="not valid JSON"):
-        decode(b'{"type": "RAW", ')
+        decode(b'{"type": "RAW", ', fast_path=fast_path)
     with pytest.raises(DecodeError, match="not valid UTF-8"):
-        decode(b'{"type": "STEP_STARTED", "stepName": "\xff"}')
-    escaped = decode(b'{"type": "STEP_STARTED", "stepName": "\\ud800"}')
+        decode(b'{"type": "STEP_STARTED", "stepName": "\xff"}', fast_path=fast_path)
+    escaped = decode(b'{"type": "STEP_STARTED", "stepName": "\\ud800"}', fast_path=fast_path)
     assert escaped.event is not None
     assert escaped.event.step_name == "\ud800"  # type: ignore[attr-defined]
 
 
+@paths
 @settings(max_examples=300, deadline=None)
 @given(streams(max_runs=2))
-def test_decode_bytes_builders_equal_checked_path(events: list[BaseEvent]) -> None:
+def test_decode_bytes_builders_equal_checked_path(
+    fast_path: bool, events: list[BaseEvent]
+) -> None:
     # every event of a generated stream, as bytes: the generated builders (or
     # the general path) must give exactly what the checked path gives
     lines = [event.model_dump_json(by_alias=True).encode() for event in events] + [
@@ -144,9 +158,9 @@ def test_decode_bytes_builders_equal_checked_path(events: list[BaseEvent]) -> No
         for event in events
     ]
     for index, line in enumerate(lines):
-        fast = decode(line, index=index)
+        fast = decode(line, index=index, fast_path=fast_path)
         wire = json.loads(line)
-        checked = _decode_checked(wire, wire["type"], index)
+        checked = decode_checked(wire, wire["type"], index)
         assert fast.event == checked.event
         assert fast.warnings == checked.warnings
         assert fast.event is not None

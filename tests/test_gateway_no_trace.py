@@ -26,9 +26,8 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from agui_pipes import AsyncStreamTransformer, TransformerChain
-from agui_pipes.codecs import SSEDecoder
+from agui_pipes.codecs import SSEDecoder, decode
 from agui_pipes.config import load_chain
-from agui_pipes.decode import decode
 from agui_pipes.server import Gateway
 
 pytestmark = pytest.mark.anyio

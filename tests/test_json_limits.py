@@ -40,11 +40,12 @@ from agui_pipes.codecs import (
     NDJSONDecoder,
     SSEDecoder,
     _encode_tree,
+    decode,
+    decode_many,
     encode_json,
     encode_ndjson,
     encode_sse,
 )
-from agui_pipes.decode import decode, decode_many
 from agui_pipes.relay import Relay
 
 LIMIT = DEFAULT_LIMITS.max_depth

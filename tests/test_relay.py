@@ -10,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_pipes import StageError, TransformerChain
-from agui_pipes.codecs import encode_sse
-from agui_pipes.decode import DecodeError, decode
+from agui_pipes.codecs import DecodeError, decode, encode_sse
 from agui_pipes.relay import Relay
 from agui_pipes.testing import event_lines, run, text
 from agui_pipes.testing.strategies import streams
@@ -23,6 +22,9 @@ from agui_pipes.transformers import (
     Verify,
 )
 from agui_pipes.verify import ProtocolViolation
+
+# Every test here runs on the fast path and on the reference path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("wire_path")
 
 
 def chain() -> TransformerChain:
@@ -154,30 +156,30 @@ def test_builder_caches_stay_bounded_and_correct_when_a_peer_varies_key_sets() -
     import importlib
     import itertools
 
-    decode_module = importlib.import_module("agui_pipes.decode")
+    builders = importlib.import_module("agui_pipes._fastpath.builders")
 
-    caches = (decode_module._BUILDERS, decode_module._RELAY_ENTRIES, decode_module._SET_BUILDERS)
-    saved = (*(dict(cache) for cache in caches), decode_module._COMPILED_BUILDERS[0])
+    caches = (builders.BUILDERS, builders.RELAY_ENTRIES, builders.SET_BUILDERS)
+    saved = (*(dict(cache) for cache in caches), builders.COMPILED_BUILDERS[0])
     try:
-        limit = decode_module._BUILDER_LIMIT
-        negative = decode_module._NEGATIVE_LIMIT
+        limit = builders.BUILDER_LIMIT
+        negative = builders.NEGATIVE_LIMIT
         # Distinct key sets a hostile or sloppy peer might send (an unknown extra key each).
         junk = [
             json.dumps({"type": "RUN_STARTED", "threadId": "t", "runId": "r", f"x{i}": 1}).encode()
             for i in range(negative + 50)
         ]
-        relay = Relay(TransformerChain([]))
+        relay = Relay(TransformerChain([]), fast_path=True)
         out = relay.feed(junk)
         assert out.count(b"data: ") == len(junk)
-        assert len(decode_module._BUILDERS) <= negative + limit
-        assert len(decode_module._RELAY_ENTRIES) <= negative + limit
+        assert len(builders.BUILDERS) <= negative + limit
+        assert len(builders.RELAY_ENTRIES) <= negative + limit
         # Junk does not crowd out builders: a plain key set seen now still gets one.
         events = run(text("m1", "a"))
         fresh = [e.model_dump_json(by_alias=True, exclude_none=True).encode() for e in events]
-        relay = Relay(TransformerChain([]))
+        relay = Relay(TransformerChain([]), fast_path=True)
         assert relay.feed(fresh) == b"".join(encode_sse(e) for e in events)
         content = fresh[2]
-        assert decode_module._BUILDERS[("TEXT_MESSAGE_CONTENT", tuple(json.loads(content)))]
+        assert builders.BUILDERS[("TEXT_MESSAGE_CONTENT", tuple(json.loads(content)))]
         # Valid key sets in every order: compiled builders stop at the bound.
         fields = {
             "subagentRunId": "s", "name": "n", "description": "d", "parentSubagentRunId": "p",
@@ -188,12 +190,12 @@ def test_builder_caches_stay_bounded_and_correct_when_a_peer_varies_key_sets() -
             json.dumps({"type": "SUBAGENT_STARTED", **{k: fields[k] for k in order}}).encode()
             for order in orders
         ]
-        relay = Relay(TransformerChain([]))
+        relay = Relay(TransformerChain([]), fast_path=True)
         out = relay.feed(valid)
-        assert decode_module._COMPILED_BUILDERS[0] <= limit
+        assert builders.COMPILED_BUILDERS[0] <= limit
         assert out == b"".join(encode_sse(decode(line).event) for line in valid)  # type: ignore[arg-type]
     finally:
         for cache, content in zip(caches, saved[:3], strict=True):
             cache.clear()
             cache.update(content)  # type: ignore[attr-defined]
-        decode_module._COMPILED_BUILDERS[0] = saved[3]
+        builders.COMPILED_BUILDERS[0] = saved[3]

@@ -10,11 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_pipes import TransformerChain
-from agui_pipes.decode import decode
+from agui_pipes.codecs import decode
 from agui_pipes.relay import Relay
 from agui_pipes.testing import event_lines
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import ExpandChunks, FilterToolCalls
+
+# Every test here runs on the fast path and on the reference path (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("wire_path")
 
 
 def chain() -> TransformerChain:
@@ -43,7 +46,7 @@ def test_on_input_sees_the_decoded_events_and_on_event_the_output(
 
 @settings(max_examples=60, deadline=None)
 @given(streams(max_runs=2, tool_names=["search", "internal_debug"]), st.integers(1, 5))
-def test_hooks_limited_to_classes_see_exactly_those_and_keep_the_lane(
+def test_hooks_limited_to_classes_see_exactly_those_and_keep_the_bypass(
     events: list[BaseEvent], batch: int
 ) -> None:
     from ag_ui.core import RunErrorEvent, RunFinishedEvent, RunStartedEvent
@@ -75,7 +78,7 @@ def test_hooks_limited_to_classes_see_exactly_those_and_keep_the_lane(
     assert relay.events_out == len(expected)
 
 
-def test_limited_hooks_keep_the_lane_and_an_unlimited_one_turns_it_off() -> None:
+def test_limited_hooks_keep_the_bypass_and_an_unlimited_one_turns_it_off() -> None:
     from ag_ui.core import RunFinishedEvent, RunStartedEvent
 
     from agui_pipes.codecs import encode_sse
@@ -86,13 +89,13 @@ def test_limited_hooks_keep_the_lane_and_an_unlimited_one_turns_it_off() -> None
     seen: list[BaseEvent] = []
     limited = Relay(
         TransformerChain([Verify()]), on_input=seen.append, input_types={RunStartedEvent},
-        on_event=seen.append, output_types={RunFinishedEvent},
+        on_event=seen.append, output_types={RunFinishedEvent}, fast_path=True,
     )
     limited.feed(lines)
     assert (limited.events_forwarded, [type(e) for e in seen]) == (
         3, [RunStartedEvent, RunFinishedEvent]
     )
-    unlimited = Relay(TransformerChain([Verify()]), on_event=seen.append)
+    unlimited = Relay(TransformerChain([Verify()]), on_event=seen.append, fast_path=True)
     unlimited.feed(lines)
     assert unlimited.events_forwarded == 0
 

@@ -564,7 +564,7 @@ def payloads(events: list[BaseEvent], style: str) -> list[str]:
 async def test_relay_path_is_byte_identical_to_the_apply_path(
     servers: tuple[Running, Running], events: list[BaseEvent], style: str, cuts: list[int]
 ) -> None:
-    from agui_pipes.decode import decode
+    from agui_pipes.codecs import decode
     from agui_pipes.transformers import ExpandChunks, Verify
 
     _, gateway = servers

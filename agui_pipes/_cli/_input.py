@@ -26,8 +26,7 @@ import anyio
 from ag_ui.core import BaseEvent
 
 from .. import _json
-from ..codecs import NDJSONDecoder, SSEDecoder
-from ..decode import DecodeWarning, decode
+from ..codecs import DecodeWarning, NDJSONDecoder, SSEDecoder, decode
 
 __all__ = [
     "FORMATS",

@@ -45,13 +45,13 @@ from .._errors import StageError, StreamRejected
 from .._limits_scope import using_limits
 from ..codecs import (
     CodecError,
+    DecodeWarning,
     EncodeError,
     NDJSONDecoder,
     SSEDecoder,
     encode_ndjson,
     encode_sse,
 )
-from ..decode import DecodeWarning
 from ..relay import Relay
 from ._chainfile import EXIT_CONFIG, load_or_report
 from ._input import (

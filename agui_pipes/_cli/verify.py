@@ -30,9 +30,8 @@ from typing import Any
 import anyio
 
 from .. import _json
-from ..codecs import CodecError
+from ..codecs import CodecError, DecodeError, DecodeWarning
 from ..consume import Consumer, RunResult
-from ..decode import DecodeError, DecodeWarning
 from ..verify import ProtocolViolation
 from ._input import (
     FORMATS,

@@ -60,11 +60,13 @@ from .._limits_scope import resolve_limits, using_limits
 from .._transformer import Stage
 from ..codecs import (
     DEFAULT_MAX_FRAME_BYTES,
+    DecodeError,
+    DecodeWarning,
     FrameTooLarge,
     SSEDecoder,
     TruncatedFrame,
+    decode,
 )
-from ..decode import DecodeError, DecodeWarning, decode
 from ..relay import Relay
 from ..transformers import ExpandChunks, Verify
 from ._http import (

@@ -46,7 +46,7 @@ from .._limits import Limits
 from .._limits_scope import resolve_limits
 from .._patch import JsonDocument, LimitExceeded, PatchError, json_equal
 from .._transformer import StreamTransformer
-from ..decode import DecodeWarning
+from ..codecs import DecodeWarning
 
 __all__ = ["StateDiff"]
 

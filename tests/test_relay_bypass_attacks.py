@@ -1,6 +1,6 @@
-"""Attacks on the relay's pass-through lane, and the regressions they found.
+"""Attacks on the relay's bypass, and the regressions they found.
 
-The lane (``StreamTransformer.passes``) may send a payload's bytes without
+The bypass (``StreamTransformer.passes``) may send a payload's bytes without
 building its event or calling a stage. Its correctness rests on two claims:
 a payload whose values are strings, whose keys come in the model's order and
 whose length is the compact length is byte-for-byte the encoder's output; and
@@ -8,7 +8,7 @@ a stage's promise speaks for the code the chain runs for it. The properties
 here feed byte-level respellings of events (escaped keys and values, duplicate
 keys, whitespace, quotes, backslashes, control characters, U+2028, non-ASCII,
 empty strings, the subagent tag in every position, ``str`` payloads) through
-relays with the lane on and off and through the event-by-event reference
+relays with the bypass on and off and through the event-by-event reference
 (decode, ``chain.apply_sync``, encode); the same bytes must come out of all
 three, and the same error where one is raised.
 """
@@ -36,8 +36,9 @@ from agui_pipes import (
     load_chain,
 )
 from agui_pipes._construct import replace
-from agui_pipes.codecs import encode_ndjson, encode_sse
-from agui_pipes.decode import _SPECS, _canonical_framing, decode
+from agui_pipes._decode import SPECS as _SPECS
+from agui_pipes._fastpath.builders import canonical_framing as _canonical_framing
+from agui_pipes.codecs import decode, encode_ndjson, encode_sse
 from agui_pipes.relay import Relay
 from agui_pipes.server._stats import _Count
 from agui_pipes.testing import run, text, tool_call
@@ -66,12 +67,16 @@ def _outcome(
     lines: Sequence[Payload],
     batches: Sequence[int],
     *,
-    lane: bool,
+    bypass: bool,
     encode: Encode = encode_sse,
+    fast_path: bool = True,
 ) -> tuple[bytes, object, int]:
     """All output (what ``take_unsent`` owes included), then the error or the end output."""
     relay = Relay(
-        TransformerChain(stages()), encode=encode, on_input=None if lane else (lambda e: None)
+        TransformerChain(stages()),
+        encode=encode,
+        on_input=None if bypass else (lambda e: None),
+        fast_path=fast_path,
     )
     out: list[bytes] = []
     start = 0
@@ -106,14 +111,15 @@ def _check(
     batches: Sequence[int],
     encode: Encode = encode_sse,
 ) -> int:
-    """Lane on == lane off (bytes and error), and both == the reference when it succeeds."""
-    with_lane = _outcome(stages, lines, batches, lane=True, encode=encode)
-    without = _outcome(stages, lines, batches, lane=False, encode=encode)
-    assert with_lane[:2] == without[:2]
-    assert without[2] == 0
-    if not isinstance(with_lane[1], tuple):
-        assert with_lane[0] + with_lane[1] == _reference(stages, lines, encode)  # type: ignore[operator]
-    return with_lane[2]
+    """Bypass on == bypass off (bytes and error), and both == the reference when it succeeds."""
+    with_bypass = _outcome(stages, lines, batches, bypass=True, encode=encode)
+    without = _outcome(stages, lines, batches, bypass=False, encode=encode)
+    reference = _outcome(stages, lines, batches, bypass=False, encode=encode, fast_path=False)
+    assert with_bypass[:2] == without[:2] == reference[:2]
+    assert without[2] == reference[2] == 0
+    if not isinstance(with_bypass[1], tuple):
+        assert with_bypass[0] + with_bypass[1] == _reference(stages, lines, encode)  # type: ignore[operator]
+    return with_bypass[2]
 
 
 # -- byte-level respellings of one event ---------------------------------------------
@@ -236,15 +242,15 @@ def test_respelled_deltas_come_out_as_the_full_path_and_the_reference_send_them(
     events = [*_HEAD, *data.draw(st.lists(_delta(), min_size=1, max_size=8))]
     spelled = [data.draw(_spelling(e)) for e in events]
     lines: list[Payload] = list(spelled)
-    if data.draw(st.booleans()):  # some as text: the lane is for bytes only
+    if data.draw(st.booleans()):  # some as text: the bypass is for bytes only
         lines = [line.decode() if data.draw(st.booleans()) else line for line in spelled]
     sizes = data.draw(st.lists(st.integers(1, 4), min_size=len(lines), max_size=len(lines)))
     encode = data.draw(st.sampled_from([encode_sse, encode_ndjson]))
     _check(_DELTA_CHAINS[name], lines, sizes, encode)
 
 
-def test_the_respelling_property_exercises_the_lane() -> None:
-    """Not a timing: canonical deltas of open items do take the lane in these chains."""
+def test_the_respelling_property_exercises_the_bypass() -> None:
+    """Not a timing: canonical deltas of open items do take the bypass in these chains."""
     lines = [encode_sse(decode(e).event)[6:-2] for e in _HEAD]  # type: ignore[arg-type]
     lines += [
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}',
@@ -306,7 +312,7 @@ def test_yaml_chains_and_a_stage_used_twice_over_respelled_streams(
         except Exception:
             pass
         if event is not None and rng.random() < 0.7:
-            line = encode_sse(event)[6:-2]  # canonical: what the lane may forward
+            line = encode_sse(event)[6:-2]  # canonical: what the bypass may forward
         lines.append(line.decode() if rng.random() < 0.1 else line)
     sizes = [rng.randint(1, 6) for _ in lines]
     _check(stages, lines, sizes, encode)
@@ -315,9 +321,9 @@ def test_yaml_chains_and_a_stage_used_twice_over_respelled_streams(
 # -- regressions ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("lane", [True, False])
+@pytest.mark.parametrize("bypass", [True, False])
 @pytest.mark.parametrize("encode", [encode_sse, encode_ndjson])
-def test_a_legacy_null_string_field_is_decoded_not_measured(lane: bool, encode: Encode) -> None:
+def test_a_legacy_null_string_field_is_decoded_not_measured(bypass: bool, encode: Encode) -> None:
     """``parentMessageId: null`` once crashed ``feed`` with a TypeError.
 
     The key set has a generated builder (its fields keep strings as they are),
@@ -334,7 +340,8 @@ def test_a_legacy_null_string_field_is_decoded_not_measured(lane: bool, encode: 
         TransformerChain([Verify()]),
         encode=encode,
         on_warning=warnings.append,
-        on_input=None if lane else (lambda e: None),
+        on_input=None if bypass else (lambda e: None),
+        fast_path=True,
     )
     out = relay.feed(lines)
     expected = [decode(line).event for line in lines]
@@ -376,9 +383,9 @@ def test_overriding_a_helper_the_handlers_call_voids_the_promise(
     stages: Callable[[], list[StreamTransformer]],
 ) -> None:
     """FilterToolCalls promised from its own ``_subagent_blocked``; an override must see
-    the events (the lane once forwarded the tagged ARGS the override drops)."""
-    out, end, forwarded = _outcome(stages, _TAGGED_ARGS, [4], lane=True)
-    assert (out, end) == _outcome(stages, _TAGGED_ARGS, [4], lane=False)[:2]
+    the events (the bypass once forwarded the tagged ARGS the override drops)."""
+    out, end, forwarded = _outcome(stages, _TAGGED_ARGS, [4], bypass=True)
+    assert (out, end) == _outcome(stages, _TAGGED_ARGS, [4], bypass=False)[:2]
     assert b"subagentRunId" not in out
     assert forwarded == 0
 
@@ -393,7 +400,7 @@ class _Renamed(Verify):
         return "verify, renamed"
 
 
-def test_a_subclass_that_overrides_nothing_the_promise_relies_on_keeps_the_lane() -> None:
+def test_a_subclass_that_overrides_nothing_the_promise_relies_on_keeps_the_bypass() -> None:
     lines = _TAGGED_ARGS[:2] + [_TAGGED_ARGS[3]] * 3
     assert _check(lambda: [_Renamed()], lines, [5]) == 3
 
@@ -462,12 +469,12 @@ def _canonical_bytes(wire: dict[str, Any]) -> bytes:
 
 def test_a_promised_drop_of_a_field_written_as_null_is_not_forwarded() -> None:
     line = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}'
-    out, _, forwarded = _outcome(lambda: [_Unsets("delta")], [line], [1], lane=True)
+    out, _, forwarded = _outcome(lambda: [_Unsets("delta")], [line], [1], bypass=True)
     assert out == b'data: {"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":null}\n\n'
     assert forwarded == 0
-    # An omittable field is still dropped in the lane, from the bytes.
+    # An omittable field is still dropped in the bypass, from the bytes.
     start = b'{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"user","name":"n"}'
-    out, _, forwarded = _outcome(lambda: [_Unsets("name")], [start], [1], lane=True)
+    out, _, forwarded = _outcome(lambda: [_Unsets("name")], [start], [1], bypass=True)
     assert out == b'data: {"type":"TEXT_MESSAGE_START","messageId":"m1","role":"user"}\n\n'
     assert forwarded == 1
 
@@ -482,7 +489,7 @@ class _Spy(StreamTransformer):
 
 
 _NO_PROMISE: dict[str, tuple[Callable[[], StreamTransformer], set[str]]] = {
-    # stage, and the delta types it routes (the lane must stay off for exactly those)
+    # stage, and the delta types it routes (the bypass must stay off for exactly those)
     "timestamp": (lambda: Timestamp(clock=lambda: 7), {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"}),
     "strip-raw": (StripRawEvents, {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"}),
     "coalesce": (CoalesceDeltas, {"TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS"}),
@@ -496,7 +503,7 @@ _NO_PROMISE: dict[str, tuple[Callable[[], StreamTransformer], set[str]]] = {
 
 @pytest.mark.parametrize("name", sorted(_NO_PROMISE))
 @pytest.mark.parametrize("where", ["before", "after"])
-def test_a_stage_without_a_promise_turns_the_lane_off_for_what_it_routes(
+def test_a_stage_without_a_promise_turns_the_bypass_off_for_what_it_routes(
     name: str, where: str
 ) -> None:
     make, routed = _NO_PROMISE[name]
@@ -523,7 +530,7 @@ class _Promiser(StreamTransformer):
 
     When the conditions hold for an event (every tested field present) it passes
     it, with ``drop`` unset; otherwise it changes its state — the containers the
-    conditions read — and rewrites the event, so a lane taken wrongly shows.
+    conditions read — and rewrites the event, so a bypass taken wrongly shows.
     """
 
     def __init__(self, tests: list[tuple[str, str, str]], drop: str | None) -> None:
@@ -622,7 +629,7 @@ def test_any_kept_promise_is_forwarded_exactly_as_the_stages_would_send_it(
     promisers: list[_Promiser], events: list[dict[str, Any]], data: st.DataObject
 ) -> None:
     """Conditions of every kind, on present and absent fields, joined over stages, with a
-    field dropped before or after other stages test it: the lane equals the full path."""
+    field dropped before or after other stages test it: the bypass equals the full path."""
     params = [(p.tests, p.drop) for p in promisers]
     lines = [
         _canonical_bytes(e) if data.draw(st.booleans()) else data.draw(_spelling(e))
@@ -652,12 +659,12 @@ def _string_keys(type_name: str) -> tuple[list[str], dict[str, list[str]], set[s
 def test_a_compact_payload_in_model_order_is_the_encoders_output(
     type_name: str, data: st.DataObject
 ) -> None:
-    """What the re-send check and the lane rely on: string values, the model's key order
+    """What the re-send check and the bypass rely on: string values, the model's key order
     and the compact length (no whitespace, escapes or multi-byte characters) make a
     payload byte-identical to what encoding its event gives — for every event type."""
     keys, choices, required = _string_keys(type_name)
     if not required <= set(keys):
-        return  # a required field is not a string: no builder, no lane
+        return  # a required field is not a string: no builder, no bypass
     chosen = [k for k in keys if k in required or data.draw(st.booleans())]
     plain = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E,
                                   blacklist_characters='"\\'), max_size=6)
@@ -674,7 +681,7 @@ def test_a_compact_payload_in_model_order_is_the_encoders_output(
     assert encode_ndjson(event) == payload + b"\n"
 
 
-def test_every_split_of_a_stream_gives_the_same_bytes_with_the_lane() -> None:
+def test_every_split_of_a_stream_gives_the_same_bytes_with_the_bypass() -> None:
     """A reroute mid-batch (the run ends, a chunk stream opens) must reach the very next
     payload of the same batch, wherever the batch boundaries fall."""
     lines = [
@@ -694,15 +701,15 @@ def test_every_split_of_a_stream_gives_the_same_bytes_with_the_lane() -> None:
     def stages() -> list[StreamTransformer]:
         return [Verify(on_violation="warn"), SubagentVisibility.inline()]
 
-    whole = _outcome(stages, lines, [len(lines)], lane=False)
+    whole = _outcome(stages, lines, [len(lines)], bypass=False)
     # The first delta (no chunk stream open yet); the second comes while the chunk
     # stream of m2 is open (the inline stage must see it), the last after the run.
-    assert _outcome(stages, lines, [len(lines)], lane=True)[2] == 1
+    assert _outcome(stages, lines, [len(lines)], bypass=True)[2] == 1
     for cut in range(1, len(lines)):
         for sizes in ([cut, len(lines) - cut], [1] * cut + [len(lines) - cut]):
-            with_lane = _outcome(stages, lines, sizes, lane=True)
-            assert with_lane[:2] == whole[:2]
-            assert with_lane[2] == 1
+            with_bypass = _outcome(stages, lines, sizes, bypass=True)
+            assert with_bypass[:2] == whole[:2]
+            assert with_bypass[2] == 1
 
 
 class _BrokenPromise(StreamTransformer):
@@ -726,14 +733,14 @@ class _BrokenPromise(StreamTransformer):
 
 @pytest.mark.parametrize("how", ["raises", "not a condition", "unknown kind"])
 def test_a_broken_promise_is_no_promise(how: str, caplog: pytest.LogCaptureFixture) -> None:
-    """Without the lane ``passes`` is never called, so a ``passes`` that fails must not
+    """Without the bypass ``passes`` is never called, so a ``passes`` that fails must not
     change the output either: it once escaped ``feed`` as the stage's raw exception (or
     compiled an unknown kind as a membership test). Such events go through the stage,
     with a warning naming it."""
     lines = [b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a"}'] * 2
     with caplog.at_level("WARNING", logger="agui_pipes.chain"):
-        out, end, forwarded = _outcome(lambda: [_BrokenPromise(how)], lines, [2], lane=True)
-    assert (out, end) == _outcome(lambda: [_BrokenPromise(how)], lines, [2], lane=False)[:2]
+        out, end, forwarded = _outcome(lambda: [_BrokenPromise(how)], lines, [2], bypass=True)
+    assert (out, end) == _outcome(lambda: [_BrokenPromise(how)], lines, [2], bypass=False)[:2]
     assert out == b"".join(b"data: " + line + b"\n\n" for line in lines)
     assert forwarded == 0
     assert "_BrokenPromise.passes(TextMessageContentEvent" in caplog.text

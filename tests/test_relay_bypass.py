@@ -1,10 +1,11 @@
-"""The relay's pass-through lane never changes what comes out.
+"""The relay's bypass never changes what comes out.
 
 When every stage promises (``StreamTransformer.passes``) that an event of
 its class and shape goes through unchanged, and the payload is already the
 encoder's bytes, the relay forwards the payload without building the event
-or calling any stage. The reference is the same relay with the lane turned
-off (an ``on_input`` hook needs every event, so it disables the lane): same
+or calling any stage. The references are the same relay with the bypass
+turned off (an ``on_input`` hook needs every event, so it disables the
+bypass) and the relay on the reference path (``fast_path=False``): same
 bytes out, the same error at the same event, on valid streams and on mutated
 ones, for chains whose stages promise under different states.
 """
@@ -23,8 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agui_pipes import Condition, StreamTransformer, TransformerChain
-from agui_pipes.codecs import encode_sse
-from agui_pipes.decode import decode
+from agui_pipes.codecs import decode, encode_sse
 from agui_pipes.relay import Relay
 from agui_pipes.testing import run, text
 from agui_pipes.transformers import (
@@ -68,10 +68,15 @@ def _relay_outcome(
     factory: Callable[[], list[StreamTransformer]],
     lines: Sequence[bytes],
     batch: int,
-    lane: bool,
+    bypass: bool,
+    fast_path: bool = True,
 ) -> tuple[list[bytes], object, int]:
     """Output per batch, then the error (class and message) or the end-of-stream output."""
-    relay = Relay(TransformerChain(factory()), on_input=None if lane else (lambda e: None))
+    relay = Relay(
+        TransformerChain(factory()),
+        on_input=None if bypass else (lambda e: None),
+        fast_path=fast_path,
+    )
     out: list[bytes] = []
     try:
         for start in range(0, len(lines), batch):
@@ -83,17 +88,18 @@ def _relay_outcome(
 
 
 def _compare(name: str, lines: Sequence[bytes], batch: int) -> int:
-    with_lane = _relay_outcome(CHAINS[name], lines, batch, lane=True)
-    without = _relay_outcome(CHAINS[name], lines, batch, lane=False)
-    assert with_lane[:2] == without[:2]
-    assert without[2] == 0
-    return with_lane[2]
+    with_bypass = _relay_outcome(CHAINS[name], lines, batch, bypass=True)
+    without = _relay_outcome(CHAINS[name], lines, batch, bypass=False)
+    reference = _relay_outcome(CHAINS[name], lines, batch, bypass=False, fast_path=False)
+    assert with_bypass[:2] == without[:2] == reference[:2]
+    assert without[2] == reference[2] == 0
+    return with_bypass[2]
 
 
 @pytest.mark.parametrize("name", sorted(CHAINS))
 @_SETTINGS
 @given(rng=st.randoms(use_true_random=False), batch=st.integers(1, 9), canonical=st.booleans())
-def test_lane_matches_the_full_path_on_valid_streams(
+def test_bypass_matches_the_full_path_on_valid_streams(
     name: str, rng: random.Random, batch: int, canonical: bool
 ) -> None:
     items = valid_stream(rng)
@@ -104,7 +110,7 @@ def test_lane_matches_the_full_path_on_valid_streams(
 @pytest.mark.parametrize("name", sorted(CHAINS))
 @_SETTINGS
 @given(rng=st.randoms(use_true_random=False), batch=st.integers(1, 9))
-def test_lane_matches_the_full_path_on_mutated_streams(
+def test_bypass_matches_the_full_path_on_mutated_streams(
     name: str, rng: random.Random, batch: int
 ) -> None:
     items, _ = mutate(rng, valid_stream(rng))
@@ -112,8 +118,8 @@ def test_lane_matches_the_full_path_on_mutated_streams(
     _compare(name, [line.encode() if isinstance(line, str) else line for line in lines], batch)
 
 
-def test_the_lane_carries_most_of_a_canonical_stream() -> None:
-    """Not a timing: the lane must actually be taken, or the tests above prove nothing."""
+def test_the_bypass_carries_most_of_a_canonical_stream() -> None:
+    """Not a timing: the bypass must actually be taken, or the tests above prove nothing."""
     rng = random.Random(7)
     lines = [_canonical(i) for _ in range(10) for i in valid_stream(rng)]
     deltas = sum(b'_CONTENT"' in line or b'TOOL_CALL_ARGS"' in line for line in lines)
@@ -139,12 +145,12 @@ def test_a_delta_after_run_error_is_refused_although_its_message_is_still_open()
         b'{"type":"RUN_ERROR","message":"boom"}',
         _content("m1", "b"),
     ]
-    relay = Relay(TransformerChain([Verify()]))
+    relay = Relay(TransformerChain([Verify()]), fast_path=True)
     with pytest.raises(Exception, match="RUN_ERROR"):
         relay.feed(lines)
-    relay = Relay(TransformerChain([Verify()]))
+    relay = Relay(TransformerChain([Verify()]), fast_path=True)
     relay.feed(lines[:3])
-    assert relay.events_forwarded == 1  # the first delta went through the lane
+    assert relay.events_forwarded == 1  # the first delta went through the bypass
 
 
 def test_a_blocked_calls_canonical_args_are_still_dropped() -> None:
@@ -156,7 +162,9 @@ def test_a_blocked_calls_canonical_args_are_still_dropped() -> None:
         b'{"type":"TOOL_CALL_START","toolCallId":"c2","toolCallName":"search"}',
         b'{"type":"TOOL_CALL_ARGS","toolCallId":"c2","delta":"{}"}',
     ]
-    relay = Relay(TransformerChain([Verify(), FilterToolCalls.deny(["internal_*"])]))
+    relay = Relay(
+        TransformerChain([Verify(), FilterToolCalls.deny(["internal_*"])]), fast_path=True
+    )
     out = relay.feed(lines)
     assert b'"c1"' not in out
     assert out.count(b'"c2"') == 2
@@ -198,7 +206,7 @@ def test_stages_that_cannot_promise_see_every_event(
     make: Callable[[], list[StreamTransformer]],
 ) -> None:
     stages = make()
-    relay = Relay(TransformerChain(stages))
+    relay = Relay(TransformerChain(stages), fast_path=True)
     out = relay.feed(_stream()) + relay.finish()
     assert out == b"".join(encode_sse(e) for e in run(text("m1", "a", "b", "c")))
     assert relay.events_forwarded == 0
@@ -207,9 +215,9 @@ def test_stages_that_cannot_promise_see_every_event(
             assert stage.seen == len(_stream())
 
 
-def test_a_stage_skipped_by_its_route_does_not_block_the_lane() -> None:
+def test_a_stage_skipped_by_its_route_does_not_block_the_bypass() -> None:
     lines = _stream()
-    relay = Relay(TransformerChain([Verify(), ToolResultToState.delta("x")]))
+    relay = Relay(TransformerChain([Verify(), ToolResultToState.delta("x")]), fast_path=True)
     relay.feed(lines)
     assert relay.events_forwarded == 3
 
@@ -237,7 +245,7 @@ class _OnlyFrom(StreamTransformer):
 
 def test_a_user_stage_promise_is_honoured_and_its_container_read_live() -> None:
     stage = _OnlyFrom()
-    relay = Relay(TransformerChain([stage]))
+    relay = Relay(TransformerChain([stage]), fast_path=True)
     assert relay.feed([_content("m1", "a"), _content("m2", "b")]) == (
         b"data: " + _content("m1", "a") + b"\n\n"
     )
@@ -249,7 +257,7 @@ def test_a_user_stage_promise_is_honoured_and_its_container_read_live() -> None:
 
 def test_non_canonical_or_odd_values_take_the_full_path() -> None:
     stage = _OnlyFrom()
-    relay = Relay(TransformerChain([stage]))
+    relay = Relay(TransformerChain([stage]), fast_path=True)
     spaced = b'{"type":"TEXT_MESSAGE_CONTENT", "messageId":"m1","delta":"a"}'
     reordered = b'{"type":"TEXT_MESSAGE_CONTENT","delta":"a","messageId":"m1"}'
     escaped = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"\\u0061"}'
@@ -279,17 +287,17 @@ def test_an_untagged_delta_still_closes_an_open_chunk_stream_in_inline_mode() ->
         _content("m2", "y"),
         b'{"type":"TEXT_MESSAGE_CHUNK","delta":"z"}',  # no id: nothing open to continue
     ]
-    with_lane = _relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, lane=True)
-    without = _relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, lane=False)
-    assert with_lane[:2] == without[:2]
-    assert b'"messageId":"m1","delta":"z"' not in b"".join(with_lane[0])
+    with_bypass = _relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=True)
+    without = _relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=False)
+    assert with_bypass[:2] == without[:2]
+    assert b'"messageId":"m1","delta":"z"' not in b"".join(with_bypass[0])
 
 
-def test_the_lane_table_stays_bounded_when_a_peer_varies_key_sets() -> None:
-    from agui_pipes.decode import _BUILDER_LIMIT
+def test_the_bypass_table_stays_bounded_when_a_peer_varies_key_sets() -> None:
+    from agui_pipes._fastpath.builders import BUILDER_LIMIT as _BUILDER_LIMIT
 
     chain = TransformerChain([_OnlyFrom()])
-    relay = Relay(chain)
+    relay = Relay(chain, fast_path=True)
     lines = [
         b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"a","x%d":"1"}' % i
         for i in range(_BUILDER_LIMIT + 50)
@@ -298,7 +306,7 @@ def test_the_lane_table_stays_bounded_when_a_peer_varies_key_sets() -> None:
     assert out.count(b"data: ") == len(lines)
     segment = chain._sync_segment()
     assert segment is not None and len(segment.lanes) <= _BUILDER_LIMIT
-    # Junk does not crowd out lanes: a plain key set seen now still gets one.
+    # Junk does not crowd out bypasses: a plain key set seen now still gets one.
     assert relay.feed([_content("m1", "b")]) == b"data: " + _content("m1", "b") + b"\n\n"
     assert relay.events_forwarded == 1
 
@@ -328,11 +336,11 @@ def test_inline_strips_the_tag_of_a_forwarded_delta_as_encoding_would(delta: byt
         return [Verify(), SubagentVisibility.inline()]
 
     lines = [*_TAGGED_HEAD, delta, delta]
-    with_lane = _relay_outcome(stages, lines, 9, lane=True)
-    without = _relay_outcome(stages, lines, 9, lane=False)
-    assert with_lane[:2] == without[:2]
-    assert b"subagentRunId" not in b"".join(with_lane[0])
-    assert with_lane[2] == 2  # key orders other than the model's are rewritten too
+    with_bypass = _relay_outcome(stages, lines, 9, bypass=True)
+    without = _relay_outcome(stages, lines, 9, bypass=False)
+    assert with_bypass[:2] == without[:2]
+    assert b"subagentRunId" not in b"".join(with_bypass[0])
+    assert with_bypass[2] == 2  # key orders other than the model's are rewritten too
 
 
 def test_a_delta_tagged_by_another_subagent_is_refused_not_forwarded() -> None:
@@ -342,9 +350,9 @@ def test_a_delta_tagged_by_another_subagent_is_refused_not_forwarded() -> None:
     def stages() -> list[StreamTransformer]:
         return [Verify(), SubagentVisibility.inline()]
 
-    with_lane = _relay_outcome(stages, lines, 9, lane=True)
-    assert with_lane[:2] == _relay_outcome(stages, lines, 9, lane=False)[:2]
-    error = with_lane[1]
+    with_bypass = _relay_outcome(stages, lines, 9, bypass=True)
+    assert with_bypass[:2] == _relay_outcome(stages, lines, 9, bypass=False)[:2]
+    error = with_bypass[1]
     assert isinstance(error, tuple) and error[0] == "VerificationError" and "s2" in error[1]
 
 
@@ -365,24 +373,24 @@ class _RouteFails(StreamTransformer):
 def test_a_failing_route_fails_as_on_the_full_path_at_the_same_count() -> None:
     lines = [_content("m1", "a")]
     outcomes = []
-    for lane in (True, False):
-        hook = None if lane else (lambda e: None)
-        relay = Relay(TransformerChain([_RouteFails()]), on_input=hook)
+    for bypass in (True, False):
+        hook = None if bypass else (lambda e: None)
+        relay = Relay(TransformerChain([_RouteFails()]), on_input=hook, fast_path=True)
         with pytest.raises(RuntimeError, match="route"):
             relay.feed(lines)
         outcomes.append(relay.events_in)
     assert outcomes == [1, 1]
 
 
-def test_relays_share_lane_code_but_each_reads_its_own_stages() -> None:
-    """Lane code is generated once per shape for every relay (a gateway runs many at
+def test_relays_share_bypass_code_but_each_reads_its_own_stages() -> None:
+    """Bypass code is generated once per shape for every relay (a gateway runs many at
     once); the containers it tests must still be each relay's own stages'."""
     start = [
         b'{"type":"RUN_STARTED","threadId":"t","runId":"r"}',
         b'{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}',
     ]
-    first = Relay(TransformerChain([Verify(), SubagentVisibility.inline()]))
-    second = Relay(TransformerChain([Verify(), SubagentVisibility.inline()]))
+    first = Relay(TransformerChain([Verify(), SubagentVisibility.inline()]), fast_path=True)
+    second = Relay(TransformerChain([Verify(), SubagentVisibility.inline()]), fast_path=True)
     first.feed(start)
     second.feed(start[:1])  # m1 never opened here
     assert first.feed([_content("m1", "a")]) == b"data: " + _content("m1", "a") + b"\n\n"
@@ -402,7 +410,7 @@ def test_relays_share_lane_code_but_each_reads_its_own_stages() -> None:
         (b'"5"', 0, 0),
     ],
 )
-def test_timestamped_deltas_take_the_lane_when_the_number_is_the_encoders(
+def test_timestamped_deltas_take_the_bypass_when_the_number_is_the_encoders(
     timestamp: bytes, passed: int, rewritten: int
 ) -> None:
     """Producers that stamp every event: an integer ``timestamp`` is checked and sized
@@ -430,7 +438,7 @@ def test_timestamped_deltas_take_the_lane_when_the_number_is_the_encoders(
         def stages() -> list[StreamTransformer]:
             return [Verify(), SubagentVisibility.inline()]
 
-        with_lane = _relay_outcome(stages, lines, 9, lane=True)
-        without = _relay_outcome(stages, lines, 9, lane=False)
-        assert with_lane[:2] == without[:2]
-        assert with_lane[2] == forwarded
+        with_bypass = _relay_outcome(stages, lines, 9, bypass=True)
+        without = _relay_outcome(stages, lines, 9, bypass=False)
+        assert with_bypass[:2] == without[:2]
+        assert with_bypass[2] == forwarded

@@ -1,4 +1,10 @@
-"""Wire to events: the AG-UI 1.0 processing model for what arrives.
+"""Wire to events, the reference path: the AG-UI 1.0 processing model for what arrives.
+
+This module is the plain decoder every answer is measured against: the event
+specs (``SPECS``), the field checks, and ``decode`` / ``decode_many``. The
+public names are exported by ``agui_pipes.codecs`` (and ``agui_pipes``);
+``agui_pipes._fastpath`` reads ``SPECS`` to generate its builders and never
+the other way round.
 
 ``decode(wire)`` takes one event as a ``dict``, a JSON ``str`` or UTF-8
 ``bytes`` and returns a :class:`Decoded`: the ``ag_ui.core`` event (or ``None``
@@ -25,7 +31,8 @@ enforcement stage so both SDKs accept and reject the same wire:
 
 Validation is strict the way the JSON Schema is (a number is not a string,
 ``true`` is not an integer), not pydantic's lax coercion. Warnings are also
-logged on the ``agui_pipes.decode`` logger; the library never prints.
+logged on the ``agui_pipes.decode`` logger (the name is kept for
+configurations that select it); the library never prints.
 """
 
 from __future__ import annotations
@@ -74,20 +81,27 @@ from ag_ui.core import (
 )
 
 from . import _json
-from ._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT, construct
+from ._construct import construct
 from .verify import ProtocolViolation
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "SPECS",
     "DecodeError",
     "DecodeWarning",
     "Decoded",
+    "EventSpec",
+    "as_object",
     "decode",
     "decode_all",
+    "decode_checked",
+    "decode_event",
     "decode_many",
+    "decode_object",
+    "event_type_names",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("agui_pipes.decode")
 logger.addHandler(logging.NullHandler())
 
 PROTOCOL_VERSION: Final = "1.0"
@@ -572,12 +586,18 @@ _SUBAGENT_OUTCOME = _union("type", {
 _TEXT_ROLE = _enum("developer", "system", "assistant", "user")
 
 
-class _EventSpec:
-    """How one event type is checked and turned into its ``ag_ui.core`` model."""
+class EventSpec:
+    """How one event type is checked and turned into its ``ag_ui.core`` model.
+
+    Besides the checks, a spec states as plain data what a generated builder
+    may take over (``str_attrs``, ``choice_attrs``, ``int_attrs``: wire keys
+    whose check keeps a string, a choice or a bounded integer as it is) and
+    the model's key order (``model_order``), which is the encoder's.
+    """
 
     __slots__ = (
-        "choice_attrs", "cls", "fields", "flat", "int_attrs", "required", "required_attrs",
-        "str_attrs", "type_name",
+        "choice_attrs", "cls", "fields", "flat", "int_attrs", "model_order", "required",
+        "required_attrs", "str_attrs", "type_name",
     )
 
     def __init__(
@@ -600,6 +620,10 @@ class _EventSpec:
             for f in self.fields.values()
             if f.check in _INT_BOUNDS
         }
+        positions = {name: i for i, name in enumerate(cls.model_fields)}
+        self.model_order: dict[str, int] = {
+            "type": positions["type"], **{k: positions[f.attr] for k, f in self.fields.items()}
+        }
 
     def builder_attr(self, key: str) -> str | None:
         """The attribute a generated builder sets from wire ``key``, or None (it cannot)."""
@@ -612,14 +636,25 @@ class _EventSpec:
             return self.int_attrs[key][0]
         return None
 
+    def in_model_order(self, keys: Iterable[str]) -> bool:
+        """Whether ``keys`` are all the type's and come in the model's (the encoder's) order."""
+        order = self.model_order
+        last = -1
+        for key in keys:
+            position = order.get(key)
+            if position is None or position < last:
+                return False
+            last = position
+        return True
+
 
 def _spec(cls: type[BaseEvent], tagged: bool = True, flat: bool = True,
-          **fields: tuple[Checker, bool]) -> _EventSpec:
+          **fields: tuple[Checker, bool]) -> EventSpec:
     base = _TAGGED if tagged else _BASE
-    return _EventSpec(cls, {**base, **fields}, flat)
+    return EventSpec(cls, {**base, **fields}, flat)
 
 
-_SPECS: Final[dict[str, _EventSpec]] = {
+SPECS: Final[dict[str, EventSpec]] = {
     spec.type_name: spec
     for spec in (
         _spec(TextMessageStartEvent, messageId=(_str, _R), role=(_TEXT_ROLE, _O), name=(_str, _O)),
@@ -670,24 +705,27 @@ _SPECS: Final[dict[str, _EventSpec]] = {
               code=(_str, _O)),
     )
 }
+"""Every AG-UI 1.0 event type's spec, by wire ``type``."""
 
-def _build(spec: _EventSpec, values: dict[str, Any], snake: dict[str, Any]) -> BaseEvent:
+
+def _build(spec: EventSpec, values: dict[str, Any], snake: dict[str, Any]) -> BaseEvent:
     """The event model for already-validated values (no second validation pass)."""
     if spec.flat:
         return construct(spec.cls, snake)
     return spec.cls.model_validate(values)
 
 
-def _decode_object(raw: dict[str, Any], index: int | None) -> Decoded:
+def decode_object(raw: dict[str, Any], index: int | None) -> Decoded:
+    """The outcome for one parsed wire object (the reference path's one step)."""
     sink: list[DecodeWarning] = []
-    event = _decode_event(raw, index, sink)
+    event = decode_event(raw, index, sink)
     return Decoded(event, tuple(sink))
 
 
-def _decode_checked(raw: dict[str, Any], type_name: Any, index: int | None) -> Decoded:
+def decode_checked(raw: dict[str, Any], type_name: Any, index: int | None) -> Decoded:
     """The fully checked path, without the plain-string shortcut (tests compare the two)."""
     sink: list[DecodeWarning] = []
-    spec = _SPECS.get(type_name) if isinstance(type_name, str) else None
+    spec = SPECS.get(type_name) if isinstance(type_name, str) else None
     if spec is None:
         _unknown_type(type_name, index, sink)
         return Decoded(None, tuple(sink))
@@ -707,12 +745,12 @@ def _unknown_type(type_name: Any, index: int | None, sink: list[DecodeWarning]) 
     sink.append(warning)
 
 
-def _decode_event(
+def decode_event(
     raw: dict[str, Any], index: int | None, sink: list[DecodeWarning]
 ) -> BaseEvent | None:
     """The event for one parsed wire object; warnings are appended to ``sink``."""
     type_name = raw.get("type")
-    spec = _SPECS.get(type_name) if type_name.__class__ is str else None
+    spec = SPECS.get(type_name) if type_name.__class__ is str else None
     if spec is None:
         _unknown_type(type_name, index, sink)
         return None
@@ -733,7 +771,7 @@ def _decode_event(
 
 
 def _decode_general(
-    spec: _EventSpec, raw: dict[str, Any], index: int | None, sink: list[DecodeWarning]
+    spec: EventSpec, raw: dict[str, Any], index: int | None, sink: list[DecodeWarning]
 ) -> BaseEvent:
     ctx: _Context | None = None
     values: dict[str, Any] = {}
@@ -778,7 +816,7 @@ def _decode_general(
 
 
 def _warnings(
-    spec: _EventSpec, ctx: _Context | None, raw: dict[str, Any], index: int | None
+    spec: EventSpec, ctx: _Context | None, raw: dict[str, Any], index: int | None
 ) -> tuple[DecodeWarning, ...]:
     out: list[DecodeWarning] = []
     name = spec.type_name
@@ -857,11 +895,12 @@ def _unportable(
     message = (
         f"{type_name or 'event'} is malformed{at}: {exc.problem}; a malformed event is fatal"
     )
-    known = type_name if type_name in _SPECS else None
+    known = type_name if type_name in SPECS else None
     return DecodeError(message, path=dotted, event_type=known, index=index)
 
 
-def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[str, Any]:
+def as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[str, Any]:
+    """The wire event as a parsed JSON object, or the DecodeError saying why it is none."""
     if wire.__class__ is dict:
         return wire
     if isinstance(wire, bytes | bytearray | memoryview | str):
@@ -899,396 +938,6 @@ def _as_object(wire: dict[str, Any] | str | bytes, index: int | None) -> dict[st
     return parsed
 
 
-_Builder = Callable[[dict[str, Any]], "BaseEvent | None"]
-_BUILDERS: dict[tuple[str, tuple[str, ...]], _Builder | None] = {}
-"""Per wire key order (the hot path's one lookup): the key set's builder, or None.
-
-Orders come from the wire: a peer can send one key set in thousands of
-orders. The model's own order (what encoders write) is always remembered —
-there are a few hundred such key sets in all — other orders up to
-``_BUILDER_LIMIT`` entries; past it an order is served from ``_SET_BUILDERS``
-on each event (the same builder, one extra lookup), never recompiled.
-"""
-_SET_BUILDERS: dict[tuple[str, frozenset[str]], _Builder | None] = {}
-"""Per key set, whatever the order: one compiled builder (or None) for all its orders."""
-_BUILDER_LIMIT: Final = 1024
-"""Bounds the compiled builders and the remembered non-model orders.
-
-AG-UI 1.0 has 272 key sets a builder can take (strings, choices and
-integers only), so the compiled builders never reach it: permutations share
-one builder, and no peer can use up the budget for the shapes of others.
-"""
-_NEGATIVE_LIMIT: Final = 4 * _BUILDER_LIMIT
-"""Bounds the remembered "no builder" answers, which cannot crowd out the builders."""
-_COMPILED_BUILDERS = [0]
-_MODEL_ORDER: dict[str, dict[str, int]] = {}
-"""Per event type, each wire key's position in the model (the encoder's key order)."""
-
-
-def _compile_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
-    """The builder of a wire key set in this order: compiled once per set, shared by orders.
-
-    Remembered for this exact order (the hot path's key) when the order is
-    the model's, or while the table has room (see ``_BUILDERS``).
-    """
-    canonical = (type_name, frozenset(keys))
-    try:
-        builder = _SET_BUILDERS[canonical]
-    except KeyError:
-        builder = _generate_builder(type_name, keys)
-        if builder is not None or len(_SET_BUILDERS) < _NEGATIVE_LIMIT:
-            _SET_BUILDERS[canonical] = builder
-    if builder is None:
-        if len(_BUILDERS) < _NEGATIVE_LIMIT:
-            _BUILDERS[(type_name, keys)] = None
-    elif len(_BUILDERS) < _BUILDER_LIMIT or _in_wire_order(type_name, keys):
-        _BUILDERS[(type_name, keys)] = builder
-    return builder
-
-
-def _in_wire_order(type_name: str, keys: Iterable[str]) -> bool:
-    """Whether ``keys`` (all known to the type) come in the model's order."""
-    order = _MODEL_ORDER.get(type_name)
-    if order is None:
-        spec = _SPECS[type_name]
-        fields = {name: i for i, name in enumerate(spec.cls.model_fields)}
-        order = _MODEL_ORDER[type_name] = {
-            "type": fields["type"], **{key: fields[f.attr] for key, f in spec.fields.items()}
-        }
-    last = -1
-    for key in keys:
-        position = order.get(key)
-        if position is None or position < last:
-            return False
-        last = position
-    return True
-
-
-def _generate_builder(type_name: str, keys: tuple[str, ...]) -> _Builder | None:
-    """Straight-line code that builds the event for one wire key set (any order), or None.
-
-    Only for key sets whose every key is a plain-string or string-choice
-    field (such as a message's ``role``) and that hold every required field:
-    then no nested model is involved, even for types that have nested fields
-    (they take their defaults), and the checked path would build exactly what
-    ``construct`` builds. The generated function checks each value's class
-    (and choice) and returns None when one is off, for the checked path to
-    report; otherwise it builds the instance without a per-key loop, which is
-    most of a hot event's decoding cost. Generating code from the model's
-    field names is the technique dataclasses use.
-    """
-    spec = _SPECS.get(type_name)
-    builder: _Builder | None = None
-    if spec is not None and keys.count("type") == 1 and not (
-        # A declared protocol version may warn (``_warnings``), which a builder
-        # cannot: such RUN_STARTED events take the checked path.
-        spec.cls is RunStartedEvent and "protocolVersion" in keys
-    ):
-        choices = spec.choice_attrs
-        attrs = [spec.builder_attr(key) for key in keys]
-        given = {a for a in attrs if a is not None and a != "type"}
-        if all(a is not None for a in attrs) and spec.required_attrs <= given:
-            if _COMPILED_BUILDERS[0] >= _BUILDER_LIMIT:
-                # Key sets come from the wire: past the bound, new ones take the
-                # checked path rather than costing a compilation each.
-                return None
-            _COMPILED_BUILDERS[0] += 1
-            names = [(key, attr) for key, attr in zip(keys, attrs, strict=True) if key != "type"]
-            fields = dict.fromkeys(spec.cls.model_fields)
-            lines = ["def build(raw):"]
-            allowed: dict[str, frozenset[str]] = {}
-            for i, (key, _) in enumerate(names):
-                lines.append(f"    v{i} = raw[{key!r}]")
-                if key in choices:
-                    allowed[f"ALLOWED{i}"] = choices[key][1]
-                    lines.append(
-                        f"    if v{i}.__class__ is not str or v{i} not in ALLOWED{i}: return None"
-                    )
-                elif key in spec.int_attrs:
-                    _, low, high = spec.int_attrs[key]
-                    lines.append(
-                        f"    if v{i}.__class__ is not int or not {low} <= v{i} <= {high}: "
-                        "return None"
-                    )
-                else:
-                    lines.append(f"    if v{i}.__class__ is not str: return None")
-            defaults = {n: i.default for n, i in spec.cls.model_fields.items()}
-            # The fields dict starts as a copy of the defaults (in model order, as
-            # construct builds it) and gets the given values: copying a dict is
-            # cheaper than building one key by key.
-            template = {name: defaults[name] for name in fields}
-            if not spec.flat:
-                # The checked path validates such types with the wire "type" included,
-                # so it counts as set there; build the same instance.
-                given.add("type")
-            given_set = "{" + ", ".join(repr(a) for a in sorted(given)) + "}" if given else "set()"
-            lines.append("    data = TEMPLATE.copy()")
-            for i, (_, attr) in enumerate(names):
-                lines.append(f"    data[{str(attr)!r}] = v{i}")
-            lines.append("    event = new(cls)")
-            lines.append("    set_dict(event, data)")
-            lines.append(f"    set_fields(event, {given_set})")
-            lines.append("    set_extra(event, {})")
-            lines.append("    set_private(event, None)")
-            lines.append("    return event")
-            namespace: dict[str, Any] = {
-                "new": object.__new__,
-                "cls": spec.cls,
-                "set_dict": DICT_SLOT,
-                "set_fields": FIELDS_SET_SLOT,
-                "set_extra": EXTRA_SLOT,
-                "set_private": PRIVATE_SLOT,
-                "TEMPLATE": template,
-                **allowed,
-            }
-            exec("\n".join(lines), namespace)  # generated from the model's own field names
-            builder = namespace["build"]
-    return builder
-
-
-_RelayEntry = tuple[_Builder, "int | None"] | None
-_RELAY_ENTRIES: dict[tuple[str, tuple[str, ...]], _RelayEntry] = {}
-"""Per key set, for a relay: the builder and ``_canonical_framing``, in one lookup."""
-
-
-def _canonical_framing(type_name: str, keys: tuple[str, ...]) -> int | None:
-    """For a builder's key set in the encoder's order, its JSON length minus its values'.
-
-    The encoder writes ``type`` first, then the model's fields in order,
-    compactly, escaping only what JSON requires. A payload whose keys come in
-    that order is at least this plus the string values' lengths long, and
-    exactly that long only when it is the encoder's output: whitespace,
-    escapes and multi-byte characters all make it longer. Comparing lengths is
-    cheaper than re-serialising; a longer payload is compared exactly. None
-    when the keys are in another order.
-    """
-    spec = _SPECS[type_name]
-    if not _in_model_order(spec, keys) or any(key in spec.int_attrs for key in keys):
-        return None  # (a relay sums the string values' lengths: numbers take the exact check)
-    return _compact_framing(keys)
-
-
-def _in_model_order(spec: _EventSpec, keys: Iterable[str]) -> bool:
-    return _in_wire_order(spec.type_name, keys)
-
-
-def _compact_framing(keys: tuple[str, ...]) -> int:
-    """The compact JSON length of an object of string values with these keys, values aside."""
-    # {} + each "key": + each "value" + the commas between members
-    return 2 + sum(len(k) + 3 for k in keys) + 2 * len(keys) + len(keys) - 1
-
-
-def _relay_entry(type_name: str, keys: tuple[str, ...]) -> _RelayEntry:
-    """Compile (or find) the builder of a key set and pair it with its framing length."""
-    key = (type_name, keys)
-    builder = _BUILDERS[key] if key in _BUILDERS else _compile_builder(type_name, keys)
-    entry = None if builder is None else (builder, _canonical_framing(type_name, keys))
-    # Bounded as _BUILDERS is: the model's orders always, other orders while
-    # there is room, the answers without a builder up to their own bound.
-    if entry is None:
-        if len(_RELAY_ENTRIES) < _NEGATIVE_LIMIT:
-            _RELAY_ENTRIES[key] = entry
-    elif len(_RELAY_ENTRIES) < _BUILDER_LIMIT or _in_wire_order(type_name, keys):
-        _RELAY_ENTRIES[key] = entry
-    return entry
-
-
-_Lane = Callable[[dict[str, Any], bytes], "bytes | None"]
-
-
-def _wire_shape(
-    type_name: str, keys: tuple[str, ...]
-) -> tuple[type[BaseEvent], frozenset[str]] | None:
-    """The event class and the attribute names a builder's key set carries (``type`` aside)."""
-    canonical = (type_name, frozenset(keys))  # the shape does not depend on the order
-    try:
-        return _SHAPES[canonical]
-    except KeyError:
-        shape = _shape_of(type_name, keys)
-    # Key sets come from the wire: those of known fields are finitely many,
-    # the others (unknown keys) are remembered up to a bound.
-    if shape is not None or len(_SHAPES) < _BUILDER_LIMIT:
-        _SHAPES[canonical] = shape
-    return shape
-
-
-_SHAPES: dict[tuple[str, frozenset[str]], tuple[type[BaseEvent], frozenset[str]] | None] = {}
-
-
-def _shape_of(
-    type_name: str, keys: tuple[str, ...]
-) -> tuple[type[BaseEvent], frozenset[str]] | None:
-    spec = _SPECS.get(type_name)
-    if spec is None:
-        return None
-    attrs = [spec.builder_attr(key) for key in keys]
-    if any(a is None for a in attrs):
-        return None
-    return spec.cls, frozenset(str(a) for a in attrs if a != "type")
-
-
-_LaneFactory = Callable[..., _Lane]
-_LANE_FACTORIES: dict[tuple[Any, ...], _LaneFactory | None] = {}
-"""Generated lane code per key set and shape of conditions, shared by every relay.
-
-A relay (a gateway run) is often short: compiling its lanes again for every
-run would cost more than they save. The code depends only on the key set and
-on what the conditions test; the stages' live containers are its arguments.
-Bounded like the builders it relies on.
-"""
-
-
-_UNSEEN_LANE: Any = object()
-
-
-def _compile_lane(
-    type_name: str, keys: tuple[str, ...], conditions: Iterable[tuple[str | None, Any, str]]
-) -> _Lane | None:
-    """The lane for a key set and the chain's joined conditions (see ``_lane_factory``)."""
-    conditions = tuple(conditions)
-    shape = tuple(
-        (field, kind, container[0] if kind == "maps to" else None)
-        for field, container, kind in conditions
-    )
-    signature = (type_name, keys, shape)
-    factory = _LANE_FACTORIES.get(signature, _UNSEEN_LANE)
-    if factory is _UNSEEN_LANE:
-        factory = _lane_factory(type_name, keys, shape)
-        # A factory exists only for key sets in the encoder's order (finitely
-        # many); the answers without one are remembered up to a bound.
-        if factory is not None or len(_LANE_FACTORIES) < _BUILDER_LIMIT:
-            _LANE_FACTORIES[signature] = factory
-    if factory is None:
-        return None
-    lane: _Lane = factory(*(
-        container[1] if kind == "maps to" else container
-        for _, container, kind in conditions
-        if kind != "drop"
-    ))
-    return lane
-
-
-def _lane_factory(
-    type_name: str, keys: tuple[str, ...], shape: tuple[tuple[str | None, str, Any], ...]
-) -> _LaneFactory | None:
-    """Code making the lane for a key set: the bytes to send for a payload, or None.
-
-    The relay's pass-through: the function checks each value exactly as the
-    key set's builder does (so the checked path would have built the event),
-    then the stages' ``passes`` conditions. When they hold it returns what
-    encoding the chain's output would give: the payload itself when it is
-    already the encoder's bytes (the relay's re-send check), or the payload
-    without the members the stages drop. None sends the payload down the full
-    path. No lane (None) when the key set has no builder or is not in the
-    encoder's key order.
-    """
-    entry = _relay_entry(type_name, keys)
-    if entry is None or _json.orjson_dumps is None:
-        return None
-    spec = _SPECS[type_name]
-    choices = spec.choice_attrs
-    value_of: dict[str, str] = {}  # attribute -> local variable
-    key_of: dict[str, str] = {}  # attribute -> wire key
-    lines = ["def lane(raw, payload):"]
-    namespace: dict[str, Any] = {"dumps": _json.orjson_dumps}
-    params: list[str] = []  # the conditions' containers, bound per relay
-    names: list[str] = []
-    numbers: list[str] = []  # integer values: written without quotes
-    for i, key in enumerate(keys):
-        if key == "type":
-            continue
-        name = f"v{i}"
-        names.append(name)
-        lines.append(f"    {name} = raw[{key!r}]")
-        if key in choices:
-            attr, allowed = choices[key]
-            namespace[f"ALLOWED{i}"] = allowed
-            lines.append(
-                f"    if {name}.__class__ is not str or {name} not in ALLOWED{i}: return None"
-            )
-        elif key in spec.int_attrs:
-            attr, low, high = spec.int_attrs[key]
-            lines.append(
-                f"    if {name}.__class__ is not int or not {low} <= {name} <= {high}: "
-                "return None"
-            )
-            numbers.append(name)
-        else:
-            attr = spec.str_attrs[key]
-            lines.append(f"    if {name}.__class__ is not str: return None")
-        value_of[attr] = name
-        key_of[attr] = key
-    dropped: list[str] = []
-    for j, (field, kind, value_field) in enumerate(shape):
-        if kind != "drop":
-            params.append(f"C{j}")
-        if kind == "drop":
-            info = spec.cls.model_fields[str(field)]
-            if info.is_required() or info.default is not None:
-                # The encoder writes such a field unset as `null`, not without it:
-                # removing the member would not be its output.
-                return None
-            dropped.append(key_of[str(field)])
-            continue
-        if kind == "empty":
-            lines.append(f"    if C{j}: return None")
-            continue
-        value = value_of.get(str(field))
-        if value is None:
-            return None  # a condition on an absent field: such events take the full path
-        if kind == "maps to":
-            other = value_of.get(str(value_field))
-            if other is None:
-                return None
-            lines.append(f"    if C{j}.get({value}, {other}) != {other}: return None")
-            continue
-        test = "not in" if kind == "in" else "in"
-        lines.append(f"    if {value} {test} C{j}: return None")
-    # Whitespace, escapes and multi-byte characters all make a payload longer
-    # than the framing's length plus the values': at exactly that length it is
-    # compact, and in the model's key order the encoder's output (the relay's
-    # re-send check).
-    size = " + ".join([
-        str(_compact_framing(keys) + len(type_name) - 2 * len(numbers)),
-        *(f"len(str({n}))" if n in numbers else f"len({n})" for n in names),
-    ])
-    if not dropped:
-        if not _in_model_order(spec, keys):
-            return None  # keys out of the encoder's order: never its output
-        lines.append(f"    if len(payload) == {size} or dumps(raw) == payload:")
-        lines.append("        return payload")
-        lines.append("    return None")
-    else:
-        kept = [k for k in keys if k not in dropped]
-        if not _in_model_order(spec, kept):
-            return None
-        local = {key: f"v{i}" for i, key in enumerate(keys) if key != "type"}
-        items = ", ".join(
-            f"'type': {type_name!r}" if k == "type" else f"{k!r}: {local[k]}" for k in kept
-        )
-        position = keys.index(dropped[0])
-        if len(dropped) == 1 and position > 0 and not numbers:
-            # The canonical payload minus one member: `{` + the members before
-            # it (`"k":"v"`, each after the first with a comma), then the rest.
-            before = ["1", *(str(len(k) + 5 + (i > 0)) for i, k in enumerate(keys[:position]))]
-            before += [
-                str(len(type_name)) if k == "type" else f"len({local[k]})"
-                for k in keys[:position]
-            ]
-            member = f"{len(dropped[0]) + 6} + len({local[dropped[0]]})"
-            lines.append(f"    if len(payload) == {size}:")
-            lines.append(f"        cut = {' + '.join(before)}")
-            lines.append(f"        return payload[:cut] + payload[cut + {member}:]")
-        # Otherwise the encoder's own writing of what remains (the common-shape
-        # writer's: orjson over the wire keys in the model's order).
-        lines.append(f"    return dumps({{{items}}})")
-    source = [f"def make({', '.join(params)}):", *(f"    {line}" for line in lines)]
-    source.append("    return lane")
-    exec("\n".join(source), namespace)  # generated from the model's own field names
-    factory: _LaneFactory = namespace["make"]
-    return factory
-
-
 def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> Decoded:
     """Decode one wire event (a parsed object, JSON text or UTF-8 bytes).
 
@@ -1296,28 +945,12 @@ def decode(wire: dict[str, Any] | str | bytes, *, index: int | None = None) -> D
     warnings; raises :class:`DecodeError` for a malformed described field or
     input that is not one JSON object. ``index`` (the event's position in its
     stream) is stamped on warnings and errors.
+
+    This is the reference path: every field through its check, no generated
+    code. ``agui_pipes.codecs.decode`` is the public entry point, which takes
+    ``agui_pipes._fastpath`` when it has a plan for the wire's key set.
     """
-    if wire.__class__ is bytes:
-        # The relay's case, inlined: bytes straight into the fast parser, and a
-        # generated builder for the exact key set when there is one.
-        try:
-            raw = _json.fast_loads(wire)
-        except ValueError:  # malformed JSON or UTF-8: the checked path reports it
-            raw = None
-        if raw.__class__ is dict:
-            type_name = raw.get("type")
-            if type_name.__class__ is str:
-                key = (type_name, tuple(raw))
-                try:
-                    builder = _BUILDERS[key]
-                except KeyError:
-                    builder = _compile_builder(*key)
-                if builder is not None:
-                    event = builder(raw)
-                    if event is not None:
-                        return Decoded(event)
-            return _decode_object(raw, index)
-    return _decode_object(_as_object(wire, index), index)
+    return decode_object(as_object(wire, index), index)
 
 
 def decode_many(
@@ -1330,7 +963,7 @@ def decode_many(
     reported, exactly as the reference client does.
     """
     for index, wire in enumerate(wires, start):
-        yield _decode_object(_as_object(wire, index), index)
+        yield decode_object(as_object(wire, index), index)
 
 
 def decode_all(
@@ -1348,10 +981,10 @@ def decode_all(
 
 def event_type_names() -> frozenset[str]:
     """The wire ``type`` values this decoder recognises (the 31 of AG-UI 1.0)."""
-    return frozenset(_SPECS)
+    return frozenset(SPECS)
 
 
-assert set(_SPECS) == {t.value for t in EventType}, "decode spec out of sync with EventType"
+assert set(SPECS) == {t.value for t in EventType}, "decode spec out of sync with EventType"
 assert all(
-    f.attr in spec.cls.model_fields for spec in _SPECS.values() for f in spec.fields.values()
+    f.attr in spec.cls.model_fields for spec in SPECS.values() for f in spec.fields.values()
 ), "decode spec names a field the ag_ui.core model lacks"
