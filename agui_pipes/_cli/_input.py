@@ -272,7 +272,7 @@ async def read_events(
     """The decoded events of ``path`` (``None`` or ``-``: standard input), in order.
 
     Raises ``InputError`` when the input cannot be read or has no recognisable
-    format, and ``agui_pipes.decode.DecodeError`` (a ``ProtocolViolation``)
+    format, and ``agui_pipes.DecodeError`` (a ``ProtocolViolation``)
     for a malformed event — the stream is rejected at that event.
     """
     if input_format not in FORMATS:

@@ -201,7 +201,7 @@ def encode_plain(event: BaseEvent) -> bytes | None:
     byte for byte alike (the codec tests prove it on generated events), and
     they are what the hot events — deltas, starts, ends — carry. Anything
     else (floats, nested objects, extra fields) returns None for the general
-    serializer.
+    serializer. ``encode_json`` inlines the first step, the common-shape writer.
     """
     if event.__pydantic_extra__:
         return None
@@ -214,6 +214,11 @@ def encode_plain(event: BaseEvent) -> bytes | None:
         written = compiled(event.__dict__)
         if written is not None:
             return written
+    return _plain_values(event, cls)
+
+
+def _plain_values(event: BaseEvent, cls: type[BaseEvent]) -> bytes | None:
+    """``encode_plain`` past the common-shape writer: one loop over the plain layout."""
     try:
         layout = PLAIN_LAYOUTS[cls]
     except KeyError:
@@ -264,10 +269,21 @@ def _exclusions(names: tuple[str, ...], values: tuple[Any, ...]) -> set[str] | N
 
 def encode_json(event: BaseEvent) -> bytes:
     """``agui_pipes._encode.encode_json``'s bytes for an event model, faster."""
-    plain = encode_plain(event)
-    if plain is not None:
-        return plain
-    fast = fast_for(type(event))
+    cls = event.__class__
+    if not event.__pydantic_extra__:
+        # encode_plain, inlined: this runs once per event written.
+        try:
+            compiled = WRITERS[cls]
+        except KeyError:
+            compiled = compile_common_shape(cls)
+        if compiled is not None:
+            written = compiled(event.__dict__)
+            if written is not None:
+                return written
+        plain = _plain_values(event, cls)
+        if plain is not None:
+            return plain
+    fast = fast_for(cls)
     if fast is None:
         return _encode.encode_json(event)
     present = fast.get_omittable(event.__dict__)
