@@ -292,7 +292,7 @@ async def _relay(
 ) -> None:
     """Decode, transform and write NDJSON/SSE input a chunk at a time (sync chains)."""
     decoder = NDJSONDecoder() if opened.format == "ndjson" else SSEDecoder()
-    # No per-event hooks: the relay's pass-through lane stays on.
+    # No per-event hooks: the relay's bypass stays on.
     relay = Relay(chain, encode=encode, on_warning=on_warning)
 
     def feed(payloads: list[bytes]) -> None:

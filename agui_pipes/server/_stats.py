@@ -44,7 +44,7 @@ class _Count(StreamTransformer):
     def passes(
         self, event_class: type[BaseEvent], fields: frozenset[str]
     ) -> tuple[Condition, ...]:
-        # A counter must not stop a relay's pass-through lane: events forwarded
+        # A counter must not stop a relay's bypass: events forwarded
         # through it passed every position, so RunStats adds them to each
         # count (``forwarded``) instead of this stage counting them.
         return ()

@@ -450,8 +450,8 @@ class Gateway:
         """
         decoder = SSEDecoder(max_frame_bytes=self._max_frame)
         upstream = _UpstreamRun()
-        # The hooks watch only the run's own events, so the relay's pass-through
-        # lane stays on for the deltas that make up most of the stream.
+        # The hooks watch only the run's own events, so the relay's bypass stays
+        # on for the deltas that make up most of the stream.
         relay = Relay(
             chain,
             on_warning=self._log_warning,
