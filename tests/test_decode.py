@@ -237,3 +237,24 @@ def test_any_strings_round_trip(message_id: str, delta: str) -> None:
     event = decode(json.dumps(wire)).event
     assert event is not None
     assert event.model_dump(by_alias=True, mode="json") == wire
+
+
+def test_decode_is_a_function_and_no_module_hides_behind_it() -> None:
+    """``import agui_pipes.decode`` once gave a module or the function depending on order."""
+    from pathlib import Path
+
+    import agui_pipes
+    from agui_pipes import codecs
+
+    package = Path(agui_pipes.__file__).parent
+    assert not (package / "decode.py").exists() and not (package / "decode").exists()
+    assert callable(agui_pipes.decode)
+    assert agui_pipes.decode is codecs.decode
+    assert agui_pipes.decode_many is codecs.decode_many
+    assert agui_pipes.decode_all is codecs.decode_all
+    for name in ("Decoded", "DecodeError", "DecodeWarning"):
+        assert getattr(agui_pipes, name) is getattr(codecs, name)
+    assert set(codecs.__all__) >= {
+        "decode", "decode_many", "decode_all", "Decoded", "DecodeError", "DecodeWarning",
+        "event_type_names",
+    }
