@@ -45,11 +45,5 @@ def enabled_in(environ: dict[str, str] | os._Environ[str]) -> bool:
 ENABLED: bool = enabled_in(os.environ)
 """The process default of every entry point's ``fast_path`` (read once, at import)."""
 
-
-def __getattr__(name: str) -> object:
-    # ``generated_source`` pulls in the builders and writers: only on demand.
-    if name == "generated_source":
-        from .show import generated_source
-
-        return generated_source
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Last: ``show`` imports the builders and writers, which need nothing from here.
+from .show import generated_source  # noqa: E402

@@ -16,9 +16,8 @@ from typing import Any, Final
 
 from ag_ui.core import BaseEvent, RunStartedEvent
 
-from .. import _json
 from .._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
-from .._decode import SPECS, Decoded, as_object, decode_object
+from .._decode import SPECS
 from .source import compile_function, origin
 
 __all__ = [
@@ -33,7 +32,6 @@ __all__ = [
     "canonical_framing",
     "compact_framing",
     "compile_builder",
-    "decode_bytes",
     "generate_builder",
     "relay_entry",
 ]
@@ -207,30 +205,3 @@ def relay_entry(type_name: str, keys: tuple[str, ...]) -> RelayEntry:
     elif len(RELAY_ENTRIES) < BUILDER_LIMIT or SPECS[type_name].in_model_order(keys):
         RELAY_ENTRIES[key] = entry
     return entry
-
-
-def decode_bytes(wire: bytes, index: int | None) -> Decoded:
-    """``decode`` for UTF-8 bytes: the builder of the exact key set when there is one.
-
-    The relay's and the gateway's case: bytes straight into the fast parser.
-    Whatever a builder does not take (malformed JSON, another key set, a
-    value off its plan) goes to the reference path, which reports it.
-    """
-    try:
-        raw = _json.fast_loads(wire)
-    except ValueError:  # malformed JSON or UTF-8: the reference path reports it
-        return decode_object(as_object(wire, index), index)
-    if raw.__class__ is dict:
-        type_name = raw.get("type")
-        if type_name.__class__ is str:
-            key = (type_name, tuple(raw))
-            try:
-                builder = BUILDERS[key]
-            except KeyError:
-                builder = compile_builder(*key)
-            if builder is not None:
-                event = builder(raw)
-                if event is not None:
-                    return Decoded(event)
-        return decode_object(raw, index)
-    return decode_object(as_object(wire, index), index)

@@ -37,6 +37,7 @@ __all__ = [
     "build_fast",
     "compile_common_shape",
     "encode_json",
+    "encode_model",
     "encode_plain",
     "fast_for",
     "plain_layout",
@@ -201,7 +202,7 @@ def encode_plain(event: BaseEvent) -> bytes | None:
     byte for byte alike (the codec tests prove it on generated events), and
     they are what the hot events — deltas, starts, ends — carry. Anything
     else (floats, nested objects, extra fields) returns None for the general
-    serializer. ``encode_json`` inlines the first step, the common-shape writer.
+    serializer.
     """
     if event.__pydantic_extra__:
         return None
@@ -269,21 +270,13 @@ def _exclusions(names: tuple[str, ...], values: tuple[Any, ...]) -> set[str] | N
 
 def encode_json(event: BaseEvent) -> bytes:
     """``agui_pipes._encode.encode_json``'s bytes for an event model, faster."""
-    cls = event.__class__
-    if not event.__pydantic_extra__:
-        # encode_plain, inlined: this runs once per event written.
-        try:
-            compiled = WRITERS[cls]
-        except KeyError:
-            compiled = compile_common_shape(cls)
-        if compiled is not None:
-            written = compiled(event.__dict__)
-            if written is not None:
-                return written
-        plain = _plain_values(event, cls)
-        if plain is not None:
-            return plain
-    fast = fast_for(cls)
+    plain = encode_plain(event)
+    return plain if plain is not None else encode_model(event)
+
+
+def encode_model(event: BaseEvent) -> bytes:
+    """``encode_json`` past the plain writers (for a caller that tried ``encode_plain``)."""
+    fast = fast_for(type(event))
     if fast is None:
         return _encode.encode_json(event)
     present = fast.get_omittable(event.__dict__)
