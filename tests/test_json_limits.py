@@ -34,12 +34,12 @@ from hypothesis import strategies as st
 from agui_pipes import DecodeError, StreamTransformer, TransformerChain
 from agui_pipes import _json as agui_json
 from agui_pipes._cli import main
+from agui_pipes._encode import encode_tree
 from agui_pipes._limits import DEFAULT_LIMITS
 from agui_pipes.codecs import (
     EncodeError,
     NDJSONDecoder,
     SSEDecoder,
-    _encode_tree,
     decode,
     decode_many,
     encode_json,
@@ -374,7 +374,7 @@ def test_the_deep_writer_writes_what_the_official_encoder_writes(event: BaseEven
     # rule itself, to the event and every nested model: on events pydantic can
     # write, it must say the same (numbers may be spelled differently).
     official = event.model_dump_json(by_alias=True)
-    assert json.loads(_encode_tree(event)) == json.loads(official)
+    assert json.loads(encode_tree(event)) == json.loads(official)
 
 
 def test_a_deep_value_inside_a_replayed_message_is_written_too() -> None:
