@@ -4,7 +4,7 @@ import anyio
 from ag_ui.core import BaseEvent, EventType, TextMessageContentEvent
 
 from agui_pipes import FunctionTransformer, StreamTransformer
-from agui_pipes.testing import run, text, tool_call
+from agui_pipes.testing import run_events, text, tool_call
 
 
 class Shout(StreamTransformer):
@@ -19,7 +19,8 @@ no_raw = FunctionTransformer(lambda e: None if e.type is EventType.RAW else e, n
 
 async def main() -> None:
     async def agent_events():  # any AsyncIterable of ag_ui.core events
-        for event in run(text("m1", "hello ", "world") + tool_call("c1", "search", {"q": "x"})):
+        events = run_events(text("m1", "hello ", "world") + tool_call("c1", "search", {"q": "x"}))
+        for event in events:
             yield event
 
     chain = Shout() | no_raw

@@ -17,12 +17,12 @@ from agui_pipes._cli._transcript import Transcript, use_color
 from agui_pipes.demo import DemoAgent, demo_input
 from agui_pipes.testing import (
     reasoning,
+    run_events,
     step,
     subagent,
     text,
     tool_call,
 )
-from agui_pipes.testing import run as run_events
 from agui_pipes.verify import Verifier
 
 

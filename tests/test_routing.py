@@ -155,10 +155,10 @@ class _Opens(StreamTransformer):
 
 
 def test_reroute_switches_the_plan_mid_stream() -> None:
-    from agui_pipes.testing import run, text
+    from agui_pipes.testing import run_events, text
 
     stage = _Opens()
-    events = run(text("m1", "a", "b"))
+    events = run_events(text("m1", "a", "b"))
     assert TransformerChain([stage]).apply_sync(events) == events
     # Nothing before the start; everything after it, the run's end included.
     assert stage.seen == [
@@ -180,9 +180,9 @@ class _Overrides(ExpandChunks):
 
 
 def test_a_subclass_overriding_transform_is_not_bypassed() -> None:
-    from agui_pipes.testing import run, text
+    from agui_pipes.testing import run_events, text
 
     stage = _Overrides()
-    events = run(text("m1", "a", "b"))
+    events = run_events(text("m1", "a", "b"))
     TransformerChain([stage]).apply_sync(events)
     assert stage.count == len(events)

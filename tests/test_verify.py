@@ -44,8 +44,8 @@ from hypothesis import strategies as st
 from agui_pipes import StreamRejected
 from agui_pipes.testing import (
     reasoning,
-    run,
     run_error,
+    run_events,
     run_finished,
     run_started,
     step,
@@ -147,7 +147,7 @@ def test_full_valid_stream_is_accepted_by_both_profiles() -> None:
         *subagent("s1", "helper", text("m2", "sub") + step("plan")),
     ]
     for profile in ("consumer", "producer"):
-        verifier = check(run(inner), profile)
+        verifier = check(run_events(inner), profile)
         assert not verifier.run_open
         verifier.finish()
 
@@ -174,7 +174,7 @@ def test_separate_id_spaces_overlap_freely() -> None:
 
 
 def test_several_runs_in_one_stream_for_the_consumer() -> None:
-    verifier = check([*run(text("m", "a")), *run_error("x"), *run(), *run_started()])
+    verifier = check([*run_events(text("m", "a")), *run_error("x"), *run_events(), *run_started()])
     assert verifier.run_open
     with pytest.raises(VerificationError) as info:
         verifier.finish()
@@ -482,7 +482,7 @@ def test_generated_valid_streams_are_accepted(kinds: list[str], error_end: bool)
             inner += reasoning(f"r{i}", "think")
         else:
             inner += subagent(f"sub{i}", "helper", text(f"subm{i}", "y"))
-    events = run(inner, error="boom" if error_end else None)
+    events = run_events(inner, error="boom" if error_end else None)
     for profile in ("consumer", "producer"):
         verifier = check(events, profile)
         verifier.finish()

@@ -30,8 +30,8 @@ from typing import Any
 import anyio
 
 from .. import _json
+from .._consume import Consumer, RunResult
 from ..codecs import CodecError
-from ..consume import Consumer, RunResult
 from ..decode import DecodeError, DecodeWarning
 from ..verify import ProtocolViolation
 from ._input import (

@@ -7,7 +7,7 @@ what they emit: ``None`` for the parent agent, the scope's id inside
 ``ctx.subagent(...)``. A step inherits the tag of whatever opened it.
 
 Every method here is synchronous — emission never awaits — and raises
-``Error`` when the event cannot go out (cancelled, rejected by the verifier,
+``RunError`` when the event cannot go out (cancelled, rejected by the verifier,
 consumer gone), so an agent's next emit after a problem unwinds it.
 """
 
@@ -46,7 +46,7 @@ from .._patch import LimitExceeded, measure_json
 from ..events import ATTRIBUTABLE_TYPES, with_attribution
 from ._cancel import CancelToken
 from ._core import RunCore, to_json
-from ._errors import Error
+from ._errors import RunError
 from ._handles import (
     MessageHandle,
     ReasoningHandle,
@@ -171,14 +171,14 @@ class Emitter(Generic[S]):
         the driver owns the run's lifecycle (return a ``RunOutcome`` or raise).
         """
         if not isinstance(event, BaseEvent):
-            raise Error.protocol(
+            raise RunError.protocol(
                 f"emit() takes an ag_ui.core event model, got {type(event).__name__}; build "
                 "one, e.g. ag_ui.core.CustomEvent(name=..., value=...)"
             )
         if event.type in _LIFECYCLE_TYPES:
-            raise Error.violation(
+            raise RunError.violation(
                 f"emit({event.type.value}) is refused: the driver emits the run's start and "
-                "terminal events; return a RunOutcome or raise an Error instead"
+                "terminal events; return a RunOutcome or raise a RunError instead"
             )
         tag = self._tag
         if tag is not None and event.type in ATTRIBUTABLE_TYPES and (
@@ -214,8 +214,8 @@ class Emitter(Generic[S]):
         state sends nothing, and a change is sent as a JSON-Patch STATE_DELTA
         against what the client last received — only when that patch
         serialises strictly smaller than the whole state; otherwise a
-        snapshot. Raises ``Error`` SERIALIZATION if the state has no JSON form, and
-        ``Error`` PROTOCOL_VIOLATION (rule ``limit-exceeded``) if it is past the
+        snapshot. Raises ``RunError`` SERIALIZATION if the state has no JSON form, and
+        ``RunError`` PROTOCOL_VIOLATION (rule ``limit-exceeded``) if it is past the
         run's ``limits`` (values, bytes, nesting) — nothing is sent then.
         """
         core = self._core
@@ -257,9 +257,9 @@ class Emitter(Generic[S]):
         return self._core.pipeline.token._cancelled
 
     def check_cancelled(self) -> None:
-        """Raise ``Error`` CANCELLED if the run has been cancelled (a checkpoint between steps)."""
+        """Raise ``RunError`` CANCELLED if the run has been cancelled (a checkpoint)."""
         if self._core.pipeline.token._cancelled:
-            raise Error.cancelled()
+            raise RunError.cancelled()
 
     async def cancelled(self) -> None:
         """Return once the run is cancelled."""
@@ -305,7 +305,7 @@ class StepHandle(Emitter[S]):
     def end(self) -> None:
         """Emit STEP_FINISHED."""
         if not self._open:
-            raise Error.violation(f"step {self.name!r} already finished")
+            raise RunError.violation(f"step {self.name!r} already finished")
         self._open = False
         self._push(StepFinishedEvent(step_name=self.name, **self._kw))
 
@@ -323,7 +323,7 @@ class StepHandle(Emitter[S]):
         if exc_type is None:
             self.end()
             return
-        with contextlib.suppress(Error):  # the unwinding exception is the one to report
+        with contextlib.suppress(RunError):  # the unwinding exception is the one to report
             self.end()
 
 
@@ -351,7 +351,7 @@ class SubagentScope(Emitter[S]):
 
     def _push_open(self, event: BaseEvent) -> None:
         if self._ended:
-            raise Error.violation(
+            raise RunError.violation(
                 f"subagent {self.name!r} ({self.id}) has ended; it cannot emit "
                 f"{event.type.value} any more — emit through its parent instead"
             )
@@ -381,7 +381,7 @@ class SubagentScope(Emitter[S]):
     def suspend(self, interrupt_ids: Sequence[str] = ()) -> None:
         """The subagent paused waiting on ``interrupt_ids`` (a suspended SUBAGENT_FINISHED)."""
         if isinstance(interrupt_ids, str):
-            raise Error.protocol(
+            raise RunError.protocol(
                 f"suspend() takes a list of interrupt ids, got the string {interrupt_ids!r}; "
                 f"write suspend([{interrupt_ids!r}])"
             )
@@ -402,9 +402,9 @@ class SubagentScope(Emitter[S]):
         raise unfinished_scope(self.id, self.name)
 
 
-def unfinished_scope(sub_id: str, name: str) -> Error:
+def unfinished_scope(sub_id: str, name: str) -> RunError:
     """The error for a subagent scope left without an explicit ending."""
-    return Error.violation(
+    return RunError.violation(
         f"subagent {name!r} ({sub_id}) was left open: a subagent scope requires an explicit "
         "finish, fail or suspend (call finish(), finish_with(result), fail(message) or "
         "suspend(interrupt_ids) before leaving it)"

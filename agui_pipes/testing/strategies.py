@@ -213,7 +213,7 @@ def text_messages(
 ) -> st.SearchStrategy[list[BaseEvent]]:
     """One text message: START/CONTENT*/END, or its chunk form with ``chunks=True``.
 
-    Meant to be wrapped in a run (e.g. ``agui_pipes.testing.run(events)``); the
+    Meant to be wrapped in a run (e.g. ``agui_pipes.testing.run_events(events)``); the
     id is ``msg-1``.
     """
     return _fragment("text_chunks" if chunks else "text", subagent, max_deltas=max_deltas)

@@ -29,7 +29,7 @@ from ag_ui.core import (
 
 from agui_pipes import TransformerChain
 from agui_pipes.config import load_chain
-from agui_pipes.testing import assert_events_equal, run, run_transformer, text, tool_call
+from agui_pipes.testing import assert_events_equal, run_events, run_transformer, text, tool_call
 from agui_pipes.transformers import FilterToolCalls, Verify
 
 DENY = FilterToolCalls.deny(["internal_*"])
@@ -57,7 +57,7 @@ def _encrypted(entity_id: str, subtype: Any = "message") -> BaseEvent:
 def _retried_tool_stream() -> list[BaseEvent]:
     # What pydantic-ai sends after a tool asked for a retry: the result message,
     # then an encrypted value for that message.
-    return run(
+    return run_events(
         [
             *tool_call(
                 "internal-call-7", "internal_lookup", '{"user": 42}',
@@ -105,7 +105,7 @@ def test_encrypted_value_of_a_tool_message_removed_from_a_snapshot_is_dropped() 
             ToolMessage(id="t1", tool_call_id="c1", content="secret"),
         ]
     )
-    out = through(DENY, run([snapshot, _encrypted("t1"), _encrypted("a1")]))
+    out = through(DENY, run_events([snapshot, _encrypted("t1"), _encrypted("a1")]))
     assert not [e for e in out if isinstance(e, ReasoningEncryptedValueEvent)]
 
 
@@ -124,7 +124,7 @@ def _wrapped(message_id: str, *calls: list[BaseEvent], end_first: bool = False) 
 def test_an_assistant_message_emptied_of_its_calls_is_removed(
     end_first: bool, path: str
 ) -> None:
-    events = run(
+    events = run_events(
         [
             *_wrapped(
                 "asst-1",
@@ -137,7 +137,7 @@ def test_an_assistant_message_emptied_of_its_calls_is_removed(
         ]
     )
     out = through(DENY, events) if path == "stage" else _yaml_through(events)
-    assert_events_equal(out, run(text("m2", "Here you go")))
+    assert_events_equal(out, run_events(text("m2", "Here you go")))
     assert "asst-1" not in wire(out)
     assert [m["id"] for m in consumed(out).messages] == ["m2"]
 
@@ -145,7 +145,7 @@ def test_an_assistant_message_emptied_of_its_calls_is_removed(
 @pytest.mark.parametrize("end_first", [False, True], ids=["calls-inside", "calls-after-end"])
 def test_a_message_keeping_an_allowed_call_keeps_its_start_and_end(end_first: bool) -> None:
     allowed = tool_call("c2", "search", "{}", parent_message_id="asst-1")
-    events = run(
+    events = run_events(
         _wrapped(
             "asst-1",
             tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
@@ -153,7 +153,7 @@ def test_a_message_keeping_an_allowed_call_keeps_its_start_and_end(end_first: bo
             end_first=end_first,
         )
     )
-    expected = run(_wrapped("asst-1", allowed, end_first=end_first))
+    expected = run_events(_wrapped("asst-1", allowed, end_first=end_first))
     out = through(DENY, events)
     assert_events_equal(out, expected)
     messages = consumed(out).messages
@@ -165,7 +165,7 @@ def test_messages_with_content_or_without_removed_calls_are_untouched() -> None:
         TextMessageStartEvent(message_id="empty", role="assistant"),
         TextMessageEndEvent(message_id="empty"),
     ]
-    events = run(
+    events = run_events(
         [
             *empty,
             *text("m1", "Let me check"),
@@ -174,7 +174,7 @@ def test_messages_with_content_or_without_removed_calls_are_untouched() -> None:
         ]
     )
     out = through(DENY, events)
-    assert_events_equal(out, run([*empty, *text("m1", "Let me check"), *text("m2", "Done")]))
+    assert_events_equal(out, run_events([*empty, *text("m1", "Let me check"), *text("m2", "Done")]))
 
 
 @pytest.mark.parametrize("path", ["stage", "yaml"])
@@ -186,7 +186,7 @@ def test_state_updates_between_a_removed_call_and_the_end_do_not_keep_the_empty_
     # (LangGraph does), released the held START, and the empty message went out.
     delta = StateDeltaEvent(delta=[{"op": "add", "path": "/n", "value": 1}])
     snapshot = StateSnapshotEvent(snapshot={"n": 2})
-    events = run(
+    events = run_events(
         [
             *_wrapped(
                 "asst-1",
@@ -197,7 +197,7 @@ def test_state_updates_between_a_removed_call_and_the_end_do_not_keep_the_empty_
         ]
     )
     out = through(DENY, events) if path == "stage" else _yaml_through(events)
-    assert_events_equal(out, run([delta, snapshot, *text("m2", "Here you go")]))
+    assert_events_equal(out, run_events([delta, snapshot, *text("m2", "Here you go")]))
     assert "asst-1" not in wire(out)
     assert consumed(out).state == {"n": 2}
 
@@ -207,7 +207,7 @@ def test_a_message_with_content_after_a_state_update_keeps_its_start_first() -> 
     # state events that passed while it was held.
     delta = StateDeltaEvent(delta=[{"op": "add", "path": "/n", "value": 1}])
     start = TextMessageStartEvent(message_id="asst-1", role="assistant")
-    events = run(
+    events = run_events(
         [
             start,
             *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
@@ -219,14 +219,14 @@ def test_a_message_with_content_after_a_state_update_keeps_its_start_first() -> 
     out = through(DENY, events)
     assert_events_equal(
         out,
-        run([delta, start, TextMessageContentEvent(message_id="asst-1", delta="hi"),
+        run_events([delta, start, TextMessageContentEvent(message_id="asst-1", delta="hi"),
              TextMessageEndEvent(message_id="asst-1")]),
     )
 
 
 def test_a_held_start_is_released_at_the_end_of_the_stream() -> None:
     # A stream cut after an assistant message start: nothing is lost.
-    events = [*run()[:1], TextMessageStartEvent(message_id="m1", role="assistant")]
+    events = [*run_events()[:1], TextMessageStartEvent(message_id="m1", role="assistant")]
     assert_events_equal(through(DENY, events), events)
 
 
@@ -236,7 +236,7 @@ def test_a_held_start_is_released_at_the_end_of_the_stream() -> None:
 def _interleaved_parallel_calls() -> list[BaseEvent]:
     """pydantic-ai with OpenAI parallel tool calls: a new part ends the previous call,
     then a late argument delta for the earlier call arrives (ARGS after END)."""
-    return run(
+    return run_events(
         [
             ToolCallStartEvent(
                 tool_call_id="internal-call-7", tool_call_name="internal_lookup",
@@ -276,7 +276,7 @@ def test_a_run_error_from_a_verifier_before_the_filter_does_not_name_the_removed
 
 
 def test_run_error_scrubbing_replaces_whole_ids_only() -> None:
-    events = run(
+    events = run_events(
         tool_call("c1", "internal_lookup", "{}"),
         error="call c1 failed; c12 and xc1 are other calls",
     )
