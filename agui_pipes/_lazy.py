@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from types import FunctionType
 from typing import Any
 
-__all__ = ["attach"]
+__all__ = ["attach", "publish"]
 
 _EXPORTS: dict[str, dict[str, str]] = {}
 """Each lazy package (by name): its public names -> the absolute module holding each."""
@@ -94,6 +94,12 @@ def attach(
         return sorted({*vars(sys.modules[package]), *sources})
 
     return __getattr__, __dir__
+
+
+def publish(module: str, *values: object) -> None:
+    """Name ``module`` the home of what a plain public module re-exports from a private one."""
+    for value in values:
+        _publish(value, module)
 
 
 def _home(package: str, name: str) -> str:

@@ -66,7 +66,8 @@ def _command_of(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = sys.argv[1:] if argv is None else list(argv)
+    # Not list(argv): importing the ``list`` command binds ``list`` in this namespace.
+    arguments = sys.argv[1:] if argv is None else [*argv]
     parser = build_parser(_command_of(arguments))
     args = parser.parse_args(arguments)
     handler = getattr(args, "handler", None)

@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 
     from .._transformer import Stage
 
+__all__ = [
+    "agui_assert_events_equal",
+    "agui_events",
+    "agui_run_transformer",
+    "assert_events",
+    "run_stage",
+]
+
 _RunTransformer = Callable[["Stage", "Iterable[BaseEvent]"], "list[BaseEvent]"]
 
 

@@ -60,9 +60,12 @@ from typing import Any
 from ag_ui.core import BaseEvent
 from hypothesis import strategies as st
 
+from .._lazy import publish
 from ._choices import Choices
 from ._patches import patch_for
 from ._streamgen import DEFAULT_TOOL_NAMES, StreamConfig, simulate_fragment, simulate_stream
+
+publish(__name__, StreamConfig)
 
 __all__ = [
     "DEFAULT_TOOL_NAMES",
