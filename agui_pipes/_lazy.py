@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import typing
 import warnings
 from collections.abc import Callable, Mapping
 from types import FunctionType
@@ -119,4 +120,29 @@ def _publish(value: object, home: str) -> None:
     module = value.__module__
     top = home.partition(".")[0]
     if module.partition(".")[0] == top and any(part.startswith("_") for part in module.split(".")):
+        if isinstance(value, type):
+            _resolve_annotations(value)
         value.__module__ = home
+
+
+def _resolve_annotations(cls: type) -> None:
+    """Evaluate ``cls``'s string annotations where they were written, before it moves.
+
+    ``typing.get_type_hints`` (and pydantic, for a dataclass used as a model)
+    evaluates a class's string annotations in the namespace of
+    ``cls.__module__``; once that is the public package, names the defining
+    module imported (``Any``, a sibling class) would no longer resolve.
+    Functions are unaffected: they resolve in their own ``__globals__``.
+    """
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except Exception:  # names imported only for type checking: unresolvable there too
+        return
+    import inspect  # not at import time: ``import agui_pipes`` stays light
+
+    own = inspect.get_annotations(cls)
+    if own:
+        cls.__annotations__ = {name: hints[name] for name in own}
+    for name, field in cls.__dict__.get("__dataclass_fields__", {}).items():
+        if name in hints:
+            field.type = hints[name]

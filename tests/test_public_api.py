@@ -16,6 +16,7 @@ import pkgutil
 import subprocess
 import sys
 import textwrap
+import typing
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -195,6 +196,24 @@ def test_the_shortest_home_does_not_depend_on_which_package_is_read_first() -> N
         "assert agui_pipes.RunOutcome.__module__ == 'agui_pipes'\n"
     )
     assert "agui_pipes.driver._outcome" in modules
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_annotations_still_resolve_after_the_move(package: str) -> None:
+    # get_type_hints (and pydantic) resolve a class's string annotations in the
+    # namespace of its __module__, which is now the public package.
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        if isinstance(value, type) and value.__module__ == package:
+            typing.get_type_hints(value)
+
+
+def test_a_public_dataclass_still_works_as_a_pydantic_type() -> None:
+    import pydantic
+
+    adapter = pydantic.TypeAdapter(agui_pipes.RunResult)
+    assert adapter.json_schema()["title"] == "RunResult"
 
 
 def test_public_classes_and_instances_pickle() -> None:
