@@ -46,10 +46,10 @@ def attach(
     """The ``__getattr__`` and ``__dir__`` of a lazy package.
 
     ``exports`` maps each public name to the module holding it, relative to
-    ``package`` (``"._chain"``, one leading dot) or absolute. ``deprecated`` maps an old name to
-    the public name that replaces it. ``extras`` maps a module needing an
-    optional dependency to the install command that provides it, for the
-    message when that dependency is missing.
+    ``package`` (``"._chain"``, one leading dot) or absolute. ``deprecated``
+    maps an old name to the public name that replaces it. ``extras`` maps a
+    module needing an optional dependency to the install command that
+    provides it, for the message when that dependency is missing.
     """
     sources = {
         name: f"{package}{module}" if module.startswith(".") else module
