@@ -385,3 +385,24 @@ def test_gateway_repr_shows_what_it_does_and_no_secret() -> None:
     assert "chain=ExpandChunks() | Verify()" in repr(chained)
     assert "verify=False" in repr(chained)
     assert "chain=None" in repr(Gateway("http://127.0.0.1:9/"))
+
+
+def test_a_missing_optional_dependency_says_what_to_install() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["httpx"] = None  # as if the `http` extra were not installed
+        from agui_pipes import server
+        assert server.AgentEndpoint  # needs no httpx
+        try:
+            server.Gateway
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == (
+        "agui_pipes.server.Gateway needs httpx: pip install 'agui-pipes[server,http]'"
+    )
