@@ -7,8 +7,9 @@ it works as a filter in a shell pipe.
 
 A chain of synchronous stages over NDJSON or SSE input runs through
 ``agui_pipes.relay.Relay``: each chunk read is decoded, transformed and
-encoded in one pass and written with one call. Other chains (async stages,
-operators) and the JSON shapes run event by event through ``chain.apply``.
+encoded in one pass and written with one call, without starting an event loop.
+Other chains (async stages, operators) and the JSON shapes run event by event
+through ``chain.apply``, under ``anyio.run``.
 Both write the same bytes, and on a rejection the events before the
 rejected one are written either way.
 
