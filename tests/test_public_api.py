@@ -93,6 +93,19 @@ def test_version_and_help_import_no_dependency_and_no_command(argv: list[str]) -
     assert commands == set()
 
 
+def test_python_dash_m_version_imports_no_dependency() -> None:
+    modules = _imported_after(
+        "import runpy, sys\n"
+        "sys.argv = ['agui_pipes', '--version']\n"
+        "try:\n"
+        "    runpy.run_module('agui_pipes', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+    assert "agui_pipes._cli" in modules  # __main__ ran the command line
+    assert _heavy(modules) == set()
+
+
 def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
     chain = tmp_path / "chain.yaml"
     chain.write_text("transformers: []\n")
