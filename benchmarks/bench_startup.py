@@ -41,6 +41,10 @@ GATEWAY = ROOT / "examples" / "chains" / "production-gateway.yaml"
 _CLI = [sys.executable, "-c", "import sys; from agui_pipes._cli import main; sys.exit(main())"]
 
 
+_NO_EVENTS = 2
+"""``run``'s exit status for an input holding no event: the measured commands end so."""
+
+
 def commands(empty_chain: Path) -> dict[str, list[str]]:
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
@@ -53,8 +57,8 @@ def commands(empty_chain: Path) -> dict[str, list[str]]:
     }
 
 
-def measure(argv: list[str], cwd: Path) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of one run of ``argv`` with empty stdin."""
+def measure(argv: list[str], cwd: Path) -> tuple[float, float, int]:
+    """(CPU seconds, wall seconds, exit status) of one run of ``argv`` with empty stdin."""
     env = dict(os.environ)
     # Warm starts, as for an installed package: bytecode is written once (by the
     # warm-up round) and read after, into a private cache that leaves no
@@ -71,10 +75,10 @@ def measure(argv: list[str], cwd: Path) -> tuple[float, float]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    _, _, usage = os.wait4(child.pid, 0)
+    _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
-    child.returncode = 0  # reaped by wait4; keep Popen from waiting again
-    return usage.ru_utime + usage.ru_stime, wall
+    child.returncode = os.waitstatus_to_exitcode(status)  # reaped: Popen must not wait again
+    return usage.ru_utime + usage.ru_stime, wall, child.returncode
 
 
 def main() -> None:
@@ -87,13 +91,16 @@ def main() -> None:
         empty_chain = Path(tmp) / "empty.yaml"
         empty_chain.write_text("version: 1\ntransformers: []\n")
         table = commands(empty_chain)
-        for argv in table.values():  # warm the file cache and .pyc files
-            measure(argv, Path(tmp))
+        for name, argv in table.items():  # warm the file cache and .pyc files
+            status = measure(argv, Path(tmp))[2]
+            expected = _NO_EVENTS if name.startswith("agui-pipes run") else 0
+            if status != expected:  # a broken command would be timed as a fast one
+                raise SystemExit(f"{name!r} exited with {status}, expected {expected}")
         cpu: dict[str, list[float]] = {name: [] for name in table}
         wall: dict[str, list[float]] = {name: [] for name in table}
         for _ in range(args.repeat):
             for name, argv in table.items():
-                spent, elapsed = measure(argv, Path(tmp))
+                spent, elapsed, _ = measure(argv, Path(tmp))
                 cpu[name].append(spent)
                 wall[name].append(elapsed)
 
