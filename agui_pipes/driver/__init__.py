@@ -16,18 +16,20 @@ The stream starts with RUN_STARTED and ends with exactly one RUN_FINISHED or
 RUN_ERROR, whatever the agent does. See docs/driver.md.
 """
 
-from ._agent import Agent, AgentLike
+from ._agent import Agent, AgentFunction, AgentLike, AgentObject
 from ._cancel import CancelToken
 from ._context import Emitter, RunContext, StepHandle, SubagentScope
 from ._errors import Error, ErrorCode
 from ._handles import MessageHandle, ReasoningHandle, ReasoningMessageHandle, ToolCallHandle
 from ._outcome import RunOutcome
-from ._run import DEFAULT_BACKPRESSURE, Run, RunEvents, run
+from ._run import DEFAULT_BACKPRESSURE, Run, RunEvents, Transformers, run
 
 __all__ = [
     "DEFAULT_BACKPRESSURE",
     "Agent",
+    "AgentFunction",
     "AgentLike",
+    "AgentObject",
     "CancelToken",
     "Emitter",
     "Error",
@@ -42,5 +44,6 @@ __all__ = [
     "StepHandle",
     "SubagentScope",
     "ToolCallHandle",
+    "Transformers",
     "run",
 ]

@@ -14,10 +14,14 @@ consumer gone), so an agent's next emit after a problem unwinds it.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
+import linecache
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 import anyio
 import jsonpatch
@@ -41,6 +45,7 @@ from ag_ui.core import (
     TextMessageStartEvent,
     ToolCallStartEvent,
 )
+from typing_extensions import TypeVar
 
 from .._patch import LimitExceeded, measure_json
 from ..events import ATTRIBUTABLE_TYPES, with_attribution
@@ -50,15 +55,18 @@ from ._errors import Error
 from ._handles import (
     MessageHandle,
     ReasoningHandle,
+    ReasoningMessageHandle,
     ToolCallHandle,
     dumps_json,
     make_event,
 )
 from ._pipeline import UNSET, limit_error
 
-__all__ = ["Emitter", "RunContext", "StepHandle", "SubagentScope"]
+__all__ = ["Emitter", "RunContext", "StepHandle", "SubagentScope", "awaited_sync_call"]
 
-S = TypeVar("S")
+S = TypeVar("S", default=Any)
+"""The state type. Its default lets user code write a bare ``ctx: RunContext`` under
+``mypy --strict`` (no "missing type parameters"): an agent without a state model."""
 T = TypeVar("T")
 
 _LIFECYCLE_TYPES = frozenset({EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR})
@@ -455,3 +463,67 @@ class RunContext(Emitter[S]):
             if entry.interrupt_id == interrupt_id:
                 return entry
         return None
+
+
+# -- a synchronous emit awaited ------------------------------------------------------
+
+_NOT_AWAITABLE = re.compile(
+    r"^object (?P<old>[\w.]+) can't be used in 'await' expression$"  # Python <= 3.13
+    r"|^'(?P<new>[\w.]+)' object can't be awaited$"  # Python 3.14
+)
+_AWAITED_CALL = re.compile(r"\bawait\s+(?P<target>[\w.]+)\.(?P<method>\w+)\s*\(")
+_EMITTING_CLASSES: tuple[type, ...] = (
+    RunContext,
+    StepHandle,
+    SubagentScope,
+    MessageHandle,
+    ReasoningHandle,
+    ReasoningMessageHandle,
+    ToolCallHandle,
+)
+
+
+@functools.cache
+def _sync_methods() -> frozenset[str]:
+    return frozenset(
+        name
+        for klass in _EMITTING_CLASSES
+        for name, member in inspect.getmembers(klass, inspect.isfunction)
+        if not name.startswith("_") and not inspect.iscoroutinefunction(member)
+    )
+
+
+def awaited_sync_call(error: TypeError) -> str | None:
+    """The fix for ``await ctx.say(...)``, if ``error`` is Python refusing such an await.
+
+    Emitting never waits, so these methods are plain functions; awaiting one
+    awaits its return value (a message id, ``None``), which Python refuses
+    with a message about the value, not the call. Read on the error path
+    only: the agent's line names the call when it can be found.
+    """
+    found = _NOT_AWAITABLE.match(str(error))
+    if found is None:
+        return None
+    value = found.group("old") or found.group("new")
+    tb = error.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename, lineno = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    line = linecache.getline(filename, lineno).strip()
+    where = f"{filename}:{lineno}"
+    for call in _AWAITED_CALL.finditer(line):
+        if call.group("method") in _sync_methods():
+            name = f"{call.group('target')}.{call.group('method')}"
+            return (
+                f"`{name}(...)` is not async: call it without `await` "
+                f"(`{line}` at {where}); emitting never waits"
+            )
+    if value not in ("str", "NoneType"):
+        return None
+    return (
+        f"the agent awaited a {value}, which is not awaitable (`{line}` at {where}); if "
+        "that is an emitting method of ctx, a step, a subagent scope or a handle (say, "
+        "emit, set_state, ...), call it without `await`: emitting never waits"
+    )
