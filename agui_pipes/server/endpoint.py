@@ -5,7 +5,7 @@
     from agui_pipes.server import AgentEndpoint, agent_route
 
     app = Starlette(routes=[agent_route("/agent", my_agent, chain=load_chain("chain.yaml"))])
-    # FastAPI: app.add_route("/agent", AgentEndpoint(my_agent), methods=["POST"])
+    # FastAPI: app.routes.append(Route("/agent", AgentEndpoint(my_agent), methods=["POST"]))
 
 Per request: the body is validated *before* the response starts (a bad body
 is a 422 JSON error, never a stream that opens and dies), a fresh chain is
