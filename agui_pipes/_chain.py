@@ -22,6 +22,7 @@ import anyio
 from ag_ui.core import BaseEvent
 
 from ._errors import StageError, StreamRejected
+from ._loops import running_loop
 from ._transformer import (
     AsyncStreamTransformer,
     Condition,
@@ -710,9 +711,20 @@ class TransformerChain(StreamTransformer):
         """Run the chain over an in-memory sequence and return every output event.
 
         Synchronous chains run without an event loop; chains with async stages
-        or operators are run on a private event loop (do not call this from
-        inside async code — use ``apply`` there).
+        or operators are run on a private event loop, which cannot start inside
+        a running one: from async code use ``apply`` (or a worker thread).
         """
+        if not self._sync_only:
+            loop = running_loop()
+            if loop is not None:  # refused before the chain is claimed: it stays usable
+                raise RuntimeError(
+                    f"apply_sync() cannot run this chain inside a running {loop} event loop: "
+                    "its async stages or operators need an event loop, and apply_sync() "
+                    "would start a second one in this thread. In async code write "
+                    "`async with chain.apply(source) as out: async for event in out: ...` "
+                    "(source: an async iterable of events), or run apply_sync in a worker "
+                    "thread: `await anyio.to_thread.run_sync(chain.apply_sync, events)`"
+                )
         self._claim()
         if self._sync_only:
             segment = self._segments[0] if self._segments else None
