@@ -51,7 +51,7 @@ from .._limits_scope import resolve_limits, using_limits
 from .._transformer import Stage, StreamTransformer
 from ._agent import AgentLike, not_awaitable, resolve_agent
 from ._cancel import CancelToken
-from ._context import RunContext, awaited_sync_call, unfinished_scope
+from ._context import RunContext, async_misuse, unfinished_scope
 from ._core import RunCore, to_json
 from ._errors import Error, ErrorCode
 from ._outcome import RunOutcome
@@ -332,7 +332,7 @@ class Run:
             if isinstance(inner, Error):
                 error = inner
             else:
-                fix = awaited_sync_call(inner) if isinstance(inner, TypeError) else None
+                fix = async_misuse(inner)
                 error = Error.agent(inner if fix is None else fix)
                 if fix is not None:
                     error.__cause__ = inner

@@ -52,11 +52,11 @@ async def test_awaiting_say_names_the_call_and_the_fix() -> None:
 async def test_every_synchronous_context_method_awaited_says_so(mistake: str) -> None:
     async def agent(ctx: RunContext) -> RunOutcome:
         if mistake == "emit":
-            await ctx.emit(CustomEvent(name="n", value=1))  # type: ignore[func-returns-value]
+            await ctx.emit(CustomEvent(name="n", value=1))  # type: ignore[func-returns-value,misc]
         elif mistake == "set_state":
-            await ctx.set_state({"a": 1})  # type: ignore[func-returns-value]
+            await ctx.set_state({"a": 1})  # type: ignore[func-returns-value,misc]
         elif mistake == "publish_state":
-            await ctx.publish_state()  # type: ignore[func-returns-value]
+            await ctx.publish_state()  # type: ignore[func-returns-value,misc]
         elif mistake == "step":
             await ctx.step("s")  # type: ignore[misc]
         elif mistake == "tool_call":
@@ -64,7 +64,7 @@ async def test_every_synchronous_context_method_awaited_says_so(mistake: str) ->
         elif mistake == "think":
             await ctx.think("hmm")  # type: ignore[misc]
         else:
-            await ctx.check_cancelled()  # type: ignore[func-returns-value]
+            await ctx.check_cancelled()  # type: ignore[func-returns-value,misc]
         return RunOutcome.success()
 
     error = await error_of(agent)
@@ -74,11 +74,59 @@ async def test_every_synchronous_context_method_awaited_says_so(mistake: str) ->
 async def test_awaiting_a_handle_or_a_step_method_says_so() -> None:
     async def agent(ctx: RunContext) -> RunOutcome:
         with ctx.step("look up") as step, step.tool_call("weather") as call:
-            await call.args_json({"city": "Lisbon"})  # type: ignore[func-returns-value]
+            await call.args_json({"city": "Lisbon"})  # type: ignore[func-returns-value,misc]
         return RunOutcome.success()
 
     error = await error_of(agent)
     assert "`call.args_json(...)` is not async: call it without `await`" in error.message
+
+
+@pytest.mark.parametrize("opener", ["step", "tool_call", "subagent", "reasoning"])
+async def test_async_with_on_a_handle_says_to_use_with(opener: str) -> None:
+    async def agent(ctx: RunContext) -> RunOutcome:
+        if opener == "step":
+            async with ctx.step("s"):  # type: ignore[attr-defined]
+                pass
+        elif opener == "tool_call":
+            async with ctx.tool_call("lookup"):  # type: ignore[attr-defined]
+                pass
+        elif opener == "subagent":
+            async with ctx.subagent("helper"):  # type: ignore[attr-defined]
+                pass
+        else:
+            async with ctx.reasoning():  # type: ignore[attr-defined]
+                pass
+        return RunOutcome.success()
+
+    error = await error_of(agent)
+    assert (
+        f"`ctx.{opener}(...)` is a plain context manager: write `with ctx.{opener}(...)`, "
+        "not `async with`"
+    ) in error.message
+
+
+async def test_async_with_on_a_handle_off_the_line_still_names_its_type() -> None:
+    async def agent(ctx: RunContext) -> RunOutcome:
+        step = ctx.step("s")
+        async with step:  # type: ignore[attr-defined]
+            pass
+        return RunOutcome.success()
+
+    error = await error_of(agent)
+    assert "a StepHandle is a plain context manager: write `with`, not `async with`" in (
+        error.message
+    )
+
+
+async def test_async_with_on_something_else_keeps_pythons_message() -> None:
+    async def agent(ctx: RunContext) -> RunOutcome:
+        async with open(__file__):  # type: ignore[attr-defined]  # noqa: ASYNC230
+            pass
+        return RunOutcome.success()
+
+    error = await error_of(agent)
+    assert "plain context manager" not in error.message
+    assert "asynchronous context manager" in error.message or "__aenter__" in error.message
 
 
 async def test_awaiting_a_sync_method_in_a_helper_is_found_there() -> None:
@@ -113,7 +161,7 @@ async def test_awaiting_none_from_an_unknown_call_hints_at_the_emitters() -> Non
         ctx.say("logged")
 
     async def agent(ctx: RunContext) -> RunOutcome:
-        await log(ctx)  # type: ignore[func-returns-value]
+        await log(ctx)  # type: ignore[func-returns-value,misc]
         return RunOutcome.success()
 
     error = await error_of(agent)

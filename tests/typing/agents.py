@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from ag_ui.core import BaseEvent, RunAgentInput
+from ag_ui.core import BaseEvent, CustomEvent, RunAgentInput
 from pydantic import BaseModel
 from typing_extensions import assert_type
 
@@ -122,5 +122,8 @@ async def misuse() -> None:
     AgentEndpoint(sync_agent)  # type: ignore[arg-type]
 
 
-async def awaited_say(ctx: RunContext) -> None:
+async def awaited_emits(ctx: RunContext) -> None:
     await ctx.say("hi")  # type: ignore[misc]
+    await ctx.emit(CustomEvent(name="n", value=1))  # type: ignore[func-returns-value,misc]
+    async with ctx.step("s"):  # type: ignore[attr-defined]
+        pass
