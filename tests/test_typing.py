@@ -4,13 +4,14 @@ tests/typing/agents.py holds the agent forms (bare ``ctx: RunContext``, a
 state model, agent objects, ``run``, ``collect``, ``AgentEndpoint``) and the
 misuses mypy must refuse, each marked with the ``type: ignore[code]`` it
 needs: ``--warn-unused-ignores`` turns a misuse that stops being refused
-into a failure here. The examples (the FastAPI app among them) are checked
-as they are.
+into a failure here. The examples (the FastAPI app among them) and the
+docs' own agent and FastAPI snippets are checked as they are.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,21 @@ CHECKED = [
     *sorted((ROOT / "examples").glob("*.py")),
     *sorted((ROOT / "examples" / "agents").glob("*.py")),
 ]
+
+
+DOC_SNIPPETS = {
+    # (page, heading the snippet follows): its first ```python block
+    "driver_hello": ("driver.md", "# The run driver"),
+    "serving_fastapi": ("serving.md", "### FastAPI"),
+}
+
+
+def doc_snippet(page: str, heading: str) -> str:
+    text = (ROOT / "docs" / page).read_text()
+    start = text.index(f"{heading}\n")
+    found = re.search(r"```python\n(.*?)```", text[start:], re.DOTALL)
+    assert found is not None, f"no python block after {heading!r} in docs/{page}"
+    return found.group(1)
 
 
 def mypy(files: list[Path], cache: Path) -> subprocess.CompletedProcess[str]:
@@ -45,11 +61,18 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("mypy_cache")
 
 
-def test_documented_forms_pass_and_misuse_is_refused(cache: Path) -> None:
+def test_documented_forms_pass_and_misuse_is_refused(cache: Path, tmp_path: Path) -> None:
     assert (ROOT / "examples" / "fastapi_app.py") in CHECKED
-    result = mypy(CHECKED, cache)
+    snippets = []
+    for name, (page, heading) in DOC_SNIPPETS.items():
+        snippet = tmp_path / f"{name}.py"
+        snippet.write_text(doc_snippet(page, heading))
+        snippets.append(snippet)
+    assert "app.routes.append(Route(" in snippets[1].read_text()
+    result = mypy([*CHECKED, *snippets], cache)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"Success: no issues found in {len(CHECKED)} source files" in result.stdout
+    checked = len(CHECKED) + len(snippets)
+    assert f"Success: no issues found in {checked} source files" in result.stdout
 
 
 def test_a_sync_agent_is_refused_with_the_expected_types(tmp_path: Path, cache: Path) -> None:
