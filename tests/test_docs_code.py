@@ -435,3 +435,38 @@ serve()
     assert indented.requires == ["node", "npm"]
     assert (skipped.mode, skipped.reason) == ("skip", "starts a server")
     assert skipped.id == "p.md:21 [skip: starts a server]"
+
+
+def _yaml_chains() -> list[Any]:
+    """Every ```yaml block of the docs that declares a chain (has `transformers`)."""
+    import yaml
+
+    params = []
+    for path in PAGES:
+        page = path.relative_to(ROOT).as_posix()
+        lines = path.read_text("utf-8").splitlines()
+        i = 0
+        while i < len(lines):
+            fence = _FENCE.match(lines[i])
+            if fence is None:
+                i += 1
+                continue
+            end = i + 1
+            while end < len(lines) and not (
+                (closing := _FENCE.match(lines[end])) and not closing["info"].strip()
+            ):
+                end += 1
+            if fence["info"].strip() == "yaml":
+                text = _dedent(lines[i + 1 : end], fence["indent"])
+                doc = yaml.safe_load(text)
+                if isinstance(doc, dict) and "transformers" in doc:
+                    params.append(pytest.param(text, id=f"{page}:{i + 1}"))
+            i = end + 1
+    return params
+
+
+@pytest.mark.parametrize("text", _yaml_chains())
+def test_docs_chain_file_loads(text: str) -> None:
+    from agui_pipes.config import load_chain
+
+    load_chain(text)().apply_sync([])
