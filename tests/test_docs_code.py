@@ -39,11 +39,12 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import logging
 import re
 import shutil
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -314,6 +315,26 @@ def test_every_page_is_scanned() -> None:
     assert {block.page for block in BLOCKS} >= {"README.md", "docs/driver.md"}
 
 
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """Blocks may configure logging, as the docs tell readers to; no other test sees it."""
+    manager = logging.Logger.manager
+    before = {
+        name: (logger.level, list(logger.handlers), logger.propagate, logger.disabled)
+        for name, logger in [("", logging.getLogger()), *manager.loggerDict.items()]
+        if isinstance(logger, logging.Logger)
+    }
+    yield
+    for name, logger in [("", logging.getLogger()), *manager.loggerDict.items()]:
+        if not isinstance(logger, logging.Logger):
+            continue
+        level, handlers, propagate, disabled = before.get(name, (logging.NOTSET, [], True, False))
+        logger.setLevel(level)
+        logger.handlers[:] = handlers
+        logger.propagate, logger.disabled = propagate, disabled
+
+
+@pytest.mark.usefixtures("restore_logging")
 @pytest.mark.parametrize(("block", "backend"), _params())
 def test_docs_block(
     block: Block, backend: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -470,3 +491,39 @@ def test_docs_chain_file_loads(text: str) -> None:
     from agui_pipes.config import load_chain
 
     load_chain(text)().apply_sync([])
+
+
+def _documented_log_line() -> str:
+    text = (ROOT / "docs" / "serving.md").read_text("utf-8")
+    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("agent run ")]
+    assert len(lines) == 1, f"expected one example log line in docs/serving.md, found {lines}"
+    return lines[0]
+
+
+_DURATION = re.compile(r" in \d+\.\d{3}s;")
+
+
+@pytest.mark.anyio
+async def test_serving_log_line_is_what_the_endpoint_logs(caplog: pytest.LogCaptureFixture) -> None:
+    """docs/serving.md's per-run log line, reproduced: the demo agent, the demo's chain."""
+    import httpx
+
+    from agui_pipes.config import load_chain
+    from agui_pipes.demo import DEFAULT_CHAIN, DemoAgent, demo_input
+    from agui_pipes.server import AgentEndpoint
+
+    documented = _documented_log_line()
+    ids = re.match(r"agent run (?P<run>\S+) thread (?P<thread>\S+):", documented)
+    assert ids is not None, documented
+    body = demo_input("A weekend in Porto?").model_dump(by_alias=True, mode="json")
+    body.update(threadId=ids["thread"], runId=ids["run"])
+    app = AgentEndpoint(DemoAgent(), chain=load_chain(DEFAULT_CHAIN))
+    transport = httpx.ASGITransport(app=app)
+    with caplog.at_level(logging.INFO, logger="agui_pipes.server"):
+        async with httpx.AsyncClient(transport=transport, base_url="http://docs") as client:
+            response = await client.post("/", json=body)
+    assert response.status_code == 200
+    logged = [r.getMessage() for r in caplog.records if r.name == "agui_pipes.server"]
+    assert len(logged) == 1, logged
+    assert _DURATION.search(documented) and _DURATION.search(logged[0])
+    assert _DURATION.sub(" in Xs;", logged[0]) == _DURATION.sub(" in Xs;", documented)
