@@ -288,16 +288,22 @@ def _test_functions(block: Block, namespace: dict[str, Any]) -> list[Callable[[]
     return [namespace[name] for name in names]
 
 
+def _runs_async(block: Block) -> bool:
+    if block.mode != "run":
+        return False
+    try:
+        return any(_is_async(code) for _, code in _pieces(block)) or any(
+            isinstance(node, ast.AsyncFunctionDef) and node.name.startswith("test")
+            for node in ast.parse(block.source).body
+        )
+    except SyntaxError:
+        return False  # the block's own test reports it, with the page and line
+
+
 def _params() -> list[Any]:
     params = []
     for block in BLOCKS:
-        runs_async = block.mode == "run" and (
-            any(_is_async(code) for _, code in _pieces(block))
-            or any(
-                isinstance(node, ast.AsyncFunctionDef) and node.name.startswith("test")
-                for node in ast.parse(block.source).body
-            )
-        )
+        runs_async = _runs_async(block)
         backends = ["asyncio", "trio"] if runs_async else [None]
         for backend in backends:
             name = block.id if backend is None else f"{block.id} [{backend}]"
