@@ -262,3 +262,13 @@ def test_demo_raw_through_the_default_chain_applies_it_once(tmp_path: Path) -> N
     places = [line for line in done.stdout.splitlines() if '"/places"' in line]
     assert len(places) == 1, places
     assert "internal_price_lookup" not in done.stdout
+
+
+def test_demo_raw_is_the_recording_the_chain_tests_replay() -> None:
+    recorded = Path(__file__).parent / "data" / "demo-run.ndjson"
+    done = demo_cli("--raw")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == recorded.read_text(encoding="utf-8"), (
+        "the demo agent changed: regenerate the recording with "
+        "`agui-pipes demo --raw > tests/data/demo-run.ndjson`"
+    )
