@@ -27,7 +27,8 @@ the block's opening fence:
     is missing, elsewhere.
 
 A block runs as the body of a fresh module, in a temporary working
-directory. Top-level ``await`` is allowed: such a block (or chain) runs in
+directory; a DeprecationWarning its own code triggers fails it (the docs
+teach current names). Top-level ``await`` is allowed: such a block (or chain) runs in
 one event loop, on asyncio and on trio. Functions named ``test_*`` that the
 block defines are then called, as pytest would (``async`` ones in an event
 loop), so a documented test is a test. Line numbers in tracebacks are the
@@ -44,6 +45,7 @@ import re
 import shutil
 import sys
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -376,13 +378,17 @@ def test_docs_block(
             if inspect.iscoroutine(result):
                 await result
 
-    if backend is not None:
-        anyio.run(run_async, backend=backend)
-        return
-    for _, code in pieces:
-        exec(code, namespace)
-    for test in _test_functions(block, namespace):
-        test()
+    with warnings.catch_warnings():
+        # The docs teach current names: a deprecated one used by the block's own
+        # code (the warning is attributed to its module) fails the block.
+        warnings.filterwarnings("error", category=DeprecationWarning, module=module.__name__)
+        if backend is not None:
+            anyio.run(run_async, backend=backend)
+            return
+        for _, code in pieces:
+            exec(code, namespace)
+        for test in _test_functions(block, namespace):
+            test()
 
 
 _BAD_PAGE = """\
