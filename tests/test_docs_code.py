@@ -539,3 +539,105 @@ async def test_serving_log_line_is_what_the_endpoint_logs(caplog: pytest.LogCapt
     assert len(logged) == 1, logged
     assert _DURATION.search(documented) and _DURATION.search(logged[0])
     assert _DURATION.sub(" in Xs;", logged[0]) == _DURATION.sub(" in Xs;", documented)
+
+
+# --- shell blocks: every `agui-pipes` command shown names real options ---------------
+# They are not run (they read files the reader has); each command's options are
+# checked against its own `--help`, in a subprocess so that this holds however
+# the CLI builds its parser.
+
+_SHELL_LANGUAGES = ("sh", "bash", "shell", "console")
+_COMMAND_SEPARATORS = {"|", "||", "&&", ";", "&"}
+_REDIRECTS = {">", ">>", "<", "2>", "2>&1"}
+
+
+def _shell_commands() -> list[tuple[str, list[str]]]:
+    """(`page:line`, argv after `agui-pipes`) for every agui-pipes command in a shell block."""
+    import shlex
+
+    found = []
+    for path in PAGES:
+        page = path.relative_to(ROOT).as_posix()
+        lines = path.read_text("utf-8").splitlines()
+        i = 0
+        while i < len(lines):
+            fence = _FENCE.match(lines[i])
+            if fence is None:
+                i += 1
+                continue
+            end = i + 1
+            while end < len(lines) and not (
+                (closing := _FENCE.match(lines[end])) and not closing["info"].strip()
+            ):
+                end += 1
+            language = (fence["info"].split() or [""])[0]
+            body = lines[i + 1 : end]
+            if language in _SHELL_LANGUAGES:
+                prompted = any(line.lstrip().startswith("$ ") for line in body)
+                for offset, raw in enumerate(body, start=i + 2):
+                    line = raw.strip()
+                    if prompted:
+                        if not line.startswith("$ "):
+                            continue  # output shown after a `$ command`
+                        line = line[2:]
+                    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+                    lexer.whitespace_split = True
+                    lexer.commenters = "#"
+                    tokens = list(lexer)
+                    segment: list[str] = []
+                    for token in [*tokens, ";"]:
+                        if token in _COMMAND_SEPARATORS:
+                            if segment and segment[0].endswith("agui-pipes"):
+                                found.append((f"{page}:{offset}", segment[1:]))
+                            segment = []
+                        else:
+                            segment.append(token)
+            i = end + 1
+    return found
+
+
+def _strip_redirects(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in _REDIRECTS:
+            skip = True
+        else:
+            out.append(token)
+    return out
+
+
+_SHELL_COMMANDS = _shell_commands()
+
+
+def test_shell_blocks_are_found() -> None:
+    commands = {argv[0] for _, argv in _SHELL_COMMANDS if argv}
+    assert {"demo", "run", "check", "verify", "serve", "list"} <= commands
+
+
+@pytest.mark.parametrize(
+    "command", sorted({argv[0] for _, argv in _SHELL_COMMANDS if argv}), ids=str
+)
+def test_shell_commands_use_real_options(command: str) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_pipes", command, "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"`agui-pipes {command}` is not a command: {done.stderr}"
+    known = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", done.stdout))
+    wrong = []
+    for where, argv in _SHELL_COMMANDS:
+        if not argv or argv[0] != command:
+            continue
+        for token in _strip_redirects(argv[1:]):
+            option = token.split("=", 1)[0]
+            if option.startswith("-") and option != "-" and option not in known:
+                wrong.append(f"{where}: agui-pipes {command} has no option {option}")
+    assert not wrong, "\n".join(wrong)
