@@ -21,6 +21,7 @@ abandoned mid-item.
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -48,6 +49,7 @@ __all__ = [
     "StreamTransformer",
     "Transform",
 ]
+# Not in __all__ (internal to the package): ``route_watchers``, ``RouteWatchers``.
 
 _S = TypeVar("_S", bound="Stage")
 
@@ -180,8 +182,47 @@ class StreamTransformer(Stage):
 
     def reroute(self) -> None:
         """Tell the chains running this stage that ``route`` answers differently now."""
-        for listener in self.__dict__.get("_route_listeners", ()):
-            listener()
+        route_watchers.notify(self)
+
+
+class RouteWatchers:
+    """Which running chains to tell when a stage calls ``reroute()``.
+
+    Kept here rather than on the stage: a stage's attributes are its author's,
+    and a chain writing into them would surprise a stage with ``__slots__``,
+    one that compares its ``vars()``, or one that defines ``_route_listeners``
+    itself. Keyed by ``id()`` because a stage need not be hashable; an entry
+    goes when its stage is collected. The callbacks are held weakly, so a
+    finished chain does not keep its stages alive through this table.
+    """
+
+    __slots__ = ("_by_stage",)
+
+    def __init__(self) -> None:
+        self._by_stage: dict[int, list[weakref.WeakMethod[Callable[[], None]]]] = {}
+
+    def watch(self, stage: StreamTransformer, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (a bound method) whenever ``stage`` reroutes."""
+        key = id(stage)
+        listeners = self._by_stage.get(key)
+        if listeners is None:
+            listeners = self._by_stage[key] = []
+            weakref.finalize(stage, self._by_stage.pop, key, None)
+        else:
+            # A stage reused in chain after chain: forget the chains that are gone.
+            listeners[:] = [ref for ref in listeners if ref() is not None]
+        listeners.append(weakref.WeakMethod(callback))
+
+    def notify(self, stage: StreamTransformer) -> None:
+        """Run the callbacks of the chains still running ``stage``."""
+        for ref in self._by_stage.get(id(stage), ()):
+            callback = ref()
+            if callback is not None:
+                callback()
+
+
+route_watchers = RouteWatchers()
+"""The one table of who runs which stage (see ``RouteWatchers``)."""
 
 
 class Condition(NamedTuple):
