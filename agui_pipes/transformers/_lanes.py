@@ -55,7 +55,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-__all__ = ["CHUNK_CLASSES", "ChunkItem", "ChunkLanes", "ChunkRoute"]
+__all__ = ["CHUNK_CLASSES", "ChunkAssignment", "ChunkItem", "ChunkLanes"]
 
 CHUNK_CLASSES: Final[frozenset[type[BaseEvent]]] = frozenset(
     {TextMessageChunkEvent, ToolCallChunkEvent, ReasoningMessageChunkEvent}
@@ -107,11 +107,11 @@ class ChunkItem:
 
 
 @dataclass(frozen=True, slots=True)
-class ChunkRoute:
+class ChunkAssignment:
     """Where a chunk went: the item (``None`` when it could not open one) and how.
 
     ``candidates`` holds the open items an untagged id-less chunk could
-    belong to when there were several (the route is ambiguous, ``item`` is
+    belong to when there were several (the assignment is ambiguous, ``item`` is
     ``None`` and no lane changed).
     """
 
@@ -150,15 +150,15 @@ class ChunkLanes:
         elif cls in _SUBAGENT_ENDS:
             self.open.pop(event.subagent_run_id, None)  # type: ignore[attr-defined]
 
-    def peek(self, event: BaseEvent) -> ChunkRoute:
+    def peek(self, event: BaseEvent) -> ChunkAssignment:
         """Where a chunk would go, without changing any lane."""
-        return self._route(event, commit=False)
+        return self._assign(event, commit=False)
 
-    def route(self, event: BaseEvent) -> ChunkRoute:
-        """Route a chunk: continue its item or open a new one in its lane."""
-        return self._route(event, commit=True)
+    def assign(self, event: BaseEvent) -> ChunkAssignment:
+        """Assign a chunk to its item: continue its item or open a new one in its lane."""
+        return self._assign(event, commit=True)
 
-    def _route(self, event: BaseEvent, *, commit: bool) -> ChunkRoute:
+    def _assign(self, event: BaseEvent, *, commit: bool) -> ChunkAssignment:
         kind = type(event)
         item_id = _chunk_id(event)
         tag: str | None = event.subagent_run_id  # type: ignore[attr-defined]
@@ -173,14 +173,14 @@ class ChunkLanes:
             if parent is None or parent.kind is not kind:
                 candidates = tuple(i for i in self.open.values() if i.kind is kind)
                 if len(candidates) > 1:
-                    return ChunkRoute(None, False, candidates)
+                    return ChunkAssignment(None, False, candidates)
                 if candidates:
                     lane = candidates[0].lane
         current = self.open.get(lane)
         if current is not None and current.kind is kind and item_id in (None, current.id):
-            return ChunkRoute(current, False)
+            return ChunkAssignment(current, False)
         if item_id is None:
-            return ChunkRoute(None, False)
+            return ChunkAssignment(None, False)
         item = ChunkItem(kind, item_id, lane)
         if kind is ToolCallChunkEvent:
             item.name = event.tool_call_name  # type: ignore[attr-defined]
@@ -190,4 +190,4 @@ class ChunkLanes:
             item.role = event.role or "assistant"  # type: ignore[attr-defined]
         if commit:
             self.open[lane] = item
-        return ChunkRoute(item, True)
+        return ChunkAssignment(item, True)

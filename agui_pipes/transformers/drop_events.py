@@ -112,7 +112,7 @@ def _lane_handlers(
         return ()
 
     def drop_chunk(event: BaseEvent) -> Sequence[BaseEvent]:
-        source.route(event)
+        source.assign(event)
         changed()
         return ()
 

@@ -80,7 +80,7 @@ from .._transformer import Condition, StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
 from ._call_traces import MODEL_SHAPE, scrub_messages
 from ._lane_mirror import LaneMirror
-from ._lanes import CLOSING_CLASSES, ChunkRoute
+from ._lanes import CLOSING_CLASSES, ChunkAssignment
 from ._state_messages import StateMessages, parse_pointer
 
 __all__ = ["FilterToolCalls"]
@@ -268,11 +268,11 @@ class FilterToolCalls(StreamTransformer):
         return observe
 
     def _routing(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        return self._emit_chunk(event, self._lanes.route(event))
+        return self._emit_chunk(event, self._lanes.assign(event))
 
-    def _emit_chunk(self, event: BaseEvent, route: ChunkRoute) -> Sequence[BaseEvent]:
+    def _emit_chunk(self, event: BaseEvent, assignment: ChunkAssignment) -> Sequence[BaseEvent]:
         """A kept chunk, with the ids it omits filled in when removed events moved its lane."""
-        out = (self._mirror.kept_routed(event, route),)
+        out = (self._mirror.kept_assigned(event, assignment),)
         self._select_table()
         return out
 
@@ -426,9 +426,9 @@ class FilterToolCalls(StreamTransformer):
 
     def _routing_owned(self, event: BaseEvent) -> Sequence[BaseEvent]:
         """A text / reasoning chunk while a subagent is blocked: judged by its item's owner."""
-        route = self._lanes.route(event)
+        assignment = self._lanes.assign(event)
         self._select_table()
-        item = route.item
+        item = assignment.item
         bucket = "text" if type(event) is TextMessageChunkEvent else "reasoning"
         if self._subagent_blocked(event):
             if item is not None:
@@ -439,7 +439,7 @@ class FilterToolCalls(StreamTransformer):
         ):
             self._blocked_entities.add((bucket, item.id))
             return ()
-        return self._emit_chunk(event, route)
+        return self._emit_chunk(event, assignment)
 
     def _in_blocked_message(self, parent_message_id: str | None) -> bool:
         return parent_message_id is not None and ("text", parent_message_id) in (
@@ -470,9 +470,9 @@ class FilterToolCalls(StreamTransformer):
         return (event,)
 
     def _chunk(self, event: ToolCallChunkEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.route(event)
+        assignment = self._lanes.assign(event)
         self._select_table()
-        item = route.item
+        item = assignment.item
         if self._subagent_blocked(event) or (
             item is not None
             and (
@@ -483,22 +483,22 @@ class FilterToolCalls(StreamTransformer):
             if item is not None:
                 self._blocked.add(item.id)
             return ()
-        if route.candidates:
+        if assignment.candidates:
             # Ambiguous on the client too (it will reject the stream); never let
             # the arguments of a blocked call out on a guess.
-            if any(c.id in self._blocked for c in route.candidates):
+            if any(c.id in self._blocked for c in assignment.candidates):
                 return ()
-            return self._emit_chunk(event, route)
+            return self._emit_chunk(event, assignment)
         if item is None:
             blocked = event.tool_call_id is not None and event.tool_call_id in self._blocked
-            return () if blocked else self._emit_chunk(event, route)
-        if route.opened:
+            return () if blocked else self._emit_chunk(event, assignment)
+        if assignment.opened:
             name = item.name
             if name is not None and self.blocks(name):
                 self._blocked.add(item.id)
             elif name is not None:
                 self._blocked.discard(item.id)
-        return () if item.id in self._blocked else self._emit_chunk(event, route)
+        return () if item.id in self._blocked else self._emit_chunk(event, assignment)
 
     def _encrypted(self, event: ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
         if self._subagent_blocked(event):

@@ -73,7 +73,7 @@ from ag_ui.core import (
 
 from .._transformer import StreamTransformer
 from ._lane_mirror import LaneMirror, fill_chunk
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem, ChunkRoute
+from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem
 
 __all__ = ["Redact"]
 
@@ -296,7 +296,7 @@ class Redact(StreamTransformer):
         output = self._mirror.output
         for emitted in out:
             if type(emitted) in CHUNK_CLASSES:
-                output.route(emitted)
+                output.assign(emitted)
             elif output.open:
                 output.observe(emitted)
 
@@ -392,30 +392,35 @@ class Redact(StreamTransformer):
         return [merged]
 
     def _chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.peek(event)
+        assignment = self._lanes.peek(event)
         before: list[BaseEvent] = []
-        if route.opened and route.item is not None:
-            replaced = self._lanes.open.get(route.item.lane)
+        if assignment.opened and assignment.item is not None:
+            replaced = self._lanes.open.get(assignment.item.lane)
             if replaced is not None:
                 before = self._release_items([replaced])
-        route = self._lanes.route(event)
+        assignment = self._lanes.assign(event)
         self._follow(before)
         delta: str | None = event.delta  # type: ignore[attr-defined]
-        item = route.item
+        item = assignment.item
         if delta is None:
-            return (*before, self._emit_chunk(event, route))
+            return (*before, self._emit_chunk(event, assignment))
         if item is None:
             emit = self.redact_text(delta)
         else:
             emit = self._stream(("chunk", item.kind.__name__, item.id), delta, event, item)
         if emit == delta:
-            return (*before, self._emit_chunk(event, route))
-        if emit == "" and not route.opened and event.metadata is None and event.raw_event is None:
+            return (*before, self._emit_chunk(event, assignment))
+        if (
+            emit == ""
+            and not assignment.opened
+            and event.metadata is None
+            and event.raw_event is None
+        ):
             return tuple(before)
-        return (*before, self._emit_chunk(event.model_copy(update={"delta": emit}), route))
+        return (*before, self._emit_chunk(event.model_copy(update={"delta": emit}), assignment))
 
-    def _emit_chunk(self, event: BaseEvent, route: ChunkRoute) -> BaseEvent:
-        return self._mirror.kept_routed(event, route)
+    def _emit_chunk(self, event: BaseEvent, assignment: ChunkAssignment) -> BaseEvent:
+        return self._mirror.kept_assigned(event, assignment)
 
     def _result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)

@@ -299,9 +299,9 @@ class SubagentVisibility(StreamTransformer):
         return (event,)
 
     def _inline_chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.route(event)
-        if route.item is not None and not route.opened:
-            event = fill_chunk(event, route.item)
+        assignment = self._lanes.assign(event)
+        if assignment.item is not None and not assignment.opened:
+            event = fill_chunk(event, assignment.item)
         return (strip_attribution(event),)
 
     def _inline_subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
@@ -458,15 +458,15 @@ class SubagentVisibility(StreamTransformer):
         return tag is None and call not in self._owner[_TOOL]
 
     def _hidden_chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.route(event)
+        assignment = self._lanes.assign(event)
         tag: str | None = event.subagent_run_id  # type: ignore[attr-defined]
-        item = route.item
+        item = assignment.item
         if item is None:
             # Ambiguous or id-less with nothing open: the client rejects it anyway.
-            return (event,) if tag is None and not route.candidates else ()
+            return (event,) if tag is None and not assignment.candidates else ()
         bucket = _CHUNK_BUCKET[type(event)]
         key = (bucket, item.id)
-        if route.opened or key not in self._chunk_visible:
+        if assignment.opened or key not in self._chunk_visible:
             if bucket == _TOOL:
                 owner = self._call_owner(item.id, tag, item.parent_message_id)
             else:
@@ -476,7 +476,7 @@ class SubagentVisibility(StreamTransformer):
             return ()
         if bucket == _TOOL:
             self._visible_calls.add(item.id)
-        return (fill_chunk(event, item) if not route.opened else event,)
+        return (fill_chunk(event, item) if not assignment.opened else event,)
 
     def _hidden_state(self, event: BaseEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
