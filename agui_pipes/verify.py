@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Iterable
-from typing import Any, Final, Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Literal, NamedTuple
 
 from ag_ui.core import (
     ActivityDeltaEvent,
@@ -66,9 +66,10 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from ._errors import StreamRejected
+from ._errors import ProtocolViolation
 
 __all__ = [
+    "OpenItems",
     "Profile",
     "ProtocolViolation",
     "Rule",
@@ -79,13 +80,15 @@ __all__ = [
 Profile = Literal["consumer", "producer"]
 
 
-class ProtocolViolation(StreamRejected):
-    """The stream broke the AG-UI protocol; it should be abandoned.
+class OpenItems(NamedTuple):
+    """What :meth:`Verifier.open_items` answers: the verifier's live tables for one kind."""
 
-    Raised by the verifier (:class:`VerificationError`), by chunk expansion
-    and by decoding (a malformed described field). ``except ProtocolViolation``
-    catches every way a stream can be refused as invalid.
-    """
+    by_tool_call: bool
+    """True when the items are keyed by ``tool_call_id``, False for ``message_id``."""
+    ids: Mapping[str, None]
+    """The ids of the open items (keys; the verifier keeps them as an ordered dict)."""
+    owners: Mapping[str, str | None]
+    """Recorded owner (``subagent_run_id``, None for the parent) per id; may lack an id."""
 
 
 class Rule(str, enum.Enum):
@@ -318,33 +321,48 @@ class Verifier:
             handler = self._dispatch_subclass(event)
         handler(event)
 
-    def _mid_run_check(self, event_class: type[BaseEvent]) -> Callable[[BaseEvent], None] | None:
-        """What ``observe`` runs for ``event_class`` while the run is open, or None.
+    @property
+    def between_runs(self) -> bool:
+        """True before the first event and after a run ended (RUN_FINISHED or RUN_ERROR).
 
-        Valid only while ``_gated`` is false (no sequence checks pending); a
-        stage that caches it per class checks that flag itself. RUN_STARTED
-        has its own pre-check, so it always goes through ``observe``.
+        The next event then gets the run-sequence checks (is it a RUN_STARTED
+        where one is due?), which the per-class checks of :meth:`mid_run_check`
+        leave out.
+        """
+        return self._gated
+
+    def mid_run_check(
+        self, event_class: type[BaseEvent]
+    ) -> Callable[[BaseEvent], None] | None:
+        """What ``observe`` runs for an event of exactly ``event_class`` mid-run, or None.
+
+        For a caller that verifies many events of few classes (the ``Verify``
+        stage) and resolves the dispatch once per class: the returned check
+        accepts or raises like ``observe``, but only while
+        :attr:`between_runs` is false — the caller checks that itself. None
+        means "call ``observe``" (RUN_STARTED, which has its own pre-check, and
+        classes the verifier does not dispatch on directly).
         """
         if event_class is RunStartedEvent:
             return None
         return self._dispatch.get(event_class)
 
-    def _open_table(
-        self, event_class: type[BaseEvent]
-    ) -> tuple[bool, dict[str, None], dict[str, str | None]] | None:
-        """For the three delta events: (keyed by tool call id?, open ids, their owners).
+    def open_items(self, event_class: type[BaseEvent]) -> OpenItems | None:
+        """For the three delta classes, the live tables of their open items; else None.
 
-        Mid-run, a delta whose id is open and whose tag is absent or agrees with
-        the recorded owner is accepted with no state change — the whole check
-        for the events that make up most of a stream. The tables are never
-        replaced (only cleared), so a caller may keep them.
+        Mid-run, a delta whose id is open and whose ``subagent_run_id`` is
+        absent or agrees with the recorded owner is accepted with no state
+        change — the whole check for the events that make up most of a
+        stream, which a caller can therefore make without calling the
+        verifier. The tables are never replaced (only cleared), so a caller may
+        keep them; it must not change them.
         """
         if event_class is TextMessageContentEvent:
-            return False, self._active_messages, self._owners_message
+            return OpenItems(False, self._active_messages, self._owners_message)
         if event_class is ToolCallArgsEvent:
-            return True, self._active_tool_calls, self._owners_tool_call
+            return OpenItems(True, self._active_tool_calls, self._owners_tool_call)
         if event_class is ReasoningMessageContentEvent:
-            return False, self._active_reasoning_messages, self._owners_reasoning
+            return OpenItems(False, self._active_reasoning_messages, self._owners_reasoning)
         return None
 
     def observe_all(self, events: Iterable[BaseEvent]) -> None:
