@@ -37,74 +37,60 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
-    BaseEvent,
-    CustomEvent,
-    MessagesSnapshotEvent,
-    RawEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentStartedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent
 
 from ._construct import construct
+from .events import ALL_EVENT_CLASSES
 from .verify import Rule, VerificationError
 
-__all__ = ["ChunkExpander"]
+__all__ = [
+    "ALL_LANES_CLOSERS",
+    "CHUNK_CLASSES",
+    "LANE_CLOSERS",
+    "SUBAGENT_ENDS",
+    "ChunkExpander",
+]
 
 _PARENT = "(the parent agent)"
+
+LANE_CLOSERS: Final[frozenset[type[BaseEvent]]] = frozenset(
+    {
+        ag.TextMessageStartEvent, ag.TextMessageContentEvent, ag.TextMessageEndEvent,
+        ag.ToolCallStartEvent, ag.ToolCallArgsEvent, ag.ToolCallEndEvent,
+        ag.ToolCallResultEvent, ag.StateSnapshotEvent, ag.StateDeltaEvent, ag.CustomEvent,
+        ag.StepStartedEvent, ag.StepFinishedEvent, ag.ReasoningStartEvent,
+        ag.ReasoningMessageStartEvent, ag.ReasoningMessageContentEvent,
+        ag.ReasoningMessageEndEvent, ag.ReasoningEndEvent,
+    }
+)
+"""Events that close the chunk item open in their own lane (the lane of their tag)."""
+
+ALL_LANES_CLOSERS: Final[frozenset[type[BaseEvent]]] = frozenset(
+    {ag.RunStartedEvent, ag.RunFinishedEvent, ag.RunErrorEvent, ag.MessagesSnapshotEvent}
+)
+"""Run-level events: every lane closes, in the order the lanes opened."""
+
+SUBAGENT_ENDS: Final[frozenset[type[BaseEvent]]] = frozenset(
+    {ag.SubagentFinishedEvent, ag.SubagentErrorEvent}
+)
+"""A subagent's terminal: its own lane closes (``subagent_run_id`` is its id)."""
+
+CHUNK_CLASSES: Final[frozenset[type[BaseEvent]]] = frozenset(
+    {ag.TextMessageChunkEvent, ag.ToolCallChunkEvent, ag.ReasoningMessageChunkEvent}
+)
+"""The three ``*_CHUNK`` classes. Every other event class closes nothing."""
 
 # What each event class does to the lanes.
 _OWN_LANE, _ALL_LANES, _NOTHING, _SUBAGENT_END, _TEXT, _TOOL, _REASONING = range(7)
 _ROLE: Final[dict[type[BaseEvent], int]] = {
-    **dict.fromkeys(
-        (
-            TextMessageStartEvent, TextMessageContentEvent, TextMessageEndEvent,
-            ToolCallStartEvent, ToolCallArgsEvent, ToolCallEndEvent, ToolCallResultEvent,
-            StateSnapshotEvent, StateDeltaEvent, CustomEvent, StepStartedEvent,
-            StepFinishedEvent, ReasoningStartEvent, ReasoningMessageStartEvent,
-            ReasoningMessageContentEvent, ReasoningMessageEndEvent, ReasoningEndEvent,
-        ),
-        _OWN_LANE,
-    ),
-    **dict.fromkeys(
-        (RunStartedEvent, RunFinishedEvent, RunErrorEvent, MessagesSnapshotEvent), _ALL_LANES
-    ),
-    **dict.fromkeys(
-        (RawEvent, ActivitySnapshotEvent, ActivityDeltaEvent, ReasoningEncryptedValueEvent,
-         SubagentStartedEvent),
-        _NOTHING,
-    ),
-    SubagentFinishedEvent: _SUBAGENT_END,
-    SubagentErrorEvent: _SUBAGENT_END,
-    TextMessageChunkEvent: _TEXT,
-    ToolCallChunkEvent: _TOOL,
-    ReasoningMessageChunkEvent: _REASONING,
+    **dict.fromkeys(ALL_EVENT_CLASSES, _NOTHING),
+    **dict.fromkeys(LANE_CLOSERS, _OWN_LANE),
+    **dict.fromkeys(ALL_LANES_CLOSERS, _ALL_LANES),
+    **dict.fromkeys(SUBAGENT_ENDS, _SUBAGENT_END),
+    ag.TextMessageChunkEvent: _TEXT,
+    ag.ToolCallChunkEvent: _TOOL,
+    ag.ReasoningMessageChunkEvent: _REASONING,
 }
 
 
@@ -305,7 +291,7 @@ class ChunkExpander:
                 start = {"message_id": entity_id, "role": role}
                 if event.name is not None:
                     start["name"] = event.name
-                start_cls: type[BaseEvent] = TextMessageStartEvent
+                start_cls: type[BaseEvent] = ag.TextMessageStartEvent
             elif kind == _TOOL:
                 if event.tool_call_name is None:
                     raise self._fail(
@@ -318,11 +304,11 @@ class ChunkExpander:
                 start = {"tool_call_id": entity_id, "tool_call_name": event.tool_call_name}
                 if event.parent_message_id is not None:
                     start["parent_message_id"] = event.parent_message_id
-                start_cls = ToolCallStartEvent
+                start_cls = ag.ToolCallStartEvent
             else:
                 pending = _Pending(kind, entity_id, tag)
                 start = {"message_id": entity_id, "role": "reasoning"}
-                start_cls = ReasoningMessageStartEvent
+                start_cls = ag.ReasoningMessageStartEvent
             if tag is not None:
                 start["subagent_run_id"] = tag
             if metadata is not None:
@@ -348,9 +334,9 @@ class ChunkExpander:
 
 
 _CONTENT_CLASS: Final[dict[int, type[BaseEvent]]] = {
-    _TEXT: TextMessageContentEvent,
-    _TOOL: ToolCallArgsEvent,
-    _REASONING: ReasoningMessageContentEvent,
+    _TEXT: ag.TextMessageContentEvent,
+    _TOOL: ag.ToolCallArgsEvent,
+    _REASONING: ag.ReasoningMessageContentEvent,
 }
 
 
@@ -358,11 +344,11 @@ def _end_event(pending: _Pending) -> BaseEvent:
     values: dict[str, Any]
     cls: type[BaseEvent]
     if pending.kind == _TOOL:
-        cls, values = ToolCallEndEvent, {"tool_call_id": pending.entity_id}
+        cls, values = ag.ToolCallEndEvent, {"tool_call_id": pending.entity_id}
     elif pending.kind == _TEXT:
-        cls, values = TextMessageEndEvent, {"message_id": pending.entity_id}
+        cls, values = ag.TextMessageEndEvent, {"message_id": pending.entity_id}
     else:
-        cls, values = ReasoningMessageEndEvent, {"message_id": pending.entity_id}
+        cls, values = ag.ReasoningMessageEndEvent, {"message_id": pending.entity_id}
     if pending.owner is not None:
         values["subagent_run_id"] = pending.owner
     return construct(cls, values)

@@ -25,71 +25,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ag_ui.core import (
-    BaseEvent,
-    CustomEvent,
-    MessagesSnapshotEvent,
-    ReasoningEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent
 
-__all__ = ["CHUNK_CLASSES", "ChunkAssignment", "ChunkItem", "ChunkLanes"]
+from .._chunks import ALL_LANES_CLOSERS, CHUNK_CLASSES, LANE_CLOSERS, SUBAGENT_ENDS
 
-CHUNK_CLASSES: Final[frozenset[type[BaseEvent]]] = frozenset(
-    {TextMessageChunkEvent, ToolCallChunkEvent, ReasoningMessageChunkEvent}
-)
+__all__ = [
+    "CHUNK_CLASSES",
+    "CLOSING_CLASSES",
+    "ChunkAssignment",
+    "ChunkItem",
+    "ChunkLanes",
+]
 
-_LANE_CLOSERS: Final[frozenset[type[BaseEvent]]] = frozenset(
-    {
-        TextMessageStartEvent,
-        TextMessageContentEvent,
-        TextMessageEndEvent,
-        ToolCallStartEvent,
-        ToolCallArgsEvent,
-        ToolCallEndEvent,
-        ToolCallResultEvent,
-        StateSnapshotEvent,
-        StateDeltaEvent,
-        CustomEvent,
-        StepStartedEvent,
-        StepFinishedEvent,
-        ReasoningStartEvent,
-        ReasoningMessageStartEvent,
-        ReasoningMessageContentEvent,
-        ReasoningMessageEndEvent,
-        ReasoningEndEvent,
-    }
+CLOSING_CLASSES: Final[frozenset[type[BaseEvent]]] = (
+    LANE_CLOSERS | ALL_LANES_CLOSERS | SUBAGENT_ENDS
 )
-_ALL_CLOSERS: Final[frozenset[type[BaseEvent]]] = frozenset(
-    {RunStartedEvent, RunFinishedEvent, RunErrorEvent, MessagesSnapshotEvent}
-)
-_SUBAGENT_ENDS: Final[frozenset[type[BaseEvent]]] = frozenset(
-    {SubagentFinishedEvent, SubagentErrorEvent}
-)
-
-CLOSING_CLASSES: Final[frozenset[type[BaseEvent]]] = _LANE_CLOSERS | _ALL_CLOSERS | _SUBAGENT_ENDS
 """Every event class that may close a chunk lane."""
 
 
@@ -121,7 +72,7 @@ class ChunkAssignment:
 
 
 def _chunk_id(event: BaseEvent) -> str | None:
-    if type(event) is ToolCallChunkEvent:
+    if type(event) is ag.ToolCallChunkEvent:
         return event.tool_call_id
     return event.message_id  # type: ignore[attr-defined, no-any-return]
 
@@ -143,11 +94,11 @@ class ChunkLanes:
         if not self.open:
             return
         cls = type(event)
-        if cls in _LANE_CLOSERS:
+        if cls in LANE_CLOSERS:
             self.open.pop(event.subagent_run_id, None)  # type: ignore[attr-defined]
-        elif cls in _ALL_CLOSERS:
+        elif cls in ALL_LANES_CLOSERS:
             self.open.clear()
-        elif cls in _SUBAGENT_ENDS:
+        elif cls in SUBAGENT_ENDS:
             self.open.pop(event.subagent_run_id, None)  # type: ignore[attr-defined]
 
     def peek(self, event: BaseEvent) -> ChunkAssignment:
@@ -182,10 +133,10 @@ class ChunkLanes:
         if item_id is None:
             return ChunkAssignment(None, False)
         item = ChunkItem(kind, item_id, lane)
-        if kind is ToolCallChunkEvent:
+        if kind is ag.ToolCallChunkEvent:
             item.name = event.tool_call_name  # type: ignore[attr-defined]
             item.parent_message_id = event.parent_message_id  # type: ignore[attr-defined]
-        elif kind is TextMessageChunkEvent:
+        elif kind is ag.TextMessageChunkEvent:
             item.name = event.name  # type: ignore[attr-defined]
             item.role = event.role or "assistant"  # type: ignore[attr-defined]
         if commit:
