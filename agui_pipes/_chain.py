@@ -244,18 +244,11 @@ class SyncSegment:
                 if type(out) is tuple and len(out) == 1:
                     event = out[0]
                 else:
-                    batch = (
-                        out if type(out) is list or type(out) is tuple
-                        else _events_of(out, "transform()")
-                    )
-                    if len(batch) > 1:
-                        _check_events(batch, "transform()")
-                    return self._push_from(self.position_of[transform] + 1, batch, index)
+                    return self._push_rest(transform, out, index)
         except Exception as exc:
             if transform is None:  # pragma: no cover - the loop always binds it first
                 raise
-            stage = self.stages[self.position_of[transform]]
-            raise _annotate(exc, stage, event, index) from exc
+            raise self._annotated(exc, transform, event, index) from exc
         return (event,)
 
     def _push_planned(self, event: BaseEvent, index: int, start: int = 0) -> Sequence[BaseEvent]:
@@ -284,19 +277,27 @@ class SyncSegment:
                     if passed is event or type(passed) is cls:
                         event = passed
                         continue
-                batch = (
-                    out if type(out) is list or type(out) is tuple
-                    else _events_of(out, "transform()")
-                )
-                if len(batch) > 1:  # one event is checked when its class is planned
-                    _check_events(batch, "transform()")
-                return self._push_from(self.position_of[transform] + 1, batch, index)
+                return self._push_rest(transform, out, index)
         except Exception as exc:
             if transform is None:  # pragma: no cover - the loop always binds it first
                 raise
-            stage = self.stages[self.position_of[transform]]
-            raise _annotate(exc, stage, event, index) from exc
+            raise self._annotated(exc, transform, event, index) from exc
         return (event,)
+
+    def _push_rest(self, transform: _Transform, out: Any, index: int) -> Sequence[BaseEvent]:
+        """A push after ``transform`` returned anything but one event of the same class."""
+        batch = (
+            out if type(out) is list or type(out) is tuple else _events_of(out, "transform()")
+        )
+        if len(batch) > 1:  # one event is checked when its class is planned
+            _check_events(batch, "transform()")
+        return self._push_from(self.position_of[transform] + 1, batch, index)
+
+    def _annotated(
+        self, exc: Exception, transform: _Transform, event: BaseEvent, index: int
+    ) -> Exception:
+        """What the caller sees of ``exc``, raised by (or after) ``transform``."""
+        return _annotate(exc, self.stages[self.position_of[transform]], event, index)
 
     def _plan_from(self, start: int, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
         if not issubclass(cls, BaseEvent):
