@@ -226,9 +226,9 @@ class SubagentVisibility(StreamTransformer):
             handlers[cls] = self._inline_chunk
         handlers[ag.StepStartedEvent] = self._inline_step
         handlers[ag.StepFinishedEvent] = self._inline_step
-        handlers[ag.SubagentStartedEvent] = self._inline_subagent_started
-        handlers[ag.SubagentFinishedEvent] = self._inline_subagent_end
-        handlers[ag.SubagentErrorEvent] = self._inline_subagent_end
+        handlers[ag.SubagentStartedEvent] = self._drop_subagent_started
+        handlers[ag.SubagentFinishedEvent] = self._drop_subagent_end
+        handlers[ag.SubagentErrorEvent] = self._drop_subagent_end
         handlers[ag.RunStartedEvent] = self._inline_run_started
         handlers[ag.RunFinishedEvent] = self._inline_run_finished
         return handlers
@@ -261,11 +261,12 @@ class SubagentVisibility(StreamTransformer):
             event = fill_chunk(event, assignment.item)
         return (strip_attribution(event),)
 
-    def _inline_subagent_started(self, event: ag.SubagentStartedEvent) -> Sequence[BaseEvent]:
+    # Both inline and hidden drop the lifecycle events, keeping their bookkeeping.
+    def _drop_subagent_started(self, event: ag.SubagentStartedEvent) -> Sequence[BaseEvent]:
         self._started(event)
         return ()
 
-    def _inline_subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
+    def _drop_subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
         self._ended(event)
         self._lanes.observe(event)
         return ()
@@ -314,9 +315,9 @@ class SubagentVisibility(StreamTransformer):
         handlers[ag.ActivitySnapshotEvent] = self._hidden_activity
         handlers[ag.ActivityDeltaEvent] = self._hidden_activity
         handlers[ag.ReasoningEncryptedValueEvent] = self._hidden_encrypted
-        handlers[ag.SubagentStartedEvent] = self._hidden_subagent_started
-        handlers[ag.SubagentFinishedEvent] = self._hidden_subagent_end
-        handlers[ag.SubagentErrorEvent] = self._hidden_subagent_end
+        handlers[ag.SubagentStartedEvent] = self._drop_subagent_started
+        handlers[ag.SubagentFinishedEvent] = self._drop_subagent_end
+        handlers[ag.SubagentErrorEvent] = self._drop_subagent_end
         handlers[ag.MessagesSnapshotEvent] = self._hidden_messages_snapshot
         handlers[ag.RunStartedEvent] = self._hidden_run_started
         handlers[ag.RunFinishedEvent] = self._hidden_run_finished
@@ -463,15 +464,6 @@ class SubagentVisibility(StreamTransformer):
                 and self._owner[_REASONING].get(entity) is None
             )
         return (event,) if visible else ()
-
-    def _hidden_subagent_started(self, event: ag.SubagentStartedEvent) -> Sequence[BaseEvent]:
-        self._started(event)
-        return ()
-
-    def _hidden_subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        self._ended(event)
-        self._lanes.observe(event)
-        return ()
 
     def _hidden_messages_snapshot(self, event: ag.MessagesSnapshotEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
