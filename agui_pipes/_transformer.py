@@ -115,9 +115,6 @@ class StreamTransformer(Stage):
     event class; see ``route``).
     """
 
-    route_key: Hashable = None
-    """Names the current answers of ``route`` (see ``reroute``); constant by default."""
-
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         """Map one event to what goes downstream."""
         return (event,)
@@ -126,17 +123,26 @@ class StreamTransformer(Stage):
         """Events to append when the upstream ended normally (never on cancel/close)."""
         return ()
 
+    # -- optional optimisations ------------------------------------------------
+    # ``route``, ``route_key``, ``reroute`` and ``passes`` let a stage cost less;
+    # a stage that leaves them alone is always correct (the contract is
+    # ``transform``, ``finish`` and ``event_types``).
+
+    route_key: Hashable = None
+    """Names the current answers of ``route`` (see ``reroute``); constant by default."""
+
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
         """The function the chain calls for events of ``event_class``, or None to skip them.
 
-        The chain asks once per event class and remembers the answer, so a
+        Optional: the default answers from ``event_types``, which is all most
+        stages need. The chain asks once per event class and remembers the answer, so a
         stage that dispatches on the event's class anyway can hand the chain
         the handler itself and save a call and a lookup on every event. None
         means "pass these events on untouched, without calling me". The
         function must behave exactly as ``transform`` does for that class
         (``transform`` is still what runs the stage on its own).
 
-        The default answers from ``event_types``. A stage whose answers
+        A stage whose answers
         change with its state (it ignores most events until something opens)
         sets ``route_key`` to a hashable name of that state and calls
         ``reroute()`` whenever it changes; the chain then asks again, and
@@ -157,8 +163,9 @@ class StreamTransformer(Stage):
     ) -> tuple[Condition, ...] | None:
         """When events of this class and shape go through this stage unchanged, or None.
 
-        An optional promise that lets a relay forward an event's wire bytes
-        without building the event at all (see ``agui_pipes.relay``): it asks
+        Optional: the default (None, "call me") is always correct. A promise
+        lets a relay forward an event's wire bytes without building the event
+        at all (see ``agui_pipes.relay``): it asks
         every stage that ``route`` does not skip for the class, and when each
         answers with conditions that all hold for an incoming event, the event
         goes out as it came in and no stage is called for it. That is the cost
@@ -170,8 +177,7 @@ class StreamTransformer(Stage):
         ``None`` (the default) when the stage must see it. ``Condition.drops``
         promises the event with one field unset instead (it passes otherwise
         unchanged); stages after it are asked about the shape without it. The
-        promise covers
-        the stage's state too: an event the conditions admit must leave the
+        promise covers the stage's state too: an event the conditions admit must leave the
         stage exactly as it was, so that not calling the stage is the same as
         calling it. Conditions test live containers the stage keeps, so the
         stage must mutate them in place, never rebind them; an answer that
