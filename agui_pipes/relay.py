@@ -26,7 +26,8 @@ from typing import Any
 
 from ag_ui.core import BaseEvent
 
-from ._chain import TransformerChain, _SyncSegment
+from ._chain import SyncSegment, TransformerChain, sync_segment
+from ._fastpath._promises import conditions as _promised_conditions
 from ._json import fast_loads, orjson_dumps
 from .codecs import _COMPILED, _compile_common_shape, encode_ndjson, encode_sse
 from .decode import (
@@ -52,6 +53,11 @@ _UNSEEN: Any = object()
 """Marks a key set the builder cache has not seen yet."""
 
 
+def _pass_on(event: BaseEvent, index: int) -> tuple[BaseEvent]:
+    """An empty chain's push."""
+    return (event,)
+
+
 def _writer_for(output: object) -> Any:
     """The common-shape writer of an output's class (compiled once), None for non-events."""
     cls = type(output)
@@ -61,7 +67,7 @@ def _writer_for(output: object) -> Any:
 
 
 def _lane_for(
-    segment: _SyncSegment,
+    segment: SyncSegment,
     watched: frozenset[type[BaseEvent]],
     type_name: str,
     keys: tuple[str, ...],
@@ -70,10 +76,10 @@ def _lane_for(
     lane = None
     shape = _wire_shape(type_name, keys)
     if shape is not None and shape[0] not in watched:
-        conditions = segment.conditions(*shape)
+        conditions = _promised_conditions(segment, *shape)
         if conditions is not None:
             lane = _compile_lane(type_name, keys, conditions)
-    lanes = segment.lanes
+    lanes = segment.state_cache
     # Key sets come from the wire. A lane needs a builder, so lanes are as
     # bounded as builders; the answers without one are kept up to a bound
     # and past it worked out again (cheaply) when they come back.
@@ -182,8 +188,8 @@ class Relay:
         is sent as those bytes without re-encoding (tests prove the output is
         identical to encoding every event).
         """
-        transform = self._chain._sync_push()
-        segment = self._chain._sync_segment()
+        segment = sync_segment(self._chain)
+        transform = _pass_on if segment is None else segment.push
         encode = self._encode
         on_warning = self._on_warning
         on_event = self._on_event
@@ -206,7 +212,9 @@ class Relay:
         # hook needs the events themselves and input bytes can be re-sent.
         watched = self._watched
         lanes = (
-            segment.lanes if reuse and segment is not None and watched is not None else None
+            segment.state_cache
+            if reuse and segment is not None and watched is not None
+            else None
         )
         try:
             for payload in payloads:
@@ -295,7 +303,7 @@ class Relay:
                             data = encode(output)[len(prefix) : -len(suffix)]
                         append(data)
                 if lanes is not None:
-                    lanes = segment.lanes  # type: ignore[union-attr]  # a stage may have rerouted
+                    lanes = segment.state_cache  # type: ignore[union-attr]  # a stage may have rerouted
         except BaseException:
             self._unsent = self._joined(out)
             raise

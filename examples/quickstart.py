@@ -1,5 +1,7 @@
 """Uppercase an assistant's text and drop RAW events, over an async event source."""
 
+from collections.abc import AsyncIterator
+
 import anyio
 from ag_ui.core import BaseEvent, EventType, TextMessageContentEvent
 
@@ -18,7 +20,7 @@ no_raw = FunctionTransformer(lambda e: None if e.type is EventType.RAW else e, n
 
 
 async def main() -> None:
-    async def agent_events():  # any AsyncIterable of ag_ui.core events
+    async def agent_events() -> AsyncIterator[BaseEvent]:  # any async iterable of events
         events = run_events(text("m1", "hello ", "world") + tool_call("c1", "search", {"q": "x"}))
         for event in events:
             yield event

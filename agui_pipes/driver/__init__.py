@@ -19,13 +19,13 @@ RUN_ERROR, whatever the agent does. See docs/driver.md.
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._agent import Agent, AgentLike
+    from ._agent import Agent, AgentFunction, AgentLike, AgentObject
     from ._cancel import CancelToken
     from ._context import Emitter, RunContext, StepHandle, SubagentScope
     from ._errors import ErrorCode, RunError
     from ._handles import MessageHandle, ReasoningHandle, ReasoningMessageHandle, ToolCallHandle
     from ._outcome import RunOutcome
-    from ._run import DEFAULT_BACKPRESSURE, Run, RunEvents, run
+    from ._run import DEFAULT_BACKPRESSURE, Run, RunEvents, Transformers, run
 
     Error = RunError
     """Deprecated: the 0.1 name of ``RunError``."""
@@ -36,7 +36,9 @@ else:
         __name__,
         {
             "Agent": "._agent",
+            "AgentFunction": "._agent",
             "AgentLike": "._agent",
+            "AgentObject": "._agent",
             "CancelToken": "._cancel",
             "Emitter": "._context",
             "RunContext": "._context",
@@ -52,6 +54,7 @@ else:
             "DEFAULT_BACKPRESSURE": "._run",
             "Run": "._run",
             "RunEvents": "._run",
+            "Transformers": "._run",
             "run": "._run",
         },
         deprecated={"Error": "RunError"},
@@ -60,7 +63,9 @@ else:
 __all__ = [
     "DEFAULT_BACKPRESSURE",
     "Agent",
+    "AgentFunction",
     "AgentLike",
+    "AgentObject",
     "CancelToken",
     "Emitter",
     "ErrorCode",
@@ -75,5 +80,6 @@ __all__ = [
     "StepHandle",
     "SubagentScope",
     "ToolCallHandle",
+    "Transformers",
     "run",
 ]

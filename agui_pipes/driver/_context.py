@@ -14,10 +14,14 @@ consumer gone), so an agent's next emit after a problem unwinds it.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
+import linecache
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 import anyio
 import jsonpatch
@@ -41,6 +45,7 @@ from ag_ui.core import (
     TextMessageStartEvent,
     ToolCallStartEvent,
 )
+from typing_extensions import TypeVar
 
 from .._patch import LimitExceeded, measure_json
 from ..events import ATTRIBUTABLE_TYPES, with_attribution
@@ -50,15 +55,18 @@ from ._errors import RunError
 from ._handles import (
     MessageHandle,
     ReasoningHandle,
+    ReasoningMessageHandle,
     ToolCallHandle,
     dumps_json,
     make_event,
 )
 from ._pipeline import UNSET, limit_error
 
-__all__ = ["Emitter", "RunContext", "StepHandle", "SubagentScope"]
+__all__ = ["Emitter", "RunContext", "StepHandle", "SubagentScope", "async_misuse"]
 
-S = TypeVar("S")
+S = TypeVar("S", default=Any)
+"""The state type. Its default lets user code write a bare ``ctx: RunContext`` under
+``mypy --strict`` (no "missing type parameters"): an agent without a state model."""
 T = TypeVar("T")
 
 _LIFECYCLE_TYPES = frozenset({EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR})
@@ -455,3 +463,98 @@ class RunContext(Emitter[S]):
             if entry.interrupt_id == interrupt_id:
                 return entry
         return None
+
+
+# -- the emitting surface used as if it were async -----------------------------------
+
+_NOT_AWAITABLE = re.compile(
+    r"^object (?P<old>[\w.]+) can't be used in 'await' expression$"  # Python <= 3.13
+    r"|^'(?P<new>[\w.]+)' object can't be awaited$"  # Python 3.14
+)
+_AWAITED_CALL = re.compile(r"\bawait\s+(?P<target>[\w.]+)\.(?P<method>\w+)\s*\(")
+_NO_ASYNC_WITH = re.compile(
+    r"^'(?P<type>\w+)' object does not support the asynchronous context manager protocol"
+)
+_ASYNC_WITH_CALL = re.compile(r"\basync\s+with\s+(?P<target>[\w.]+)\.(?P<method>\w+)\s*\(")
+_EMITTING_CLASSES: tuple[type, ...] = (
+    RunContext,
+    StepHandle,
+    SubagentScope,
+    MessageHandle,
+    ReasoningHandle,
+    ReasoningMessageHandle,
+    ToolCallHandle,
+)
+
+
+@functools.cache
+def _sync_methods() -> frozenset[str]:
+    return frozenset(
+        name
+        for klass in _EMITTING_CLASSES
+        for name, member in inspect.getmembers(klass, inspect.isfunction)
+        if not name.startswith("_") and not inspect.iscoroutinefunction(member)
+    )
+
+
+def _failing_line(error: BaseException) -> tuple[str, str]:
+    """The source line the error was raised on, and ``file:line``."""
+    tb = error.__traceback__
+    if tb is None:
+        return "", "an unknown line"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename, lineno = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    return linecache.getline(filename, lineno).strip(), f"{filename}:{lineno}"
+
+
+def _call_on_line(pattern: re.Pattern[str], line: str) -> str | None:
+    for call in pattern.finditer(line):
+        if call.group("method") in _sync_methods():
+            return f"{call.group('target')}.{call.group('method')}"
+    return None
+
+
+def async_misuse(error: Exception) -> str | None:
+    """The fix for ``await ctx.say(...)`` or ``async with ctx.step(...)``, if that is ``error``.
+
+    Emitting never waits, so these methods are plain functions and their
+    handles plain context managers; Python's own error names the returned
+    value or the handle's type, not the call. Read on the error path only:
+    the agent's source line names the call when it can be found.
+    """
+    message = str(error)
+    if isinstance(error, TypeError) and (awaited := _NOT_AWAITABLE.match(message)):
+        line, where = _failing_line(error)
+        call = _call_on_line(_AWAITED_CALL, line)
+        if call is not None:
+            return (
+                f"`{call}(...)` is not async: call it without `await` "
+                f"(`{line}` at {where}); emitting never waits"
+            )
+        value = awaited.group("old") or awaited.group("new")
+        if value not in ("str", "NoneType"):  # no emitting method returns anything else
+            return None
+        return (
+            f"the agent awaited a {value}, which is not awaitable (`{line}` at {where}); if "
+            "that is an emitting method of ctx, a step, a subagent scope or a handle (say, "
+            "emit, set_state, ...), call it without `await`: emitting never waits"
+        )
+    no_async_with = _NO_ASYNC_WITH.match(message) if isinstance(error, TypeError) else None
+    python_310 = isinstance(error, AttributeError) and message == "__aenter__"
+    if no_async_with is None and not python_310:
+        return None
+    line, where = _failing_line(error)
+    call = _call_on_line(_ASYNC_WITH_CALL, line)
+    if call is not None:
+        return (
+            f"`{call}(...)` is a plain context manager: write `with {call}(...)`, not "
+            f"`async with` (`{line}` at {where}); emitting never waits"
+        )
+    names = {klass.__name__ for klass in _EMITTING_CLASSES}
+    if no_async_with is None or no_async_with.group("type") not in names:
+        return None
+    return (
+        f"a {no_async_with.group('type')} is a plain context manager: write `with`, not "
+        f"`async with` (`{line}` at {where}); emitting never waits"
+    )

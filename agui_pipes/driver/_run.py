@@ -49,9 +49,9 @@ from .._errors import StreamRejected
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
 from .._transformer import Stage, StreamTransformer
-from ._agent import resolve_agent
+from ._agent import AgentLike, not_awaitable, resolve_agent
 from ._cancel import CancelToken
-from ._context import RunContext, unfinished_scope
+from ._context import RunContext, async_misuse, unfinished_scope
 from ._core import RunCore, to_json
 from ._errors import ErrorCode, RunError
 from ._outcome import RunOutcome
@@ -59,11 +59,12 @@ from ._pace import Pacer, paced
 from ._pipeline import Observe, Pipeline
 from ._verify import producer_observer
 
-__all__ = ["DEFAULT_BACKPRESSURE", "Run", "RunEvents", "run"]
+__all__ = ["DEFAULT_BACKPRESSURE", "Run", "RunEvents", "Transformers", "run"]
 
 _log = logging.getLogger("agui_pipes.driver")
 
 Transformers = StreamTransformer | Sequence[Stage] | Callable[[], StreamTransformer] | None
+"""What ``run(..., transformers=)`` takes: a stage, a list of stages, a factory, or None."""
 _TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
 DEFAULT_BACKPRESSURE = 256
 """Events waiting for the consumer at which the agent is held at its next await."""
@@ -189,7 +190,7 @@ class Run:
 
     def __init__(
         self,
-        agent: object,
+        agent: AgentLike,
         run_input: RunAgentInput | Mapping[str, Any],
         *,
         transformers: Transformers = None,
@@ -320,10 +321,7 @@ class Run:
             ctx: RunContext[Any] = RunContext(core, None)
             pending = self._function(ctx)
             if not inspect.isawaitable(pending):
-                raise RunError.agent(
-                    f"the agent's run(ctx) returned a {type(pending).__name__} instead of an "
-                    "awaitable; declare it with `async def`"
-                )
+                raise RunError.agent(not_awaitable(self._function, pending))
             if self._backpressure is not None:
                 pending = paced(pending, self._pacer)
             outcome = await pending
@@ -331,7 +329,13 @@ class Run:
             error = exc
         except Exception as exc:
             inner = _unwrap(exc)
-            error = inner if isinstance(inner, RunError) else RunError.agent(inner)
+            if isinstance(inner, RunError):
+                error = inner
+            else:
+                fix = async_misuse(inner)
+                error = RunError.agent(inner if fix is None else fix)
+                if fix is not None:
+                    error.__cause__ = inner
         return self._terminal(core, error, outcome)
 
     def _terminal(self, core: RunCore, error: RunError | None, outcome: object) -> BaseEvent:
@@ -441,7 +445,7 @@ def _replacement(terminal: BaseEvent, code: ErrorCode, message: str) -> BaseEven
 
 
 def run(
-    agent: object,
+    agent: AgentLike,
     input: RunAgentInput | Mapping[str, Any],
     *,
     transformers: Transformers = None,

@@ -42,61 +42,30 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
-    BaseEvent,
-    MessagesSnapshotEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunAgentInput,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunFinishedInterruptOutcome,
-    RunFinishedSuccessOutcome,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentStartedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent
 
 from .._transformer import Condition, StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
 from ._call_traces import MODEL_SHAPE, scrub_messages
 from ._lane_mirror import LaneMirror
-from ._lanes import CLOSING_CLASSES, ChunkRoute
+from ._lanes import CLOSING_CLASSES, ChunkAssignment
 from ._state_messages import StateMessages, parse_pointer
 
 __all__ = ["FilterToolCalls"]
 
 
 _ENTITY: dict[type[BaseEvent], tuple[str, str]] = {
-    TextMessageStartEvent: ("text", "message_id"),
-    TextMessageContentEvent: ("text", "message_id"),
-    TextMessageEndEvent: ("text", "message_id"),
-    ReasoningStartEvent: ("span", "message_id"),
-    ReasoningEndEvent: ("span", "message_id"),
-    ReasoningMessageStartEvent: ("reasoning", "message_id"),
-    ReasoningMessageContentEvent: ("reasoning", "message_id"),
-    ReasoningMessageEndEvent: ("reasoning", "message_id"),
-    ActivitySnapshotEvent: ("activity", "message_id"),
-    ActivityDeltaEvent: ("activity", "message_id"),
+    ag.TextMessageStartEvent: ("text", "message_id"),
+    ag.TextMessageContentEvent: ("text", "message_id"),
+    ag.TextMessageEndEvent: ("text", "message_id"),
+    ag.ReasoningStartEvent: ("span", "message_id"),
+    ag.ReasoningEndEvent: ("span", "message_id"),
+    ag.ReasoningMessageStartEvent: ("reasoning", "message_id"),
+    ag.ReasoningMessageContentEvent: ("reasoning", "message_id"),
+    ag.ReasoningMessageEndEvent: ("reasoning", "message_id"),
+    ag.ActivitySnapshotEvent: ("activity", "message_id"),
+    ag.ActivityDeltaEvent: ("activity", "message_id"),
 }
 """Entities a blocked subagent may open, whose untagged continuations are its own too."""
 
@@ -157,20 +126,20 @@ class FilterToolCalls(StreamTransformer):
         self._glob = re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
         self._decisions: dict[str, bool] = {}
         self._base: dict[type[BaseEvent], _Handler] = {
-            RunStartedEvent: self._run_started,
-            RunFinishedEvent: self._run_finished,
-            RunErrorEvent: self._run_error,
-            MessagesSnapshotEvent: self._messages_snapshot,
-            TextMessageStartEvent: self._text_start,
-            ToolCallStartEvent: self._tool_start,
-            ToolCallArgsEvent: self._by_call_id,
-            ToolCallEndEvent: self._by_call_id,
-            ToolCallResultEvent: self._result,
-            ToolCallChunkEvent: self._chunk,
-            ReasoningEncryptedValueEvent: self._encrypted,
-            SubagentStartedEvent: self._subagent_started,
-            SubagentFinishedEvent: self._subagent_end,
-            SubagentErrorEvent: self._subagent_end,
+            ag.RunStartedEvent: self._run_started,
+            ag.RunFinishedEvent: self._run_finished,
+            ag.RunErrorEvent: self._run_error,
+            ag.MessagesSnapshotEvent: self._messages_snapshot,
+            ag.TextMessageStartEvent: self._text_start,
+            ag.ToolCallStartEvent: self._tool_start,
+            ag.ToolCallArgsEvent: self._by_call_id,
+            ag.ToolCallEndEvent: self._by_call_id,
+            ag.ToolCallResultEvent: self._result,
+            ag.ToolCallChunkEvent: self._chunk,
+            ag.ReasoningEncryptedValueEvent: self._encrypted,
+            ag.SubagentStartedEvent: self._subagent_started,
+            ag.SubagentFinishedEvent: self._subagent_end,
+            ag.SubagentErrorEvent: self._subagent_end,
         }
         self._mirror = LaneMirror()
         self._lanes = self._mirror.source
@@ -186,8 +155,8 @@ class FilterToolCalls(StreamTransformer):
             self._state = StateMessages(
                 pointers, self._blocked, self.blocks, self._blocked_subagents
             )
-            self._base[StateSnapshotEvent] = self._state.snapshot
-            self._base[StateDeltaEvent] = self._state.delta
+            self._base[ag.StateSnapshotEvent] = self._state.snapshot
+            self._base[ag.StateDeltaEvent] = self._state.delta
         self._build_tables()
         self._table = self._tables[0]
 
@@ -246,7 +215,7 @@ class FilterToolCalls(StreamTransformer):
         # a lane's tool item, and an id-less one must be attributed to the right lane
         # once a subagent is blocked (an untracked parent item would send it elsewhere),
         # and keep resolving there once a removed call no longer closes its lane.
-        for cls in (TextMessageChunkEvent, ReasoningMessageChunkEvent):
+        for cls in (ag.TextMessageChunkEvent, ag.ReasoningMessageChunkEvent):
             base[cls] = lanes[cls] = self._routing
             tagged[cls] = both[cls] = self._routing_owned
         self._tables = (base, lanes, tagged, both)
@@ -268,11 +237,11 @@ class FilterToolCalls(StreamTransformer):
         return observe
 
     def _routing(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        return self._emit_chunk(event, self._lanes.route(event))
+        return self._emit_chunk(event, self._lanes.assign(event))
 
-    def _emit_chunk(self, event: BaseEvent, route: ChunkRoute) -> Sequence[BaseEvent]:
+    def _emit_chunk(self, event: BaseEvent, assignment: ChunkAssignment) -> Sequence[BaseEvent]:
         """A kept chunk, with the ids it omits filled in when removed events moved its lane."""
-        out = (self._mirror.kept_routed(event, route),)
+        out = (self._mirror.kept_assigned(event, assignment),)
         self._select_table()
         return out
 
@@ -341,7 +310,7 @@ class FilterToolCalls(StreamTransformer):
 
     # -- assistant messages emptied by the filter ------------------------------
 
-    def _text_start(self, event: TextMessageStartEvent) -> Sequence[BaseEvent]:
+    def _text_start(self, event: ag.TextMessageStartEvent) -> Sequence[BaseEvent]:
         """Hold an assistant message's start until something shows it is not left empty.
 
         A message whose only contents were blocked calls would reach the client as
@@ -366,17 +335,17 @@ class FilterToolCalls(StreamTransformer):
 
     def _while_holding(self, event: BaseEvent) -> Sequence[BaseEvent]:
         cls = type(event)
-        if cls is RunStartedEvent:
+        if cls is ag.RunStartedEvent:
             return (*self._settle(), *self._run_started(event))  # type: ignore[arg-type]
         handler = self._table.get(cls)
         out = (event,) if handler is None else handler(event)
-        if cls is TextMessageEndEvent:
+        if cls is ag.TextMessageEndEvent:
             held = self._held.get(event.message_id)  # type: ignore[attr-defined]
             if held is not None and not held.ended:
                 held.events.extend(out)
                 held.ended = True
                 return ()
-        elif cls is ToolCallStartEvent:
+        elif cls is ag.ToolCallStartEvent:
             parent = event.parent_message_id  # type: ignore[attr-defined]
             held = self._held.get(parent) if parent is not None else None
             if held is not None and not out:
@@ -387,7 +356,7 @@ class FilterToolCalls(StreamTransformer):
         if not out or not self._held or cls in _PASS_WHILE_HOLDING:
             return out
         settled = self._settle()
-        if cls is ReasoningEncryptedValueEvent:
+        if cls is ag.ReasoningEncryptedValueEvent:
             out = self._encrypted(event)  # type: ignore[arg-type]  # may name a removed message
         return (*settled, *out)
 
@@ -426,10 +395,10 @@ class FilterToolCalls(StreamTransformer):
 
     def _routing_owned(self, event: BaseEvent) -> Sequence[BaseEvent]:
         """A text / reasoning chunk while a subagent is blocked: judged by its item's owner."""
-        route = self._lanes.route(event)
+        assignment = self._lanes.assign(event)
         self._select_table()
-        item = route.item
-        bucket = "text" if type(event) is TextMessageChunkEvent else "reasoning"
+        item = assignment.item
+        bucket = "text" if type(event) is ag.TextMessageChunkEvent else "reasoning"
         if self._subagent_blocked(event):
             if item is not None:
                 self._blocked_entities.add((bucket, item.id))
@@ -439,14 +408,14 @@ class FilterToolCalls(StreamTransformer):
         ):
             self._blocked_entities.add((bucket, item.id))
             return ()
-        return self._emit_chunk(event, route)
+        return self._emit_chunk(event, assignment)
 
     def _in_blocked_message(self, parent_message_id: str | None) -> bool:
         return parent_message_id is not None and ("text", parent_message_id) in (
             self._blocked_entities
         )
 
-    def _tool_start(self, event: ToolCallStartEvent) -> Sequence[BaseEvent]:
+    def _tool_start(self, event: ag.ToolCallStartEvent) -> Sequence[BaseEvent]:
         if (
             self._subagent_blocked(event)
             or self.blocks(event.tool_call_name)
@@ -457,7 +426,7 @@ class FilterToolCalls(StreamTransformer):
         self._blocked.discard(event.tool_call_id)
         return (event,)
 
-    def _result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
+    def _result(self, event: ag.ToolCallResultEvent) -> Sequence[BaseEvent]:
         if event.tool_call_id in self._blocked or self._subagent_blocked(event):
             # Its message id is the tool message's: an encrypted value may name it.
             self._hidden_messages.add(event.message_id)
@@ -469,10 +438,10 @@ class FilterToolCalls(StreamTransformer):
             return ()
         return (event,)
 
-    def _chunk(self, event: ToolCallChunkEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.route(event)
+    def _chunk(self, event: ag.ToolCallChunkEvent) -> Sequence[BaseEvent]:
+        assignment = self._lanes.assign(event)
         self._select_table()
-        item = route.item
+        item = assignment.item
         if self._subagent_blocked(event) or (
             item is not None
             and (
@@ -483,24 +452,24 @@ class FilterToolCalls(StreamTransformer):
             if item is not None:
                 self._blocked.add(item.id)
             return ()
-        if route.candidates:
+        if assignment.candidates:
             # Ambiguous on the client too (it will reject the stream); never let
             # the arguments of a blocked call out on a guess.
-            if any(c.id in self._blocked for c in route.candidates):
+            if any(c.id in self._blocked for c in assignment.candidates):
                 return ()
-            return self._emit_chunk(event, route)
+            return self._emit_chunk(event, assignment)
         if item is None:
             blocked = event.tool_call_id is not None and event.tool_call_id in self._blocked
-            return () if blocked else self._emit_chunk(event, route)
-        if route.opened:
+            return () if blocked else self._emit_chunk(event, assignment)
+        if assignment.opened:
             name = item.name
             if name is not None and self.blocks(name):
                 self._blocked.add(item.id)
             elif name is not None:
                 self._blocked.discard(item.id)
-        return () if item.id in self._blocked else self._emit_chunk(event, route)
+        return () if item.id in self._blocked else self._emit_chunk(event, assignment)
 
-    def _encrypted(self, event: ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
+    def _encrypted(self, event: ag.ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
         if self._subagent_blocked(event):
             return ()
         entity = event.entity_id
@@ -515,7 +484,7 @@ class FilterToolCalls(StreamTransformer):
             return ()
         return (event,)
 
-    def _subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
+    def _subagent_started(self, event: ag.SubagentStartedEvent) -> Sequence[BaseEvent]:
         parent_call = event.parent_tool_call_id
         parent_sub = event.parent_subagent_run_id
         if (parent_call is not None and parent_call in self._blocked) or (
@@ -533,10 +502,10 @@ class FilterToolCalls(StreamTransformer):
 
     # -- run-level events -----------------------------------------------------
 
-    def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+    def _run_started(self, event: ag.RunStartedEvent) -> Sequence[BaseEvent]:
         self._reset()
         echo = event.input
-        if not isinstance(echo, RunAgentInput):
+        if not isinstance(echo, ag.RunAgentInput):
             return (event,)
         update: dict[str, Any] = {}
         if self._state is not None and echo.state is not None:
@@ -554,14 +523,14 @@ class FilterToolCalls(StreamTransformer):
             return (event,)
         return (event.model_copy(update={"input": echo.model_copy(update=update)}),)
 
-    def _run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
+    def _run_finished(self, event: ag.RunFinishedEvent) -> Sequence[BaseEvent]:
         outcome = event.outcome
-        if isinstance(outcome, RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
+        if isinstance(outcome, ag.RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
             pending = [i for i in outcome.pending_tool_call_ids if i not in self._blocked]
             if len(pending) != len(outcome.pending_tool_call_ids):
                 new = outcome.model_copy(update={"pending_tool_call_ids": pending or None})
                 return (event.model_copy(update={"outcome": new}),)
-        elif isinstance(outcome, RunFinishedInterruptOutcome):
+        elif isinstance(outcome, ag.RunFinishedInterruptOutcome):
             interrupts = []
             changed = False
             for interrupt in outcome.interrupts:
@@ -580,7 +549,7 @@ class FilterToolCalls(StreamTransformer):
                 return (event.model_copy(update={"outcome": new_outcome}),)
         return (event,)
 
-    def _run_error(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
+    def _run_error(self, event: ag.RunErrorEvent) -> Sequence[BaseEvent]:
         """Take what this stage hides out of a RUN_ERROR's free text.
 
         A RUN_ERROR written upstream of this stage (a ``Verify(on_violation=
@@ -604,7 +573,7 @@ class FilterToolCalls(StreamTransformer):
             if secret and secret in text
         ]
 
-    def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
+    def _messages_snapshot(self, event: ag.MessagesSnapshotEvent) -> Sequence[BaseEvent]:
         messages = self._filter_messages(event.messages)
         if messages is None:
             return (event,)
@@ -629,7 +598,7 @@ class FilterToolCalls(StreamTransformer):
 
 
 _PASS_WHILE_HOLDING: frozenset[type[BaseEvent]] = frozenset(
-    {StateSnapshotEvent, StateDeltaEvent}
+    {ag.StateSnapshotEvent, ag.StateDeltaEvent}
 )
 """Kept events that go out past a held assistant START: they cannot refer to a message."""
 

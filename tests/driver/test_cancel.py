@@ -285,4 +285,5 @@ async def test_a_synchronous_agent_is_a_clear_agent_error() -> None:
     last = events[-1]
     assert isinstance(last, RunErrorEvent)
     assert last.code == "AGENT_ERROR"
-    assert "declare it with `async def`" in last.message
+    assert "sync_agent is not async" in last.message
+    assert "make it `async def`" in last.message
