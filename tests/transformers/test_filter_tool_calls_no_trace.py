@@ -16,13 +16,17 @@ import pytest
 from _stage_helpers import consumed, through, wire
 from ag_ui.core import (
     BaseEvent,
+    RawEvent,
     ReasoningEncryptedValueEvent,
+    ReasoningMessageChunkEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
+    TextMessageChunkEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
     ToolCallArgsEvent,
+    ToolCallChunkEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
 )
@@ -30,7 +34,7 @@ from ag_ui.core import (
 from agui_pipes import TransformerChain
 from agui_pipes.config import load_chain
 from agui_pipes.testing import assert_events_equal, run, run_transformer, text, tool_call
-from agui_pipes.transformers import FilterToolCalls, Verify
+from agui_pipes.transformers import ExpandChunks, FilterToolCalls, Verify
 
 DENY = FilterToolCalls.deny(["internal_*"])
 
@@ -282,3 +286,192 @@ def test_run_error_scrubbing_replaces_whole_ids_only() -> None:
     )
     out = through(DENY, events)
     assert out[-1].message == "call [hidden] failed; c12 and xc1 are other calls"  # type: ignore[attr-defined]
+
+
+# -- item 10 with chunks: a message a TEXT_MESSAGE_CHUNK opened ---------------------------
+#
+# A chunk carrying no content only opens its message: it is the message's START, so the
+# stage must treat it as one whether or not ExpandChunks ran before it.
+
+
+def _expanded_through(events: list[BaseEvent]) -> list[BaseEvent]:
+    return through(ExpandChunks() | DENY, events)
+
+
+def _folds_as_if_expanded(out: list[BaseEvent], events: list[BaseEvent]) -> list[dict[str, Any]]:
+    messages = consumed(out).messages
+    assert messages == consumed(_expanded_through(events)).messages
+    return messages
+
+
+def test_a_message_opened_by_a_bare_chunk_and_emptied_of_its_call_is_removed() -> None:
+    # Regression (hypothesis, test_removing_stage_folds_like_it_does_on_expanded_chunks):
+    # the bare chunk passed straight through and the client folded an empty message
+    # msg-1, a trace of the removed call, which the expanded stream did not have.
+    events = run(
+        [
+            RawEvent(event={"note": "naïve "}),
+            ReasoningMessageChunkEvent(message_id="reasoning-1"),
+            RawEvent(event=""),
+            TextMessageChunkEvent(message_id="msg-1", metadata={"usage": 7}),
+            *tool_call("call-1", "internal_debug", " world", parent_message_id="msg-1"),
+        ]
+    )
+    out = through(DENY, events)
+    assert "msg-1" not in wire(out)
+    assert [m["id"] for m in _folds_as_if_expanded(out, events)] == ["reasoning-1"]
+
+
+@pytest.mark.parametrize("tag", [None, "sub-1"], ids=["parent", "subagent"])
+@pytest.mark.parametrize("call_form", ["events", "chunk"])
+def test_a_bare_chunk_message_is_removed_whatever_form_the_removed_call_takes(
+    tag: str | None, call_form: str
+) -> None:
+    call: list[BaseEvent]
+    if call_form == "events":
+        call = [
+            ToolCallStartEvent(
+                tool_call_id="c1", tool_call_name="internal_lookup",
+                parent_message_id="asst-1", subagent_run_id=tag,
+            ),
+            ToolCallArgsEvent(tool_call_id="c1", delta="{}", subagent_run_id=tag),
+            ToolCallEndEvent(tool_call_id="c1", subagent_run_id=tag),
+        ]
+    else:
+        call = [
+            ToolCallChunkEvent(
+                tool_call_id="c1", tool_call_name="internal_lookup",
+                parent_message_id="asst-1", delta='{"q":', subagent_run_id=tag,
+            ),
+            ToolCallChunkEvent(delta=' "x"}', subagent_run_id=tag),
+        ]
+    events = run(
+        [
+            TextMessageChunkEvent(message_id="asst-1", subagent_run_id=tag),
+            # an id-less continuation carrying nothing goes with the message it continues
+            TextMessageChunkEvent(subagent_run_id=tag),
+            *call,
+            *text("m2", "Here you go"),
+        ]
+    )
+    out = through(DENY, events)
+    assert_events_equal(out, run(text("m2", "Here you go")))
+    assert [m["id"] for m in _folds_as_if_expanded(out, events)] == ["m2"]
+
+
+def test_a_chunk_with_an_empty_delta_is_content_and_keeps_its_message() -> None:
+    # An empty delta still expands to a TEXT_MESSAGE_CONTENT, which keeps the message
+    # in the expanded stream too; only a chunk without any delta is a bare START.
+    chunk = TextMessageChunkEvent(message_id="asst-1", delta="")
+    events = run([chunk, *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1")])
+    out = through(DENY, events)
+    assert_events_equal(out, run([chunk]))
+    assert [m["id"] for m in _folds_as_if_expanded(out, events)] == ["asst-1"]
+
+
+@pytest.mark.parametrize("call_form", ["events", "chunk"])
+def test_a_bare_chunk_message_keeping_an_allowed_call_is_kept(call_form: str) -> None:
+    opener = TextMessageChunkEvent(message_id="asst-1")
+    allowed: list[BaseEvent] = (
+        tool_call("c2", "search", "{}", parent_message_id="asst-1")
+        if call_form == "events"
+        else [ToolCallChunkEvent(
+            tool_call_id="c2", tool_call_name="search", parent_message_id="asst-1", delta="{}"
+        )]
+    )
+    events = run(
+        [opener, *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"), *allowed]
+    )
+    out = through(DENY, events)
+    assert_events_equal(out, run([opener, *allowed]))
+    messages = _folds_as_if_expanded(out, events)
+    assert [c["id"] for c in messages[0]["toolCalls"]] == ["c2"]
+
+
+def test_content_in_a_bare_chunk_message_keeps_it_and_its_chunks_unchanged() -> None:
+    # Content after the opener releases it in place: the id-less continuation still
+    # continues it downstream, so no chunk needs its ids filled in.
+    events = run(
+        [
+            TextMessageChunkEvent(message_id="asst-1"),
+            TextMessageChunkEvent(),
+            TextMessageChunkEvent(delta="Let me check"),
+            *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
+        ]
+    )
+    out = through(DENY, events)
+    assert_events_equal(out, run(events[1:4]))
+    assert _folds_as_if_expanded(out, events)[0]["content"] == "Let me check"
+
+
+def test_content_reopening_the_message_after_the_removed_call_keeps_it() -> None:
+    events = run(
+        [
+            TextMessageChunkEvent(message_id="asst-1"),
+            ToolCallChunkEvent(
+                tool_call_id="c1", tool_call_name="internal_lookup",
+                parent_message_id="asst-1", delta="{}",
+            ),
+            TextMessageChunkEvent(message_id="asst-1", delta="Done"),
+        ]
+    )
+    out = through(DENY, events)
+    assert_events_equal(out, run([TextMessageChunkEvent(message_id="asst-1", delta="Done")]))
+    assert _folds_as_if_expanded(out, events) == [
+        {"id": "asst-1", "role": "assistant", "content": "Done"}
+    ]
+
+
+def test_a_started_message_emptied_while_a_chunk_stream_is_open_is_removed() -> None:
+    # The same hold for an explicit START: it used to be skipped while any chunk lane
+    # was open, so an open reasoning chunk let the empty message through.
+    events = run(
+        [
+            ReasoningMessageChunkEvent(message_id="r1", delta="thinking"),
+            *_wrapped(
+                "asst-1", tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1")
+            ),
+            ReasoningMessageChunkEvent(message_id="r2", delta="more"),
+        ]
+    )
+    out = through(DENY, events)
+    assert "asst-1" not in wire(out)
+    assert [m["id"] for m in _folds_as_if_expanded(out, events)] == ["r1", "r2"]
+
+
+def test_a_released_bare_chunk_leaves_later_id_less_chunks_resolving_as_in_the_input() -> None:
+    # The held opener goes out after a state update that closed its lane; the client
+    # then holds it open, so a later id-less chunk of the subagent's message (the only
+    # open text message in the input) gets its ids instead of joining asst-1.
+    state = StateSnapshotEvent(snapshot={"n": 1})
+    events = run(
+        [
+            TextMessageChunkEvent(message_id="sub-msg", delta="a", subagent_run_id="sub-1"),
+            TextMessageChunkEvent(message_id="asst-1"),
+            state,
+            RawEvent(event="released here"),
+            TextMessageChunkEvent(delta="b"),
+        ]
+    )
+    out = through(DENY, events)
+    messages = _folds_as_if_expanded(out, events)
+    assert {m["id"]: m["content"] for m in messages} == {"sub-msg": "ab", "asst-1": ""}
+    assert_events_equal(
+        out,
+        run(
+            [
+                events[1], state, events[2], events[4],
+                TextMessageChunkEvent(message_id="sub-msg", role="assistant", delta="b"),
+            ]
+        ),
+    )
+
+
+def test_bare_chunks_held_at_once_are_bounded() -> None:
+    # Past the bound an opener passes at once, as an explicit START does.
+    openers: list[BaseEvent] = [
+        TextMessageChunkEvent(message_id=f"asst-{i}", subagent_run_id=f"sub-{i}")
+        for i in range(70)
+    ]
+    out = through(DENY, run(openers))
+    assert_events_equal(out, run(openers))
