@@ -273,6 +273,11 @@ class FilterToolCalls(StreamTransformer):
                     if len(held.events) < _MAX_HELD:
                         held.events.append((event, assignment))
                     return ()
+        if self._held and item is not None and not assignment.opened and _contentless(event):
+            # A continuation carrying nothing expands to no event: it releases nothing.
+            out = self._mirror.kept_assigned(event, assignment)
+            self._select_table()
+            return (out,)
         released: Sequence[BaseEvent] = ()
         if self._held:
             if type(event) is ag.ToolCallChunkEvent and assignment.opened and item is not None:
@@ -360,8 +365,9 @@ class FilterToolCalls(StreamTransformer):
         first; a message that ended having lost a call, with nothing kept in it,
         is removed. State events pass while a start is held (an agent that
         updates its state between a removed call and the message's end must not
-        bring the empty message back): they name no message, so only the held
-        START moves, after them; no other kept event is ever reordered.
+        bring the empty message back), and so do the ends of other messages and
+        calls (``_PASS_WHILE_HOLDING``): they add nothing to a message, so only the
+        held START moves, after them; no other kept event is ever reordered.
         """
         if self._blocked_subagents:
             kept = self._by_tag(event)
@@ -682,9 +688,24 @@ class FilterToolCalls(StreamTransformer):
 
 
 _PASS_WHILE_HOLDING: frozenset[type[BaseEvent]] = frozenset(
-    {ag.StateSnapshotEvent, ag.StateDeltaEvent}
+    {
+        ag.StateSnapshotEvent,
+        ag.StateDeltaEvent,
+        ag.TextMessageEndEvent,
+        ag.ReasoningMessageEndEvent,
+        ag.ToolCallEndEvent,
+    }
 )
-"""Kept events that go out past a held assistant START: they cannot refer to a message."""
+"""Kept events that go out past a held assistant START: they add nothing to a message.
+
+State updates name no message; the end of *another* message or call (a held
+message's own END is held with it) only closes what was opened before. So
+none of them shows that a held message is not empty. The ends matter for chunk
+streams too: a chunk stream ends its items implicitly (a closing event, another
+item), so on the expanded stream such an END may stand anywhere; were it to
+release held messages, whether an emptied message stays would depend on lane
+order instead of on what the message holds.
+"""
 
 _MAX_HELD = 64
 """Assistant message starts held at once; beyond that a start passes at once (bounded memory)."""

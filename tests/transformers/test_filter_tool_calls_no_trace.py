@@ -475,3 +475,66 @@ def test_bare_chunks_held_at_once_are_bounded() -> None:
     ]
     out = through(DENY, run(openers))
     assert_events_equal(out, run(openers))
+
+
+_SUB_REASONING = ReasoningMessageChunkEvent(message_id="r1", delta="hm", subagent_run_id="s1")
+_BARE = TextMessageChunkEvent(message_id="asst-1")
+
+
+@pytest.mark.parametrize(
+    "between",
+    [
+        # closes the subagent's reasoning chunk (an implicit REASONING_MESSAGE_END)
+        [StateSnapshotEvent(snapshot={"n": 1}, subagent_run_id="s1")],
+        # a removed call in the subagent's lane closes it as well
+        [
+            ToolCallStartEvent(
+                tool_call_id="c9", tool_call_name="internal_other", subagent_run_id="s1"
+            ),
+            ToolCallEndEvent(tool_call_id="c9", subagent_run_id="s1"),
+        ],
+        # a chunk carrying nothing expands to no event at all
+        [ReasoningMessageChunkEvent(subagent_run_id="s1")],
+        [],
+    ],
+    ids=["state-closes-other-lane", "removed-call-closes-other-lane", "empty-continuation",
+         "run-end-closes-both"],
+)
+def test_what_adds_nothing_to_a_held_message_does_not_release_it(
+    between: list[BaseEvent],
+) -> None:
+    # Expanded, each of these puts a REASONING_MESSAGE_END of r1 (or nothing) between the
+    # held START and the removed call; an end of another item used to release the START,
+    # so whether the emptied message stayed depended on lane order.
+    events = run(
+        [
+            _SUB_REASONING,
+            _BARE,
+            *between,
+            ToolCallChunkEvent(
+                tool_call_id="c1", tool_call_name="internal_lookup",
+                parent_message_id="asst-1", delta="{}", subagent_run_id="s2",
+            ),
+        ]
+    )
+    out = through(DENY, events)
+    assert "asst-1" not in wire(out)
+    assert [m["id"] for m in _folds_as_if_expanded(out, events)] == ["r1"]
+    assert "asst-1" not in wire(_expanded_through(events))
+
+
+def test_the_end_of_another_message_passes_a_held_start() -> None:
+    other_start = TextMessageStartEvent(message_id="m0", role="assistant")
+    other = [other_start, TextMessageContentEvent(message_id="m0", delta="hi")]
+    other_end = TextMessageEndEvent(message_id="m0")
+    events = run(
+        [
+            *other,
+            TextMessageStartEvent(message_id="asst-1", role="assistant"),
+            other_end,
+            *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
+            TextMessageEndEvent(message_id="asst-1"),
+        ]
+    )
+    out = through(DENY, events)
+    assert_events_equal(out, run([*other, other_end]))
