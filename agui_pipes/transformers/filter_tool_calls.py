@@ -261,7 +261,10 @@ class FilterToolCalls(StreamTransformer):
                     # The id opens again (the START again, in expanded terms): the new
                     # message replaces the held one, as a second START would.
                     self._held[item.id] = _Held(event, assignment)
-                    return () if _opens_only(event) else self._settle()
+                    if _opens_only(event):
+                        self._select_table()
+                        return ()
+                    return self._settle()
                 if _opens_only(event) and len(self._held) < _MAX_HELD:
                     self._held[item.id] = _Held(event, assignment)
                     self._select_table()
@@ -420,9 +423,7 @@ class FilterToolCalls(StreamTransformer):
         What it adds: a removed call a tool chunk opens in a held message is a call
         that message lost (as a removed TOOL_CALL_START parented on it is).
         """
-        handler = self._table.get(type(event))
-        if handler is None:  # pragma: no cover - every table routes the chunk classes
-            return (event,)
+        handler = self._table[type(event)]  # every table routes the chunk classes
         if type(event) is not ag.ToolCallChunkEvent:
             return handler(event)
         assignment = self._lanes.peek(event)
@@ -708,7 +709,8 @@ order instead of on what the message holds.
 """
 
 _MAX_HELD = 64
-"""Assistant message starts held at once; beyond that a start passes at once (bounded memory)."""
+"""Assistant messages held at once (by their START or opening chunk), and events held per
+message; beyond that a start passes at once (bounded memory)."""
 
 
 def _opens_only(chunk: BaseEvent) -> bool:

@@ -467,14 +467,43 @@ def test_a_released_bare_chunk_leaves_later_id_less_chunks_resolving_as_in_the_i
     )
 
 
-def test_bare_chunks_held_at_once_are_bounded() -> None:
-    # Past the bound an opener passes at once, as an explicit START does.
-    openers: list[BaseEvent] = [
-        TextMessageChunkEvent(message_id=f"asst-{i}", subagent_run_id=f"sub-{i}")
-        for i in range(70)
+@pytest.mark.parametrize("form", ["chunk", "start"])
+def test_messages_held_at_once_are_bounded(form: str) -> None:
+    # 64 messages are held at most: the 65th opener passes at once and releases the
+    # others first, so the first one, emptied only later, stays (memory is bounded).
+    def opener(i: int) -> BaseEvent:
+        if form == "chunk":
+            return TextMessageChunkEvent(message_id=f"asst-{i}", subagent_run_id=f"sub-{i}")
+        return TextMessageStartEvent(message_id=f"asst-{i}", role="assistant")
+
+    removed_call = [
+        ToolCallStartEvent(
+            tool_call_id="c1", tool_call_name="internal_lookup", parent_message_id="asst-0",
+            subagent_run_id="sub-0" if form == "chunk" else None,
+        ),
+        ToolCallEndEvent(tool_call_id="c1"),
     ]
-    out = through(DENY, run(openers))
-    assert_events_equal(out, run(openers))
+    ends = (
+        [] if form == "chunk" else [TextMessageEndEvent(message_id=f"asst-{i}") for i in range(65)]
+    )
+    few = through(DENY, run([opener(0), *removed_call, *ends[:1]]))
+    assert "asst-0" not in wire(few)
+    many = run([*(opener(i) for i in range(65)), *removed_call, *ends])
+    out = through(DENY, many)
+    assert_events_equal(out, [e for e in many if e not in removed_call])
+
+
+def test_content_less_continuations_held_with_a_message_are_bounded() -> None:
+    empty = TextMessageChunkEvent()
+    events = run([_BARE, *[empty] * 200, TextMessageChunkEvent(delta="hi")])
+    out = through(DENY, events)
+    assert len(out) < 70
+    assert _folds_as_if_expanded(out, events) == [
+        {"id": "asst-1", "role": "assistant", "content": "hi"}
+    ]
+    removed = tool_call("c1", "internal_x", "{}", parent_message_id="asst-1")
+    emptied = run([_BARE, *[empty] * 200, *removed])
+    assert_events_equal(through(DENY, emptied), run())
 
 
 _SUB_REASONING = ReasoningMessageChunkEvent(message_id="r1", delta="hm", subagent_run_id="s1")
