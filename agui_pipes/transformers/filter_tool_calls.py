@@ -50,7 +50,7 @@ from .._transformer import Condition, StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
 from ._call_traces import MODEL_SHAPE, scrub_messages
 from ._lane_mirror import LaneMirror
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem
+from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem, ChunkLanes
 from ._state_messages import StateMessages, parse_pointer
 
 __all__ = ["FilterToolCalls"]
@@ -440,9 +440,12 @@ class FilterToolCalls(StreamTransformer):
         """Release every held message; those that ended with only blocked calls go.
 
         A message a chunk opened ended when its lane no longer holds it (another
-        item replaced it, or an event closed the lane). What is released goes
-        through the output lanes in order, so later chunks are judged against
-        what the client really has open.
+        item replaced it, or an event closed the lane). Released after that, the
+        chunk would open it again downstream, where nothing closes it (the same id
+        opened later would continue it), so it goes out as what the expanded
+        stream has: its START and END. What is released goes through the output
+        lanes in order, so later chunks are judged against what the client really
+        has open.
         """
         if not self._held:
             return ()
@@ -454,6 +457,11 @@ class FilterToolCalls(StreamTransformer):
             ended = held.ended or (item is not None and source.get(item.lane) is not item)
             if held.lost_call and ended:
                 self._hidden_messages.add(message_id)
+                continue
+            if item is not None and ended and not _holds_id(mirror.output, item):
+                for event in _start_and_end(held.events[0][0], item):
+                    mirror.emitted(event)
+                    out.append(event)
                 continue
             for event, assignment in held.events:
                 if assignment is None:
@@ -711,6 +719,29 @@ order instead of on what the message holds.
 _MAX_HELD = 64
 """Assistant messages held at once (by their START or opening chunk), and events held per
 message; beyond that a start passes at once (bounded memory)."""
+
+
+def _start_and_end(chunk: Any, item: ChunkItem) -> tuple[BaseEvent, BaseEvent]:
+    """The explicit START and END of a message an opening text chunk began (no content)."""
+    tag = chunk.subagent_run_id
+    start = ag.TextMessageStartEvent(
+        message_id=item.id,
+        role="assistant",  # only assistant messages are held
+        name=chunk.name,
+        subagent_run_id=tag,
+        metadata=chunk.metadata,
+        timestamp=chunk.timestamp,
+    )
+    return start, ag.TextMessageEndEvent(message_id=item.id, subagent_run_id=tag)
+
+
+def _holds_id(lanes: ChunkLanes, item: ChunkItem) -> bool:
+    """Whether ``lanes`` hold an item of ``item``'s kind and id (the id reused, still open).
+
+    A chunk with that id continues it there, as the lane mirror arranges for
+    any kept chunk; an explicit START would open the message a second time.
+    """
+    return any(i.kind is item.kind and i.id == item.id for i in lanes.open.values())
 
 
 def _opens_only(chunk: BaseEvent) -> bool:

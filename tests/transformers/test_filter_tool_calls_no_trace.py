@@ -16,6 +16,7 @@ import pytest
 from _stage_helpers import consumed, through, wire
 from ag_ui.core import (
     BaseEvent,
+    EventType,
     RawEvent,
     ReasoningEncryptedValueEvent,
     ReasoningMessageChunkEvent,
@@ -383,7 +384,13 @@ def test_a_bare_chunk_message_keeping_an_allowed_call_is_kept(call_form: str) ->
         [opener, *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"), *allowed]
     )
     out = through(DENY, events)
-    assert_events_equal(out, run([opener, *allowed]))
+    # The removed call closed the opener's lane, so it goes out as the START and END
+    # the expanded stream has (a chunk would leave the message open downstream).
+    start_end = [
+        TextMessageStartEvent(message_id="asst-1", role="assistant"),
+        TextMessageEndEvent(message_id="asst-1"),
+    ]
+    assert_events_equal(out, run([*start_end, *allowed]))
     messages = _folds_as_if_expanded(out, events)
     assert [c["id"] for c in messages[0]["toolCalls"]] == ["c2"]
 
@@ -439,15 +446,16 @@ def test_a_started_message_emptied_while_a_chunk_stream_is_open_is_removed() -> 
     assert [m["id"] for m in _folds_as_if_expanded(out, events)] == ["r1", "r2"]
 
 
-def test_a_released_bare_chunk_leaves_later_id_less_chunks_resolving_as_in_the_input() -> None:
-    # The held opener goes out after a state update that closed its lane; the client
-    # then holds it open, so a later id-less chunk of the subagent's message (the only
-    # open text message in the input) gets its ids instead of joining asst-1.
+def test_a_bare_chunk_released_after_its_lane_closed_goes_out_as_start_and_end() -> None:
+    # Released after a state update closed its lane, the chunk would open asst-1 again
+    # downstream and leave it open: a later id-less chunk of the subagent's message (the
+    # only open text message in the input) would join asst-1 instead. The expanded
+    # stream's START and END go out instead, and the id-less chunk passes unchanged.
     state = StateSnapshotEvent(snapshot={"n": 1})
     events = run(
         [
             TextMessageChunkEvent(message_id="sub-msg", delta="a", subagent_run_id="sub-1"),
-            TextMessageChunkEvent(message_id="asst-1"),
+            TextMessageChunkEvent(message_id="asst-1", metadata={"usage": 3}),
             state,
             RawEvent(event="released here"),
             TextMessageChunkEvent(delta="b"),
@@ -456,15 +464,25 @@ def test_a_released_bare_chunk_leaves_later_id_less_chunks_resolving_as_in_the_i
     out = through(DENY, events)
     messages = _folds_as_if_expanded(out, events)
     assert {m["id"]: m["content"] for m in messages} == {"sub-msg": "ab", "asst-1": ""}
-    assert_events_equal(
-        out,
-        run(
-            [
-                events[1], state, events[2], events[4],
-                TextMessageChunkEvent(message_id="sub-msg", role="assistant", delta="b"),
-            ]
-        ),
+    start = TextMessageStartEvent(message_id="asst-1", role="assistant", metadata={"usage": 3})
+    end = TextMessageEndEvent(message_id="asst-1")
+    assert_events_equal(out, run([events[1], state, start, end, *events[4:6]]))
+
+
+def test_an_id_opened_again_after_a_released_bare_chunk_stays_valid() -> None:
+    # Ids may be reused (content appends). Released as a chunk, asst-1 would still be
+    # open downstream, and the user chunk would contradict its role (an invalid stream).
+    events = run(
+        [
+            TextMessageChunkEvent(message_id="asst-1"),
+            StateSnapshotEvent(snapshot={}),
+            TextMessageChunkEvent(message_id="asst-1", role="user", delta="hi"),
+        ]
     )
+    out = through(DENY, events)
+    assert _folds_as_if_expanded(out, events) == [
+        {"id": "asst-1", "role": "assistant", "content": "hi"}
+    ]
 
 
 @pytest.mark.parametrize("form", ["chunk", "start"])
@@ -567,3 +585,24 @@ def test_the_end_of_another_message_passes_a_held_start() -> None:
     )
     out = through(DENY, events)
     assert_events_equal(out, run([*other, other_end]))
+
+
+def test_a_reused_id_still_open_downstream_is_continued_not_started_again() -> None:
+    # m3 stays open downstream in the subagent's lane (the removed call that closed it
+    # in the input is gone); the bare chunk opening m3 again must continue it there,
+    # as the lane mirror does for any chunk, not send a second START for m3.
+    events = run(
+        [
+            TextMessageChunkEvent(message_id="m3", delta="hi", subagent_run_id="s1"),
+            ToolCallStartEvent(
+                tool_call_id="c2", tool_call_name="internal_a", subagent_run_id="s1"
+            ),
+            ToolCallEndEvent(tool_call_id="c2", subagent_run_id="s1"),
+            TextMessageChunkEvent(message_id="m3"),
+        ]
+    )
+    out = through(DENY, events)
+    assert not any(e.type == EventType.TEXT_MESSAGE_START for e in out)
+    assert _folds_as_if_expanded(out, events) == [
+        {"id": "m3", "role": "assistant", "content": "hi", "subagentRunId": "s1"}
+    ]
