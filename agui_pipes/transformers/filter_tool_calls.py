@@ -21,7 +21,8 @@ those: a blocked call leaves no trace anywhere in the stream —
   and everything attributed to them, messages in snapshots included;
 * its result message: an encrypted value (``subtype: message``) naming it —
   pydantic-ai sends one after every retried or failed tool;
-* the assistant message it leaves empty (START / END and nothing kept);
+* the assistant message it leaves empty (START / END and nothing kept), also
+  when a content-less ``TEXT_MESSAGE_CHUNK`` opened it;
 * its id and name in the free text of a RUN_ERROR passing the stage (written
   upstream by a Verify with ``on_violation="run_error"`` or the run driver);
 * with ``state_messages``, its entries in message lists kept in the state
@@ -49,7 +50,7 @@ from .._transformer import Condition, StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
 from ._call_traces import MODEL_SHAPE, scrub_messages
 from ._lane_mirror import LaneMirror
-from ._lanes import CLOSING_CLASSES, ChunkAssignment
+from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem, ChunkLanes
 from ._state_messages import StateMessages, parse_pointer
 
 __all__ = ["FilterToolCalls"]
@@ -221,7 +222,12 @@ class FilterToolCalls(StreamTransformer):
         self._tables = (base, lanes, tagged, both)
 
     def _observing(self, handler: _Handler) -> _Handler:
-        """A closing event: it closes lanes of the input, and of the output when kept."""
+        """A closing event: it closes lanes of the input, and of the output when kept.
+
+        While messages are held, ``_while_holding`` reports a kept event to the output
+        lanes itself: after the held events it releases before it, or not at all when
+        it holds the event too (a held message's END).
+        """
         lanes = self._lanes
         mirror = self._mirror
 
@@ -229,7 +235,7 @@ class FilterToolCalls(StreamTransformer):
             lanes.observe(event)
             self._select_table()
             out = handler(event)
-            if out:
+            if out and not self._held:
                 mirror.emitted(event)
                 self._select_table()
             return out
@@ -240,10 +246,52 @@ class FilterToolCalls(StreamTransformer):
         return self._emit_chunk(event, self._lanes.assign(event))
 
     def _emit_chunk(self, event: BaseEvent, assignment: ChunkAssignment) -> Sequence[BaseEvent]:
-        """A kept chunk, with the ids it omits filled in when removed events moved its lane."""
-        out = (self._mirror.kept_assigned(event, assignment),)
+        """A kept chunk, with the ids it omits filled in when removed events moved its lane.
+
+        A text chunk that only opens an assistant message is that message's START
+        (the chunk carries no content): it is held like one (``_text_start``), and a
+        content-less continuation of it waits with it. Any other kept chunk releases
+        what is held first, through the output lanes, so the chunk's own ids are
+        judged against the lanes the client will really have.
+        """
+        item = assignment.item
+        if item is not None and type(event) is ag.TextMessageChunkEvent:
+            if assignment.opened and item.role == "assistant":
+                if item.id in self._held:
+                    # The id opens again (the START again, in expanded terms): the new
+                    # message replaces the held one, as a second START would.
+                    self._held[item.id] = _Held(event, assignment)
+                    if _opens_only(event):
+                        self._select_table()
+                        return ()
+                    return self._settle()
+                if _opens_only(event) and len(self._held) < _MAX_HELD:
+                    self._held[item.id] = _Held(event, assignment)
+                    self._select_table()
+                    return ()
+            elif self._held and _contentless(event):
+                held = self._held.get(item.id)
+                if held is not None and held.item is item:
+                    # It folds to nothing; past the bound it is dropped rather than kept.
+                    if len(held.events) < _MAX_HELD:
+                        held.events.append((event, assignment))
+                    return ()
+        if self._held and item is not None and not assignment.opened and _contentless(event):
+            # A continuation carrying nothing expands to no event: it releases nothing.
+            out = self._mirror.kept_assigned(event, assignment)
+            self._select_table()
+            return (out,)
+        released: Sequence[BaseEvent] = ()
+        if self._held:
+            if type(event) is ag.ToolCallChunkEvent and assignment.opened and item is not None:
+                parent = item.parent_message_id
+                held = self._held.get(parent) if parent is not None else None
+                if held is not None:
+                    held.lost_call = False  # it keeps a call: never empty
+            released = self._settle()
+        out = self._mirror.kept_assigned(event, assignment)
         self._select_table()
-        return out
+        return (*released, out) if released else (out,)
 
     route_key: int = 0
     """Which of the four handler tables is in use, plus 4 while an assistant message
@@ -320,29 +368,32 @@ class FilterToolCalls(StreamTransformer):
         first; a message that ended having lost a call, with nothing kept in it,
         is removed. State events pass while a start is held (an agent that
         updates its state between a removed call and the message's end must not
-        bring the empty message back): they name no message, so only the held
-        START moves, after them; no other kept event is ever reordered.
+        bring the empty message back), and so do the ends of other messages and
+        calls (``_PASS_WHILE_HOLDING``): they add nothing to a message, so only the
+        held START moves, after them; no other kept event is ever reordered.
         """
         if self._blocked_subagents:
             kept = self._by_tag(event)
             if not kept:
                 return kept
-        if event.role != "assistant" or self.route_key & 1 or len(self._held) >= _MAX_HELD:
+        if event.role != "assistant" or len(self._held) >= _MAX_HELD:
             return (event,)
         self._held[event.message_id] = _Held(event)
-        self._use_table(self.route_key & 3)
+        self._select_table()
         return ()
 
     def _while_holding(self, event: BaseEvent) -> Sequence[BaseEvent]:
         cls = type(event)
         if cls is ag.RunStartedEvent:
             return (*self._settle(), *self._run_started(event))  # type: ignore[arg-type]
+        if cls in CHUNK_CLASSES:
+            return self._chunk_while_holding(event)
         handler = self._table.get(cls)
         out = (event,) if handler is None else handler(event)
         if cls is ag.TextMessageEndEvent:
             held = self._held.get(event.message_id)  # type: ignore[attr-defined]
-            if held is not None and not held.ended:
-                held.events.extend(out)
+            if held is not None and held.item is None and not held.ended:
+                held.events.extend((e, None) for e in out)
                 held.ended = True
                 return ()
         elif cls is ag.ToolCallStartEvent:
@@ -353,25 +404,73 @@ class FilterToolCalls(StreamTransformer):
                 return ()
             if held is not None:
                 held.lost_call = False  # it keeps a call: never empty
-        if not out or not self._held or cls in _PASS_WHILE_HOLDING:
+        if not out:
+            return out
+        if cls in _PASS_WHILE_HOLDING:
+            self._mirror.emitted(event)
+            self._select_table()
             return out
         settled = self._settle()
+        self._mirror.emitted(event)  # after what it released: the order the client sees
+        self._select_table()
         if cls is ag.ReasoningEncryptedValueEvent:
             out = self._encrypted(event)  # type: ignore[arg-type]  # may name a removed message
         return (*settled, *out)
 
+    def _chunk_while_holding(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        """A chunk while messages are held: the handler holds, releases or drops it.
+
+        What it adds: a removed call a tool chunk opens in a held message is a call
+        that message lost (as a removed TOOL_CALL_START parented on it is).
+        """
+        handler = self._table[type(event)]  # every table routes the chunk classes
+        if type(event) is not ag.ToolCallChunkEvent:
+            return handler(event)
+        assignment = self._lanes.peek(event)
+        out = handler(event)
+        item = assignment.item
+        if not out and assignment.opened and item is not None:
+            parent = item.parent_message_id
+            held = self._held.get(parent) if parent is not None else None
+            if held is not None:
+                held.lost_call = True
+        return out
+
     def _settle(self) -> Sequence[BaseEvent]:
-        """Release every held message; those that ended with only blocked calls go."""
+        """Release every held message; those that ended with only blocked calls go.
+
+        A message a chunk opened ended when its lane no longer holds it (another
+        item replaced it, or an event closed the lane). Released after that, the
+        chunk would open it again downstream, where nothing closes it (the same id
+        opened later would continue it), so it goes out as what the expanded
+        stream has: its START and END. What is released goes through the output
+        lanes in order, so later chunks are judged against what the client really
+        has open.
+        """
         if not self._held:
             return ()
         out: list[BaseEvent] = []
+        source = self._lanes.open
+        mirror = self._mirror
         for message_id, held in self._held.items():
-            if held.lost_call and held.ended:
+            item = held.item
+            ended = held.ended or (item is not None and source.get(item.lane) is not item)
+            if held.lost_call and ended:
                 self._hidden_messages.add(message_id)
-            else:
-                out.extend(held.events)
+                continue
+            if item is not None and ended and not _holds_id(mirror.output, item):
+                for event in _start_and_end(held.events[0][0], item):
+                    mirror.emitted(event)
+                    out.append(event)
+                continue
+            for event, assignment in held.events:
+                if assignment is None:
+                    mirror.emitted(event)
+                    out.append(event)
+                else:
+                    out.append(mirror.kept_assigned(event, assignment))
         self._held.clear()
-        self._use_table(self.route_key & 3)
+        self._select_table()
         return out
 
     def _subagent_blocked(self, event: BaseEvent) -> bool:
@@ -598,21 +697,80 @@ class FilterToolCalls(StreamTransformer):
 
 
 _PASS_WHILE_HOLDING: frozenset[type[BaseEvent]] = frozenset(
-    {ag.StateSnapshotEvent, ag.StateDeltaEvent}
+    {
+        ag.StateSnapshotEvent,
+        ag.StateDeltaEvent,
+        ag.TextMessageEndEvent,
+        ag.ReasoningMessageEndEvent,
+        ag.ToolCallEndEvent,
+    }
 )
-"""Kept events that go out past a held assistant START: they cannot refer to a message."""
+"""Kept events that go out past a held assistant START: they add nothing to a message.
+
+State updates name no message; the end of *another* message or call (a held
+message's own END is held with it) only closes what was opened before. So
+none of them shows that a held message is not empty. The ends matter for chunk
+streams too: a chunk stream ends its items implicitly (a closing event, another
+item), so on the expanded stream such an END may stand anywhere; were it to
+release held messages, whether an emptied message stays would depend on lane
+order instead of on what the message holds.
+"""
 
 _MAX_HELD = 64
-"""Assistant message starts held at once; beyond that a start passes at once (bounded memory)."""
+"""Assistant messages held at once (by their START or opening chunk), and events held per
+message; beyond that a start passes at once (bounded memory)."""
+
+
+def _start_and_end(chunk: Any, item: ChunkItem) -> tuple[BaseEvent, BaseEvent]:
+    """The explicit START and END of a message an opening text chunk began (no content)."""
+    tag = chunk.subagent_run_id
+    start = ag.TextMessageStartEvent(
+        message_id=item.id,
+        role="assistant",  # only assistant messages are held
+        name=chunk.name,
+        subagent_run_id=tag,
+        metadata=chunk.metadata,
+        timestamp=chunk.timestamp,
+    )
+    return start, ag.TextMessageEndEvent(message_id=item.id, subagent_run_id=tag)
+
+
+def _holds_id(lanes: ChunkLanes, item: ChunkItem) -> bool:
+    """Whether ``lanes`` hold an item of ``item``'s kind and id (the id reused, still open).
+
+    A chunk with that id continues it there, as the lane mirror arranges for
+    any kept chunk; an explicit START would open the message a second time.
+    """
+    return any(i.kind is item.kind and i.id == item.id for i in lanes.open.values())
+
+
+def _opens_only(chunk: BaseEvent) -> bool:
+    """Whether an opening text chunk is just its message's START (no delta, no raw event)."""
+    return chunk.delta is None and chunk.raw_event is None  # type: ignore[attr-defined]
+
+
+def _contentless(chunk: BaseEvent) -> bool:
+    """Whether a continuing text chunk folds to nothing (no delta, raw event or metadata)."""
+    return (
+        chunk.delta is None  # type: ignore[attr-defined]
+        and chunk.raw_event is None
+        and chunk.metadata is None
+    )
 
 
 class _Held:
-    """A held assistant message: its START (and END), and whether a blocked call was in it."""
+    """A held assistant message and whether a blocked call was in it.
 
-    __slots__ = ("ended", "events", "lost_call")
+    ``events`` are its START (and END), or the chunk that opened it (and the
+    content-less continuations that followed), each with its lane assignment
+    in the input; ``item`` is that chunk's item (``None`` for a START).
+    """
 
-    def __init__(self, start: BaseEvent) -> None:
-        self.events: list[BaseEvent] = [start]
+    __slots__ = ("ended", "events", "item", "lost_call")
+
+    def __init__(self, start: BaseEvent, assignment: ChunkAssignment | None = None) -> None:
+        self.events: list[tuple[BaseEvent, ChunkAssignment | None]] = [(start, assignment)]
+        self.item: ChunkItem | None = None if assignment is None else assignment.item
         self.ended = False
         self.lost_call = False
 
