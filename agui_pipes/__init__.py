@@ -3,29 +3,90 @@
 The event type is the official ``ag_ui.core`` model family. A pipeline is a
 ``TransformerChain`` of stages (``StreamTransformer`` and friends) applied to
 any async source of events.
+
+Every name below is imported on first use (PEP 562), so ``import agui_pipes``
+stays cheap: what a name needs (pydantic, the config loader, the driver) is
+loaded when the name is read, not before.
 """
 
-from ._chain import ChainFactory, EventStream, TransformerChain
-from ._errors import AguiPipesError, StageError, StreamRejected
-from ._limits import Limits
-from ._limits_scope import using_limits
-from ._patch import LimitExceeded
-from ._transformer import (
-    AsyncStreamTransformer,
-    Condition,
-    FunctionTransformer,
-    Stage,
-    StreamOperator,
-    StreamTransformer,
-    Transform,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._lazy import attach
 from ._version import __version__
-from .codecs import Decoded, DecodeError, DecodeWarning, decode, decode_all, decode_many
-from .config import ConfigError, chain_schema, load_chain
-from .consume import Consumer, RunInfo, RunResult, consume, fold
-from .driver import CancelToken, Error, RunContext, RunOutcome, run
-from .events import Event
-from .verify import ProtocolViolation, Rule, VerificationError, Verifier
+
+if TYPE_CHECKING:
+    from ._chain import ChainFactory, EventStream, TransformerChain
+    from ._consume import Consumer, RunInfo, RunResult, consume, fold
+    from ._errors import AguiPipesError, StageError, StreamRejected
+    from ._limits import Limits
+    from ._limits_scope import using_limits
+    from ._patch import LimitExceeded
+    from ._transformer import (
+        AsyncStreamTransformer,
+        Condition,
+        FunctionTransformer,
+        Stage,
+        StreamOperator,
+        StreamTransformer,
+        Transform,
+    )
+    from .codecs import Decoded, DecodeError, DecodeWarning, decode, decode_all, decode_many
+    from .config import ConfigError, chain_schema, load_chain
+    from .driver import CancelToken, RunContext, RunError, RunOutcome, run
+    from .events import Event
+    from .verify import ProtocolViolation, Rule, VerificationError, Verifier
+
+    Error = RunError
+    """Deprecated: the 0.1 name of ``RunError``."""
+else:
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "ChainFactory": "._chain",
+            "EventStream": "._chain",
+            "TransformerChain": "._chain",
+            "Consumer": "._consume",
+            "RunInfo": "._consume",
+            "RunResult": "._consume",
+            "consume": "._consume",
+            "fold": "._consume",
+            "AguiPipesError": "._errors",
+            "StageError": "._errors",
+            "StreamRejected": "._errors",
+            "Limits": "._limits",
+            "using_limits": "._limits_scope",
+            "LimitExceeded": "._patch",
+            "AsyncStreamTransformer": "._transformer",
+            "Condition": "._transformer",
+            "FunctionTransformer": "._transformer",
+            "Stage": "._transformer",
+            "StreamOperator": "._transformer",
+            "StreamTransformer": "._transformer",
+            "Transform": "._transformer",
+            "ConfigError": ".config",
+            "chain_schema": ".config",
+            "load_chain": ".config",
+            "Decoded": ".codecs",
+            "DecodeError": ".codecs",
+            "DecodeWarning": ".codecs",
+            "decode": ".codecs",
+            "decode_all": ".codecs",
+            "decode_many": ".codecs",
+            "CancelToken": ".driver",
+            "RunContext": ".driver",
+            "RunError": ".driver",
+            "RunOutcome": ".driver",
+            "run": ".driver",
+            "Event": ".events",
+            "ProtocolViolation": ".verify",
+            "Rule": ".verify",
+            "VerificationError": ".verify",
+            "Verifier": ".verify",
+        },
+        deprecated={"Error": "RunError"},
+    )
 
 __all__ = [
     "AguiPipesError",
@@ -38,7 +99,6 @@ __all__ = [
     "DecodeError",
     "DecodeWarning",
     "Decoded",
-    "Error",
     "Event",
     "EventStream",
     "FunctionTransformer",
@@ -47,6 +107,7 @@ __all__ = [
     "ProtocolViolation",
     "Rule",
     "RunContext",
+    "RunError",
     "RunInfo",
     "RunOutcome",
     "RunResult",

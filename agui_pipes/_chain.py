@@ -6,14 +6,13 @@ run fused in one plain loop, and single async stages or operators. Only the
 segment boundaries cost an async generator; a chain of sync stages is one
 generator however long it is. Inside a segment each stage is called through
 what its ``route`` answered for the event's class, so stages cost nothing on
-the events they skip (see ``_SyncSegment``).
+the events they skip (see ``SyncSegment``).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -22,21 +21,21 @@ import anyio
 from ag_ui.core import BaseEvent
 
 from ._errors import StageError, StreamRejected
+from ._loops import running_loop
 from ._transformer import (
     AsyncStreamTransformer,
-    Condition,
     Stage,
     StreamOperator,
     StreamTransformer,
+    route_watchers,
 )
 
 __all__ = ["ChainFactory", "EventStream", "TransformerChain"]
+# For in-package drivers (not in __all__): ``SyncSegment``, ``sync_segment``,
+# ``defining_class``, ``transform_replaced``.
 
 logger = logging.getLogger("agui_pipes.chain")
 logger.addHandler(logging.NullHandler())
-
-_CONDITION_KINDS = frozenset({"in", "not in", "empty", "maps to", "drop"})
-"""What ``Condition``'s constructors build (a relay compiles nothing else)."""
 
 ChainFactory = Callable[[], "TransformerChain"]
 """Builds a fresh chain per run (what the endpoint, gateway and YAML loader hand around)."""
@@ -75,8 +74,9 @@ _MAX_ROUTE_STATES = 64
 
 _Plans = dict[type[BaseEvent], tuple[_Transform, ...]]
 _Routes = list[dict[type[BaseEvent], "_Transform | None"]]
-_Lanes = dict[Any, Any]
-"""Per route-key state, what a relay compiled from ``conditions`` (it owns the contents)."""
+_StateCache = dict[Any, Any]
+"""Per route-key state, a table the segment's driver owns (a relay keeps what it compiled
+for that state there); the segment only switches it with the state."""
 
 
 _RETURN_HINT = "return an iterable of events: `(event,)` to pass it, `()` to drop it"
@@ -137,78 +137,21 @@ def _route_outdated(stage: StreamTransformer) -> bool:
     the chain the parent's handlers: such a stage is routed by ``event_types``
     alone, so its own ``transform`` sees every event it declared.
     """
-    return "transform" in getattr(stage, "__dict__", {}) or _transform_replaced(type(stage))
+    return "transform" in getattr(stage, "__dict__", {}) or transform_replaced(type(stage))
 
 
-def _owner(cls: type, name: str) -> type:
+def defining_class(cls: type, name: str) -> type:
     """The class of ``cls``'s MRO that defines ``name``."""
     return next(k for k in cls.__mro__ if name in vars(k))
 
 
-def _transform_replaced(cls: type) -> bool:
+def transform_replaced(cls: type) -> bool:
     """True when a class below the one that wrote ``route`` replaced ``transform``."""
-    route_owner, transform_owner = _owner(cls, "route"), _owner(cls, "transform")
+    route_owner, transform_owner = defining_class(cls, "route"), defining_class(cls, "transform")
     return transform_owner is not route_owner and issubclass(transform_owner, route_owner)
 
 
-_OUTSIDE_PROMISE = frozenset({"finish", "fresh"})
-"""Methods a relay calls whichever path an event takes: overriding them keeps a promise."""
-
-
-def _passes_trusted(stage: StreamTransformer) -> bool:
-    """True when ``stage.passes`` speaks for what the chain runs for it.
-
-    The promise must come from the class that wrote what runs (``route``'s
-    handlers, or ``transform`` when routing falls back to ``event_types``) or
-    from a subclass of it: a subclass that replaces either without restating
-    ``passes`` voids its parent's promise, and so does an instance attribute
-    replacing any of the three. So does replacing any other method of the
-    promising class (``finish`` and ``fresh`` aside), since its handlers may
-    call it. The class part is worked out once per class (a gateway builds a
-    chain per run).
-    """
-    if getattr(stage, "route", None) is None or getattr(stage, "passes", None) is None:
-        return False
-    replaced = getattr(stage, "__dict__", {})
-    if "transform" in replaced or "route" in replaced or "passes" in replaced:
-        return False
-    cls = type(stage)
-    try:
-        methods = _PROMISE_METHODS[cls]
-    except KeyError:
-        methods = _PROMISE_METHODS[cls] = _promise_methods(cls)
-    # An instance attribute replacing one of the promiser's methods voids it too.
-    return methods is not None and not any(name in methods for name in replaced)
-
-
-_PROMISE_METHODS: weakref.WeakKeyDictionary[type, frozenset[str] | None] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _promise_methods(cls: type) -> frozenset[str] | None:
-    """The methods ``cls``'s promise relies on, or None when it makes none it can keep."""
-    mro = cls.__mro__
-    runs = _owner(cls, "transform" if _transform_replaced(cls) else "route")
-    promiser = _owner(cls, "passes")
-    if not issubclass(promiser, runs):
-        return None
-    # The handlers ``route`` hands out call the promiser's helpers (such as
-    # FilterToolCalls._subagent_blocked): a subclass below it overriding any of
-    # its methods voids the promise.
-    methods = frozenset(
-        name
-        for k in promiser.__mro__
-        for name, value in vars(k).items()
-        if callable(value) and name not in _OUTSIDE_PROMISE and not name.startswith("__")
-    )
-    below = mro[: mro.index(promiser)]
-    if any(name in methods for k in below for name in vars(k)):
-        return None
-    return methods
-
-
-class _SyncSegment:
+class SyncSegment:
     """Consecutive sync stages run as one loop, no generator per stage.
 
     Per event class the segment caches the *plan*: the functions that class
@@ -219,16 +162,16 @@ class _SyncSegment:
     """
 
     __slots__ = (
-        "_declares",
+        "__weakref__",
         "_dups",
         "_routers",
         "_states",
-        "lanes",
         "plans",
         "position_of",
         "push",
         "routes",
         "stages",
+        "state_cache",
         "transforms",
     )
 
@@ -240,12 +183,11 @@ class _SyncSegment:
         self._dups = {i for i in ids if ids.count(i) > 1}
         self.transforms: tuple[_Transform, ...] = tuple(s.transform for s in self.stages)
         self._routers = tuple(_router(s) for s in self.stages)
-        self._declares = tuple(_passes_trusted(s) for s in self.stages)
         self.position_of: dict[_Transform, int] = {}
-        self._states: dict[tuple[Any, ...], tuple[_Plans, _Routes, _Lanes]] = {}
+        self._states: dict[tuple[Any, ...], tuple[_Plans, _Routes, _StateCache]] = {}
         self.plans: _Plans = {}
         self.routes: _Routes = []
-        self.lanes: _Lanes = {}
+        self.state_cache: _StateCache = {}
         self._switch()
         default = StreamTransformer.route
         plain = not self._dups and all(
@@ -259,12 +201,9 @@ class _SyncSegment:
         self.push: Callable[[BaseEvent, int], Sequence[BaseEvent]] = (
             self._push_all if plain else self._push_planned
         )
-        for stage in dict.fromkeys(self.stages):
-            try:
-                listeners = vars(stage).setdefault("_route_listeners", [])
-            except TypeError:  # no instance dict: such a stage cannot reroute
-                continue
-            listeners.append(self._switch)
+        # By identity: a stage may compare by value and have no hash.
+        for stage in {id(s): s for s in self.stages}.values():
+            route_watchers.watch(stage, self._switch)
 
     def _switch(self) -> None:
         """Use the plan table of the stages' current route keys."""
@@ -274,9 +213,10 @@ class _SyncSegment:
             if len(self._states) >= _MAX_ROUTE_STATES:
                 self._states.clear()
             state = self._states[key] = ({}, [{} for _ in self.stages], {})
-        self.plans, self.routes, self.lanes = state
+        self.plans, self.routes, self.state_cache = state
 
-    def _route_at(self, position: int, cls: type[BaseEvent]) -> _Transform | None:
+    def route_at(self, position: int, cls: type[BaseEvent]) -> _Transform | None:
+        """What the stage at ``position`` runs for ``cls`` in the current route state."""
         cache = self.routes[position]
         function = cache.get(cls, _UNROUTED)
         if function is _UNROUTED:
@@ -288,63 +228,10 @@ class _SyncSegment:
             cache[cls] = function
         return function  # type: ignore[no-any-return]
 
-    def conditions(
-        self, cls: type[BaseEvent], fields: frozenset[str]
-    ) -> tuple[Condition, ...] | None:
-        """What must hold for an event of ``cls`` with ``fields`` to pass every stage unchanged.
-
-        The stages' ``passes`` answers in the current route state, joined; None
-        as soon as one stage must see such events (or cannot promise: its
-        ``transform`` was replaced, or it is not a routing stage).
-        """
-        joined: list[Condition] = []
-        for position, stage in enumerate(self.stages):
-            try:
-                routed = self._route_at(position, cls)
-            except Exception:
-                # A failing route(): no lane, and the full path raises it, at the
-                # event it belongs to (and counted as such).
-                return None
-            if routed is None:
-                continue  # the chain skips this stage for the class
-            if not self._declares[position]:
-                return None
-            try:
-                answer = stage.passes(cls, fields)
-                if answer is None:
-                    return None
-                answer = tuple(answer)
-                for condition in answer:
-                    if condition.kind not in _CONDITION_KINDS:
-                        raise ValueError(f"unknown condition kind {condition.kind!r}")
-            except Exception:
-                # The lane must not change what the chain does, and without it
-                # ``passes`` is never called: a failing promise is no promise.
-                logger.warning(
-                    "%s.passes(%s, ...) failed; such events go through the stage (fix "
-                    "passes() to return None, () or a tuple of Condition)",
-                    stage.name, cls.__name__, exc_info=True,
-                )
-                return None
-            for condition in answer:
-                if condition.kind == "drop":
-                    if condition.field not in fields:
-                        continue  # unset already: nothing to change
-                    fields = fields - {condition.field}
-                elif (condition.field is not None and condition.field not in fields) or (
-                    condition.kind == "maps to" and condition.container[0] not in fields
-                ):
-                    # A test of a field the event does not carry (any more): the
-                    # lane only tests values as they came in, so such events take
-                    # the full path.
-                    return None
-                joined.append(condition)
-        return tuple(joined)
-
     def _plan(self, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
         if not issubclass(cls, BaseEvent):
             raise _not_an_event(cls, "transform()")
-        routed = (self._route_at(i, cls) for i in range(len(self.stages)))
+        routed = (self.route_at(i, cls) for i in range(len(self.stages)))
         plan = tuple(f for f in routed if f is not None)
         self.plans[cls] = plan
         return plan
@@ -358,18 +245,11 @@ class _SyncSegment:
                 if type(out) is tuple and len(out) == 1:
                     event = out[0]
                 else:
-                    batch = (
-                        out if type(out) is list or type(out) is tuple
-                        else _events_of(out, "transform()")
-                    )
-                    if len(batch) > 1:
-                        _check_events(batch, "transform()")
-                    return self._push_from(self.position_of[transform] + 1, batch, index)
+                    return self._push_rest(transform, out, index)
         except Exception as exc:
             if transform is None:  # pragma: no cover - the loop always binds it first
                 raise
-            stage = self.stages[self.position_of[transform]]
-            raise _annotate(exc, stage, event, index) from exc
+            raise self._annotated(exc, transform, event, index) from exc
         return (event,)
 
     def _push_planned(self, event: BaseEvent, index: int, start: int = 0) -> Sequence[BaseEvent]:
@@ -398,24 +278,32 @@ class _SyncSegment:
                     if passed is event or type(passed) is cls:
                         event = passed
                         continue
-                batch = (
-                    out if type(out) is list or type(out) is tuple
-                    else _events_of(out, "transform()")
-                )
-                if len(batch) > 1:  # one event is checked when its class is planned
-                    _check_events(batch, "transform()")
-                return self._push_from(self.position_of[transform] + 1, batch, index)
+                return self._push_rest(transform, out, index)
         except Exception as exc:
             if transform is None:  # pragma: no cover - the loop always binds it first
                 raise
-            stage = self.stages[self.position_of[transform]]
-            raise _annotate(exc, stage, event, index) from exc
+            raise self._annotated(exc, transform, event, index) from exc
         return (event,)
+
+    def _push_rest(self, transform: _Transform, out: Any, index: int) -> Sequence[BaseEvent]:
+        """A push after ``transform`` returned anything but one event of the same class."""
+        batch = (
+            out if type(out) is list or type(out) is tuple else _events_of(out, "transform()")
+        )
+        if len(batch) > 1:  # one event is checked when its class is planned
+            _check_events(batch, "transform()")
+        return self._push_from(self.position_of[transform] + 1, batch, index)
+
+    def _annotated(
+        self, exc: Exception, transform: _Transform, event: BaseEvent, index: int
+    ) -> Exception:
+        """What the caller sees of ``exc``, raised by (or after) ``transform``."""
+        return _annotate(exc, self.stages[self.position_of[transform]], event, index)
 
     def _plan_from(self, start: int, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
         if not issubclass(cls, BaseEvent):
             raise _not_an_event(cls, "transform()")
-        routed = (self._route_at(i, cls) for i in range(start, len(self.stages)))
+        routed = (self.route_at(i, cls) for i in range(start, len(self.stages)))
         plan = tuple(f for f in routed if f is not None)
         self.plans[(start, cls)] = plan  # type: ignore[index]
         return plan
@@ -435,7 +323,7 @@ class _SyncSegment:
                     break
                 collected: list[BaseEvent] = []
                 for current in batch:
-                    function = self._route_at(i, type(current))
+                    function = self.route_at(i, type(current))
                     if function is None:
                         collected.append(current)
                     else:
@@ -461,7 +349,17 @@ class _SyncSegment:
         return out
 
 
-_Segment = _SyncSegment | AsyncStreamTransformer | StreamOperator
+_Segment = SyncSegment | AsyncStreamTransformer | StreamOperator
+
+
+def sync_segment(chain: TransformerChain) -> SyncSegment | None:
+    """The fused loop of a chain of sync stages (None when it has no stages).
+
+    For drivers inside the package that push events one at a time and read
+    the route state (``Relay``); raises the usual TypeError for a chain with
+    async stages or operators.
+    """
+    return chain._require_sync("a relay")
 
 
 async def _aclose(source: object) -> None:
@@ -490,7 +388,7 @@ async def _checked_source(
 
 
 async def _run_sync(
-    segment: _SyncSegment, source: AsyncIterator[BaseEvent], position: _Position, root: bool
+    segment: SyncSegment, source: AsyncIterator[BaseEvent], position: _Position, root: bool
 ) -> AsyncIterator[BaseEvent]:
     push = segment.push
     try:
@@ -547,12 +445,12 @@ def _segments(stages: Sequence[Stage]) -> list[_Segment]:
             run.append(stage)
             continue
         if run:
-            segments.append(_SyncSegment(run))
+            segments.append(SyncSegment(run))
             run = []
         assert isinstance(stage, AsyncStreamTransformer | StreamOperator)
         segments.append(stage)
     if run:
-        segments.append(_SyncSegment(run))
+        segments.append(SyncSegment(run))
     return segments
 
 
@@ -582,7 +480,7 @@ class TransformerChain(StreamTransformer):
                 )
         self._stages: tuple[Stage, ...] = tuple(flat)
         self._segments = _segments(self._stages)
-        self._sync_only = all(isinstance(s, _SyncSegment) for s in self._segments)
+        self._sync_only = all(isinstance(s, SyncSegment) for s in self._segments)
         self._used = False
 
     # -- introspection ------------------------------------------------------
@@ -623,7 +521,7 @@ class TransformerChain(StreamTransformer):
 
     # -- as a sync stage ----------------------------------------------------
 
-    def _require_sync(self, what: str) -> _SyncSegment | None:
+    def _require_sync(self, what: str) -> SyncSegment | None:
         if not self._sync_only:
             raise TypeError(
                 f"{what} needs a chain of synchronous stages; this chain has async stages or "
@@ -642,17 +540,6 @@ class TransformerChain(StreamTransformer):
         """
         segment = self._require_sync("TransformerChain.transform_at()")
         return (event,) if segment is None else segment.push(event, index)
-
-    def _sync_push(self) -> Callable[[BaseEvent, int], Sequence[BaseEvent]]:
-        """The fused segment's ``push(event, index)`` (for in-package drivers such as Relay)."""
-        segment = self._require_sync("TransformerChain._sync_push()")
-        if segment is None:
-            return lambda event, index: (event,)
-        return segment.push
-
-    def _sync_segment(self) -> _SyncSegment | None:
-        """The fused segment itself (None for an empty chain), for in-package drivers."""
-        return self._require_sync("TransformerChain._sync_segment()")
 
     def claim(self) -> None:
         """Mark the chain as processing a stream (what ``apply`` does); raises if it already did.
@@ -710,13 +597,24 @@ class TransformerChain(StreamTransformer):
         """Run the chain over an in-memory sequence and return every output event.
 
         Synchronous chains run without an event loop; chains with async stages
-        or operators are run on a private event loop (do not call this from
-        inside async code — use ``apply`` there).
+        or operators are run on a private event loop, which cannot start inside
+        a running one: from async code use ``apply`` (or a worker thread).
         """
+        if not self._sync_only:
+            loop = running_loop()
+            if loop is not None:  # refused before the chain is claimed: it stays usable
+                raise RuntimeError(
+                    f"apply_sync() cannot run this chain inside a running {loop} event loop: "
+                    "its async stages or operators need an event loop, and apply_sync() "
+                    "would start a second one in this thread. In async code write "
+                    "`async with chain.apply(source) as out: async for event in out: ...` "
+                    "(source: an async iterable of events), or run apply_sync in a worker "
+                    "thread: `await anyio.to_thread.run_sync(chain.apply_sync, events)`"
+                )
         self._claim()
         if self._sync_only:
             segment = self._segments[0] if self._segments else None
-            assert segment is None or isinstance(segment, _SyncSegment)
+            assert segment is None or isinstance(segment, SyncSegment)
             out: list[BaseEvent] = []
             index = -1
             for index, item in enumerate(events):
@@ -762,14 +660,14 @@ class EventStream(AsyncIterator[BaseEvent]):
         position = _Position()
         stream: AsyncIterator[BaseEvent]
         first = self._segments[0] if self._segments else None
-        if isinstance(first, _SyncSegment):
+        if isinstance(first, SyncSegment):
             stream = _run_sync(first, self._source.__aiter__(), position, root=True)
             rest = self._segments[1:]
         else:
             stream = _checked_source(self._source, position)
             rest = self._segments
         for segment in rest:
-            if isinstance(segment, _SyncSegment):
+            if isinstance(segment, SyncSegment):
                 stream = _run_sync(segment, stream, position, root=False)
             elif isinstance(segment, AsyncStreamTransformer):
                 stream = _run_async(segment, stream, position)

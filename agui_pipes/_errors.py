@@ -5,7 +5,8 @@ Two families, because callers route on them differently:
 * ``StreamRejected`` — a stage looked at the stream and refused it on purpose
   (a protocol violation, a policy). It surfaces *as itself*, annotated with
   the stage and the event position, so ``except ProtocolViolation`` keeps
-  working through any depth of chains.
+  working through any depth of chains. ``ProtocolViolation`` is the family
+  of rejections for an invalid stream.
 * ``StageError`` — a stage broke (a bug, an unexpected exception). The
   original exception is chained as ``__cause__``; the wrapper names the stage
   and the event so the failing input can be found in a long recording.
@@ -17,7 +18,7 @@ from typing import ClassVar
 
 from ag_ui.core import BaseEvent
 
-__all__ = ["AguiPipesError", "StageError", "StreamRejected"]
+__all__ = ["AguiPipesError", "ProtocolViolation", "StageError", "StreamRejected"]
 
 
 class AguiPipesError(Exception):
@@ -87,6 +88,16 @@ class StreamRejected(AguiPipesError):
         if self.event is not None and self.index is not None:
             where = _where(self.stage, self.event, self.index)
         return f"{self.message} [{where}]" if where else self.message
+
+
+class ProtocolViolation(StreamRejected):
+    """The stream broke the AG-UI protocol; it should be abandoned.
+
+    Raised by the verifier (``agui_pipes.verify.VerificationError``), by chunk
+    expansion and by decoding (a malformed described field).
+    ``except ProtocolViolation`` catches every way a stream can be refused as
+    invalid.
+    """
 
 
 class StageError(AguiPipesError):

@@ -21,6 +21,7 @@ abandoned mid-item.
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -48,6 +49,7 @@ __all__ = [
     "StreamTransformer",
     "Transform",
 ]
+# Not in __all__ (internal to the package): ``route_watchers``, ``RouteWatchers``.
 
 _S = TypeVar("_S", bound="Stage")
 
@@ -113,9 +115,6 @@ class StreamTransformer(Stage):
     event class; see ``route``).
     """
 
-    route_key: Hashable = None
-    """Names the current answers of ``route`` (see ``reroute``); constant by default."""
-
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         """Map one event to what goes downstream."""
         return (event,)
@@ -124,17 +123,26 @@ class StreamTransformer(Stage):
         """Events to append when the upstream ended normally (never on cancel/close)."""
         return ()
 
+    # -- optional optimisations ------------------------------------------------
+    # ``route``, ``route_key``, ``reroute`` and ``passes`` let a stage cost less;
+    # a stage that leaves them alone is always correct (the contract is
+    # ``transform``, ``finish`` and ``event_types``).
+
+    route_key: Hashable = None
+    """Names the current answers of ``route`` (see ``reroute``); constant by default."""
+
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
         """The function the chain calls for events of ``event_class``, or None to skip them.
 
-        The chain asks once per event class and remembers the answer, so a
+        Optional: the default answers from ``event_types``, which is all most
+        stages need. The chain asks once per event class and remembers the answer, so a
         stage that dispatches on the event's class anyway can hand the chain
         the handler itself and save a call and a lookup on every event. None
         means "pass these events on untouched, without calling me". The
         function must behave exactly as ``transform`` does for that class
         (``transform`` is still what runs the stage on its own).
 
-        The default answers from ``event_types``. A stage whose answers
+        A stage whose answers
         change with its state (it ignores most events until something opens)
         sets ``route_key`` to a hashable name of that state and calls
         ``reroute()`` whenever it changes; the chain then asks again, and
@@ -155,8 +163,9 @@ class StreamTransformer(Stage):
     ) -> tuple[Condition, ...] | None:
         """When events of this class and shape go through this stage unchanged, or None.
 
-        An optional promise that lets a relay forward an event's wire bytes
-        without building the event at all (see ``agui_pipes.relay``): it asks
+        Optional: the default (None, "call me") is always correct. A promise
+        lets a relay forward an event's wire bytes without building the event
+        at all (see ``agui_pipes.relay``): it asks
         every stage that ``route`` does not skip for the class, and when each
         answers with conditions that all hold for an incoming event, the event
         goes out as it came in and no stage is called for it. That is the cost
@@ -168,8 +177,7 @@ class StreamTransformer(Stage):
         ``None`` (the default) when the stage must see it. ``Condition.drops``
         promises the event with one field unset instead (it passes otherwise
         unchanged); stages after it are asked about the shape without it. The
-        promise covers
-        the stage's state too: an event the conditions admit must leave the
+        promise covers the stage's state too: an event the conditions admit must leave the
         stage exactly as it was, so that not calling the stage is the same as
         calling it. Conditions test live containers the stage keeps, so the
         stage must mutate them in place, never rebind them; an answer that
@@ -180,8 +188,47 @@ class StreamTransformer(Stage):
 
     def reroute(self) -> None:
         """Tell the chains running this stage that ``route`` answers differently now."""
-        for listener in self.__dict__.get("_route_listeners", ()):
-            listener()
+        route_watchers.notify(self)
+
+
+class RouteWatchers:
+    """Which running chains to tell when a stage calls ``reroute()``.
+
+    Kept here rather than on the stage: a stage's attributes are its author's,
+    and a chain writing into them would surprise a stage with ``__slots__``,
+    one that compares its ``vars()``, or one that defines ``_route_listeners``
+    itself. Keyed by ``id()`` because a stage need not be hashable; an entry
+    goes when its stage is collected. The callbacks are held weakly, so a
+    finished chain does not keep its stages alive through this table.
+    """
+
+    __slots__ = ("_by_stage",)
+
+    def __init__(self) -> None:
+        self._by_stage: dict[int, list[weakref.WeakMethod[Callable[[], None]]]] = {}
+
+    def watch(self, stage: StreamTransformer, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (a bound method) whenever ``stage`` reroutes."""
+        key = id(stage)
+        listeners = self._by_stage.get(key)
+        if listeners is None:
+            listeners = self._by_stage[key] = []
+            weakref.finalize(stage, self._by_stage.pop, key, None)
+        else:
+            # A stage reused in chain after chain: forget the chains that are gone.
+            listeners[:] = [ref for ref in listeners if ref() is not None]
+        listeners.append(weakref.WeakMethod(callback))
+
+    def notify(self, stage: StreamTransformer) -> None:
+        """Run the callbacks of the chains still running ``stage``."""
+        for ref in self._by_stage.get(id(stage), ()):
+            callback = ref()
+            if callback is not None:
+                callback()
+
+
+route_watchers = RouteWatchers()
+"""The one table of who runs which stage (see ``RouteWatchers``)."""
 
 
 class Condition(NamedTuple):

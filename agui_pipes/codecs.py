@@ -57,6 +57,7 @@ from ._fastpath.writers import encode_json as _fast_encode_json
 from ._fastpath.writers import encode_model as _fast_encode_model
 from ._fastpath.writers import encode_plain as _fast_encode_plain
 from ._json import fast_loads as _fast_loads
+from ._lazy import publish
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -87,6 +88,10 @@ NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
 DEFAULT_MAX_FRAME_BYTES: Final = 16 * 1024 * 1024
 """Default cap on one SSE frame / NDJSON line (16 MiB): generous for snapshots,
 small enough that a runaway peer fails fast instead of eating memory."""
+
+# Defined in the reference modules, at home here (reprs, pickles, tracebacks).
+publish(__name__, Decoded, DecodeError, DecodeWarning, EncodeError)
+publish(__name__, decode_all, decode_many, event_type_names)
 
 _BOM: Final = b"\xef\xbb\xbf"
 

@@ -19,43 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
-from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
-    BaseEvent,
-    CustomEvent,
-    EventType,
-    MessagesSnapshotEvent,
-    RawEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunAgentInput,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunFinishedInterruptOutcome,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentStartedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent, EventType
 
 from ._construct import replace
 
@@ -82,37 +47,37 @@ Event: TypeAlias = BaseEvent
 
 
 ALL_EVENT_CLASSES: Final[tuple[type[BaseEvent], ...]] = (
-    TextMessageStartEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageChunkEvent,
-    ToolCallStartEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallChunkEvent,
-    ToolCallResultEvent,
-    StateSnapshotEvent,
-    StateDeltaEvent,
-    MessagesSnapshotEvent,
-    ActivitySnapshotEvent,
-    ActivityDeltaEvent,
-    RawEvent,
-    CustomEvent,
-    RunStartedEvent,
-    RunFinishedEvent,
-    RunErrorEvent,
-    StepStartedEvent,
-    StepFinishedEvent,
-    ReasoningStartEvent,
-    ReasoningMessageStartEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningEndEvent,
-    ReasoningEncryptedValueEvent,
-    SubagentStartedEvent,
-    SubagentFinishedEvent,
-    SubagentErrorEvent,
+    ag.TextMessageStartEvent,
+    ag.TextMessageContentEvent,
+    ag.TextMessageEndEvent,
+    ag.TextMessageChunkEvent,
+    ag.ToolCallStartEvent,
+    ag.ToolCallArgsEvent,
+    ag.ToolCallEndEvent,
+    ag.ToolCallChunkEvent,
+    ag.ToolCallResultEvent,
+    ag.StateSnapshotEvent,
+    ag.StateDeltaEvent,
+    ag.MessagesSnapshotEvent,
+    ag.ActivitySnapshotEvent,
+    ag.ActivityDeltaEvent,
+    ag.RawEvent,
+    ag.CustomEvent,
+    ag.RunStartedEvent,
+    ag.RunFinishedEvent,
+    ag.RunErrorEvent,
+    ag.StepStartedEvent,
+    ag.StepFinishedEvent,
+    ag.ReasoningStartEvent,
+    ag.ReasoningMessageStartEvent,
+    ag.ReasoningMessageContentEvent,
+    ag.ReasoningMessageEndEvent,
+    ag.ReasoningMessageChunkEvent,
+    ag.ReasoningEndEvent,
+    ag.ReasoningEncryptedValueEvent,
+    ag.SubagentStartedEvent,
+    ag.SubagentFinishedEvent,
+    ag.SubagentErrorEvent,
 )
 
 EVENT_CLASS_BY_TYPE: Final[dict[EventType, type[BaseEvent]]] = {
@@ -212,23 +177,23 @@ def strip_attribution(event: BaseEvent) -> BaseEvent:
         if getattr(event, "subagent_run_id", None) is None:
             return event
         return replace(event, "subagent_run_id", None)
-    if cls is MessagesSnapshotEvent:
-        assert isinstance(event, MessagesSnapshotEvent)
+    if cls is ag.MessagesSnapshotEvent:
+        assert isinstance(event, ag.MessagesSnapshotEvent)
         messages, changed = _strip_list(event.messages)
         return event.model_copy(update={"messages": messages}) if changed else event
-    if cls is RunStartedEvent:
-        assert isinstance(event, RunStartedEvent)
+    if cls is ag.RunStartedEvent:
+        assert isinstance(event, ag.RunStartedEvent)
         echo = event.input
-        if not isinstance(echo, RunAgentInput):
+        if not isinstance(echo, ag.RunAgentInput):
             return event
         messages, changed = _strip_list(echo.messages)
         if not changed:
             return event
         return event.model_copy(update={"input": echo.model_copy(update={"messages": messages})})
-    if cls is RunFinishedEvent:
-        assert isinstance(event, RunFinishedEvent)
+    if cls is ag.RunFinishedEvent:
+        assert isinstance(event, ag.RunFinishedEvent)
         outcome = event.outcome
-        if not isinstance(outcome, RunFinishedInterruptOutcome):
+        if not isinstance(outcome, ag.RunFinishedInterruptOutcome):
             return event
         interrupts, changed = _strip_list(outcome.interrupts)
         if not changed:
@@ -284,30 +249,30 @@ class EntityRef:
 _K = EntityKind
 _A = Action
 _ENTITY_TABLE: Final[dict[type[BaseEvent], tuple[EntityKind, Action, str]]] = {
-    RunStartedEvent: (_K.RUN, _A.OPEN, "run_id"),
-    RunFinishedEvent: (_K.RUN, _A.CLOSE, "run_id"),
-    TextMessageStartEvent: (_K.TEXT_MESSAGE, _A.OPEN, "message_id"),
-    TextMessageContentEvent: (_K.TEXT_MESSAGE, _A.CONTINUE, "message_id"),
-    TextMessageEndEvent: (_K.TEXT_MESSAGE, _A.CLOSE, "message_id"),
-    TextMessageChunkEvent: (_K.TEXT_MESSAGE, _A.CHUNK, "message_id"),
-    ToolCallStartEvent: (_K.TOOL_CALL, _A.OPEN, "tool_call_id"),
-    ToolCallArgsEvent: (_K.TOOL_CALL, _A.CONTINUE, "tool_call_id"),
-    ToolCallEndEvent: (_K.TOOL_CALL, _A.CLOSE, "tool_call_id"),
-    ToolCallChunkEvent: (_K.TOOL_CALL, _A.CHUNK, "tool_call_id"),
-    ToolCallResultEvent: (_K.TOOL_CALL, _A.RESULT, "tool_call_id"),
-    ReasoningStartEvent: (_K.REASONING, _A.OPEN, "message_id"),
-    ReasoningEndEvent: (_K.REASONING, _A.CLOSE, "message_id"),
-    ReasoningMessageStartEvent: (_K.REASONING_MESSAGE, _A.OPEN, "message_id"),
-    ReasoningMessageContentEvent: (_K.REASONING_MESSAGE, _A.CONTINUE, "message_id"),
-    ReasoningMessageEndEvent: (_K.REASONING_MESSAGE, _A.CLOSE, "message_id"),
-    ReasoningMessageChunkEvent: (_K.REASONING_MESSAGE, _A.CHUNK, "message_id"),
-    StepStartedEvent: (_K.STEP, _A.OPEN, "step_name"),
-    StepFinishedEvent: (_K.STEP, _A.CLOSE, "step_name"),
-    SubagentStartedEvent: (_K.SUBAGENT, _A.OPEN, "subagent_run_id"),
-    SubagentFinishedEvent: (_K.SUBAGENT, _A.CLOSE, "subagent_run_id"),
-    SubagentErrorEvent: (_K.SUBAGENT, _A.CLOSE, "subagent_run_id"),
-    ActivitySnapshotEvent: (_K.ACTIVITY, _A.SNAPSHOT, "message_id"),
-    ActivityDeltaEvent: (_K.ACTIVITY, _A.SNAPSHOT, "message_id"),
+    ag.RunStartedEvent: (_K.RUN, _A.OPEN, "run_id"),
+    ag.RunFinishedEvent: (_K.RUN, _A.CLOSE, "run_id"),
+    ag.TextMessageStartEvent: (_K.TEXT_MESSAGE, _A.OPEN, "message_id"),
+    ag.TextMessageContentEvent: (_K.TEXT_MESSAGE, _A.CONTINUE, "message_id"),
+    ag.TextMessageEndEvent: (_K.TEXT_MESSAGE, _A.CLOSE, "message_id"),
+    ag.TextMessageChunkEvent: (_K.TEXT_MESSAGE, _A.CHUNK, "message_id"),
+    ag.ToolCallStartEvent: (_K.TOOL_CALL, _A.OPEN, "tool_call_id"),
+    ag.ToolCallArgsEvent: (_K.TOOL_CALL, _A.CONTINUE, "tool_call_id"),
+    ag.ToolCallEndEvent: (_K.TOOL_CALL, _A.CLOSE, "tool_call_id"),
+    ag.ToolCallChunkEvent: (_K.TOOL_CALL, _A.CHUNK, "tool_call_id"),
+    ag.ToolCallResultEvent: (_K.TOOL_CALL, _A.RESULT, "tool_call_id"),
+    ag.ReasoningStartEvent: (_K.REASONING, _A.OPEN, "message_id"),
+    ag.ReasoningEndEvent: (_K.REASONING, _A.CLOSE, "message_id"),
+    ag.ReasoningMessageStartEvent: (_K.REASONING_MESSAGE, _A.OPEN, "message_id"),
+    ag.ReasoningMessageContentEvent: (_K.REASONING_MESSAGE, _A.CONTINUE, "message_id"),
+    ag.ReasoningMessageEndEvent: (_K.REASONING_MESSAGE, _A.CLOSE, "message_id"),
+    ag.ReasoningMessageChunkEvent: (_K.REASONING_MESSAGE, _A.CHUNK, "message_id"),
+    ag.StepStartedEvent: (_K.STEP, _A.OPEN, "step_name"),
+    ag.StepFinishedEvent: (_K.STEP, _A.CLOSE, "step_name"),
+    ag.SubagentStartedEvent: (_K.SUBAGENT, _A.OPEN, "subagent_run_id"),
+    ag.SubagentFinishedEvent: (_K.SUBAGENT, _A.CLOSE, "subagent_run_id"),
+    ag.SubagentErrorEvent: (_K.SUBAGENT, _A.CLOSE, "subagent_run_id"),
+    ag.ActivitySnapshotEvent: (_K.ACTIVITY, _A.SNAPSHOT, "message_id"),
+    ag.ActivityDeltaEvent: (_K.ACTIVITY, _A.SNAPSHOT, "message_id"),
 }
 
 

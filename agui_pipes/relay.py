@@ -35,7 +35,7 @@ from typing import Any
 from ag_ui.core import BaseEvent
 
 from . import _fastpath
-from ._chain import TransformerChain
+from ._chain import TransformerChain, sync_segment
 from ._decode import DecodeWarning, as_object, decode_object
 from ._fastpath.builders import RELAY_ENTRIES, relay_entry
 from ._fastpath.bypass import bypass_for
@@ -59,6 +59,11 @@ _REFERENCE_ENCODERS: dict[Callable[[BaseEvent], bytes], Callable[[BaseEvent], by
 
 _UNSEEN: Any = object()
 """Marks a key set the builder cache has not seen yet."""
+
+
+def _pass_on(event: BaseEvent, index: int) -> tuple[BaseEvent]:
+    """An empty chain's push."""
+    return (event,)
 
 
 def _writer_for(output: object) -> Any:
@@ -180,8 +185,8 @@ class Relay:
         """
         if not self._fast:
             return self._feed_reference(payloads)
-        transform = self._chain._sync_push()
-        segment = self._chain._sync_segment()
+        segment = sync_segment(self._chain)
+        transform = _pass_on if segment is None else segment.push
         encode = self._encode
         on_warning = self._on_warning
         on_event = self._on_event
@@ -204,7 +209,9 @@ class Relay:
         # needs the events themselves and input bytes can be re-sent.
         watched = self._watched
         bypasses = (
-            segment.lanes if reuse and segment is not None and watched is not None else None
+            segment.state_cache
+            if reuse and segment is not None and watched is not None
+            else None
         )
         try:
             for payload in payloads:
@@ -293,7 +300,7 @@ class Relay:
                             data = encode(output)[len(prefix) : -len(suffix)]
                         append(data)
                 if bypasses is not None:
-                    bypasses = segment.lanes  # type: ignore[union-attr]  # a stage may have rerouted
+                    bypasses = segment.state_cache  # type: ignore[union-attr]  # a stage may have rerouted
         except BaseException:
             self._unsent = self._joined(out)
             raise
@@ -305,7 +312,8 @@ class Relay:
 
     def _feed_reference(self, payloads: Iterable[bytes | str]) -> bytes:
         """``feed`` by the reference path: each payload decoded, pushed and encoded."""
-        transform = self._chain._sync_push()
+        segment = sync_segment(self._chain)
+        transform = _pass_on if segment is None else segment.push
         encode = self._encode
         on_warning = self._on_warning
         on_event = self._on_event

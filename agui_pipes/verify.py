@@ -28,47 +28,16 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Iterable
-from typing import Any, Final, Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Literal, NamedTuple
 
-from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
-    BaseEvent,
-    CustomEvent,
-    MessagesSnapshotEvent,
-    RawEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentStartedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent
 
-from ._errors import StreamRejected
+from ._errors import ProtocolViolation
 
 __all__ = [
+    "OpenItems",
     "Profile",
     "ProtocolViolation",
     "Rule",
@@ -79,13 +48,15 @@ __all__ = [
 Profile = Literal["consumer", "producer"]
 
 
-class ProtocolViolation(StreamRejected):
-    """The stream broke the AG-UI protocol; it should be abandoned.
+class OpenItems(NamedTuple):
+    """What :meth:`Verifier.open_items` answers: the verifier's live tables for one kind."""
 
-    Raised by the verifier (:class:`VerificationError`), by chunk expansion
-    and by decoding (a malformed described field). ``except ProtocolViolation``
-    catches every way a stream can be refused as invalid.
-    """
+    by_tool_call: bool
+    """True when the items are keyed by ``tool_call_id``, False for ``message_id``."""
+    ids: Mapping[str, None]
+    """The ids of the open items (keys; the verifier keeps them as an ordered dict)."""
+    owners: Mapping[str, str | None]
+    """Recorded owner (``subagent_run_id``, None for the parent) per id; may lack an id."""
 
 
 class Rule(str, enum.Enum):
@@ -252,37 +223,37 @@ class Verifier:
         self._known_tool_calls: set[str] = set()
         self._ended_tool_calls: set[str] = set()
         self._dispatch: dict[type[BaseEvent], Callable[[Any], None]] = {
-            TextMessageStartEvent: self._text_start,
-            TextMessageContentEvent: self._text_content,
-            TextMessageEndEvent: self._text_end,
-            ToolCallStartEvent: self._tool_start,
-            ToolCallArgsEvent: self._tool_args,
-            ToolCallEndEvent: self._tool_end,
-            ToolCallResultEvent: self._tool_result,
-            StepStartedEvent: self._step_started,
-            StepFinishedEvent: self._step_finished,
-            ActivitySnapshotEvent: self._activity_snapshot,
-            ActivityDeltaEvent: self._activity_delta,
-            ReasoningStartEvent: self._reasoning_open,
-            ReasoningMessageStartEvent: self._reasoning_open,
-            ReasoningMessageContentEvent: self._reasoning_continue,
-            ReasoningMessageEndEvent: self._reasoning_continue,
-            ReasoningEndEvent: self._reasoning_continue,
-            ReasoningEncryptedValueEvent: self._encrypted_value,
-            SubagentStartedEvent: self._subagent_started,
-            SubagentFinishedEvent: self._subagent_closed,
-            SubagentErrorEvent: self._subagent_closed,
-            MessagesSnapshotEvent: self._messages_snapshot,
-            RunStartedEvent: self._run_started_event,
-            RunFinishedEvent: self._run_finished_event,
-            RunErrorEvent: self._run_error_event,
-            TextMessageChunkEvent: self._chunk,
-            ToolCallChunkEvent: self._chunk,
-            ReasoningMessageChunkEvent: self._chunk,
-            StateSnapshotEvent: _accept,
-            StateDeltaEvent: _accept,
-            RawEvent: _accept,
-            CustomEvent: _accept,
+            ag.TextMessageStartEvent: self._text_start,
+            ag.TextMessageContentEvent: self._text_content,
+            ag.TextMessageEndEvent: self._text_end,
+            ag.ToolCallStartEvent: self._tool_start,
+            ag.ToolCallArgsEvent: self._tool_args,
+            ag.ToolCallEndEvent: self._tool_end,
+            ag.ToolCallResultEvent: self._tool_result,
+            ag.StepStartedEvent: self._step_started,
+            ag.StepFinishedEvent: self._step_finished,
+            ag.ActivitySnapshotEvent: self._activity_snapshot,
+            ag.ActivityDeltaEvent: self._activity_delta,
+            ag.ReasoningStartEvent: self._reasoning_open,
+            ag.ReasoningMessageStartEvent: self._reasoning_open,
+            ag.ReasoningMessageContentEvent: self._reasoning_continue,
+            ag.ReasoningMessageEndEvent: self._reasoning_continue,
+            ag.ReasoningEndEvent: self._reasoning_continue,
+            ag.ReasoningEncryptedValueEvent: self._encrypted_value,
+            ag.SubagentStartedEvent: self._subagent_started,
+            ag.SubagentFinishedEvent: self._subagent_closed,
+            ag.SubagentErrorEvent: self._subagent_closed,
+            ag.MessagesSnapshotEvent: self._messages_snapshot,
+            ag.RunStartedEvent: self._run_started_event,
+            ag.RunFinishedEvent: self._run_finished_event,
+            ag.RunErrorEvent: self._run_error_event,
+            ag.TextMessageChunkEvent: self._chunk,
+            ag.ToolCallChunkEvent: self._chunk,
+            ag.ReasoningMessageChunkEvent: self._chunk,
+            ag.StateSnapshotEvent: _accept,
+            ag.StateDeltaEvent: _accept,
+            ag.RawEvent: _accept,
+            ag.CustomEvent: _accept,
         }
 
     # -- public --------------------------------------------------------------
@@ -306,7 +277,7 @@ class Verifier:
         """Accept ``event`` or raise :class:`VerificationError` (state unchanged on raise)."""
         if self._gated:
             self._sequence_gate(event)
-        elif event.__class__ is RunStartedEvent:
+        elif event.__class__ is ag.RunStartedEvent:
             self._fail(
                 Rule.DUPLICATE_RUN_STARTED,
                 "Cannot send 'RUN_STARTED' while a run is still active. The previous run "
@@ -318,33 +289,48 @@ class Verifier:
             handler = self._dispatch_subclass(event)
         handler(event)
 
-    def _mid_run_check(self, event_class: type[BaseEvent]) -> Callable[[BaseEvent], None] | None:
-        """What ``observe`` runs for ``event_class`` while the run is open, or None.
+    @property
+    def between_runs(self) -> bool:
+        """True before the first event and after a run ended (RUN_FINISHED or RUN_ERROR).
 
-        Valid only while ``_gated`` is false (no sequence checks pending); a
-        stage that caches it per class checks that flag itself. RUN_STARTED
-        has its own pre-check, so it always goes through ``observe``.
+        The next event then gets the run-sequence checks (is it a RUN_STARTED
+        where one is due?), which the per-class checks of :meth:`mid_run_check`
+        leave out.
         """
-        if event_class is RunStartedEvent:
+        return self._gated
+
+    def mid_run_check(
+        self, event_class: type[BaseEvent]
+    ) -> Callable[[BaseEvent], None] | None:
+        """What ``observe`` runs for an event of exactly ``event_class`` mid-run, or None.
+
+        For a caller that verifies many events of few classes (the ``Verify``
+        stage) and resolves the dispatch once per class: the returned check
+        accepts or raises like ``observe``, but only while
+        :attr:`between_runs` is false — the caller checks that itself. None
+        means "call ``observe``" (RUN_STARTED, which has its own pre-check, and
+        classes the verifier does not dispatch on directly).
+        """
+        if event_class is ag.RunStartedEvent:
             return None
         return self._dispatch.get(event_class)
 
-    def _open_table(
-        self, event_class: type[BaseEvent]
-    ) -> tuple[bool, dict[str, None], dict[str, str | None]] | None:
-        """For the three delta events: (keyed by tool call id?, open ids, their owners).
+    def open_items(self, event_class: type[BaseEvent]) -> OpenItems | None:
+        """For the three delta classes, the live tables of their open items; else None.
 
-        Mid-run, a delta whose id is open and whose tag is absent or agrees with
-        the recorded owner is accepted with no state change — the whole check
-        for the events that make up most of a stream. The tables are never
-        replaced (only cleared), so a caller may keep them.
+        Mid-run, a delta whose id is open and whose ``subagent_run_id`` is
+        absent or agrees with the recorded owner is accepted with no state
+        change — the whole check for the events that make up most of a
+        stream, which a caller can therefore make without calling the
+        verifier. The tables are never replaced (only cleared), so a caller may
+        keep them; it must not change them.
         """
-        if event_class is TextMessageContentEvent:
-            return False, self._active_messages, self._owners_message
-        if event_class is ToolCallArgsEvent:
-            return True, self._active_tool_calls, self._owners_tool_call
-        if event_class is ReasoningMessageContentEvent:
-            return False, self._active_reasoning_messages, self._owners_reasoning
+        if event_class is ag.TextMessageContentEvent:
+            return OpenItems(False, self._active_messages, self._owners_message)
+        if event_class is ag.ToolCallArgsEvent:
+            return OpenItems(True, self._active_tool_calls, self._owners_tool_call)
+        if event_class is ag.ReasoningMessageContentEvent:
+            return OpenItems(False, self._active_reasoning_messages, self._owners_reasoning)
         return None
 
     def observe_all(self, events: Iterable[BaseEvent]) -> None:
@@ -404,7 +390,7 @@ class Verifier:
         """The run-level checks: first event, events after an end, run restarts."""
         cls = event.__class__
         name = event.type.value
-        if self._run_errored and cls is not RunStartedEvent:
+        if self._run_errored and cls is not ag.RunStartedEvent:
             rule = Rule.RUN_ENDED
             self._fail(
                 rule,
@@ -412,7 +398,7 @@ class Verifier:
                 "'RUN_ERROR'. No further events can be sent.",
                 event,
             )
-        if self._run_finished and cls is not RunErrorEvent and cls is not RunStartedEvent:
+        if self._run_finished and cls is not ag.RunErrorEvent and cls is not ag.RunStartedEvent:
             self._fail(
                 Rule.RUN_ENDED,
                 f"Cannot send event type '{name}': The run has already finished with "
@@ -421,7 +407,7 @@ class Verifier:
             )
         if self._producer and (self._run_finished or self._run_errored):
             # One run per stream, and nothing after its terminal event.
-            if cls is RunStartedEvent:
+            if cls is ag.RunStartedEvent:
                 self._fail(
                     Rule.DUPLICATE_RUN_STARTED,
                     "a producer stream carries one run; this RUN_STARTED follows a run "
@@ -435,10 +421,10 @@ class Verifier:
                 event,
             )
         if not self._first_seen:
-            if cls is not RunStartedEvent and cls is not RunErrorEvent:
+            if cls is not ag.RunStartedEvent and cls is not ag.RunErrorEvent:
                 self._fail(Rule.FIRST_EVENT, "First event must be 'RUN_STARTED'", event)
             self._first_seen = True
-        elif cls is RunStartedEvent and self._run_started and not (
+        elif cls is ag.RunStartedEvent and self._run_started and not (
             self._run_finished or self._run_errored
         ):
             self._fail(
@@ -488,7 +474,7 @@ class Verifier:
 
     # -- text messages -------------------------------------------------------
 
-    def _text_start(self, event: TextMessageStartEvent) -> None:
+    def _text_start(self, event: ag.TextMessageStartEvent) -> None:
         message_id = event.message_id
         if message_id in self._active_messages:
             self._fail(
@@ -505,7 +491,7 @@ class Verifier:
         if owner is _MISSING:
             self._owners_message[message_id] = tag
 
-    def _text_content(self, event: TextMessageContentEvent) -> None:
+    def _text_content(self, event: ag.TextMessageContentEvent) -> None:
         message_id = event.message_id
         if message_id not in self._active_messages:
             self._fail(
@@ -521,7 +507,7 @@ class Verifier:
                 event, tag, self._owners_message.get(message_id, _MISSING), "message", message_id
             )
 
-    def _text_end(self, event: TextMessageEndEvent) -> None:
+    def _text_end(self, event: ag.TextMessageEndEvent) -> None:
         message_id = event.message_id
         if message_id not in self._active_messages:
             self._fail(
@@ -539,7 +525,7 @@ class Verifier:
 
     # -- tool calls ----------------------------------------------------------
 
-    def _tool_start(self, event: ToolCallStartEvent) -> None:
+    def _tool_start(self, event: ag.ToolCallStartEvent) -> None:
         call_id = event.tool_call_id
         if call_id in self._active_tool_calls:
             self._fail(
@@ -586,7 +572,7 @@ class Verifier:
             self._known_tool_calls.add(call_id)
             self._ended_tool_calls.discard(call_id)
 
-    def _tool_args(self, event: ToolCallArgsEvent) -> None:
+    def _tool_args(self, event: ag.ToolCallArgsEvent) -> None:
         call_id = event.tool_call_id
         if call_id not in self._active_tool_calls:
             self._fail(
@@ -601,7 +587,7 @@ class Verifier:
                 event, tag, self._owners_tool_call.get(call_id, _MISSING), "tool call", call_id
             )
 
-    def _tool_end(self, event: ToolCallEndEvent) -> None:
+    def _tool_end(self, event: ag.ToolCallEndEvent) -> None:
         call_id = event.tool_call_id
         if call_id not in self._active_tool_calls:
             self._fail(
@@ -619,7 +605,7 @@ class Verifier:
         if self._producer:
             self._ended_tool_calls.add(call_id)
 
-    def _tool_result(self, event: ToolCallResultEvent) -> None:
+    def _tool_result(self, event: ag.ToolCallResultEvent) -> None:
         if self._producer:
             call_id = event.tool_call_id
             if call_id not in self._known_tool_calls:
@@ -640,7 +626,7 @@ class Verifier:
 
     # -- steps ---------------------------------------------------------------
 
-    def _step_started(self, event: StepStartedEvent) -> None:
+    def _step_started(self, event: ag.StepStartedEvent) -> None:
         name = event.step_name
         owner = event.subagent_run_id
         names = self._steps.get(owner)
@@ -655,7 +641,7 @@ class Verifier:
             )
         names[name] = None
 
-    def _step_finished(self, event: StepFinishedEvent) -> None:
+    def _step_finished(self, event: ag.StepFinishedEvent) -> None:
         name = event.step_name
         owner = event.subagent_run_id
         names = self._steps.get(owner)
@@ -681,12 +667,12 @@ class Verifier:
 
     # -- activities ----------------------------------------------------------
 
-    def _activity_snapshot(self, event: ActivitySnapshotEvent) -> None:
+    def _activity_snapshot(self, event: ag.ActivitySnapshotEvent) -> None:
         message_id = event.message_id
         if message_id not in self._owners_activity or event.replace is not False:
             self._owners_activity[message_id] = event.subagent_run_id
 
-    def _activity_delta(self, event: ActivityDeltaEvent) -> None:
+    def _activity_delta(self, event: ag.ActivityDeltaEvent) -> None:
         tag = event.subagent_run_id
         if tag is not None:
             self._tag_mismatch(
@@ -699,9 +685,11 @@ class Verifier:
 
     # -- reasoning -----------------------------------------------------------
 
-    def _reasoning_open(self, event: ReasoningStartEvent | ReasoningMessageStartEvent) -> None:
+    def _reasoning_open(
+        self, event: ag.ReasoningStartEvent | ag.ReasoningMessageStartEvent
+    ) -> None:
         message_id = event.message_id
-        span = event.__class__ is ReasoningStartEvent
+        span = event.__class__ is ag.ReasoningStartEvent
         opened = self._active_reasoning_spans if span else self._active_reasoning_messages
         if message_id in opened:
             if span:
@@ -726,11 +714,11 @@ class Verifier:
 
     def _reasoning_continue(
         self,
-        event: ReasoningMessageContentEvent | ReasoningMessageEndEvent | ReasoningEndEvent,
+        event: ag.ReasoningMessageContentEvent | ag.ReasoningMessageEndEvent | ag.ReasoningEndEvent,
     ) -> None:
         message_id = event.message_id
         cls = event.__class__
-        span = cls is ReasoningEndEvent
+        span = cls is ag.ReasoningEndEvent
         opened = self._active_reasoning_spans if span else self._active_reasoning_messages
         if message_id not in opened:
             if span:
@@ -754,10 +742,10 @@ class Verifier:
                 "reasoning message",
                 message_id,
             )
-        if cls is not ReasoningMessageContentEvent:
+        if cls is not ag.ReasoningMessageContentEvent:
             del opened[message_id]
 
-    def _encrypted_value(self, event: ReasoningEncryptedValueEvent) -> None:
+    def _encrypted_value(self, event: ag.ReasoningEncryptedValueEvent) -> None:
         tag = event.subagent_run_id
         if tag is None:
             return
@@ -779,7 +767,7 @@ class Verifier:
 
     # -- subagents -----------------------------------------------------------
 
-    def _subagent_started(self, event: SubagentStartedEvent) -> None:
+    def _subagent_started(self, event: ag.SubagentStartedEvent) -> None:
         run_id = event.subagent_run_id
         if run_id in self._active_subagents:
             self._fail(
@@ -809,7 +797,7 @@ class Verifier:
             )
         self._active_subagents[run_id] = None
 
-    def _subagent_closed(self, event: SubagentFinishedEvent | SubagentErrorEvent) -> None:
+    def _subagent_closed(self, event: ag.SubagentFinishedEvent | ag.SubagentErrorEvent) -> None:
         run_id = event.subagent_run_id
         if run_id not in self._active_subagents:
             self._fail(
@@ -849,10 +837,10 @@ class Verifier:
                         self._known_tool_calls.add(call_id)
                         self._ended_tool_calls.add(call_id)
 
-    def _messages_snapshot(self, event: MessagesSnapshotEvent) -> None:
+    def _messages_snapshot(self, event: ag.MessagesSnapshotEvent) -> None:
         self._seed_owners(event.messages, True)
 
-    def _run_started_event(self, event: RunStartedEvent) -> None:
+    def _run_started_event(self, event: ag.RunStartedEvent) -> None:
         if self._run_finished or self._run_errored:
             self._reset_run()
         self._run_started = True
@@ -861,7 +849,7 @@ class Verifier:
         if echo is not None:
             self._seed_owners(echo.messages, False)
 
-    def _run_finished_event(self, event: RunFinishedEvent) -> None:
+    def _run_finished_event(self, event: ag.RunFinishedEvent) -> None:
         steps = [
             name if owner is None else f"{name} (subagent '{owner}')"
             for owner, names in self._steps.items()
@@ -890,7 +878,7 @@ class Verifier:
         self._run_finished = True
         self._gated = True
 
-    def _run_error_event(self, event: RunErrorEvent) -> None:
+    def _run_error_event(self, event: ag.RunErrorEvent) -> None:
         self._run_errored = True
         self._gated = True
 

@@ -14,7 +14,7 @@ from ag_ui.core import BaseEvent
 from ag_ui.encoder import EventEncoder
 
 from agui_pipes.codecs import SSEDecoder, encode_sse
-from agui_pipes.testing import run, text, tool_call
+from agui_pipes.testing import run_events, text, tool_call
 
 
 def _stream(n: int) -> list[BaseEvent]:
@@ -22,7 +22,7 @@ def _stream(n: int) -> list[BaseEvent]:
     i = 0
     while len(events) < n:
         events.extend(
-            run(
+            run_events(
                 [
                     *text(f"m{i}", "The quick brown ", "fox jumps over ", "the lazy dog."),
                     *tool_call(f"c{i}", "search", '{"query": "weather in Z', 'ürich"}'),

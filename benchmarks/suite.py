@@ -52,13 +52,12 @@ import anyio  # noqa: E402
 from ag_ui.core import BaseEvent  # noqa: E402
 from streams import write_ndjson  # noqa: E402
 
-from agui_pipes import Stage, TransformerChain  # noqa: E402
-from agui_pipes.codecs import (  # noqa: E402
-    NDJSONDecoder,
-    decode,
-    encode_sse,
+from agui_pipes import (  # noqa: E402
+    Stage,
+    TransformerChain,
+    fold,
 )
-from agui_pipes.consume import fold  # noqa: E402
+from agui_pipes.codecs import NDJSONDecoder, decode, encode_sse  # noqa: E402
 from agui_pipes.relay import Relay  # noqa: E402
 from agui_pipes.transformers import (  # noqa: E402
     CoalesceDeltas,

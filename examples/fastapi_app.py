@@ -6,8 +6,8 @@
          -d '{"threadId": "t1", "runId": "r1", "messages": [
               {"id": "u1", "role": "user", "content": "weather in Lisbon?"}]}'
 
-The agent endpoint is a plain ASGI app, so it mounts next to ordinary FastAPI
-routes with ``app.add_route``. Each request gets a fresh chain from the
+The agent endpoint is a plain ASGI app, so it goes next to ordinary FastAPI
+routes as a Starlette ``Route`` appended to ``app.routes``. Each request gets a fresh chain from the
 factory; a client that disconnects cancels the agent (its ``finally`` runs).
 """
 
@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 from ag_ui.core import BaseEvent, TextMessageContentEvent, ToolCallArgsEvent
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from agui_pipes import RunContext, RunOutcome, StreamTransformer, TransformerChain
 from agui_pipes.server import AgentEndpoint
@@ -66,7 +67,8 @@ def chain() -> TransformerChain:
 
 
 app = FastAPI(title="weather agent")
-app.add_route("/agent", AgentEndpoint(weather_agent, chain=chain), methods=["POST"])
+# A Starlette Route takes any ASGI app (app.add_route() is typed for request handlers only).
+app.routes.append(Route("/agent", AgentEndpoint(weather_agent, chain=chain), methods=["POST"]))
 
 
 @app.get("/health")

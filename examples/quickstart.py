@@ -1,10 +1,12 @@
 """Uppercase an assistant's text and drop RAW events, over an async event source."""
 
+from collections.abc import AsyncIterator
+
 import anyio
 from ag_ui.core import BaseEvent, EventType, TextMessageContentEvent
 
 from agui_pipes import FunctionTransformer, StreamTransformer
-from agui_pipes.testing import run, text, tool_call
+from agui_pipes.testing import run_events, text, tool_call
 
 
 class Shout(StreamTransformer):
@@ -18,8 +20,9 @@ no_raw = FunctionTransformer(lambda e: None if e.type is EventType.RAW else e, n
 
 
 async def main() -> None:
-    async def agent_events():  # any AsyncIterable of ag_ui.core events
-        for event in run(text("m1", "hello ", "world") + tool_call("c1", "search", {"q": "x"})):
+    async def agent_events() -> AsyncIterator[BaseEvent]:  # any async iterable of events
+        events = run_events(text("m1", "hello ", "world") + tool_call("c1", "search", {"q": "x"}))
+        for event in events:
             yield event
 
     chain = Shout() | no_raw

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agui_pipes.consume import Consumer
+from agui_pipes import Consumer
 from agui_pipes.verify import ProtocolViolation
 
 STREAM = Path(__file__).parent / "data" / "activity-owner-across-runs.json"

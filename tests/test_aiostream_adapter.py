@@ -8,7 +8,7 @@ import pytest
 from ag_ui.core import BaseEvent, CustomEvent, EventType, TextMessageContentEvent
 
 from agui_pipes import StreamTransformer, TransformerChain
-from agui_pipes.testing import run, text
+from agui_pipes.testing import run_events, text
 
 aiostream = pytest.importorskip("aiostream")
 from aiostream import pipe, stream  # noqa: E402
@@ -35,7 +35,7 @@ class Count(StreamTransformer):
         return [CustomEvent(name="count", value=self.n)]
 
 
-EVENTS = run(text("m", "a", "b"))
+EVENTS = run_events(text("m", "a", "b"))
 
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])

@@ -23,7 +23,7 @@ from agui_pipes import (
     StreamTransformer,
     TransformerChain,
 )
-from agui_pipes.testing import run, text
+from agui_pipes.testing import run_events, text
 
 pytestmark = pytest.mark.anyio
 
@@ -118,7 +118,7 @@ class Source:
             self.closed = True
 
 
-STREAM = run(text("m1", "a", "b"))
+STREAM = run_events(text("m1", "a", "b"))
 
 
 # -- composition ---------------------------------------------------------------

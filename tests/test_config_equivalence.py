@@ -191,7 +191,7 @@ def test_event_families_in_the_options_match_the_stage() -> None:
 
 
 def test_timestamp_from_yaml_stamps_events() -> None:
-    from agui_pipes.testing import run, text
+    from agui_pipes.testing import run_events, text
 
-    out = load_chain("transformers: [timestamp]")().apply_sync(run(text("m1", "hi")))
+    out = load_chain("transformers: [timestamp]")().apply_sync(run_events(text("m1", "hi")))
     assert all(isinstance(e.timestamp, int) and e.timestamp > 0 for e in out)

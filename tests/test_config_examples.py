@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agui_pipes.consume import Consumer, RunResult
+from agui_pipes import Consumer, RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAINS = ROOT / "examples" / "chains"

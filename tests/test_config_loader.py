@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from agui_pipes import AguiPipesError, StreamTransformer, TransformerChain
 from agui_pipes.config import ConfigError, Registry, TransformerSpec, load_chain
-from agui_pipes.testing import run, text
+from agui_pipes.testing import run_events, text
 
 
 class Suffix(StreamTransformer):
@@ -44,7 +44,7 @@ def load(text_: str, registry: Registry, **kwargs: object) -> object:
 
 
 def deltas(chain: TransformerChain) -> list[str]:
-    out = chain.apply_sync(run(text("m1", "a", "b")))
+    out = chain.apply_sync(run_events(text("m1", "a", "b")))
     return [e.delta for e in out if isinstance(e, TextMessageContentEvent)]
 
 

@@ -21,7 +21,7 @@ from agui_pipes.config import (
     load_chain,
 )
 from agui_pipes.config.options import NoOptions, VerifyOptions
-from agui_pipes.testing import run, text
+from agui_pipes.testing import run_events, text
 
 BUILTINS = [
     "expand_chunks",
@@ -112,7 +112,7 @@ def plugins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def deltas(factory: object) -> list[str]:
     chain = factory()  # type: ignore[operator]
-    out = chain.apply_sync(run(text("m1", "Hello", " World")))
+    out = chain.apply_sync(run_events(text("m1", "Hello", " World")))
     return [e.delta for e in out if isinstance(e, TextMessageContentEvent)]
 
 

@@ -34,7 +34,7 @@ from agui_pipes import (
 from agui_pipes._patch import PatchError, apply_patch, json_equal
 from agui_pipes.testing import (
     reasoning,
-    run,
+    run_events,
     run_started,
     subagent,
     text,
@@ -57,7 +57,7 @@ def kinds(events: list[BaseEvent]) -> list[str]:
 
 
 def test_chunks_expand_to_the_triad_closed_by_the_run_terminal() -> None:
-    out = expand(run(text_chunks("m", "a", "b", role="user")))
+    out = expand(run_events(text_chunks("m", "a", "b", role="user")))
     assert kinds(out) == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
                           "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"]
     start = out[1]
@@ -66,12 +66,12 @@ def test_chunks_expand_to_the_triad_closed_by_the_run_terminal() -> None:
 
 
 def test_text_chunk_without_role_opens_an_assistant_message() -> None:
-    out = expand(run(text_chunks("m", "a")))
+    out = expand(run_events(text_chunks("m", "a")))
     assert out[1].role == "assistant"  # type: ignore[attr-defined]
 
 
 def test_a_new_id_in_the_lane_closes_the_previous_item() -> None:
-    out = expand(run(text_chunks("m1", "a") + text_chunks("m2", "b")))
+    out = expand(run_events(text_chunks("m1", "a") + text_chunks("m2", "b")))
     assert kinds(out)[1:-1] == ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
                                 "TEXT_MESSAGE_END", "TEXT_MESSAGE_START",
                                 "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"]
@@ -152,7 +152,7 @@ def test_chunk_metadata_and_raw_event_are_carried() -> None:
 
 
 def test_non_chunk_events_pass_as_the_same_object() -> None:
-    events = run(text("m", "a"))
+    events = run_events(text("m", "a"))
     assert all(a is b for a, b in zip(expand(events), events, strict=True))
 
 
@@ -205,7 +205,7 @@ def test_verify_stage_fresh_per_run() -> None:
 
 
 def test_fold_tool_calls_results_and_placement() -> None:
-    events = run([
+    events = run_events([
         *text("a1", "Looking."),
         *tool_call("c1", "search", '{"q":', '"x"}', result="found", parent_message_id="a1",
                    result_message_id="t1"),
@@ -223,7 +223,7 @@ def test_fold_tool_calls_results_and_placement() -> None:
 
 
 def test_fold_creates_the_parent_message_when_missing() -> None:
-    result = fold(run(tool_call("c1", "t", parent_message_id="p")))
+    result = fold(run_events(tool_call("c1", "t", parent_message_id="p")))
     assert result.messages == [{"id": "p", "role": "assistant", "toolCalls": [
         {"id": "c1", "type": "function", "function": {"name": "t", "arguments": ""}}]}]
     assert result.pending_tool_call_ids == ["c1"]
@@ -234,7 +234,7 @@ def test_fold_outcomes_interrupts_usage_and_runs() -> None:
         "type": "interrupt", "interrupts": [{"id": "i1", "reason": "approval"}]},
         "usage": [{"model": "m", "inputTokens": 3}]}).event
     assert finished is not None
-    events = [*run(error="boom"), *run_started(run_id="r2"), finished]
+    events = [*run_events(error="boom"), *run_started(run_id="r2"), finished]
     result = fold(events)
     assert result.outcome == "interrupt"
     assert result.interrupts == [{"id": "i1", "reason": "approval"}]
@@ -287,7 +287,7 @@ def test_fold_result_is_a_copy() -> None:
 
 def test_long_message_in_many_deltas() -> None:
     deltas = [f"w{i} " for i in range(20000)]
-    result = fold(run(text("m", *deltas)))
+    result = fold(run_events(text("m", *deltas)))
     assert result.messages[0]["content"] == "".join(deltas)
 
 
@@ -309,7 +309,9 @@ def test_consumer_reports_the_source_index_and_stays_failed() -> None:
 
 @pytest.mark.anyio
 async def test_consume_async_source_and_truncation() -> None:
-    wires: list[Any] = [e.model_dump(by_alias=True, mode="json") for e in run(text("m", "hi"))]
+    wires: list[Any] = [
+        e.model_dump(by_alias=True, mode="json") for e in run_events(text("m", "hi"))
+    ]
 
     async def source() -> AsyncIterator[Any]:
         for wire in wires:
@@ -350,7 +352,7 @@ async def test_a_stream_with_no_event_is_rejected_not_an_outcome_of_none(
 def test_end_of_stream_is_after_the_events_not_one_more() -> None:
     # A 3-event stream was reported "[end of stream after 4 events]".
     consumer = Consumer()
-    wires = [e.model_dump(by_alias=True, mode="json") for e in run(text("m", "hi"))]
+    wires = [e.model_dump(by_alias=True, mode="json") for e in run_events(text("m", "hi"))]
     for wire in wires[:3]:
         consumer.push(wire)
     with pytest.raises(VerificationError) as info:
@@ -362,7 +364,7 @@ def test_end_of_stream_is_after_the_events_not_one_more() -> None:
 def test_a_malformed_event_is_reported_at_its_own_position() -> None:
     # It has no decoded event, which used to read as "end of stream after 3 events".
     consumer = Consumer()
-    wires = [e.model_dump(by_alias=True, mode="json") for e in run(text("m", "hi"))]
+    wires = [e.model_dump(by_alias=True, mode="json") for e in run_events(text("m", "hi"))]
     consumer.push(wires[0])
     consumer.push(wires[1])
     with pytest.raises(ProtocolViolation) as info:
@@ -419,9 +421,9 @@ def test_json_equal_is_reflexive_and_strict_about_booleans(value: Any) -> None:
 def test_chunk_form_folds_like_the_explicit_form(
     deltas: list[str], args: list[str], owner: str | None
 ) -> None:
-    explicit = run([*text("m", *deltas, subagent=owner),
+    explicit = run_events([*text("m", *deltas, subagent=owner),
                     *tool_call("c", "t", *args, parent_message_id="m", subagent=owner)])
-    chunked = run([*text_chunks("m", *deltas, subagent=owner),
+    chunked = run_events([*text_chunks("m", *deltas, subagent=owner),
                    *tool_call_chunks("c", "t", *args, parent_message_id="m", subagent=owner)])
     assert fold(expand(chunked)).messages == fold(explicit).messages
     consumer = Consumer()

@@ -17,12 +17,12 @@ from agui_pipes._cli._transcript import Transcript, use_color
 from agui_pipes.demo import DemoAgent, demo_input
 from agui_pipes.testing import (
     reasoning,
+    run_events,
     step,
     subagent,
     text,
     tool_call,
 )
-from agui_pipes.testing import run as run_events
 from agui_pipes.verify import Verifier
 
 
@@ -177,15 +177,33 @@ def test_demo_command_with_your_own_chain(tmp_path: Path) -> None:
     assert out.rstrip().endswith("● run finished: success")
 
 
-def test_demo_raw_is_ndjson(tmp_path: Path) -> None:
-    chain = tmp_path / "chain.yaml"
-    chain.write_text("transformers: []\n")
-    done = demo_cli("--config", str(chain), "--raw")
+def test_demo_raw_is_the_agents_unfiltered_ndjson() -> None:
+    done = demo_cli("--raw")
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines[0]["type"] == "RUN_STARTED"
     assert lines[-1]["type"] == "RUN_FINISHED"
     assert any(line["type"] == "SUBAGENT_STARTED" for line in lines)
+    # The default chain hides this tool and promotes search results to /places:
+    # neither has happened to the agent's own events.
+    assert "internal_price_lookup" in done.stdout
+    assert '"/places"' not in done.stdout
+    # Still a valid stream on its own.
+    verify = subprocess.run(
+        [sys.executable, "-m", "agui_pipes", "verify", "--profile", "producer", "-"],
+        input=done.stdout, capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert verify.returncode == 0, verify.stderr
+
+
+def test_demo_raw_refuses_a_chain_with_the_pipe_to_use(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("transformers: []\n")
+    done = demo_cli("--config", str(chain), "--raw")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "--raw prints the demo agent's own events, before any chain" in done.stderr
+    assert "agui-pipes demo --raw | agui-pipes run --config CHAIN.yaml" in done.stderr
 
 
 def test_demo_invalid_config_exits_2(tmp_path: Path) -> None:
@@ -214,11 +232,9 @@ def test_demo_refuses_async_stages_with_a_hint(tmp_path: Path) -> None:
 
 
 def test_demo_raw_piped_into_run(tmp_path: Path) -> None:
-    chain = tmp_path / "chain.yaml"
-    chain.write_text("transformers: []\n")
     hide = tmp_path / "hide.yaml"
     hide.write_text('transformers:\n  - filter_tool_calls: {deny: ["internal_*"]}\n')
-    raw = demo_cli("--config", str(chain), "--raw")
+    raw = demo_cli("--raw")
     done = subprocess.run(
         [sys.executable, "-m", "agui_pipes", "run", "--config", str(hide)],
         input=raw.stdout, capture_output=True, text=True, check=False, timeout=120,
@@ -227,3 +243,32 @@ def test_demo_raw_piped_into_run(tmp_path: Path) -> None:
     assert "internal_price_lookup" in raw.stdout
     assert "internal_price_lookup" not in done.stdout
     assert len(done.stdout.splitlines()) == len(raw.stdout.splitlines()) - 4
+
+
+def test_demo_raw_through_the_default_chain_applies_it_once(tmp_path: Path) -> None:
+    """The documented `demo --raw | run -c chain.yaml` once applied the chain twice.
+
+    `--raw` used to print the default chain's output, so `tool_result_to_state`
+    promoted the search results to /places in the demo and again in `run`.
+    """
+    chain = tmp_path / "chain.yaml"
+    chain.write_text(demo_cli("--show-chain").stdout)
+    raw = demo_cli("--raw")
+    done = subprocess.run(
+        [sys.executable, "-m", "agui_pipes", "run", "--config", str(chain)],
+        input=raw.stdout, capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    places = [line for line in done.stdout.splitlines() if '"/places"' in line]
+    assert len(places) == 1, places
+    assert "internal_price_lookup" not in done.stdout
+
+
+def test_demo_raw_is_the_recording_the_chain_tests_replay() -> None:
+    recorded = Path(__file__).parent / "data" / "demo-run.ndjson"
+    done = demo_cli("--raw")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == recorded.read_text(encoding="utf-8"), (
+        "the demo agent changed: regenerate the recording with "
+        "`agui-pipes demo --raw > tests/data/demo-run.ndjson`"
+    )

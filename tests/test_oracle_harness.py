@@ -20,7 +20,7 @@ from ag_ui.core import (
     TextMessageStartEvent,
 )
 
-from agui_pipes.testing import run, text, text_chunks, tool_call
+from agui_pipes.testing import run_events, text, text_chunks, tool_call
 
 Oracle = Callable[..., list[OracleResult]]
 
@@ -52,7 +52,7 @@ def test_cases_are_validated_before_node_runs() -> None:
         wire_case([{"type": "RUN_STARTED"}, 42], 2)
     with pytest.raises(TypeError, match="list of tool names"):
         wire_case({"stream": [], "deny": "internal_x"}, 0)
-    assert wire_case(run(), 0)["stream"][0]["type"] == "RUN_STARTED"
+    assert wire_case(run_events(), 0)["stream"][0]["type"] == "RUN_STARTED"
 
 
 def _types(result: OracleResult) -> list[str]:
@@ -61,9 +61,9 @@ def _types(result: OracleResult) -> list[str]:
 
 @pytest.mark.node
 def test_verdicts_come_back_in_case_order(ts_oracle: Oracle) -> None:
-    good = run(text("m1", "Hel", "lo"))
+    good = run_events(text("m1", "Hel", "lo"))
     bad_first = text("m1", "x")
-    unclosed = [*run()[:1], *text("m1", "x")[:2], *run()[1:]]
+    unclosed = [*run_events()[:1], *text("m1", "x")[:2], *run_events()[1:]]
     results = ts_oracle([good, bad_first, {"stream": unclosed}, good])
     assert [r["outcome"] for r in results] == ["completed", "failed", "failed", "completed"]
     assert results[0]["messages"] == [{"id": "m1", "role": "assistant", "content": "Hello"}]
@@ -74,7 +74,7 @@ def test_verdicts_come_back_in_case_order(ts_oracle: Oracle) -> None:
 
 @pytest.mark.node
 def test_chunks_are_delivered_expanded(ts_oracle: Oracle) -> None:
-    (result,) = ts_oracle([run(text_chunks("m1", "a", "b"))])
+    (result,) = ts_oracle([run_events(text_chunks("m1", "a", "b"))])
     assert result["outcome"] == "completed"
     assert _types(result) == [
         "RUN_STARTED",
@@ -88,7 +88,7 @@ def test_chunks_are_delivered_expanded(ts_oracle: Oracle) -> None:
 
 @pytest.mark.node
 def test_filter_tool_calls_middleware_per_case(ts_oracle: Oracle) -> None:
-    stream = run(
+    stream = run_events(
         text("m1", "hi")
         + tool_call("c1", "internal_debug", '{"a":1}', parent_message_id="m1")
         + tool_call("c2", "search", '{"q":2}', parent_message_id="m1")
@@ -115,10 +115,10 @@ def test_filter_tool_calls_middleware_per_case(ts_oracle: Oracle) -> None:
 
 @pytest.mark.node
 def test_state_application_and_patch_warnings(ts_oracle: Oracle) -> None:
-    ok = run(
+    ok = run_events(
         [StateSnapshotEvent(snapshot={"n": 1}), _delta({"op": "replace", "path": "/n", "value": 2})]
     )
-    failing = run([_delta({"op": "replace", "path": "/missing", "value": 2})])
+    failing = run_events([_delta({"op": "replace", "path": "/missing", "value": 2})])
     applied, skipped = ts_oracle([ok, failing])
     assert applied["state"] == {"n": 2}
     assert applied["warnings"] == []
@@ -130,7 +130,7 @@ def test_state_application_and_patch_warnings(ts_oracle: Oracle) -> None:
 @pytest.mark.node
 def test_run_one_and_empty_batch(ts_oracle: Oracle) -> None:
     assert ts_oracle([]) == []
-    result = run_one(run(tool_call("c1", "lookup", "{}", result="ok")))
+    result = run_one(run_events(tool_call("c1", "lookup", "{}", result="ok")))
     assert result["outcome"] == "completed"
     assert [m["role"] for m in result["messages"]] == ["assistant", "tool"]
 
@@ -171,7 +171,7 @@ class _SSEServer:
 
 @pytest.mark.node
 def test_url_cases_run_the_official_http_agent(ts_oracle: Oracle) -> None:
-    stream = run(text("m1", "over ", "http"), thread_id="t-http", run_id="r-http")
+    stream = run_events(text("m1", "over ", "http"), thread_id="t-http", run_id="r-http")
     with _SSEServer(stream) as server:
         (result,) = ts_oracle(
             [

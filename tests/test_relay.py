@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from agui_pipes import StageError, TransformerChain
 from agui_pipes.codecs import DecodeError, decode, encode_sse
 from agui_pipes.relay import Relay
-from agui_pipes.testing import event_lines, run, text
+from agui_pipes.testing import event_lines, run_events, text
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import (
     ExpandChunks,
@@ -80,7 +80,7 @@ def test_relay_equals_apply_sync(events: list[BaseEvent], batch: int, style: str
 
 
 def test_relay_reports_positions() -> None:
-    lines = wire(run(text("m1", "hi")))
+    lines = wire(run_events(text("m1", "hi")))
     bad = [*lines[:2], b'{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": 5}']
     with pytest.raises(DecodeError) as info:
         Relay(chain()).feed(bad)
@@ -94,7 +94,11 @@ def test_relay_reports_positions() -> None:
 
 def test_relay_counts_unknown_events_and_warns() -> None:
     seen = []
-    lines = [*wire(run())[:1], json.dumps({"type": "THINKING_START"}).encode(), wire(run())[1]]
+    lines = [
+        *wire(run_events())[:1],
+        json.dumps({"type": "THINKING_START"}).encode(),
+        wire(run_events())[1],
+    ]
     relay = Relay(TransformerChain([ExpandChunks()]), on_warning=seen.append)
     out = relay.feed(lines) + relay.finish()
     assert out.count(b"data: ") == 2
@@ -112,12 +116,12 @@ def test_relay_needs_a_sync_chain_used_once() -> None:
     with pytest.raises(RuntimeError, match="already processed"):
         Relay(c)
     relay = Relay(chain())
-    relay.feed(wire(run()))
+    relay.feed(wire(run_events()))
     relay.finish()
     with pytest.raises(RuntimeError, match="already called"):
         relay.finish()
     with pytest.raises(StageError) as info:
-        Relay(TransformerChain([_Boom()])).feed(wire(run()))
+        Relay(TransformerChain([_Boom()])).feed(wire(run_events()))
     assert info.value.index == 0
 
 
@@ -139,7 +143,7 @@ def test_ndjson_invalid_utf8_is_an_error_not_a_replacement() -> None:
 def test_relay_passes_canonical_bytes_through_and_reencodes_the_rest() -> None:
     from agui_pipes.codecs import encode_ndjson
 
-    events = run(text("m1", "héllo", "wörld"))
+    events = run_events(text("m1", "héllo", "wörld"))
     lines = wire(events, "canonical")
     for encode in (encode_sse, encode_ndjson):
         relay = Relay(chain(), encode=encode)
@@ -174,7 +178,7 @@ def test_builder_caches_stay_bounded_and_correct_when_a_peer_varies_key_sets() -
         assert len(builders.BUILDERS) <= negative + limit
         assert len(builders.RELAY_ENTRIES) <= negative + limit
         # Junk does not crowd out builders: a plain key set seen now still gets one.
-        events = run(text("m1", "a"))
+        events = run_events(text("m1", "a"))
         fresh = [e.model_dump_json(by_alias=True, exclude_none=True).encode() for e in events]
         relay = Relay(TransformerChain([]), fast_path=True)
         assert relay.feed(fresh) == b"".join(encode_sse(e) for e in events)

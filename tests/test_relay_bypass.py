@@ -24,9 +24,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agui_pipes import Condition, StreamTransformer, TransformerChain
+from agui_pipes._chain import sync_segment
 from agui_pipes.codecs import decode, encode_sse
 from agui_pipes.relay import Relay
-from agui_pipes.testing import run, text
+from agui_pipes.testing import run_events, text
 from agui_pipes.transformers import (
     DropEvents,
     ExpandChunks,
@@ -137,7 +138,7 @@ def _content(message_id: str, delta: str) -> bytes:
 
 def test_a_delta_after_run_error_is_refused_although_its_message_is_still_open() -> None:
     """Verify's promise ends with the run: RUN_ERROR leaves the message open but gated."""
-    head = [_canonical(e.model_dump(by_alias=True, exclude_none=True)) for e in run()[:1]]
+    head = [_canonical(e.model_dump(by_alias=True, exclude_none=True)) for e in run_events()[:1]]
     lines = [
         *head,
         b'{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}',
@@ -155,7 +156,7 @@ def test_a_delta_after_run_error_is_refused_although_its_message_is_still_open()
 
 def test_a_blocked_calls_canonical_args_are_still_dropped() -> None:
     lines = [
-        _canonical(e.model_dump(by_alias=True, exclude_none=True)) for e in run()[:1]
+        _canonical(e.model_dump(by_alias=True, exclude_none=True)) for e in run_events()[:1]
     ] + [
         b'{"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"internal_x"}',
         b'{"type":"TOOL_CALL_ARGS","toolCallId":"c1","delta":"{}"}',
@@ -190,7 +191,7 @@ class _RoutesItsOwnWay(Verify):
 
 
 def _stream() -> list[bytes]:
-    return [encode_sse(e)[6:-2] for e in run(text("m1", "a", "b", "c"))]
+    return [encode_sse(e)[6:-2] for e in run_events(text("m1", "a", "b", "c"))]
 
 
 @pytest.mark.parametrize(
@@ -208,7 +209,7 @@ def test_stages_that_cannot_promise_see_every_event(
     stages = make()
     relay = Relay(TransformerChain(stages), fast_path=True)
     out = relay.feed(_stream()) + relay.finish()
-    assert out == b"".join(encode_sse(e) for e in run(text("m1", "a", "b", "c")))
+    assert out == b"".join(encode_sse(e) for e in run_events(text("m1", "a", "b", "c")))
     assert relay.events_forwarded == 0
     for stage in stages:
         if isinstance(stage, _Spy):
@@ -304,8 +305,8 @@ def test_the_bypass_table_stays_bounded_when_a_peer_varies_key_sets() -> None:
     ]
     out = relay.feed(lines)
     assert out.count(b"data: ") == len(lines)
-    segment = chain._sync_segment()
-    assert segment is not None and len(segment.lanes) <= _BUILDER_LIMIT
+    segment = sync_segment(chain)
+    assert segment is not None and len(segment.state_cache) <= _BUILDER_LIMIT
     # Junk does not crowd out bypasses: a plain key set seen now still gets one.
     assert relay.feed([_content("m1", "b")]) == b"data: " + _content("m1", "b") + b"\n\n"
     assert relay.events_forwarded == 1

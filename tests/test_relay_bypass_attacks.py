@@ -41,7 +41,7 @@ from agui_pipes._fastpath.builders import canonical_framing as _canonical_framin
 from agui_pipes.codecs import decode, encode_ndjson, encode_sse
 from agui_pipes.relay import Relay
 from agui_pipes.server._stats import _Count
-from agui_pipes.testing import run, text, tool_call
+from agui_pipes.testing import run_events, text, tool_call
 from agui_pipes.transformers import (
     CoalesceDeltas,
     DropEvents,
@@ -513,7 +513,7 @@ def test_a_stage_without_a_promise_turns_the_bypass_off_for_what_it_routes(
         return [make(), *promising] if where == "before" else [*promising, make()]
 
     inner = [*text("m1", "a", "b"), *tool_call("c1", "search", "{", "}")]
-    lines = [encode_sse(e)[6:-2] for e in run(inner)]
+    lines = [encode_sse(e)[6:-2] for e in run_events(inner)]
     deltas = [line for line in lines if b'_CONTENT"' in line or b'_ARGS"' in line]
     kept = [d for d in deltas if orjson.loads(d)["type"] not in routed]
     assert _check(stages, lines, [3] * len(lines)) == len(kept)

@@ -82,10 +82,10 @@ def test_limited_hooks_keep_the_bypass_and_an_unlimited_one_turns_it_off() -> No
     from ag_ui.core import RunFinishedEvent, RunStartedEvent
 
     from agui_pipes.codecs import encode_sse
-    from agui_pipes.testing import run, text
+    from agui_pipes.testing import run_events, text
     from agui_pipes.transformers import Verify
 
-    lines = [encode_sse(e)[6:-2] for e in run(text("m1", "a", "b", "c"))]
+    lines = [encode_sse(e)[6:-2] for e in run_events(text("m1", "a", "b", "c"))]
     seen: list[BaseEvent] = []
     limited = Relay(
         TransformerChain([Verify()]), on_input=seen.append, input_types={RunStartedEvent},
@@ -102,10 +102,10 @@ def test_limited_hooks_keep_the_bypass_and_an_unlimited_one_turns_it_off() -> No
 
 def test_take_unsent_returns_the_frames_before_a_failing_event() -> None:
     from agui_pipes.codecs import encode_sse
-    from agui_pipes.testing import run, text
+    from agui_pipes.testing import run_events, text
     from agui_pipes.transformers import Verify
 
-    events = run(text("m1", "a", "b"))
+    events = run_events(text("m1", "a", "b"))
     lines = [encode_sse(e)[6:-2] for e in events]
     bad = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m9","delta":"x"}'
     relay = Relay(TransformerChain([Verify()]))

@@ -155,10 +155,10 @@ class _Opens(StreamTransformer):
 
 
 def test_reroute_switches_the_plan_mid_stream() -> None:
-    from agui_pipes.testing import run, text
+    from agui_pipes.testing import run_events, text
 
     stage = _Opens()
-    events = run(text("m1", "a", "b"))
+    events = run_events(text("m1", "a", "b"))
     assert TransformerChain([stage]).apply_sync(events) == events
     # Nothing before the start; everything after it, the run's end included.
     assert stage.seen == [
@@ -180,9 +180,89 @@ class _Overrides(ExpandChunks):
 
 
 def test_a_subclass_overriding_transform_is_not_bypassed() -> None:
-    from agui_pipes.testing import run, text
+    from agui_pipes.testing import run_events, text
 
     stage = _Overrides()
-    events = run(text("m1", "a", "b"))
+    events = run_events(text("m1", "a", "b"))
     TransformerChain([stage]).apply_sync(events)
     assert stage.count == len(events)
+
+
+class _Counts(StreamTransformer):
+    """A routed stage whose attributes are only what its own constructor set."""
+
+    event_types = ("TEXT_MESSAGE_CONTENT",)
+
+    def __init__(self) -> None:
+        self.count = [0]
+
+    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        self.count[0] += 1
+        return (event,)
+
+
+def test_running_a_stage_writes_nothing_into_it() -> None:
+    """Regression: the chain used to store its reroute listeners in each stage's ``__dict__``."""
+    from agui_pipes.codecs import encode_ndjson
+    from agui_pipes.relay import Relay
+    from agui_pipes.testing import run_events, text
+
+    events = run_events(text("m1", "a", "b"))
+    counts, opens, expand = _Counts(), _Opens(), ExpandChunks()
+    before = [dict(vars(s)) for s in (counts, opens, expand)]
+    TransformerChain([counts, opens, expand]).apply_sync(events)
+    relay = Relay(TransformerChain([counts, opens, expand]))
+    relay.feed(encode_ndjson(e).strip() for e in events)
+    relay.finish()
+    assert vars(counts) == before[0]
+    assert counts.count == [4]
+    # _Opens and ExpandChunks write ``route_key`` themselves (and _Opens its log);
+    # nothing else appears.
+    assert set(vars(opens)) == set(before[1]) | {"route_key"}
+    assert set(vars(expand)) <= set(before[2]) | {"route_key"}
+
+
+class _Unhashable(_Opens):
+    """A stage that compares by value (so it has no hash) still reroutes its chains."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Unhashable) and other.seen == self.seen
+
+
+def test_an_unhashable_stage_reroutes() -> None:
+    from agui_pipes.testing import run_events, text
+
+    stage = _Unhashable()
+    events = run_events(text("m1", "a"))
+    assert TransformerChain([stage]).apply_sync(events) == events
+    assert stage.seen == [
+        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
+    ]
+
+
+def test_a_finished_chain_does_not_keep_its_stages_alive() -> None:
+    import gc
+    import weakref
+
+    from agui_pipes.testing import run_events, text
+
+    stage = _Opens()
+    chain = TransformerChain([stage, ExpandChunks()])
+    chain.apply_sync(run_events(text("m1", "a")))
+    gone = weakref.ref(stage)
+    del stage, chain
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_stage_in_a_second_chain_reroutes_that_chain() -> None:
+    from agui_pipes.testing import run_events, text
+
+    stage = _Opens()
+    first = TransformerChain([stage])
+    second = first.fresh()  # a new _Opens: the first one's listeners stay with it
+    events = run_events(text("m1", "a"))
+    assert second.apply_sync(events) == events
+    assert stage.seen == []
+    assert first.apply_sync(events) == events
+    assert stage.seen[0] == "TEXT_MESSAGE_START"

@@ -16,10 +16,10 @@ import pytest
 from ag_ui.core import BaseEvent
 
 from agui_pipes import AsyncStreamTransformer, StageError, StreamTransformer, TransformerChain
-from agui_pipes.testing import run, text
+from agui_pipes.testing import run_events, text
 from agui_pipes.transformers import StripRawEvents
 
-EVENTS = run(text("m1", "hi"))
+EVENTS = run_events(text("m1", "hi"))
 FIX = "`(event,)` to pass it, `()` to drop it"
 
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_pipes.events import EVENT_CLASS_BY_TYPE, attribution
-from agui_pipes.testing import run
+from agui_pipes.testing import run_events
 from agui_pipes.testing._choices import Choices
 from agui_pipes.testing._streamgen import StreamConfig, simulate_stream_with_expectations
 from agui_pipes.testing.strategies import (
@@ -127,10 +127,10 @@ def test_typescript_client_accepts_generated_streams(ts_oracle: Oracle) -> None:
             30,
         ),
         *_collect(streams(max_subagent_depth=3, max_items=4, outcomes=False), 30),
-        *[run(f) for f in _collect(text_messages(chunks=True, subagent="sub-x"), 10)],
-        *[run(f) for f in _collect(tool_calls(["a", "b"], chunks=True), 10)],
-        *[run(f) for f in _collect(reasoning_spans(), 10)],
-        *[run(f) for f in _collect(subagent_scopes(), 10)],
+        *[run_events(f) for f in _collect(text_messages(chunks=True, subagent="sub-x"), 10)],
+        *[run_events(f) for f in _collect(tool_calls(["a", "b"], chunks=True), 10)],
+        *[run_events(f) for f in _collect(reasoning_spans(), 10)],
+        *[run_events(f) for f in _collect(subagent_scopes(), 10)],
     ]
     generated = [events for events, _ in with_expectations] + others
     assert len(generated) >= 400
@@ -264,8 +264,8 @@ def _check_expanded_run(run_events: list[BaseEvent]) -> None:
 @given(expanded_streams(max_items=8))
 def test_expanded_streams_have_no_chunks_and_balanced_lifecycles(events: list[BaseEvent]) -> None:
     assert not any(e.type in _CHUNKS for e in events)
-    for run_events in _runs_of(events):
-        _check_expanded_run(run_events)
+    for one_run in _runs_of(events):
+        _check_expanded_run(one_run)
 
 
 @settings(max_examples=100, deadline=None)

@@ -12,7 +12,7 @@ from agui_pipes import StageError, StreamTransformer
 from agui_pipes.testing import (
     assert_events_equal,
     reasoning,
-    run,
+    run_events,
     run_transformer,
     step,
     subagent,
@@ -24,7 +24,7 @@ from agui_pipes.testing import (
 
 
 def test_builders_produce_wire_shapes() -> None:
-    events = run(
+    events = run_events(
         step("plan", text("m1", "Hel", "lo"))
         + tool_call("c1", "search", {"q": 1}, result=[1])
         + reasoning("r1", "hmm")
@@ -43,13 +43,13 @@ def test_builders_produce_wire_shapes() -> None:
 
 
 def test_run_error_builder() -> None:
-    events = run(text("m", "x"), error="boom")
+    events = run_events(text("m", "x"), error="boom")
     assert events[-1].type is EventType.RUN_ERROR
 
 
 def test_assert_events_equal_shows_a_diff() -> None:
-    a = run(text("m1", "hello"))
-    b = run(text("m1", "world"))
+    a = run_events(text("m1", "hello"))
+    b = run_events(text("m1", "world"))
     assert_events_equal(a, list(a))
     with pytest.raises(AssertionError) as info:
         assert_events_equal(a, b)
@@ -70,7 +70,7 @@ class Dropper(StreamTransformer):
 
 def test_run_transformer_uses_the_given_instance() -> None:
     stage = Dropper()
-    out = run_transformer(stage, run(text("m", "a", "b")))
+    out = run_transformer(stage, run_events(text("m", "a", "b")))
     assert stage.dropped == 2
     assert [e.type for e in out].count(EventType.TEXT_MESSAGE_CONTENT) == 0
 
@@ -82,16 +82,45 @@ def test_run_transformer_checks_outputs() -> None:
 
     # The chain itself refuses it, naming the stage and the fix.
     with pytest.raises(StageError, match=r"stage Bad.*returned a dict as an output item"):
-        run_transformer(Bad(), run())
+        run_transformer(Bad(), run_events())
 
 
 def test_plugin_fixtures(
     agui_events: ModuleType,
-    run_stage: Callable[[StreamTransformer, list[BaseEvent]], list[BaseEvent]],
-    assert_events: Callable[..., None],
+    agui_run_transformer: Callable[[StreamTransformer, list[BaseEvent]], list[BaseEvent]],
+    agui_assert_events_equal: Callable[..., None],
 ) -> None:
     stage = Dropper()
-    events = agui_events.run(agui_events.text("m", "x"))
+    events = agui_events.run_events(agui_events.text("m", "x"))
+    out = agui_run_transformer(stage, events)
+    assert stage.dropped == 1  # like run_transformer: the given instance ran
+    expected = [e for e in events if e.type is not EventType.TEXT_MESSAGE_CONTENT]
+    agui_assert_events_equal(out, expected)
+    with pytest.raises(AssertionError):
+        agui_assert_events_equal(out, events)
+
+
+def test_renamed_fixtures_still_work_and_warn(request: pytest.FixtureRequest) -> None:
+    with pytest.warns(DeprecationWarning, match="'run_stage' is deprecated.*agui_run_transformer"):
+        run_stage = request.getfixturevalue("run_stage")
+    stage = Dropper()
+    events = run_events(text("m", "x"))
     out = run_stage(stage, events)
-    assert stage.dropped == 0  # run_stage used a fresh copy
-    assert_events(out, [e for e in events if e.type is not EventType.TEXT_MESSAGE_CONTENT])
+    assert stage.dropped == 0  # run_stage ran a fresh copy, as it did in 0.1
+    assert len(out) == len(events) - 1
+    with pytest.warns(DeprecationWarning, match="'assert_events' is deprecated"):
+        assert_events = request.getfixturevalue("assert_events")
+    assert assert_events is assert_events_equal
+
+
+def test_renamed_builder_still_works_and_warns(agui_events: ModuleType) -> None:
+    import agui_pipes.testing
+
+    deprecated = r"agui_pipes\.testing\.run is deprecated.*run_events"
+    with pytest.warns(DeprecationWarning, match=deprecated):
+        old = agui_pipes.testing.run
+    assert old is run_events
+    with pytest.warns(DeprecationWarning, match=r"agui_events\.run is deprecated"):
+        assert agui_events.run is run_events
+    assert "run" not in agui_pipes.testing.__all__
+    assert "run" not in dir(agui_pipes.testing)

@@ -44,8 +44,8 @@ from hypothesis import strategies as st
 from agui_pipes import StreamRejected
 from agui_pipes.testing import (
     reasoning,
-    run,
     run_error,
+    run_events,
     run_finished,
     run_started,
     step,
@@ -147,7 +147,7 @@ def test_full_valid_stream_is_accepted_by_both_profiles() -> None:
         *subagent("s1", "helper", text("m2", "sub") + step("plan")),
     ]
     for profile in ("consumer", "producer"):
-        verifier = check(run(inner), profile)
+        verifier = check(run_events(inner), profile)
         assert not verifier.run_open
         verifier.finish()
 
@@ -174,7 +174,7 @@ def test_separate_id_spaces_overlap_freely() -> None:
 
 
 def test_several_runs_in_one_stream_for_the_consumer() -> None:
-    verifier = check([*run(text("m", "a")), *run_error("x"), *run(), *run_started()])
+    verifier = check([*run_events(text("m", "a")), *run_error("x"), *run_events(), *run_started()])
     assert verifier.run_open
     with pytest.raises(VerificationError) as info:
         verifier.finish()
@@ -482,7 +482,7 @@ def test_generated_valid_streams_are_accepted(kinds: list[str], error_end: bool)
             inner += reasoning(f"r{i}", "think")
         else:
             inner += subagent(f"sub{i}", "helper", text(f"subm{i}", "y"))
-    events = run(inner, error="boom" if error_end else None)
+    events = run_events(inner, error="boom" if error_end else None)
     for profile in ("consumer", "producer"):
         verifier = check(events, profile)
         verifier.finish()
@@ -505,3 +505,62 @@ def test_generated_valid_streams_are_accepted(kinds: list[str], error_end: bool)
 
 def test_run_error_event_type_is_accepted_in_the_middle() -> None:
     check([*START, RunErrorEvent(message="x", code="C")]).finish()
+
+
+def test_protocol_violation_is_one_class_wherever_it_is_imported() -> None:
+    import agui_pipes
+    from agui_pipes import _errors
+
+    assert agui_pipes.ProtocolViolation is ProtocolViolation is _errors.ProtocolViolation
+    assert issubclass(VerificationError, ProtocolViolation)
+    assert issubclass(ProtocolViolation, StreamRejected)
+
+
+def test_between_runs_follows_the_run() -> None:
+    from agui_pipes.testing import run_events, text
+
+    events = run_events(text("m1", "hi"))
+    verifier = Verifier()
+    assert verifier.between_runs
+    verifier.observe(events[0])
+    assert not verifier.between_runs
+    for event in events[1:]:
+        verifier.observe(event)
+    assert verifier.between_runs  # RUN_FINISHED: the next event must start a run
+
+
+def test_open_items_are_the_live_tables_the_deltas_are_checked_against() -> None:
+    from ag_ui.core import (
+        RunStartedEvent,
+        TextMessageContentEvent,
+        TextMessageStartEvent,
+        ToolCallArgsEvent,
+        ToolCallStartEvent,
+    )
+
+    verifier = Verifier()
+    texts = verifier.open_items(TextMessageContentEvent)
+    calls = verifier.open_items(ToolCallArgsEvent)
+    assert texts is not None and calls is not None
+    assert not texts.by_tool_call and calls.by_tool_call
+    assert verifier.open_items(TextMessageStartEvent) is None
+    verifier.observe(RunStartedEvent(thread_id="t", run_id="r"))
+    verifier.observe(TextMessageStartEvent(message_id="m1", role="assistant"))
+    verifier.observe(
+        ToolCallStartEvent(tool_call_id="c1", tool_call_name="f", subagent_run_id="s1")
+    )
+    assert "m1" in texts.ids and "c1" in calls.ids  # the same objects, kept current
+    assert calls.owners.get("c1") == "s1"
+
+
+def test_mid_run_check_leaves_run_started_to_observe() -> None:
+    from ag_ui.core import RunStartedEvent, TextMessageContentEvent
+
+    verifier = Verifier()
+    assert verifier.mid_run_check(RunStartedEvent) is None
+    check = verifier.mid_run_check(TextMessageContentEvent)
+    assert check is not None
+    verifier.observe(RunStartedEvent(thread_id="t", run_id="r"))
+    with pytest.raises(VerificationError) as caught:
+        check(TextMessageContentEvent(message_id="nope", delta="x"))
+    assert caught.value.rule is Rule.NOT_OPEN

@@ -14,13 +14,14 @@ properties are dropped with a warning, malformed fields are a ``DecodeError``.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import aclosing, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 import anyio
 from ag_ui.core import BaseEvent
@@ -34,11 +35,13 @@ __all__ = [
     "InputError",
     "OpenInput",
     "Progress",
+    "SyncInput",
     "decode_events",
     "input_name",
     "line_of_event",
     "no_events_message",
     "open_input",
+    "open_input_sync",
     "payloads_of",
     "read_events",
     "read_wire_events",
@@ -139,6 +142,79 @@ class OpenInput:
     chunks: AsyncIterator[bytes]
 
 
+@dataclass
+class SyncInput:
+    """An input opened without an event loop, its format settled: ``chunks`` yields all
+    its bytes (blocking reads)."""
+
+    format: str  # ndjson, sse, json or corpus
+    name: str
+    chunks: Iterator[bytes]
+
+
+def _settled_format(path: str | None, input_format: str, first: bytes) -> str:
+    if input_format != "auto":
+        return input_format
+    suffix = Path(path).suffix.lower() if path not in (None, "-") else ""
+    return _BY_SUFFIX.get(suffix) or _sniff(first)
+
+
+def _chunks_sync(source: IO[bytes], progress: Progress) -> Iterator[bytes]:
+    while True:
+        try:
+            chunk = source.read(_CHUNK)
+        except OSError as exc:
+            raise InputError(f"cannot read input: {exc.strerror or exc}") from None
+        if not chunk:
+            return
+        progress.bytes_read += len(chunk)
+        yield chunk
+
+
+@contextmanager
+def open_input_sync(
+    path: str | None, *, input_format: str = "auto", progress: Progress | None = None
+) -> Iterator[SyncInput]:
+    """``open_input`` for a reader that needs no event loop (a sync chain's relay).
+
+    Starting an event loop is most of a short run's start-up, so ``run`` opens
+    its input this way and starts one only when the chain or the format needs
+    it, handing the input over with ``open_input(..., resume=...)``.
+    """
+    if input_format not in FORMATS:
+        raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
+    if progress is None:
+        progress = Progress(None)
+    owned = path is not None and path != "-"
+    if path is not None and owned:
+        try:
+            source: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed below
+        except OSError as exc:
+            raise InputError(f"cannot open input {path}: {exc.strerror or exc}") from None
+    else:
+        source = sys.stdin.buffer
+    try:
+        chunks = _chunks_sync(source, progress)
+        first = next(chunks, b"")
+        fmt = _settled_format(path, input_format, first)
+        progress.format = fmt
+        yield SyncInput(fmt, input_name(path), itertools.chain((first,) if first else (), chunks))
+    finally:
+        if owned:
+            source.close()
+
+
+async def _in_thread(chunks: Iterator[bytes]) -> AsyncGenerator[bytes, None]:
+    """The chunks of a ``SyncInput``, each read in a worker thread (as ``anyio.wrap_file``)."""
+    from anyio import to_thread
+
+    while True:
+        chunk = await to_thread.run_sync(next, chunks, b"")
+        if not chunk:
+            return
+        yield chunk
+
+
 async def _prepend(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
     if first:
         yield first
@@ -148,13 +224,22 @@ async def _prepend(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncGenerator
 
 @asynccontextmanager
 async def open_input(
-    path: str | None, *, input_format: str = "auto", progress: Progress | None = None
+    path: str | None,
+    *,
+    input_format: str = "auto",
+    progress: Progress | None = None,
+    resume: SyncInput | None = None,
 ) -> AsyncIterator[OpenInput]:
     """Open ``path`` (``None`` or ``-``: standard input) and settle its format.
 
     ``auto`` looks at the file extension, then at the first chunk read (which
     ``chunks`` still yields). Raises ``InputError`` like ``read_events``.
+    ``resume`` goes on reading an input ``open_input_sync`` opened instead.
     """
+    if resume is not None:
+        async with aclosing(_in_thread(resume.chunks)) as resumed:
+            yield OpenInput(resume.format, resume.name, resumed)
+        return
     if input_format not in FORMATS:
         raise InputError(f"unknown input format {input_format!r}; use one of {FORMATS}")
     name = input_name(path)
@@ -168,10 +253,7 @@ async def open_input(
         async for chunk in chunks:
             first = chunk
             break
-        fmt = input_format
-        if fmt == "auto":
-            suffix = Path(path).suffix.lower() if path not in (None, "-") else ""
-            fmt = _BY_SUFFIX.get(suffix) or _sniff(first)
+        fmt = _settled_format(path, input_format, first)
         progress.format = fmt
         async with aclosing(_prepend(first, chunks)) as all_chunks:
             yield OpenInput(fmt, name, all_chunks)

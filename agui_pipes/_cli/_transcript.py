@@ -16,31 +16,8 @@ import json
 import os
 from typing import Any, TextIO
 
-from ag_ui.core import (
-    BaseEvent,
-    CustomEvent,
-    MessagesSnapshotEvent,
-    RawEvent,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentStartedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent
 from pydantic import BaseModel
 
 from ..events import attribution
@@ -155,33 +132,33 @@ class Transcript:
         role = self._roles.get(message_id, "assistant")
         return self._paint(f"{role}: ", "bold", "cyan" if role == "assistant" else "green")
 
-    def _on_run_started(self, event: RunStartedEvent, tag: str | None) -> None:
+    def _on_run_started(self, event: ag.RunStartedEvent, tag: str | None) -> None:
         self._say(None, self._paint(f"● run {event.run_id} (thread {event.thread_id})", "dim"))
 
-    def _on_run_finished(self, event: RunFinishedEvent, tag: str | None) -> None:
+    def _on_run_finished(self, event: ag.RunFinishedEvent, tag: str | None) -> None:
         outcome = getattr(event.outcome, "type", None) or "success"
         line = f"● run finished: {outcome}"
         if event.result is not None:
             line += f" → {_short(event.result)}"
         self._say(None, self._paint(line, "green", "bold"))
 
-    def _on_run_error(self, event: RunErrorEvent, tag: str | None) -> None:
+    def _on_run_error(self, event: ag.RunErrorEvent, tag: str | None) -> None:
         code = f" [{event.code}]" if event.code else ""
         self._say(None, self._paint(f"✖ run error{code}: {event.message}", "red", "bold"))
 
-    def _on_text_message_start(self, event: TextMessageStartEvent, tag: str | None) -> None:
+    def _on_text_message_start(self, event: ag.TextMessageStartEvent, tag: str | None) -> None:
         self._roles[event.message_id] = str(event.role or "assistant")
         self._stream("text", event.message_id, tag, self._role_head(event.message_id), "")
 
-    def _on_text_message_content(self, event: TextMessageContentEvent, tag: str | None) -> None:
+    def _on_text_message_content(self, event: ag.TextMessageContentEvent, tag: str | None) -> None:
         self._stream("text", event.message_id, tag, self._role_head(event.message_id),
                      event.delta)
 
-    def _on_text_message_end(self, event: TextMessageEndEvent, tag: str | None) -> None:
+    def _on_text_message_end(self, event: ag.TextMessageEndEvent, tag: str | None) -> None:
         if self._line == ("text", event.message_id):
             self._end_line()
 
-    def _on_text_message_chunk(self, event: TextMessageChunkEvent, tag: str | None) -> None:
+    def _on_text_message_chunk(self, event: ag.TextMessageChunkEvent, tag: str | None) -> None:
         key = event.message_id or (self._line[1] if self._line else "chunk")
         if event.role is not None and event.message_id is not None:
             self._roles[event.message_id] = str(event.role or "assistant")
@@ -215,33 +192,33 @@ class Transcript:
         name = self._tools.get(call_id, call_id)
         return self._paint("→ ", "yellow") + self._paint(name, "bold", "yellow") + "("
 
-    def _on_tool_call_start(self, event: ToolCallStartEvent, tag: str | None) -> None:
+    def _on_tool_call_start(self, event: ag.ToolCallStartEvent, tag: str | None) -> None:
         self._tools[event.tool_call_id] = event.tool_call_name
         self._stream("tool", event.tool_call_id, tag, self._tool_head(event.tool_call_id), "")
 
-    def _on_tool_call_args(self, event: ToolCallArgsEvent, tag: str | None) -> None:
+    def _on_tool_call_args(self, event: ag.ToolCallArgsEvent, tag: str | None) -> None:
         self._stream("tool", event.tool_call_id, tag, self._tool_head(event.tool_call_id),
                      event.delta)
 
-    def _on_tool_call_end(self, event: ToolCallEndEvent, tag: str | None) -> None:
+    def _on_tool_call_end(self, event: ag.ToolCallEndEvent, tag: str | None) -> None:
         if self._line == ("tool", event.tool_call_id):
             self._out.write(")")
             self._end_line()
 
-    def _on_tool_call_chunk(self, event: ToolCallChunkEvent, tag: str | None) -> None:
+    def _on_tool_call_chunk(self, event: ag.ToolCallChunkEvent, tag: str | None) -> None:
         key = event.tool_call_id or (self._line[1] if self._line else "chunk")
         if event.tool_call_name and event.tool_call_id:
             self._tools[event.tool_call_id] = event.tool_call_name
         self._stream("tool", key, tag, self._tool_head(key), event.delta or "")
 
-    def _on_tool_call_result(self, event: ToolCallResultEvent, tag: str | None) -> None:
+    def _on_tool_call_result(self, event: ag.ToolCallResultEvent, tag: str | None) -> None:
         name = self._tools.get(event.tool_call_id, event.tool_call_id)
         self._say(tag, self._paint(f"← {name}: ", "yellow") + _short(event.content))
 
-    def _on_state_snapshot(self, event: StateSnapshotEvent, tag: str | None) -> None:
+    def _on_state_snapshot(self, event: ag.StateSnapshotEvent, tag: str | None) -> None:
         self._say(tag, self._paint("state = ", "magenta") + _short(event.snapshot))
 
-    def _on_state_delta(self, event: StateDeltaEvent, tag: str | None) -> None:
+    def _on_state_delta(self, event: ag.StateDeltaEvent, tag: str | None) -> None:
         parts = []
         for op in event.delta:
             fields = op.model_dump(exclude_unset=True) if isinstance(op, BaseModel) else op
@@ -250,16 +227,16 @@ class Transcript:
                 parts.append(f"{fields.get('op')} {fields.get('path')}{value}")
         self._say(tag, self._paint("state ", "magenta") + "; ".join(parts))
 
-    def _on_messages_snapshot(self, event: MessagesSnapshotEvent, tag: str | None) -> None:
+    def _on_messages_snapshot(self, event: ag.MessagesSnapshotEvent, tag: str | None) -> None:
         self._say(tag, self._paint(f"messages snapshot: {len(event.messages)} messages", "dim"))
 
-    def _on_step_started(self, event: StepStartedEvent, tag: str | None) -> None:
+    def _on_step_started(self, event: ag.StepStartedEvent, tag: str | None) -> None:
         self._say(tag, self._paint(f"▸ step {event.step_name}", "blue"))
 
-    def _on_step_finished(self, event: StepFinishedEvent, tag: str | None) -> None:
+    def _on_step_finished(self, event: ag.StepFinishedEvent, tag: str | None) -> None:
         self._say(tag, self._paint(f"▪ step {event.step_name} done", "dim"))
 
-    def _on_subagent_started(self, event: SubagentStartedEvent, tag: str | None) -> None:
+    def _on_subagent_started(self, event: ag.SubagentStartedEvent, tag: str | None) -> None:
         parent = event.parent_subagent_run_id
         self._depth[event.subagent_run_id] = self._depth.get(parent, 0) + 1 if parent else 1
         self._names[event.subagent_run_id] = event.name
@@ -270,21 +247,21 @@ class Transcript:
     def _subagent_end(self, sub_id: str, text: str, *styles: str) -> None:
         self._say(self._parents.get(sub_id), self._paint(text, *styles))
 
-    def _on_subagent_finished(self, event: SubagentFinishedEvent, tag: str | None) -> None:
+    def _on_subagent_finished(self, event: ag.SubagentFinishedEvent, tag: str | None) -> None:
         name = self._names.get(event.subagent_run_id, event.subagent_run_id)
         result = getattr(event, "result", None)
         suffix = f" → {_short(result)}" if result is not None else ""
         self._subagent_end(event.subagent_run_id, f"└ {name} finished{suffix}", "blue")
 
-    def _on_subagent_error(self, event: SubagentErrorEvent, tag: str | None) -> None:
+    def _on_subagent_error(self, event: ag.SubagentErrorEvent, tag: str | None) -> None:
         name = self._names.get(event.subagent_run_id, event.subagent_run_id)
         self._subagent_end(event.subagent_run_id, f"└ {name} failed: {event.message}", "red")
 
-    def _on_raw(self, event: RawEvent, tag: str | None) -> None:
+    def _on_raw(self, event: ag.RawEvent, tag: str | None) -> None:
         source = f" from {event.source}" if event.source else ""
         self._say(tag, self._paint(f"raw{source}: {_short(event.event, 80)}", "dim"))
 
-    def _on_custom(self, event: CustomEvent, tag: str | None) -> None:
+    def _on_custom(self, event: ag.CustomEvent, tag: str | None) -> None:
         self._say(tag, self._paint(f"custom {event.name}: {_short(event.value, 80)}", "dim"))
 
     def _on_activity_snapshot(self, event: Any, tag: str | None) -> None:

@@ -3,7 +3,9 @@
 Runs the scripted demo agent (``agui_pipes.demo``: reasoning, streamed text,
 tool calls including an internal one, a nested subagent, state updates)
 through the run driver and a chain — the built-in default chain, or yours with
-``--config`` — and prints a readable transcript (``--raw`` for NDJSON events).
+``--config`` — and prints a readable transcript. ``--raw`` prints the agent's
+own events instead, as NDJSON and before any chain, so that piping them into
+``agui-pipes run --config`` applies a chain exactly once.
 No network, no model, no API key.
 
 Exit status: 0 when the run finished, 1 when it ended in RUN_ERROR (e.g. a
@@ -50,7 +52,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="permit `type: module:attr` references in --config",
     )
-    parser.add_argument("--raw", action="store_true", help="print the events as NDJSON")
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help=(
+            "print the agent's own events as NDJSON, before any chain (pipe them into "
+            "`agui-pipes run --config CHAIN.yaml` to apply one)"
+        ),
+    )
     parser.add_argument(
         "--message",
         default="Plan me a weekend in Lisbon, please.",
@@ -92,6 +101,16 @@ def _demo(args: argparse.Namespace) -> int:
     if args.show_chain:
         sys.stdout.write(DEFAULT_CHAIN)
         return 0
+    if args.raw:
+        if args.config is not None:
+            print(
+                "agui-pipes: --raw prints the demo agent's own events, before any chain, so "
+                "it takes no --config; to see your chain's output as NDJSON: "
+                "agui-pipes demo --raw | agui-pipes run --config CHAIN.yaml",
+                file=sys.stderr,
+            )
+            return 2  # usage error, like a bad --pace
+        return _run(args, None)
     chain = _chain(args)
     if chain is None:
         return EXIT_CONFIG
@@ -107,6 +126,11 @@ def _demo(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_CONFIG
+    return _run(args, chain)
+
+
+def _run(args: argparse.Namespace, chain: LoadedChain | None) -> int:
+    """Run the demo agent through ``chain`` (``None``: no stage at all, for ``--raw``)."""
     interactive = bool(sys.stdout.isatty()) and not args.raw
     pace = args.pace if args.pace is not None else (_DEFAULT_PACE if interactive else 0.0)
     if pace < 0:

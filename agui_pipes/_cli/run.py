@@ -7,8 +7,9 @@ it works as a filter in a shell pipe.
 
 A chain of synchronous stages over NDJSON or SSE input runs through
 ``agui_pipes.relay.Relay``: each chunk read is decoded, transformed and
-encoded in one pass and written with one call. Other chains (async stages,
-operators) and the JSON shapes run event by event through ``chain.apply``.
+encoded in one pass and written with one call, without starting an event loop.
+Other chains (async stages, operators) and the JSON shapes run event by event
+through ``chain.apply``, under ``anyio.run``.
 Both write the same bytes, and on a rejection the events before the
 rejected one are written either way.
 
@@ -57,13 +58,14 @@ from ._chainfile import EXIT_CONFIG, load_or_report
 from ._input import (
     FORMATS,
     InputError,
-    OpenInput,
     Progress,
+    SyncInput,
     decode_events,
     input_name,
     line_of_event,
     no_events_message,
     open_input,
+    open_input_sync,
     payloads_of,
     wire_index,
 )
@@ -181,17 +183,10 @@ def _run_chain(args: argparse.Namespace) -> int:
 
     wire = _WireCount()
 
-    async def main() -> None:
-        chain = chain_factory()
-        async with open_input(
-            args.input, input_format=args.input_format, progress=progress
-        ) as opened:
-            if chain.is_sync and opened.format in ("ndjson", "sse"):
-                wire.by_relay = True
-                await _relay(chain, opened, out, encode, on_warning, progress, line, wire)
-                return
+    async def apply(chain: TransformerChain, opened: SyncInput) -> None:
+        async with open_input(args.input, progress=progress, resume=opened) as resumed:
             source = decode_events(
-                payloads_of(opened), on_warning=on_warning, progress=progress,
+                payloads_of(resumed), on_warning=on_warning, progress=progress,
                 dropped=wire.dropped,
             )
             async with aclosing(source), chain.apply(source) as events:
@@ -201,7 +196,17 @@ def _run_chain(args: argparse.Namespace) -> int:
                         line.tick()
 
     try:
-        anyio.run(main)
+        chain = chain_factory()
+        with open_input_sync(
+            args.input, input_format=args.input_format, progress=progress
+        ) as opened:
+            if chain.is_sync and opened.format in ("ndjson", "sse"):
+                # No event loop: the relay needs none, and starting one (asyncio and
+                # anyio's backend) would be most of the start-up of a short run.
+                wire.by_relay = True
+                _relay(chain, opened, out, encode, on_warning, progress, line, wire)
+            else:
+                anyio.run(apply, chain, opened)
     except Exception as raised:
         failure = _unwrap(raised)
         code, message = _classify(failure)
@@ -280,9 +285,9 @@ def _located(
     return message if line is None else f"{message} ({path}:{line})"
 
 
-async def _relay(
+def _relay(
     chain: TransformerChain,
-    opened: OpenInput,
+    opened: SyncInput,
     out: IO[bytes],
     encode: Callable[[BaseEvent], bytes],
     on_warning: Callable[[DecodeWarning], None] | None,
@@ -311,7 +316,7 @@ async def _relay(
         if line is not None:
             line.tick()
 
-    async for chunk in opened.chunks:
+    for chunk in opened.chunks:
         feed(decoder.feed_bytes(chunk))
     feed(decoder.close_bytes())
     out.write(relay.finish())

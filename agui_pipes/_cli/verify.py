@@ -30,8 +30,8 @@ from typing import Any
 import anyio
 
 from .. import _json
+from .._consume import Consumer, RunResult
 from ..codecs import CodecError, DecodeError, DecodeWarning
-from ..consume import Consumer, RunResult
 from ..verify import ProtocolViolation
 from ._input import (
     FORMATS,

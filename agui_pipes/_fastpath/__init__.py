@@ -1,4 +1,4 @@
-"""The fast path: every speed-only piece of the wire, in one place.
+"""The fast path: every speed-only piece, in one place.
 
 The reference path (``agui_pipes._decode``, ``agui_pipes._encode``) is the
 plain implementation of the processing model; everything here gives the same
@@ -10,6 +10,8 @@ the reference path's specs and checks, the reference path never imports it.
   pydantic's serializer without ``ag_ui``'s per-event hook;
 * ``bypass`` — the relay's bypass: payloads sent on as bytes when every
   stage promises to pass them;
+* ``_promises`` — joining those promises (``StreamTransformer.passes``) for
+  one event shape, and deciding which to trust;
 * ``source`` — compiling generated code under a name that says what it is,
   with its text in ``linecache`` (tracebacks show it).
 

@@ -12,12 +12,14 @@ bypass is a shortcut through the chain, not a stream of chunks.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from ag_ui.core import BaseEvent
 
 from .. import _json
+from .._chain import SyncSegment
 from .._decode import SPECS
+from ._promises import conditions as promised_conditions
 from .builders import BUILDER_LIMIT, compact_framing, relay_entry
 from .source import compile_function, origin
 
@@ -229,19 +231,8 @@ def bypass_factory(
     return factory
 
 
-class _Segment(Protocol):
-    """What a bypass needs of a chain's sync segment: its promises and its bypass table."""
-
-    @property
-    def lanes(self) -> dict[tuple[str, tuple[str, ...]], Bypass | None]: ...
-
-    def conditions(
-        self, cls: type[BaseEvent], fields: frozenset[str]
-    ) -> Iterable[tuple[str | None, Any, str]] | None: ...
-
-
 def bypass_for(
-    segment: _Segment,
+    segment: SyncSegment,
     watched: frozenset[type[BaseEvent]],
     type_name: str,
     keys: tuple[str, ...],
@@ -250,10 +241,10 @@ def bypass_for(
     bypass = None
     shape = wire_shape(type_name, keys)
     if shape is not None and shape[0] not in watched:
-        conditions = segment.conditions(*shape)
+        conditions = promised_conditions(segment, *shape)
         if conditions is not None:
             bypass = compile_bypass(type_name, keys, conditions)
-    table = segment.lanes
+    table = segment.state_cache
     # Key sets come from the wire. A bypass needs a builder, so bypasses are as
     # bounded as builders; the answers without one are kept up to a bound
     # and past it worked out again (cheaply) when they come back.

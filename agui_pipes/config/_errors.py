@@ -10,7 +10,6 @@ point at the spot themselves.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 
 from .._errors import AguiPipesError
@@ -33,6 +32,8 @@ def format_key(path: Sequence[str | int]) -> str:
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     """The closest valid choice to a misspelt ``word``, if any is close enough."""
+    import difflib  # only a failing load needs it: not on every start of the CLI
+
     matches = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return matches[0] if matches else None
 

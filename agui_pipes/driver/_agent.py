@@ -20,16 +20,17 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias
 
 from pydantic import BaseModel
+from typing_extensions import TypeVar
 
 from ._context import RunContext
 from ._outcome import RunOutcome
 
-__all__ = ["Agent", "AgentLike", "resolve_agent"]
+__all__ = ["Agent", "AgentFunction", "AgentLike", "AgentObject", "not_awaitable", "resolve_agent"]
 
-S = TypeVar("S")
+S = TypeVar("S", default=Any)
 
 
 class Agent(Generic[S]):
@@ -42,12 +43,24 @@ class Agent(Generic[S]):
         raise NotImplementedError(f"{type(self).__name__} must implement async def run(self, ctx)")
 
 
-class _HasRun(Protocol):
-    def run(self, ctx: Any, /) -> Awaitable[RunOutcome | None]: ...
+class AgentFunction(Protocol):
+    """An ``async def agent(ctx)`` — or any callable whose call returns an awaitable.
+
+    The awaitable return is what makes a type checker refuse a plain ``def``
+    agent: the driver can only pace and cancel an agent at its awaits.
+    """
+
+    def __call__(self, ctx: RunContext[Any], /) -> Awaitable[RunOutcome | None]: ...
 
 
-AgentLike = _HasRun | Callable[[Any], Awaitable[RunOutcome | None]]
-"""An agent object (with ``run(ctx)``) or an async function taking the context."""
+class AgentObject(Protocol):
+    """An object with ``async def run(self, ctx)`` (an ``Agent`` subclass, or any class)."""
+
+    def run(self, ctx: RunContext[Any], /) -> Awaitable[RunOutcome | None]: ...
+
+
+AgentLike: TypeAlias = AgentObject | AgentFunction
+"""What ``run()``, ``collect()`` and ``AgentEndpoint`` take as an agent."""
 
 RunFunction = Callable[[RunContext[Any]], Awaitable[Any]]
 
@@ -86,6 +99,18 @@ def _from_annotation(function: Callable[..., Any]) -> type[BaseModel] | None:
     return None
 
 
+def _name(function: object) -> str:
+    return str(getattr(function, "__qualname__", None) or type(function).__name__)
+
+
+def _generator(function: object) -> str:
+    return (
+        f"the agent {_name(function)} is a generator (it uses `yield`): an agent emits "
+        "through its context (ctx.say(...), ctx.emit(event)) and returns a RunOutcome; "
+        "replace each `yield` with an emit"
+    )
+
+
 def resolve_agent(agent: object) -> tuple[RunFunction, type[BaseModel] | None]:
     """The coroutine function to call with the context, and the state model (or ``None``)."""
     run_method = getattr(agent, "run", None)
@@ -98,6 +123,9 @@ def resolve_agent(agent: object) -> tuple[RunFunction, type[BaseModel] | None]:
             f"run() needs an agent: an object with `async def run(self, ctx)` or an "
             f"`async def agent(ctx)` function, got {type(agent).__name__}: {agent!r}"
         )
+    if inspect.isasyncgenfunction(function) or inspect.isgeneratorfunction(function):
+        # Certain before the call, so refused before RUN_STARTED goes out.
+        raise TypeError(_generator(function))
     explicit = getattr(agent, "state_model", None)
     if explicit is not None:
         model = _model_from(explicit)
@@ -108,3 +136,20 @@ def resolve_agent(agent: object) -> tuple[RunFunction, type[BaseModel] | None]:
             )
         return function, model
     return function, _from_bases(agent) or _from_annotation(function)
+
+
+def not_awaitable(function: RunFunction, result: object) -> str:
+    """Why an agent call that returned no awaitable failed, and the fix.
+
+    A plain ``def`` agent cannot be told from a callable returning a
+    coroutine until it is called, so this is said after the call — by then
+    its body has run synchronously, outside the driver's pacing and
+    cancellation.
+    """
+    if inspect.isasyncgen(result) or inspect.isgenerator(result):
+        return _generator(function)
+    return (
+        f"the agent {_name(function)} is not async: calling it returned a "
+        f"{type(result).__name__}, not an awaitable, so it ran synchronously outside the "
+        f"driver; make it `async def`"
+    )

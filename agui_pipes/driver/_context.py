@@ -7,17 +7,21 @@ what they emit: ``None`` for the parent agent, the scope's id inside
 ``ctx.subagent(...)``. A step inherits the tag of whatever opened it.
 
 Every method here is synchronous — emission never awaits — and raises
-``Error`` when the event cannot go out (cancelled, rejected by the verifier,
+``RunError`` when the event cannot go out (cancelled, rejected by the verifier,
 consumer gone), so an agent's next emit after a problem unwinds it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
+import linecache
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 import anyio
 import jsonpatch
@@ -41,24 +45,28 @@ from ag_ui.core import (
     TextMessageStartEvent,
     ToolCallStartEvent,
 )
+from typing_extensions import TypeVar
 
 from .._patch import LimitExceeded, measure_json
 from ..events import ATTRIBUTABLE_TYPES, with_attribution
 from ._cancel import CancelToken
 from ._core import RunCore, to_json
-from ._errors import Error
+from ._errors import RunError
 from ._handles import (
     MessageHandle,
     ReasoningHandle,
+    ReasoningMessageHandle,
     ToolCallHandle,
     dumps_json,
     make_event,
 )
 from ._pipeline import UNSET, limit_error
 
-__all__ = ["Emitter", "RunContext", "StepHandle", "SubagentScope"]
+__all__ = ["Emitter", "RunContext", "StepHandle", "SubagentScope", "async_misuse"]
 
-S = TypeVar("S")
+S = TypeVar("S", default=Any)
+"""The state type. Its default lets user code write a bare ``ctx: RunContext`` under
+``mypy --strict`` (no "missing type parameters"): an agent without a state model."""
 T = TypeVar("T")
 
 _LIFECYCLE_TYPES = frozenset({EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR})
@@ -171,14 +179,14 @@ class Emitter(Generic[S]):
         the driver owns the run's lifecycle (return a ``RunOutcome`` or raise).
         """
         if not isinstance(event, BaseEvent):
-            raise Error.protocol(
+            raise RunError.protocol(
                 f"emit() takes an ag_ui.core event model, got {type(event).__name__}; build "
                 "one, e.g. ag_ui.core.CustomEvent(name=..., value=...)"
             )
         if event.type in _LIFECYCLE_TYPES:
-            raise Error.violation(
+            raise RunError.violation(
                 f"emit({event.type.value}) is refused: the driver emits the run's start and "
-                "terminal events; return a RunOutcome or raise an Error instead"
+                "terminal events; return a RunOutcome or raise a RunError instead"
             )
         tag = self._tag
         if tag is not None and event.type in ATTRIBUTABLE_TYPES and (
@@ -214,8 +222,8 @@ class Emitter(Generic[S]):
         state sends nothing, and a change is sent as a JSON-Patch STATE_DELTA
         against what the client last received — only when that patch
         serialises strictly smaller than the whole state; otherwise a
-        snapshot. Raises ``Error`` SERIALIZATION if the state has no JSON form, and
-        ``Error`` PROTOCOL_VIOLATION (rule ``limit-exceeded``) if it is past the
+        snapshot. Raises ``RunError`` SERIALIZATION if the state has no JSON form, and
+        ``RunError`` PROTOCOL_VIOLATION (rule ``limit-exceeded``) if it is past the
         run's ``limits`` (values, bytes, nesting) — nothing is sent then.
         """
         core = self._core
@@ -257,9 +265,9 @@ class Emitter(Generic[S]):
         return self._core.pipeline.token._cancelled
 
     def check_cancelled(self) -> None:
-        """Raise ``Error`` CANCELLED if the run has been cancelled (a checkpoint between steps)."""
+        """Raise ``RunError`` CANCELLED if the run has been cancelled (a checkpoint)."""
         if self._core.pipeline.token._cancelled:
-            raise Error.cancelled()
+            raise RunError.cancelled()
 
     async def cancelled(self) -> None:
         """Return once the run is cancelled."""
@@ -305,7 +313,7 @@ class StepHandle(Emitter[S]):
     def end(self) -> None:
         """Emit STEP_FINISHED."""
         if not self._open:
-            raise Error.violation(f"step {self.name!r} already finished")
+            raise RunError.violation(f"step {self.name!r} already finished")
         self._open = False
         self._push(StepFinishedEvent(step_name=self.name, **self._kw))
 
@@ -323,7 +331,7 @@ class StepHandle(Emitter[S]):
         if exc_type is None:
             self.end()
             return
-        with contextlib.suppress(Error):  # the unwinding exception is the one to report
+        with contextlib.suppress(RunError):  # the unwinding exception is the one to report
             self.end()
 
 
@@ -351,7 +359,7 @@ class SubagentScope(Emitter[S]):
 
     def _push_open(self, event: BaseEvent) -> None:
         if self._ended:
-            raise Error.violation(
+            raise RunError.violation(
                 f"subagent {self.name!r} ({self.id}) has ended; it cannot emit "
                 f"{event.type.value} any more — emit through its parent instead"
             )
@@ -381,7 +389,7 @@ class SubagentScope(Emitter[S]):
     def suspend(self, interrupt_ids: Sequence[str] = ()) -> None:
         """The subagent paused waiting on ``interrupt_ids`` (a suspended SUBAGENT_FINISHED)."""
         if isinstance(interrupt_ids, str):
-            raise Error.protocol(
+            raise RunError.protocol(
                 f"suspend() takes a list of interrupt ids, got the string {interrupt_ids!r}; "
                 f"write suspend([{interrupt_ids!r}])"
             )
@@ -402,9 +410,9 @@ class SubagentScope(Emitter[S]):
         raise unfinished_scope(self.id, self.name)
 
 
-def unfinished_scope(sub_id: str, name: str) -> Error:
+def unfinished_scope(sub_id: str, name: str) -> RunError:
     """The error for a subagent scope left without an explicit ending."""
-    return Error.violation(
+    return RunError.violation(
         f"subagent {name!r} ({sub_id}) was left open: a subagent scope requires an explicit "
         "finish, fail or suspend (call finish(), finish_with(result), fail(message) or "
         "suspend(interrupt_ids) before leaving it)"
@@ -455,3 +463,98 @@ class RunContext(Emitter[S]):
             if entry.interrupt_id == interrupt_id:
                 return entry
         return None
+
+
+# -- the emitting surface used as if it were async -----------------------------------
+
+_NOT_AWAITABLE = re.compile(
+    r"^object (?P<old>[\w.]+) can't be used in 'await' expression$"  # Python <= 3.13
+    r"|^'(?P<new>[\w.]+)' object can't be awaited$"  # Python 3.14
+)
+_AWAITED_CALL = re.compile(r"\bawait\s+(?P<target>[\w.]+)\.(?P<method>\w+)\s*\(")
+_NO_ASYNC_WITH = re.compile(
+    r"^'(?P<type>\w+)' object does not support the asynchronous context manager protocol"
+)
+_ASYNC_WITH_CALL = re.compile(r"\basync\s+with\s+(?P<target>[\w.]+)\.(?P<method>\w+)\s*\(")
+_EMITTING_CLASSES: tuple[type, ...] = (
+    RunContext,
+    StepHandle,
+    SubagentScope,
+    MessageHandle,
+    ReasoningHandle,
+    ReasoningMessageHandle,
+    ToolCallHandle,
+)
+
+
+@functools.cache
+def _sync_methods() -> frozenset[str]:
+    return frozenset(
+        name
+        for klass in _EMITTING_CLASSES
+        for name, member in inspect.getmembers(klass, inspect.isfunction)
+        if not name.startswith("_") and not inspect.iscoroutinefunction(member)
+    )
+
+
+def _failing_line(error: BaseException) -> tuple[str, str]:
+    """The source line the error was raised on, and ``file:line``."""
+    tb = error.__traceback__
+    if tb is None:
+        return "", "an unknown line"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    filename, lineno = tb.tb_frame.f_code.co_filename, tb.tb_lineno
+    return linecache.getline(filename, lineno).strip(), f"{filename}:{lineno}"
+
+
+def _call_on_line(pattern: re.Pattern[str], line: str) -> str | None:
+    for call in pattern.finditer(line):
+        if call.group("method") in _sync_methods():
+            return f"{call.group('target')}.{call.group('method')}"
+    return None
+
+
+def async_misuse(error: Exception) -> str | None:
+    """The fix for ``await ctx.say(...)`` or ``async with ctx.step(...)``, if that is ``error``.
+
+    Emitting never waits, so these methods are plain functions and their
+    handles plain context managers; Python's own error names the returned
+    value or the handle's type, not the call. Read on the error path only:
+    the agent's source line names the call when it can be found.
+    """
+    message = str(error)
+    if isinstance(error, TypeError) and (awaited := _NOT_AWAITABLE.match(message)):
+        line, where = _failing_line(error)
+        call = _call_on_line(_AWAITED_CALL, line)
+        if call is not None:
+            return (
+                f"`{call}(...)` is not async: call it without `await` "
+                f"(`{line}` at {where}); emitting never waits"
+            )
+        value = awaited.group("old") or awaited.group("new")
+        if value not in ("str", "NoneType"):  # no emitting method returns anything else
+            return None
+        return (
+            f"the agent awaited a {value}, which is not awaitable (`{line}` at {where}); if "
+            "that is an emitting method of ctx, a step, a subagent scope or a handle (say, "
+            "emit, set_state, ...), call it without `await`: emitting never waits"
+        )
+    no_async_with = _NO_ASYNC_WITH.match(message) if isinstance(error, TypeError) else None
+    python_310 = isinstance(error, AttributeError) and message == "__aenter__"
+    if no_async_with is None and not python_310:
+        return None
+    line, where = _failing_line(error)
+    call = _call_on_line(_ASYNC_WITH_CALL, line)
+    if call is not None:
+        return (
+            f"`{call}(...)` is a plain context manager: write `with {call}(...)`, not "
+            f"`async with` (`{line}` at {where}); emitting never waits"
+        )
+    names = {klass.__name__ for klass in _EMITTING_CLASSES}
+    if no_async_with is None or no_async_with.group("type") not in names:
+        return None
+    return (
+        f"a {no_async_with.group('type')} is a plain context manager: write `with`, not "
+        f"`async with` (`{line}` at {where}); emitting never waits"
+    )

@@ -12,7 +12,7 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 from pydantic import BaseModel, ValidationError
 
-from ._errors import Error
+from ._errors import RunError
 from ._pipeline import Pipeline
 
 __all__ = ["RunCore", "to_json"]
@@ -21,7 +21,7 @@ __all__ = ["RunCore", "to_json"]
 def to_json(value: Any, what: str) -> Any:
     """A detached plain-JSON copy of ``value`` (pydantic models dumped by alias).
 
-    Raises ``Error`` SERIALIZATION naming ``what`` when the value has no JSON
+    Raises ``RunError`` SERIALIZATION naming ``what`` when the value has no JSON
     form (an object, a set, NaN...).
     """
     try:
@@ -29,12 +29,12 @@ def to_json(value: Any, what: str) -> Any:
             return value.model_dump(mode="json", by_alias=True)
         return json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:
-        raise Error.serialization(
+        raise RunError.serialization(
             f"{what} does not convert to JSON: {exc}; use dicts, lists, strings, numbers, "
             "booleans and None (or a pydantic model)"
         ) from exc
     except Exception as exc:  # pydantic's serializer errors
-        raise Error.serialization(f"{what} does not convert to JSON: {exc}") from exc
+        raise RunError.serialization(f"{what} does not convert to JSON: {exc}") from exc
 
 
 class RunCore:
@@ -98,7 +98,7 @@ class RunCore:
             problem = "is missing and the model cannot be built empty" if raw is None else (
                 f"does not decode into {model.__name__}"
             )
-            raise Error.serialization(
+            raise RunError.serialization(
                 f"the run's input state {problem}: {exc.error_count()} problem(s), first at "
                 f"{where}: {first['msg']}; send state matching {model.__name__} or give its "
                 "fields defaults"
@@ -112,7 +112,7 @@ class RunCore:
         try:
             return model.model_validate(value)
         except ValidationError as exc:
-            raise Error.serialization(
+            raise RunError.serialization(
                 f"the new state does not fit {model.__name__}: {exc.errors()[0]['msg']} at "
                 f"{exc.errors()[0]['loc']}; pass a {model.__name__} instance"
             ) from exc

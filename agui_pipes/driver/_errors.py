@@ -1,6 +1,6 @@
 """The one error type of the run driver, and the codes it puts on RUN_ERROR.
 
-Everything the driver and ``RunContext`` raise is an ``Error``; whatever else
+Everything the driver and ``RunContext`` raise is a ``RunError``; whatever else
 escapes an agent is wrapped as ``AGENT_ERROR``. A single class with a stable
 ``code`` (rather than a subclass per failure) is deliberate: the code is what
 lands on the wire, callers route on a handful of codes, and a new failure mode
@@ -17,7 +17,7 @@ from .._errors import AguiPipesError
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
 
-__all__ = ["Error", "ErrorCode"]
+__all__ = ["ErrorCode", "RunError"]
 
 
 class ErrorCode(str, enum.Enum):
@@ -34,12 +34,12 @@ class ErrorCode(str, enum.Enum):
     DISCONNECTED = "DISCONNECTED"
     """The consumer stopped reading the event stream."""
     AGENT_ERROR = "AGENT_ERROR"
-    """The agent's own code failed (``Error.agent(...)`` or any foreign exception)."""
+    """The agent's own code failed (``RunError.agent(...)`` or any foreign exception)."""
     EVENT_BUFFER_FULL = "EVENT_BUFFER_FULL"
     """A bounded event buffer filled up because the consumer reads slower than the agent emits."""
 
 
-class Error(AguiPipesError):
+class RunError(AguiPipesError):
     """A run failure with a stable ``code``; the run ends in RUN_ERROR carrying both.
 
     ``str(error)`` is the RUN_ERROR message. ``verification`` holds the
@@ -58,7 +58,7 @@ class Error(AguiPipesError):
     # -- constructors, one per code ------------------------------------------
 
     @classmethod
-    def agent(cls, error: BaseException | str) -> Error:
+    def agent(cls, error: BaseException | str) -> RunError:
         """Wrap the agent's own failure: code AGENT_ERROR, message ``agent error: ...``."""
         error_text = error if isinstance(error, str) else (str(error) or type(error).__name__)
         wrapped = cls(ErrorCode.AGENT_ERROR, f"agent error: {error_text}")
@@ -67,32 +67,32 @@ class Error(AguiPipesError):
         return wrapped
 
     @classmethod
-    def protocol(cls, message: str) -> Error:
+    def protocol(cls, message: str) -> RunError:
         """A value the protocol types reject (code PROTOCOL)."""
         return cls(ErrorCode.PROTOCOL, message)
 
     @classmethod
-    def serialization(cls, message: str) -> Error:
+    def serialization(cls, message: str) -> RunError:
         """A value that would not convert to or from JSON (code SERIALIZATION)."""
         return cls(ErrorCode.SERIALIZATION, message)
 
     @classmethod
-    def violation(cls, message: str, *, verification: Any | None = None) -> Error:
+    def violation(cls, message: str, *, verification: Any | None = None) -> RunError:
         """The emitted stream broke an ordering rule (code PROTOCOL_VIOLATION)."""
         return cls(ErrorCode.PROTOCOL_VIOLATION, message, verification=verification)
 
     @classmethod
-    def cancelled(cls) -> Error:
+    def cancelled(cls) -> RunError:
         """The run's cancel token tripped (code CANCELLED)."""
         return cls(ErrorCode.CANCELLED, "the run was cancelled")
 
     @classmethod
-    def disconnected(cls) -> Error:
+    def disconnected(cls) -> RunError:
         """Nobody reads the event stream any more (code DISCONNECTED)."""
         return cls(ErrorCode.DISCONNECTED, "the consumer stopped reading the event stream")
 
     @classmethod
-    def buffer_full(cls, size: int, event: BaseEvent) -> Error:
+    def buffer_full(cls, size: int, event: BaseEvent) -> RunError:
         """The bounded event buffer overflowed (code EVENT_BUFFER_FULL)."""
         return cls(
             ErrorCode.EVENT_BUFFER_FULL,
@@ -118,4 +118,4 @@ class Error(AguiPipesError):
         return getattr(self.verification, "rule", None)
 
     def __repr__(self) -> str:
-        return f"Error({self.code!r}, {self.message!r})"
+        return f"RunError({self.code!r}, {self.message!r})"

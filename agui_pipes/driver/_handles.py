@@ -28,7 +28,7 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 
-from ._errors import Error
+from ._errors import RunError
 
 if TYPE_CHECKING:
     from ._context import Emitter
@@ -46,23 +46,23 @@ _H = TypeVar("_H", bound="_Closable")
 
 
 def make_event(cls: type[_E], **fields: Any) -> _E:
-    """Build an event, turning a rejected field value into ``Error`` PROTOCOL."""
+    """Build an event, turning a rejected field value into ``RunError`` PROTOCOL."""
     try:
         return cls(**fields)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise Error.protocol(
+        raise RunError.protocol(
             f"{cls.__name__} rejected {where}={first.get('input')!r}: {first['msg']}"
         ) from exc
 
 
 def dumps_json(value: Any, what: str) -> str:
-    """``value`` as compact JSON text, or ``Error`` SERIALIZATION naming ``what``."""
+    """``value`` as compact JSON text, or ``RunError`` SERIALIZATION naming ``what``."""
     try:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
-        raise Error.serialization(f"{what} does not convert to JSON: {exc}") from exc
+        raise RunError.serialization(f"{what} does not convert to JSON: {exc}") from exc
 
 
 class _Closable:
@@ -84,7 +84,7 @@ class _Closable:
 
     def _require_open(self, action: str) -> None:
         if not self._open:
-            raise Error.violation(
+            raise RunError.violation(
                 f"{self._what} {self.id!r} already ended, so it cannot {action}; open a new one"
             )
 
@@ -107,7 +107,7 @@ class _Closable:
         if exc_type is None:
             self._close()
             return
-        with contextlib.suppress(Error):  # the unwinding exception is the one to report
+        with contextlib.suppress(RunError):  # the unwinding exception is the one to report
             self._close()
 
 
@@ -230,7 +230,7 @@ class ToolCallHandle(_Closable):
         message counter.
         """
         if self._answered:
-            raise Error.violation(f"tool call {self.id!r} already has a result")
+            raise RunError.violation(f"tool call {self.id!r} already has a result")
         if self._open:
             self._close()
         self._answered = True

@@ -2,7 +2,7 @@
 
 The outcome is validated when it is built, not when the driver turns it into
 RUN_FINISHED, so a malformed outcome fails at the line that made it — as an
-``Error`` with code PROTOCOL, which the driver reports on RUN_ERROR if the
+``RunError`` with code PROTOCOL, which the driver reports on RUN_ERROR if the
 agent lets it escape.
 """
 
@@ -20,7 +20,7 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 
-from ._errors import Error
+from ._errors import RunError
 
 __all__ = ["RunOutcome"]
 
@@ -35,12 +35,12 @@ def _interrupt(item: Interrupt | Mapping[str, Any], index: int) -> Interrupt:
         try:
             return Interrupt.model_validate(item)
         except ValidationError as exc:
-            raise Error.protocol(
+            raise RunError.protocol(
                 f"interrupt #{index} is not a valid Interrupt ({exc.error_count()} problems: "
                 f"{exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}); an interrupt needs "
                 "at least an 'id' and a 'reason'"
             ) from exc
-    raise Error.protocol(
+    raise RunError.protocol(
         f"interrupt #{index} is a {type(item).__name__}; pass ag_ui.core.Interrupt(id=..., "
         "reason=...) or a mapping with 'id' and 'reason'"
     )
@@ -57,12 +57,12 @@ class RunOutcome:
 
     def __post_init__(self) -> None:
         if self.kind == "interrupt" and not self.interrupts:
-            raise Error.protocol(
+            raise RunError.protocol(
                 "an interrupt outcome needs at least one interrupt; return "
                 "RunOutcome.success() if there is nothing to ask the client"
             )
         if self.kind != "interrupt" and self.interrupts:
-            raise Error.protocol(f"a {self.kind} outcome cannot carry interrupts")
+            raise RunError.protocol(f"a {self.kind} outcome cannot carry interrupts")
 
     @classmethod
     def success(
@@ -80,7 +80,7 @@ class RunOutcome:
         read them with ``ctx.resume_for(interrupt_id)``.
         """
         if isinstance(interrupts, Interrupt | Mapping | str):
-            raise Error.protocol(
+            raise RunError.protocol(
                 "RunOutcome.interrupt takes a list of interrupts, e.g. "
                 "RunOutcome.interrupt([Interrupt(id='approve', reason='tool_approval')])"
             )

@@ -40,7 +40,7 @@ from .._limits_scope import resolve_limits
 from .._patch import JsonDocument, LimitExceeded, PatchError
 from .._transformer import StreamTransformer
 from ._cancel import CancelToken
-from ._errors import Error
+from ._errors import RunError
 from ._pace import Pacer
 
 __all__ = ["UNSET", "Pipeline", "limit_error"]
@@ -52,7 +52,7 @@ UNSET: Final[Any] = object()
 
 Transform = Callable[[BaseEvent], Iterable[BaseEvent]]
 Observe = Callable[[BaseEvent], None]
-"""A verifier's check: returns when the event is acceptable, raises ``Error`` otherwise."""
+"""A verifier's check: returns when the event is acceptable, raises ``RunError`` otherwise."""
 
 
 class Pipeline:
@@ -94,7 +94,7 @@ class Pipeline:
         self.observe = observe
         self.token = token
         self.buffer_size = buffer_size
-        self.failure: Error | None = None
+        self.failure: RunError | None = None
         self.baseline: Any = UNSET
         self._own_state_event: BaseEvent | None = None
         self._own_state_doc: Any = UNSET
@@ -102,11 +102,11 @@ class Pipeline:
     # -- the agent side ---------------------------------------------------------
 
     def push(self, event: BaseEvent) -> None:
-        """Emit one event from the agent: raises ``Error`` when it cannot go out."""
+        """Emit one event from the agent: raises ``RunError`` when it cannot go out."""
         if self.failure is not None:
             raise self.failure
         if self.token._cancelled:
-            raise Error.cancelled()
+            raise RunError.cancelled()
         transform = self._transform
         if transform is None:
             self._deliver(event)
@@ -135,9 +135,9 @@ class Pipeline:
         try:
             outputs = transform(event)
         except StreamRejected as exc:
-            raise self.fail(Error.violation(str(exc))) from exc
+            raise self.fail(RunError.violation(str(exc))) from exc
         except Exception as exc:
-            raise self.fail(Error.agent(exc)) from exc
+            raise self.fail(RunError.agent(exc)) from exc
         for out in outputs:
             self._deliver(out)
 
@@ -155,7 +155,7 @@ class Pipeline:
             self._own_state_event = None
             self._own_state_doc = UNSET
 
-    def fail(self, error: Error) -> Error:
+    def fail(self, error: RunError) -> RunError:
         """Record ``error`` as the run's failure (the first one wins) and return it."""
         if self.failure is None:
             self.failure = error
@@ -166,7 +166,7 @@ class Pipeline:
         if observe is not None:
             try:
                 observe(event)
-            except Error as error:
+            except RunError as error:
                 raise self.fail(error) from None
         cls = event.__class__
         if cls is StateSnapshotEvent or cls is StateDeltaEvent:
@@ -174,9 +174,9 @@ class Pipeline:
         try:
             self._send(event)
         except anyio.WouldBlock:
-            raise self.fail(Error.buffer_full(self.buffer_size or 0, event)) from None
+            raise self.fail(RunError.buffer_full(self.buffer_size or 0, event)) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            raise self.fail(Error.disconnected()) from None
+            raise self.fail(RunError.disconnected()) from None
         self._pacer.sent += 1
 
     # -- the state baseline ---------------------------------------------------------
@@ -208,9 +208,9 @@ class Pipeline:
             self.baseline = self._document.value
 
 
-def limit_error(exc: LimitExceeded, event: BaseEvent | None) -> Error:
+def limit_error(exc: LimitExceeded, event: BaseEvent | None) -> RunError:
     """PROTOCOL_VIOLATION, rule ``limit-exceeded``: what the producer profile says of it."""
     from ..verify import Rule, VerificationError
 
     failure = VerificationError(Rule.LIMIT_EXCEEDED, str(exc), event)
-    return Error.violation(str(failure), verification=failure)
+    return RunError.violation(str(failure), verification=failure)

@@ -49,21 +49,22 @@ from .._errors import StreamRejected
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
 from .._transformer import Stage, StreamTransformer
-from ._agent import resolve_agent
+from ._agent import AgentLike, not_awaitable, resolve_agent
 from ._cancel import CancelToken
-from ._context import RunContext, unfinished_scope
+from ._context import RunContext, async_misuse, unfinished_scope
 from ._core import RunCore, to_json
-from ._errors import Error, ErrorCode
+from ._errors import ErrorCode, RunError
 from ._outcome import RunOutcome
 from ._pace import Pacer, paced
 from ._pipeline import Observe, Pipeline
 from ._verify import producer_observer
 
-__all__ = ["DEFAULT_BACKPRESSURE", "Run", "RunEvents", "run"]
+__all__ = ["DEFAULT_BACKPRESSURE", "Run", "RunEvents", "Transformers", "run"]
 
 _log = logging.getLogger("agui_pipes.driver")
 
 Transformers = StreamTransformer | Sequence[Stage] | Callable[[], StreamTransformer] | None
+"""What ``run(..., transformers=)`` takes: a stage, a list of stages, a factory, or None."""
 _TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
 DEFAULT_BACKPRESSURE = 256
 """Events waiting for the consumer at which the agent is held at its next await."""
@@ -189,7 +190,7 @@ class Run:
 
     def __init__(
         self,
-        agent: object,
+        agent: AgentLike,
         run_input: RunAgentInput | Mapping[str, Any],
         *,
         transformers: Transformers = None,
@@ -312,7 +313,7 @@ class Run:
     async def _run_agent(self, core: RunCore) -> BaseEvent:
         """Start, run the agent, and return the terminal event it earned."""
         pipeline = core.pipeline
-        error: Error | None = None
+        error: RunError | None = None
         outcome: object = None
         try:
             pipeline.start(self._started_event())
@@ -320,21 +321,24 @@ class Run:
             ctx: RunContext[Any] = RunContext(core, None)
             pending = self._function(ctx)
             if not inspect.isawaitable(pending):
-                raise Error.agent(
-                    f"the agent's run(ctx) returned a {type(pending).__name__} instead of an "
-                    "awaitable; declare it with `async def`"
-                )
+                raise RunError.agent(not_awaitable(self._function, pending))
             if self._backpressure is not None:
                 pending = paced(pending, self._pacer)
             outcome = await pending
-        except Error as exc:
+        except RunError as exc:
             error = exc
         except Exception as exc:
             inner = _unwrap(exc)
-            error = inner if isinstance(inner, Error) else Error.agent(inner)
+            if isinstance(inner, RunError):
+                error = inner
+            else:
+                fix = async_misuse(inner)
+                error = RunError.agent(inner if fix is None else fix)
+                if fix is not None:
+                    error.__cause__ = inner
         return self._terminal(core, error, outcome)
 
-    def _terminal(self, core: RunCore, error: Error | None, outcome: object) -> BaseEvent:
+    def _terminal(self, core: RunCore, error: RunError | None, outcome: object) -> BaseEvent:
         pipeline = core.pipeline
         if pipeline.failure is not None:
             error = pipeline.failure  # the first failure on the way out is the real one
@@ -342,12 +346,12 @@ class Run:
             if outcome is None:
                 outcome = RunOutcome.success()
             if not isinstance(outcome, RunOutcome):
-                error = Error.protocol(
+                error = RunError.protocol(
                     f"the agent returned a {type(outcome).__name__}; return a RunOutcome "
                     "(RunOutcome.success(), .interrupt([...]) or .cancelled())"
                 )
             elif pipeline.token.is_cancelled() and outcome.kind != "cancelled":
-                error = Error.cancelled()
+                error = RunError.cancelled()
             elif core.open_scopes:
                 sub_id, name = next(iter(core.open_scopes.items()))
                 error = unfinished_scope(sub_id, name)
@@ -361,7 +365,7 @@ class Run:
         if outcome.result is not None:
             try:
                 fields["result"] = to_json(outcome.result, "the run's result")
-            except Error as failure:
+            except RunError as failure:
                 return _run_error(failure.code, failure.message)
         return RunFinishedEvent(**fields)
 
@@ -412,12 +416,12 @@ class Run:
         try:
             observe(event)
             return event
-        except Error as rejection:
+        except RunError as rejection:
             if event.type is EventType.RUN_FINISHED:
                 replacement = _run_error(rejection.code, rejection.message)
                 try:
                     observe(replacement)
-                except Error:
+                except RunError:
                     _log.warning("the verifier also rejects the replacement RUN_ERROR")
                 return replacement
             if event.type is EventType.RUN_ERROR:
@@ -441,7 +445,7 @@ def _replacement(terminal: BaseEvent, code: ErrorCode, message: str) -> BaseEven
 
 
 def run(
-    agent: object,
+    agent: AgentLike,
     input: RunAgentInput | Mapping[str, Any],
     *,
     transformers: Transformers = None,

@@ -1,7 +1,7 @@
 """The one place the producer-side ordering verifier plugs into the driver.
 
 Every post-transform event goes through the ``Observe`` function built here;
-a rejection becomes ``Error`` with code PROTOCOL_VIOLATION carrying the
+a rejection becomes ``RunError`` with code PROTOCOL_VIOLATION carrying the
 verifier's ``VerificationError`` (its ``rule``, ``event`` and ``detail``).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ag_ui.core import BaseEvent
 
-from ._errors import Error
+from ._errors import RunError
 from ._pipeline import Observe
 
 __all__ = ["producer_observer"]
@@ -25,6 +25,6 @@ def producer_observer() -> Observe:
         try:
             check(event)
         except VerificationError as failure:
-            raise Error.violation(str(failure), verification=failure) from None
+            raise RunError.violation(str(failure), verification=failure) from None
 
     return observe

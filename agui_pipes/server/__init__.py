@@ -10,26 +10,36 @@ See docs/serving.md.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._app import HEALTH_PATH, build_app
-from ._stats import RunStats
-from ._streaming import SSE_HEADERS, RunFailure, SSERun, run_error_for
-from .endpoint import AgentEndpoint, AgentFactory
+if TYPE_CHECKING:
+    from ._app import HEALTH_PATH, build_app
+    from ._stats import RunStats
+    from ._streaming import SSE_HEADERS, RunFailure, SSERun, run_error_for
+    from .endpoint import AgentEndpoint, AgentFactory
+    from .gateway import Gateway, UpstreamError, gateway_route
+else:
+    from .._lazy import attach
 
-
-def __getattr__(name: str) -> Any:
-    # The gateway needs httpx (the ``http`` extra); import it only when asked.
-    if name in ("Gateway", "UpstreamError", "gateway_route"):
-        try:
-            from . import gateway
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                f"agui_pipes.server.{name} needs httpx: pip install 'agui-pipes[server,http]'"
-            ) from exc
-        return getattr(gateway, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "HEALTH_PATH": "._app",
+            "build_app": "._app",
+            "RunStats": "._stats",
+            "SSE_HEADERS": "._streaming",
+            "RunFailure": "._streaming",
+            "SSERun": "._streaming",
+            "run_error_for": "._streaming",
+            "AgentEndpoint": ".endpoint",
+            "AgentFactory": ".endpoint",
+            # The gateway needs httpx (the ``http`` extra); it is imported only when asked.
+            "Gateway": ".gateway",
+            "UpstreamError": ".gateway",
+            "gateway_route": ".gateway",
+        },
+        extras={".gateway": "pip install 'agui-pipes[server,http]'"},
+    )
 
 __all__ = [
     "HEALTH_PATH",
@@ -57,4 +67,6 @@ def agent_route(path: str, agent: Any = None, **options: Any) -> Any:
             "agent_route() needs Starlette: pip install 'agui-pipes[server]' (or mount the "
             "AgentEndpoint ASGI app in your own framework)"
         ) from exc
+    from .endpoint import AgentEndpoint
+
     return Route(path, AgentEndpoint(agent, **options), methods=["POST"])

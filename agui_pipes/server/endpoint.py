@@ -5,7 +5,7 @@
     from agui_pipes.server import AgentEndpoint, agent_route
 
     app = Starlette(routes=[agent_route("/agent", my_agent, chain=load_chain("chain.yaml"))])
-    # FastAPI: app.add_route("/agent", AgentEndpoint(my_agent), methods=["POST"])
+    # FastAPI: app.routes.append(Route("/agent", AgentEndpoint(my_agent), methods=["POST"]))
 
 Per request: the body is validated *before* the response starts (a bad body
 is a 422 JSON error, never a stream that opens and dies), a fresh chain is
@@ -31,7 +31,7 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from .._chain import ChainFactory, TransformerChain
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
-from ..driver import CancelToken, Run, run
+from ..driver import AgentLike, CancelToken, Run, run
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
     BadRequest,
@@ -61,7 +61,7 @@ _DRIVER_BACKLOG = 16
 takes them as fast as its byte-bounded queue has room, so a few suffice, and the
 bytes a slow client makes the server hold stay those of ``send_buffer``."""
 
-AgentFactory = Callable[[RunAgentInput], Any]
+AgentFactory = Callable[[RunAgentInput], AgentLike]
 """Builds the agent for one request (it sees the validated input)."""
 
 
@@ -88,7 +88,7 @@ class AgentEndpoint:
 
     def __init__(
         self,
-        agent: Any = None,
+        agent: AgentLike | None = None,
         *,
         agent_factory: AgentFactory | None = None,
         chain: ChainFactory | TransformerChain | None = None,
@@ -144,7 +144,11 @@ class AgentEndpoint:
         stats.run_id = run_input.run_id
         stats.thread_id = run_input.thread_id
         try:
-            agent = self._agent if self._agent_factory is None else self._agent_factory(run_input)
+            if self._agent_factory is not None:
+                agent = self._agent_factory(run_input)
+            else:
+                assert self._agent is not None  # __init__ takes exactly one of the two
+                agent = self._agent
             with using_limits(self._limits):
                 chain = None if self._chain_factory is None else self._chain_factory()
         except Exception as exc:

@@ -49,12 +49,14 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 
 from .._chain import ChainFactory, TransformerChain
+from .._lazy import publish
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
 from .._transformer import Stage
@@ -90,6 +92,8 @@ from ._streaming import (
 )
 from ._withheld import ToldViolations as _ToldViolations
 from ._withheld import WithheldViolation
+
+publish(__name__, WithheldViolation)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -190,6 +194,19 @@ class Gateway:
         self._owns_client = client is None
         self._log = logger or _log
         self._limits = resolve_limits(limits)
+
+    def __repr__(self) -> str:
+        # What an operator needs to recognise the gateway in a log or a debugger;
+        # never a secret: the URL's password and query values are masked, and of
+        # the forwarded headers only the names are known here.
+        return (
+            f"Gateway({_masked_url(self.upstream)!r}, chain={_chain_repr(self._chain_factory)}, "
+            f"verify={self._verify}, "
+            f"forward_headers={sorted(self._forward)}, limits={self._limits!r}, "
+            f"keepalive={self._keepalive}, send_buffer={self._send_buffer}, "
+            f"send_timeout={self._send_timeout}, max_body_bytes={self._max_body}, "
+            f"max_frame_bytes={self._max_frame})"
+        )
 
     # -- lifecycle --------------------------------------------------------
 
@@ -535,6 +552,29 @@ class _UpstreamRun:
                 f"the upstream agent ended its stream while run {self.open_run} was still open "
                 "(no RUN_FINISHED or RUN_ERROR)",
             )
+
+
+def _chain_repr(factory: ChainFactory | None) -> str:
+    """The stages of a chain given as a TransformerChain or LoadedChain, else the factory's name."""
+    owner = getattr(factory, "__self__", None)  # a TransformerChain's bound fresh()
+    if isinstance(owner, TransformerChain):
+        return repr(owner)
+    if factory is None or hasattr(factory, "names"):  # None, or a LoadedChain
+        return repr(factory)
+    return getattr(factory, "__qualname__", None) or repr(factory)
+
+
+def _masked_url(url: str) -> str:
+    """``url`` with its password and query values replaced by ``***``."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:***@{host}"
+    query = "&".join(
+        f"{pair.partition('=')[0]}=***" for pair in parts.query.split("&") if pair
+    )
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _as_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from ag_ui.core import BaseEvent
 
 from .._chain import TransformerChain
+from .._loops import running_loop
 from .._transformer import Stage
 
 __all__ = ["assert_events_equal", "event_lines", "run_transformer"]
@@ -17,11 +18,22 @@ __all__ = ["assert_events_equal", "event_lines", "run_transformer"]
 def run_transformer(stage: Stage, events: Iterable[BaseEvent]) -> list[BaseEvent]:
     """Feed ``events`` through ``stage`` (then its ``finish``) and return the output.
 
-    Works for sync stages without an event loop; async stages and operators
-    run on a private loop. The stage instance is used as given, so its state
-    can be inspected afterwards. Every output item is checked to be an event.
+    Works for sync stages without an event loop, even inside async code;
+    async stages and operators run on a private loop, so with them it must be
+    called outside any running loop (a plain ``def`` test). The stage
+    instance is used as given, so its state can be inspected afterwards.
+    Every output item is checked to be an event.
     """
     chain = stage.fresh() if isinstance(stage, TransformerChain) else TransformerChain([stage])
+    loop = None if chain.is_sync else running_loop()
+    if loop is not None:
+        raise RuntimeError(
+            f"run_transformer() cannot run {stage.name} inside a running {loop} event loop: "
+            "it has async stages or operators, and run_transformer() runs them on an event "
+            "loop of its own. Call it from a plain `def test_...` (not `async def`), or in "
+            "async code apply the chain: `async with TransformerChain([stage]).apply(source) "
+            "as out: events = [event async for event in out]` (source: an async iterable)"
+        )
     out = chain.apply_sync(list(events))
     for i, item in enumerate(out):
         if not isinstance(item, BaseEvent):

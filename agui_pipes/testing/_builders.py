@@ -3,15 +3,16 @@
 Every builder returns ``list[BaseEvent]`` (even single events), so sequences
 compose with ``+`` and ``*``::
 
-    events = run(text("m1", "Hello", "world") + tool_call("c1", "search", '{"q":1}',
-                 result="[]"))
+    events = run_events(text("m1", "Hello", "world") + tool_call("c1", "search", '{"q":1}',
+                        result="[]"))
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import (
     BaseEvent,
@@ -72,8 +73,8 @@ from ..events import ATTRIBUTABLE_TYPES
 
 __all__ = [
     "reasoning",
-    "run",
     "run_error",
+    "run_events",
     "run_finished",
     "run_started",
     "step",
@@ -286,7 +287,7 @@ def run_error(message: str = "failed", code: str | None = None) -> list[BaseEven
     return [RunErrorEvent(message=message, code=code)]
 
 
-def run(
+def run_events(
     inner: Sequence[BaseEvent] = (),
     *,
     thread_id: str = "thread-1",
@@ -297,3 +298,19 @@ def run(
     """A whole run: RUN_STARTED, ``inner``, RUN_FINISHED (or RUN_ERROR when ``error``)."""
     end = run_error(error) if error is not None else run_finished(thread_id, run_id, **finished)
     return [*run_started(thread_id, run_id), *inner, *end]
+
+
+if not TYPE_CHECKING:
+
+    def __getattr__(name: str) -> Any:
+        # The ``agui_events`` fixture hands out this module: its 0.1 name ``run`` keeps
+        # working one more release, with the same warning as ``agui_pipes.testing.run``.
+        if name == "run":
+            warnings.warn(
+                "agui_events.run is deprecated and will be removed in the next release: use "
+                "agui_events.run_events (the same builder under its new name)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return run_events
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

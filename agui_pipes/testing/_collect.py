@@ -7,13 +7,24 @@ from typing import Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
 
+from .._limits import Limits
+from ..driver import DEFAULT_BACKPRESSURE, AgentLike, CancelToken, Transformers
 from ..driver import run as _run
 
 
 async def collect(
-    agent: object, input: RunAgentInput | Mapping[str, Any], **options: Any
+    agent: AgentLike,
+    input: RunAgentInput | Mapping[str, Any],
+    *,
+    transformers: Transformers = None,
+    verify: bool = True,
+    echo_input: bool = False,
+    event_buffer: int | None = None,
+    backpressure: int | None = DEFAULT_BACKPRESSURE,
+    cancel_token: CancelToken | None = None,
+    limits: Limits | None = None,
 ) -> list[BaseEvent]:
-    """All events of one run of ``agent`` on ``input`` (``options`` are ``run()``'s keywords).
+    """All events of one run of ``agent`` on ``input``; the keywords are ``run()``'s.
 
     The driver guarantees the list starts with RUN_STARTED and ends with one
     RUN_FINISHED or RUN_ERROR, so a test asserts on the outcome directly::
@@ -21,5 +32,15 @@ async def collect(
         events = await collect(Flaky(), {"threadId": "t", "runId": "r"})
         assert events[-1].code == "AGENT_ERROR"
     """
-    async with _run(agent, input, **options) as events:
+    async with _run(
+        agent,
+        input,
+        transformers=transformers,
+        verify=verify,
+        echo_input=echo_input,
+        event_buffer=event_buffer,
+        backpressure=backpressure,
+        cancel_token=cancel_token,
+        limits=limits,
+    ) as events:
         return [event async for event in events]

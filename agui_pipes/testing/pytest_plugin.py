@@ -1,34 +1,84 @@
 """pytest fixtures for testing stages, registered through the ``pytest11`` entry point.
 
-* ``agui_events`` — the builders module (``agui_events.text(...)``, ``.run(...)``).
-* ``run_stage`` — ``run_stage(stage, events)``: run a *fresh* copy of ``stage``
-  over ``events`` and return the output (the given instance stays pristine,
-  so one configured stage can serve many cases).
-* ``assert_events`` — ``assert_events_equal`` with its readable diff.
+Each fixture is the testing-kit function of the same name, prefixed ``agui_``
+so it cannot collide with a project's own fixtures:
+
+* ``agui_events`` — the builders module (``agui_events.text(...)``,
+  ``agui_events.run_events(...)``).
+* ``agui_run_transformer`` — ``run_transformer(stage, events)``: runs the given
+  instance (pass ``stage.fresh()`` to keep a configured stage pristine).
+* ``agui_assert_events_equal`` — ``assert_events_equal`` with its readable diff.
+
+The 0.1 names ``run_stage`` (which ran a fresh copy) and ``assert_events`` still
+work for one release and warn with a ``DeprecationWarning``.
+
+The kit is imported when a fixture is first used, not when pytest loads the
+plugin: every pytest session of a project with agui_pipes installed loads it.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pytest
-from ag_ui.core import BaseEvent
 
-from .._transformer import Stage
-from . import _builders
-from ._assertions import assert_events_equal, run_transformer
+if TYPE_CHECKING:
+    from ag_ui.core import BaseEvent
+
+    from .._transformer import Stage
+
+__all__ = [
+    "agui_assert_events_equal",
+    "agui_events",
+    "agui_run_transformer",
+    "assert_events",
+    "run_stage",
+]
+
+_RunTransformer = Callable[["Stage", "Iterable[BaseEvent]"], "list[BaseEvent]"]
 
 
 @pytest.fixture
 def agui_events() -> ModuleType:
-    """The event builders (``text``, ``tool_call``, ``run``, ...)."""
+    """The event builders (``text``, ``tool_call``, ``run_events``, ...)."""
+    from . import _builders
+
     return _builders
 
 
 @pytest.fixture
-def run_stage() -> Callable[[Stage, Iterable[BaseEvent]], list[BaseEvent]]:
-    """Run a fresh copy of a stage over events and return its output."""
+def agui_run_transformer() -> _RunTransformer:
+    """``run_transformer(stage, events)``: run a stage over events, then its ``finish()``."""
+    from ._assertions import run_transformer
+
+    return run_transformer
+
+
+@pytest.fixture
+def agui_assert_events_equal() -> Callable[..., None]:
+    """``assert_events_equal(actual, expected)``: equality with a unified diff on failure."""
+    from ._assertions import assert_events_equal
+
+    return assert_events_equal
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"the pytest fixture {old!r} is deprecated and will be removed in the next release: "
+        f"use {new}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+
+
+@pytest.fixture
+def run_stage() -> _RunTransformer:
+    """Deprecated: ``agui_run_transformer(stage.fresh(), events)`` does the same."""
+    _renamed("run_stage", "agui_run_transformer(stage.fresh(), events)")
+    from ._assertions import run_transformer
 
     def _run(stage: Stage, events: Iterable[BaseEvent]) -> list[BaseEvent]:
         return run_transformer(stage.fresh(), events)
@@ -38,5 +88,8 @@ def run_stage() -> Callable[[Stage, Iterable[BaseEvent]], list[BaseEvent]]:
 
 @pytest.fixture
 def assert_events() -> Callable[..., None]:
-    """``assert_events(actual, expected)``: equality with a unified diff on failure."""
+    """Deprecated: use ``agui_assert_events_equal``."""
+    _renamed("assert_events", "agui_assert_events_equal")
+    from ._assertions import assert_events_equal
+
     return assert_events_equal

@@ -60,9 +60,12 @@ from typing import Any
 from ag_ui.core import BaseEvent
 from hypothesis import strategies as st
 
+from .._lazy import publish
 from ._choices import Choices
 from ._patches import patch_for
 from ._streamgen import DEFAULT_TOOL_NAMES, StreamConfig, simulate_fragment, simulate_stream
+
+publish(__name__, StreamConfig)
 
 __all__ = [
     "DEFAULT_TOOL_NAMES",
@@ -213,7 +216,7 @@ def text_messages(
 ) -> st.SearchStrategy[list[BaseEvent]]:
     """One text message: START/CONTENT*/END, or its chunk form with ``chunks=True``.
 
-    Meant to be wrapped in a run (e.g. ``agui_pipes.testing.run(events)``); the
+    Meant to be wrapped in a run (e.g. ``agui_pipes.testing.run_events(events)``); the
     id is ``msg-1``.
     """
     return _fragment("text_chunks" if chunks else "text", subagent, max_deltas=max_deltas)

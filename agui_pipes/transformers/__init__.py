@@ -1,17 +1,41 @@
 """Built-in stages, one module each (see docs/architecture.md for the YAML names)."""
 
-from .coalesce_deltas import CoalesceDeltas
-from .drop_events import DropEvents, KeepEvents
-from .expand_chunks import ExpandChunks
-from .filter_tool_calls import FilterToolCalls
-from .redact import Redact
-from .state_diff import StateDiff
-from .state_filter import StateFilter
-from .strip_raw_events import StripRawEvents
-from .subagent_visibility import SubagentVisibility
-from .timestamp import Timestamp
-from .tool_result_to_state import ToolResultToState
-from .verify import Verify
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .coalesce_deltas import CoalesceDeltas
+    from .drop_events import DropEvents, KeepEvents
+    from .expand_chunks import ExpandChunks
+    from .filter_tool_calls import FilterToolCalls
+    from .redact import Redact
+    from .state_diff import StateDiff
+    from .state_filter import StateFilter
+    from .strip_raw_events import StripRawEvents
+    from .subagent_visibility import SubagentVisibility
+    from .timestamp import Timestamp
+    from .tool_result_to_state import ToolResultToState
+    from .verify import Verify
+else:
+    from .._lazy import attach
+
+    __getattr__, __dir__ = attach(
+        __name__,
+        {
+            "CoalesceDeltas": ".coalesce_deltas",
+            "DropEvents": ".drop_events",
+            "KeepEvents": ".drop_events",
+            "ExpandChunks": ".expand_chunks",
+            "FilterToolCalls": ".filter_tool_calls",
+            "Redact": ".redact",
+            "StateDiff": ".state_diff",
+            "StateFilter": ".state_filter",
+            "StripRawEvents": ".strip_raw_events",
+            "SubagentVisibility": ".subagent_visibility",
+            "Timestamp": ".timestamp",
+            "ToolResultToState": ".tool_result_to_state",
+            "Verify": ".verify",
+        },
+    )
 
 __all__ = [
     "CoalesceDeltas",

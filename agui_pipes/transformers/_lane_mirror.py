@@ -40,7 +40,7 @@ from typing import Any
 
 from ag_ui.core import BaseEvent, TextMessageChunkEvent, ToolCallChunkEvent
 
-from ._lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes, ChunkRoute
+from ._lanes import CHUNK_CLASSES, ChunkAssignment, ChunkItem, ChunkLanes
 
 __all__ = ["LaneMirror", "fill_chunk"]
 
@@ -73,15 +73,15 @@ def fill_chunk(event: BaseEvent, item: ChunkItem, *, lane: bool = False) -> Base
     return event.model_copy(update=update) if update else event
 
 
-def _same(seen: ChunkRoute, route: ChunkRoute) -> bool:
+def _same(seen: ChunkAssignment, assignment: ChunkAssignment) -> bool:
     """Whether the output resolves a chunk to the item the input resolved it to."""
-    a, b = seen.item, route.item
+    a, b = seen.item, assignment.item
     return (
         a is not None
         and b is not None
         and a.id == b.id
         and a.lane == b.lane
-        and seen.opened == route.opened
+        and seen.opened == assignment.opened
     )
 
 
@@ -89,11 +89,11 @@ class LaneMirror:
     """The lanes of a stage's input and of its output, and the chunk fix-up between them.
 
     Every event the stage receives must reach :attr:`source` (``observe`` /
-    ``route``), the ones it drops included, and every event it emits must reach
+    ``assign``), the ones it drops included, and every event it emits must reach
     :attr:`output`. :meth:`kept` does both for an event passed on as it came (it
     returns the event to emit: a chunk may get its ids); a stage that applied an
     event to :attr:`source` itself reports the emitted one with
-    :meth:`kept_routed` (a chunk) or :meth:`emitted` (anything else).
+    :meth:`kept_assigned` (a chunk) or :meth:`emitted` (anything else).
     """
 
     __slots__ = ("output", "source")
@@ -110,18 +110,18 @@ class LaneMirror:
     def kept(self, event: BaseEvent) -> BaseEvent:
         """An event the stage emits: the event to emit instead (a chunk may get its ids)."""
         if type(event) in CHUNK_CLASSES:
-            return self.kept_routed(event, self.source.route(event))
+            return self.kept_assigned(event, self.source.assign(event))
         self.source.observe(event)
         self.output.observe(event)
         return event
 
-    def kept_routed(self, event: BaseEvent, route: ChunkRoute) -> BaseEvent:
-        """A chunk the stage emits, already routed on :attr:`source` (``route``)."""
-        item = route.item
-        if item is not None and not _same(self.output.peek(event), route):
+    def kept_assigned(self, event: BaseEvent, assignment: ChunkAssignment) -> BaseEvent:
+        """A chunk the stage emits, already assigned on :attr:`source` (``assign``)."""
+        item = assignment.item
+        if item is not None and not _same(self.output.peek(event), assignment):
             held = any(i.kind is item.kind and i.id == item.id for i in self.output.open.values())
             event = fill_chunk(event, item, lane=not held)
-        self.output.route(event)
+        self.output.assign(event)
         return event
 
     def emitted(self, event: BaseEvent) -> None:

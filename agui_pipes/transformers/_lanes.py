@@ -25,71 +25,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ag_ui.core import (
-    BaseEvent,
-    CustomEvent,
-    MessagesSnapshotEvent,
-    ReasoningEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent
 
-__all__ = ["CHUNK_CLASSES", "ChunkItem", "ChunkLanes", "ChunkRoute"]
+from .._chunks import ALL_LANES_CLOSERS, CHUNK_CLASSES, LANE_CLOSERS, SUBAGENT_ENDS
 
-CHUNK_CLASSES: Final[frozenset[type[BaseEvent]]] = frozenset(
-    {TextMessageChunkEvent, ToolCallChunkEvent, ReasoningMessageChunkEvent}
-)
+__all__ = [
+    "CHUNK_CLASSES",
+    "CLOSING_CLASSES",
+    "ChunkAssignment",
+    "ChunkItem",
+    "ChunkLanes",
+]
 
-_LANE_CLOSERS: Final[frozenset[type[BaseEvent]]] = frozenset(
-    {
-        TextMessageStartEvent,
-        TextMessageContentEvent,
-        TextMessageEndEvent,
-        ToolCallStartEvent,
-        ToolCallArgsEvent,
-        ToolCallEndEvent,
-        ToolCallResultEvent,
-        StateSnapshotEvent,
-        StateDeltaEvent,
-        CustomEvent,
-        StepStartedEvent,
-        StepFinishedEvent,
-        ReasoningStartEvent,
-        ReasoningMessageStartEvent,
-        ReasoningMessageContentEvent,
-        ReasoningMessageEndEvent,
-        ReasoningEndEvent,
-    }
+CLOSING_CLASSES: Final[frozenset[type[BaseEvent]]] = (
+    LANE_CLOSERS | ALL_LANES_CLOSERS | SUBAGENT_ENDS
 )
-_ALL_CLOSERS: Final[frozenset[type[BaseEvent]]] = frozenset(
-    {RunStartedEvent, RunFinishedEvent, RunErrorEvent, MessagesSnapshotEvent}
-)
-_SUBAGENT_ENDS: Final[frozenset[type[BaseEvent]]] = frozenset(
-    {SubagentFinishedEvent, SubagentErrorEvent}
-)
-
-CLOSING_CLASSES: Final[frozenset[type[BaseEvent]]] = _LANE_CLOSERS | _ALL_CLOSERS | _SUBAGENT_ENDS
 """Every event class that may close a chunk lane."""
 
 
@@ -107,11 +58,11 @@ class ChunkItem:
 
 
 @dataclass(frozen=True, slots=True)
-class ChunkRoute:
+class ChunkAssignment:
     """Where a chunk went: the item (``None`` when it could not open one) and how.
 
     ``candidates`` holds the open items an untagged id-less chunk could
-    belong to when there were several (the route is ambiguous, ``item`` is
+    belong to when there were several (the assignment is ambiguous, ``item`` is
     ``None`` and no lane changed).
     """
 
@@ -121,7 +72,7 @@ class ChunkRoute:
 
 
 def _chunk_id(event: BaseEvent) -> str | None:
-    if type(event) is ToolCallChunkEvent:
+    if type(event) is ag.ToolCallChunkEvent:
         return event.tool_call_id
     return event.message_id  # type: ignore[attr-defined, no-any-return]
 
@@ -143,22 +94,22 @@ class ChunkLanes:
         if not self.open:
             return
         cls = type(event)
-        if cls in _LANE_CLOSERS:
+        if cls in LANE_CLOSERS:
             self.open.pop(event.subagent_run_id, None)  # type: ignore[attr-defined]
-        elif cls in _ALL_CLOSERS:
+        elif cls in ALL_LANES_CLOSERS:
             self.open.clear()
-        elif cls in _SUBAGENT_ENDS:
+        elif cls in SUBAGENT_ENDS:
             self.open.pop(event.subagent_run_id, None)  # type: ignore[attr-defined]
 
-    def peek(self, event: BaseEvent) -> ChunkRoute:
+    def peek(self, event: BaseEvent) -> ChunkAssignment:
         """Where a chunk would go, without changing any lane."""
-        return self._route(event, commit=False)
+        return self._assign(event, commit=False)
 
-    def route(self, event: BaseEvent) -> ChunkRoute:
-        """Route a chunk: continue its item or open a new one in its lane."""
-        return self._route(event, commit=True)
+    def assign(self, event: BaseEvent) -> ChunkAssignment:
+        """Assign a chunk to its item: continue its item or open a new one in its lane."""
+        return self._assign(event, commit=True)
 
-    def _route(self, event: BaseEvent, *, commit: bool) -> ChunkRoute:
+    def _assign(self, event: BaseEvent, *, commit: bool) -> ChunkAssignment:
         kind = type(event)
         item_id = _chunk_id(event)
         tag: str | None = event.subagent_run_id  # type: ignore[attr-defined]
@@ -173,21 +124,21 @@ class ChunkLanes:
             if parent is None or parent.kind is not kind:
                 candidates = tuple(i for i in self.open.values() if i.kind is kind)
                 if len(candidates) > 1:
-                    return ChunkRoute(None, False, candidates)
+                    return ChunkAssignment(None, False, candidates)
                 if candidates:
                     lane = candidates[0].lane
         current = self.open.get(lane)
         if current is not None and current.kind is kind and item_id in (None, current.id):
-            return ChunkRoute(current, False)
+            return ChunkAssignment(current, False)
         if item_id is None:
-            return ChunkRoute(None, False)
+            return ChunkAssignment(None, False)
         item = ChunkItem(kind, item_id, lane)
-        if kind is ToolCallChunkEvent:
+        if kind is ag.ToolCallChunkEvent:
             item.name = event.tool_call_name  # type: ignore[attr-defined]
             item.parent_message_id = event.parent_message_id  # type: ignore[attr-defined]
-        elif kind is TextMessageChunkEvent:
+        elif kind is ag.TextMessageChunkEvent:
             item.name = event.name  # type: ignore[attr-defined]
             item.role = event.role or "assistant"  # type: ignore[attr-defined]
         if commit:
             self.open[lane] = item
-        return ChunkRoute(item, True)
+        return ChunkAssignment(item, True)

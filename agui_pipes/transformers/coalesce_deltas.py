@@ -80,12 +80,12 @@ class CoalesceDeltas(StreamTransformer):
         return (self._flush(),) if self._pending is not None else ()
 
     def _chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.route(event)
-        item: ChunkItem | None = route.item
+        assignment = self._lanes.assign(event)
+        item: ChunkItem | None = assignment.item
         delta: str | None = event.delta  # type: ignore[attr-defined]
         if item is None or delta is None or event.raw_event is not None or event.metadata:
             return (event,) if self._pending is None else (self._flush(), event)
-        if not route.opened and self._key is item:
+        if not assignment.opened and self._key is item:
             # A continuation may only repeat its item's fields; the pending first
             # chunk already carries them.
             return self._append(delta)

@@ -32,20 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Final
 
-from ag_ui.core import (
-    AssistantMessage,
-    BaseEvent,
-    EventType,
-    MessagesSnapshotEvent,
-    RunAgentInput,
-    RunFinishedEvent,
-    RunFinishedSuccessOutcome,
-    RunStartedEvent,
-    TextMessageChunkEvent,
-    TextMessageStartEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent, EventType
 
 from .._transformer import StreamTransformer, Transform
 from ..events import EVENT_CLASS_BY_TYPE
@@ -112,7 +100,7 @@ def _lane_handlers(
         return ()
 
     def drop_chunk(event: BaseEvent) -> Sequence[BaseEvent]:
-        source.route(event)
+        source.assign(event)
         changed()
         return ()
 
@@ -140,7 +128,7 @@ def _lane_handlers(
 
 
 _OWNER_SOURCES: Final[frozenset[type[BaseEvent]]] = frozenset(
-    {TextMessageStartEvent, TextMessageChunkEvent, MessagesSnapshotEvent}
+    {ag.TextMessageStartEvent, ag.TextMessageChunkEvent, ag.MessagesSnapshotEvent}
 )
 """Dropped, these take a message's owner off the record (``_message_owners``)."""
 
@@ -168,16 +156,16 @@ def _owner_handlers(
 
         return watched
 
-    def run_started(event: RunStartedEvent) -> None:
+    def run_started(event: ag.RunStartedEvent) -> None:
         owners.reset()
-        if isinstance(event.input, RunAgentInput):
+        if isinstance(event.input, ag.RunAgentInput):
             owners.seed(event.input.messages, authoritative=False)
 
-    def text_chunk(event: TextMessageChunkEvent) -> None:
+    def text_chunk(event: ag.TextMessageChunkEvent) -> None:
         if event.message_id is not None:
             owners.opened(event.message_id, event.subagent_run_id)
 
-    keep_start = handlers.get(ToolCallStartEvent, _keep)
+    keep_start = handlers.get(ag.ToolCallStartEvent, _keep)
 
     def tool_start(event: BaseEvent) -> Sequence[BaseEvent]:
         parent = event.parent_message_id  # type: ignore[attr-defined]
@@ -194,18 +182,18 @@ def _owner_handlers(
         return (tagged,)
 
     return {
-        RunStartedEvent: then(RunStartedEvent, run_started),
-        MessagesSnapshotEvent: then(
-            MessagesSnapshotEvent, lambda e: owners.seed(e.messages, authoritative=True)
+        ag.RunStartedEvent: then(ag.RunStartedEvent, run_started),
+        ag.MessagesSnapshotEvent: then(
+            ag.MessagesSnapshotEvent, lambda e: owners.seed(e.messages, authoritative=True)
         ),
-        TextMessageStartEvent: then(
-            TextMessageStartEvent, lambda e: owners.opened(e.message_id, e.subagent_run_id)
+        ag.TextMessageStartEvent: then(
+            ag.TextMessageStartEvent, lambda e: owners.opened(e.message_id, e.subagent_run_id)
         ),
-        TextMessageChunkEvent: then(TextMessageChunkEvent, text_chunk),
-        ToolCallResultEvent: then(
-            ToolCallResultEvent, lambda e: owners.minted(e.message_id, e.subagent_run_id)
+        ag.TextMessageChunkEvent: then(ag.TextMessageChunkEvent, text_chunk),
+        ag.ToolCallResultEvent: then(
+            ag.ToolCallResultEvent, lambda e: owners.minted(e.message_id, e.subagent_run_id)
         ),
-        ToolCallStartEvent: tool_start,
+        ag.ToolCallStartEvent: tool_start,
     }
 
 
@@ -285,17 +273,17 @@ class DropEvents(StreamTransformer):
         rewriters: list[tuple[type[BaseEvent], _Handler]] = []
         if self._roles:
             rewriters += [
-                (MessagesSnapshotEvent, self._messages_snapshot),
-                (RunStartedEvent, self._run_started),
+                (ag.MessagesSnapshotEvent, self._messages_snapshot),
+                (ag.RunStartedEvent, self._run_started),
             ]
         if self._tools:
-            rewriters.append((RunFinishedEvent, self._run_finished))
+            rewriters.append((ag.RunFinishedEvent, self._run_finished))
         for cls, rewriter in rewriters:
             if cls in self._dropped:  # a dropped MESSAGES_SNAPSHOT needs no cleaning
                 continue
             observe = handlers.get(cls)
             handlers[cls] = rewriter if observe is None else _observing(observe, rewriter)
-        if ToolCallStartEvent not in self._dropped and self._dropped & _OWNER_SOURCES:
+        if ag.ToolCallStartEvent not in self._dropped and self._dropped & _OWNER_SOURCES:
             handlers.update(_owner_handlers(handlers, self._mirror, self._lanes_changed))
             rewrite |= {t for t, c in EVENT_CLASS_BY_TYPE.items() if c in handlers}
         self._handlers = handlers
@@ -341,7 +329,7 @@ class DropEvents(StreamTransformer):
             if message.role in self._roles:
                 changed = True
                 continue
-            if self._tools and isinstance(message, AssistantMessage) and message.tool_calls:
+            if self._tools and isinstance(message, ag.AssistantMessage) and message.tool_calls:
                 changed = True
                 if not message.content:
                     continue
@@ -351,7 +339,7 @@ class DropEvents(StreamTransformer):
 
     def _run_started(self, event: BaseEvent) -> Sequence[BaseEvent]:
         echo = event.input  # type: ignore[attr-defined]
-        if isinstance(echo, RunAgentInput):
+        if isinstance(echo, ag.RunAgentInput):
             messages = self._clean(echo.messages)
             if messages is not None:
                 new_input = echo.model_copy(update={"messages": messages})
@@ -360,7 +348,7 @@ class DropEvents(StreamTransformer):
 
     def _run_finished(self, event: BaseEvent) -> Sequence[BaseEvent]:
         outcome = event.outcome  # type: ignore[attr-defined]
-        if isinstance(outcome, RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
+        if isinstance(outcome, ag.RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
             new = outcome.model_copy(update={"pending_tool_call_ids": None})
             return (event.model_copy(update={"outcome": new}),)
         return (event,)

@@ -1,139 +1,23 @@
 """ExpandChunks: ``*_CHUNK`` shorthand to explicit START / CONTENT / END events.
 
-A chunk says "this belongs to whatever I was streaming before" and may omit
-its id; verification and application need the explicit triad. This stage
-follows PROTOCOL.md §5 and the official TypeScript client's expansion, so both
-SDKs assemble the same messages from the same chunks and refuse the same
-malformed chunk streams:
-
-* Chunk streams are kept per **lane**: the parent agent (untagged) and each
-  subagent id, so two subagents streaming at once do not close each other.
-* The first chunk of an item needs its id (``messageId`` / ``toolCallId``)
-  and a tool chunk also ``toolCallName``; a text chunk without a role opens
-  an assistant message.
-* A continuation may omit those fields or repeat them with the same value; a
-  conflicting ``role`` / ``name`` / ``toolCallName`` / ``parentMessageId`` is
-  fatal, as is a tag that disagrees with the lane holding the id.
-* The synthetic END is emitted when a chunk opens a different item in the
-  lane; when a message, tool-call, step, state, custom or explicit reasoning
-  event arrives in the lane; when a run-level event (RUN_*,
-  MESSAGES_SNAPSHOT) arrives (every lane closes, in the order they opened);
-  when the lane's subagent finishes or errors. RAW, ACTIVITY_*,
-  REASONING_ENCRYPTED_VALUE and SUBAGENT_STARTED close nothing.
-* An id-less chunk goes to its tag's lane; untagged, to the parent's lane if
-  it has an open item of that kind, else to the only lane with one; several
-  candidates is fatal (ambiguous).
-
+The stage form of ``agui_pipes._chunks.ChunkExpander``, whose module doc
+gives the rules (PROTOCOL.md §5, as the official TypeScript client expands
+them): chunk streams kept per lane (the parent agent and each subagent), the
+fields a first chunk needs, the conflicts that are fatal, what closes a lane.
 Nothing is flushed at end of stream: a chunk stream still open then belongs
-to a truncated run, which verification reports; inventing its END would
-make a cut-off message look complete.
+to a truncated run, which verification reports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
 
-from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
-    BaseEvent,
-    CustomEvent,
-    MessagesSnapshotEvent,
-    RawEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentStartedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+from ag_ui.core import BaseEvent
 
-from .._construct import construct
+from .._chunks import ChunkExpander
 from .._transformer import StreamTransformer, Transform
-from ..verify import Rule, VerificationError
 
 __all__ = ["ExpandChunks"]
-
-_PARENT = "(the parent agent)"
-
-# What each event class does to the lanes.
-_OWN_LANE, _ALL_LANES, _NOTHING, _SUBAGENT_END, _TEXT, _TOOL, _REASONING = range(7)
-_ROLE: Final[dict[type[BaseEvent], int]] = {
-    **dict.fromkeys(
-        (
-            TextMessageStartEvent, TextMessageContentEvent, TextMessageEndEvent,
-            ToolCallStartEvent, ToolCallArgsEvent, ToolCallEndEvent, ToolCallResultEvent,
-            StateSnapshotEvent, StateDeltaEvent, CustomEvent, StepStartedEvent,
-            StepFinishedEvent, ReasoningStartEvent, ReasoningMessageStartEvent,
-            ReasoningMessageContentEvent, ReasoningMessageEndEvent, ReasoningEndEvent,
-        ),
-        _OWN_LANE,
-    ),
-    **dict.fromkeys(
-        (RunStartedEvent, RunFinishedEvent, RunErrorEvent, MessagesSnapshotEvent), _ALL_LANES
-    ),
-    **dict.fromkeys(
-        (RawEvent, ActivitySnapshotEvent, ActivityDeltaEvent, ReasoningEncryptedValueEvent,
-         SubagentStartedEvent),
-        _NOTHING,
-    ),
-    SubagentFinishedEvent: _SUBAGENT_END,
-    SubagentErrorEvent: _SUBAGENT_END,
-    TextMessageChunkEvent: _TEXT,
-    ToolCallChunkEvent: _TOOL,
-    ReasoningMessageChunkEvent: _REASONING,
-}
-
-
-class _Pending:
-    """The item one lane is assembling: its kind, id, owner and what the opener said."""
-
-    __slots__ = ("entity_id", "kind", "name", "owner", "parent_message_id", "role")
-
-    def __init__(
-        self,
-        kind: int,
-        entity_id: str,
-        owner: str | None,
-        *,
-        role: str | None = None,
-        name: str | None = None,
-        parent_message_id: str | None = None,
-    ) -> None:
-        self.kind = kind
-        self.entity_id = entity_id
-        self.owner = owner
-        self.role = role
-        self.name = name
-        self.parent_message_id = parent_message_id
-
-
-_KIND_WORDS: Final = {
-    _TEXT: ("text message", "TEXT_MESSAGE_CHUNK", "messageId"),
-    _TOOL: ("tool call", "TOOL_CALL_CHUNK", "toolCallId"),
-    _REASONING: ("reasoning message", "REASONING_MESSAGE_CHUNK", "messageId"),
-}
 
 
 class ExpandChunks(StreamTransformer):
@@ -150,221 +34,18 @@ class ExpandChunks(StreamTransformer):
     """Whether a chunk stream is open: until one is, only chunk events need this stage."""
 
     def __init__(self) -> None:
-        self._lanes: dict[str | None, _Pending] = {}
+        self._expander = ChunkExpander(self._lanes_changed)
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        role = _role_of_class(event_class)
-        if role >= _TEXT or (self._lanes and role != _NOTHING):
-            return self.transform
+        if self._expander.concerns(event_class):
+            return self._expander.expand  # what ``transform`` runs, one call less
         return None  # no chunk stream open: nothing to close, the event passes untouched
 
     def _lanes_changed(self) -> None:
-        is_open = bool(self._lanes)
+        is_open = self._expander.is_open
         if is_open is not self.route_key:
             self.route_key = is_open
             self.reroute()
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        role = _ROLE.get(event.__class__)
-        if role is None:
-            role = _role_of_class(event.__class__)
-        if role >= _TEXT:
-            try:
-                return self._chunk(event, role)
-            finally:
-                self._lanes_changed()
-        lanes = self._lanes
-        if not lanes or role == _NOTHING:
-            return (event,)
-        if role == _OWN_LANE:
-            pending = lanes.pop(getattr(event, "subagent_run_id", None), None)
-            if pending is None:
-                return (event,)
-            self._lanes_changed()
-            return (_end_event(pending), event)
-        if role == _ALL_LANES:
-            closed: list[BaseEvent] = [_end_event(p) for p in lanes.values()]
-            lanes.clear()
-            self._lanes_changed()
-            closed.append(event)
-            return closed
-        # A subagent's terminal closes its own lane only (never the parent's).
-        owner: str | None = getattr(event, "subagent_run_id", None)
-        pending = None if owner is None else lanes.pop(owner, None)
-        if pending is None:
-            return (event,)
-        self._lanes_changed()
-        return (_end_event(pending), event)
-
-    # -- chunks --------------------------------------------------------------
-
-    def _fail(self, rule: Rule, detail: str, event: BaseEvent) -> VerificationError:
-        return VerificationError(rule, detail, event)
-
-    def _lane_for(
-        self, kind: int, entity_id: str | None, tag: str | None, event: BaseEvent
-    ) -> str | None:
-        what, chunk_type, id_field = _KIND_WORDS[kind]
-        lanes = self._lanes
-        if entity_id is not None:
-            for owner, pending in lanes.items():
-                if pending.kind == kind and pending.entity_id == entity_id:
-                    if tag is not None and tag != owner:
-                        shown = _PARENT if owner is None else owner
-                        raise self._fail(
-                            Rule.OWNER_MISMATCH,
-                            f"Cannot continue {what} '{entity_id}': chunk subagentRunId "
-                            f"'{tag}' does not match the open stream's subagent '{shown}'.",
-                            event,
-                        )
-                    return owner
-            return tag
-        if tag is not None:
-            return tag
-        parent = lanes.get(None)
-        if parent is not None and parent.kind == kind:
-            return None
-        candidates = [owner for owner, pending in lanes.items() if pending.kind == kind]
-        if len(candidates) == 1:
-            return candidates[0]
-        if len(candidates) > 1:
-            raise self._fail(
-                Rule.CHUNK_AMBIGUOUS,
-                f"Ambiguous {chunk_type}: it carries neither a {id_field} nor a "
-                f"subagentRunId, but {len(candidates)} lanes have an open {what}. Attribute "
-                "the chunk to the subagent it belongs to.",
-                event,
-            )
-        return None
-
-    def _conflict(
-        self, what: str, entity_id: str, field: str, incoming: str | None,
-        established: str | None, event: BaseEvent,
-    ) -> None:
-        if incoming is not None and incoming != established:
-            shown = "(absent)" if established is None else f"'{established}'"
-            raise self._fail(
-                Rule.CHUNK_CONFLICT,
-                f"Cannot continue {what} '{entity_id}': chunk {field} '{incoming}' does not "
-                f"match the open stream's {field} {shown}.",
-                event,
-            )
-
-    def _chunk(self, event: Any, kind: int) -> Sequence[BaseEvent]:
-        what, chunk_type, id_field = _KIND_WORDS[kind]
-        # The fields, read from the instance dict: an attribute read on a pydantic
-        # model goes through BaseModel.__getattr__'s hook, several times the cost.
-        fields = event.__dict__
-        entity_id: str | None = fields["tool_call_id" if kind == _TOOL else "message_id"]
-        tag: str | None = fields["subagent_run_id"]
-        lane = self._lane_for(kind, entity_id, tag, event)
-        lanes = self._lanes
-        pending = lanes.get(lane)
-        out: list[BaseEvent] = []
-        metadata = fields["metadata"]
-        if pending is not None and pending.kind == kind and (
-            entity_id is None or entity_id == pending.entity_id
-        ):
-            # A continuation: only the naming fields it carries can conflict.
-            if kind == _TEXT:
-                if fields["role"] is not None:
-                    self._conflict(what, pending.entity_id, "role", fields["role"],
-                                   pending.role, event)
-                if fields["name"] is not None:
-                    self._conflict(what, pending.entity_id, "name", fields["name"],
-                                   pending.name, event)
-            elif kind == _TOOL:
-                if fields["tool_call_name"] is not None:
-                    self._conflict(what, pending.entity_id, "toolCallName",
-                                   fields["tool_call_name"], pending.name, event)
-                if fields["parent_message_id"] is not None:
-                    self._conflict(what, pending.entity_id, "parentMessageId",
-                                   fields["parent_message_id"], pending.parent_message_id,
-                                   event)
-        else:
-            if pending is not None:
-                del lanes[lane]
-                out.append(_end_event(pending))
-            if entity_id is None:
-                raise self._fail(
-                    Rule.CHUNK_INCOMPLETE, f"First {chunk_type} must have a {id_field}", event
-                )
-            start: dict[str, Any]
-            if kind == _TEXT:
-                role = event.role if event.role is not None else "assistant"
-                pending = _Pending(kind, entity_id, tag, role=role, name=event.name)
-                start = {"message_id": entity_id, "role": role}
-                if event.name is not None:
-                    start["name"] = event.name
-                start_cls: type[BaseEvent] = TextMessageStartEvent
-            elif kind == _TOOL:
-                if event.tool_call_name is None:
-                    raise self._fail(
-                        Rule.CHUNK_INCOMPLETE,
-                        "First TOOL_CALL_CHUNK must have a toolCallName",
-                        event,
-                    )
-                pending = _Pending(kind, entity_id, tag, name=event.tool_call_name,
-                                   parent_message_id=event.parent_message_id)
-                start = {"tool_call_id": entity_id, "tool_call_name": event.tool_call_name}
-                if event.parent_message_id is not None:
-                    start["parent_message_id"] = event.parent_message_id
-                start_cls = ToolCallStartEvent
-            else:
-                pending = _Pending(kind, entity_id, tag)
-                start = {"message_id": entity_id, "role": "reasoning"}
-                start_cls = ReasoningMessageStartEvent
-            if tag is not None:
-                start["subagent_run_id"] = tag
-            if metadata is not None:
-                start["metadata"] = metadata
-            lanes[lane] = pending
-            out.append(construct(start_cls, start))
-        delta: str | None = fields["delta"]
-        raw = fields["raw_event"]
-        if delta is not None or raw is not None or (not out and metadata is not None):
-            owner = tag if tag is not None else pending.owner
-            content: dict[str, Any] = {
-                "tool_call_id" if kind == _TOOL else "message_id": pending.entity_id,
-                "delta": "" if delta is None else delta,
-            }
-            if owner is not None:
-                content["subagent_run_id"] = owner
-            if metadata is not None:
-                content["metadata"] = metadata
-            if raw is not None:
-                content["raw_event"] = raw
-            out.append(construct(_CONTENT_CLASS[kind], content))
-        return out
-
-
-_CONTENT_CLASS: Final[dict[int, type[BaseEvent]]] = {
-    _TEXT: TextMessageContentEvent,
-    _TOOL: ToolCallArgsEvent,
-    _REASONING: ReasoningMessageContentEvent,
-}
-
-
-def _end_event(pending: _Pending) -> BaseEvent:
-    values: dict[str, Any]
-    cls: type[BaseEvent]
-    if pending.kind == _TOOL:
-        cls, values = ToolCallEndEvent, {"tool_call_id": pending.entity_id}
-    elif pending.kind == _TEXT:
-        cls, values = TextMessageEndEvent, {"message_id": pending.entity_id}
-    else:
-        cls, values = ReasoningMessageEndEvent, {"message_id": pending.entity_id}
-    if pending.owner is not None:
-        values["subagent_run_id"] = pending.owner
-    return construct(cls, values)
-
-
-def _role_of_class(event_class: type[BaseEvent]) -> int:
-    role = _ROLE.get(event_class)
-    if role is not None:
-        return role
-    for cls in event_class.__mro__:
-        role = _ROLE.get(cls)
-        if role is not None:
-            return role
-    return _NOTHING
+        return self._expander.expand(event)

@@ -21,7 +21,8 @@ those: a blocked call leaves no trace anywhere in the stream —
   and everything attributed to them, messages in snapshots included;
 * its result message: an encrypted value (``subtype: message``) naming it —
   pydantic-ai sends one after every retried or failed tool;
-* the assistant message it leaves empty (START / END and nothing kept);
+* the assistant message it leaves empty (START / END and nothing kept), also
+  when a content-less ``TEXT_MESSAGE_CHUNK`` opened it;
 * its id and name in the free text of a RUN_ERROR passing the stage (written
   upstream by a Verify with ``on_violation="run_error"`` or the run driver);
 * with ``state_messages``, its entries in message lists kept in the state
@@ -42,61 +43,30 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
-    BaseEvent,
-    MessagesSnapshotEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunAgentInput,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunFinishedInterruptOutcome,
-    RunFinishedSuccessOutcome,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentStartedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent
 
 from .._transformer import Condition, StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
 from ._call_traces import MODEL_SHAPE, scrub_messages
 from ._lane_mirror import LaneMirror
-from ._lanes import CLOSING_CLASSES, ChunkRoute
+from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem, ChunkLanes
 from ._state_messages import StateMessages, parse_pointer
 
 __all__ = ["FilterToolCalls"]
 
 
 _ENTITY: dict[type[BaseEvent], tuple[str, str]] = {
-    TextMessageStartEvent: ("text", "message_id"),
-    TextMessageContentEvent: ("text", "message_id"),
-    TextMessageEndEvent: ("text", "message_id"),
-    ReasoningStartEvent: ("span", "message_id"),
-    ReasoningEndEvent: ("span", "message_id"),
-    ReasoningMessageStartEvent: ("reasoning", "message_id"),
-    ReasoningMessageContentEvent: ("reasoning", "message_id"),
-    ReasoningMessageEndEvent: ("reasoning", "message_id"),
-    ActivitySnapshotEvent: ("activity", "message_id"),
-    ActivityDeltaEvent: ("activity", "message_id"),
+    ag.TextMessageStartEvent: ("text", "message_id"),
+    ag.TextMessageContentEvent: ("text", "message_id"),
+    ag.TextMessageEndEvent: ("text", "message_id"),
+    ag.ReasoningStartEvent: ("span", "message_id"),
+    ag.ReasoningEndEvent: ("span", "message_id"),
+    ag.ReasoningMessageStartEvent: ("reasoning", "message_id"),
+    ag.ReasoningMessageContentEvent: ("reasoning", "message_id"),
+    ag.ReasoningMessageEndEvent: ("reasoning", "message_id"),
+    ag.ActivitySnapshotEvent: ("activity", "message_id"),
+    ag.ActivityDeltaEvent: ("activity", "message_id"),
 }
 """Entities a blocked subagent may open, whose untagged continuations are its own too."""
 
@@ -157,20 +127,20 @@ class FilterToolCalls(StreamTransformer):
         self._glob = re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
         self._decisions: dict[str, bool] = {}
         self._base: dict[type[BaseEvent], _Handler] = {
-            RunStartedEvent: self._run_started,
-            RunFinishedEvent: self._run_finished,
-            RunErrorEvent: self._run_error,
-            MessagesSnapshotEvent: self._messages_snapshot,
-            TextMessageStartEvent: self._text_start,
-            ToolCallStartEvent: self._tool_start,
-            ToolCallArgsEvent: self._by_call_id,
-            ToolCallEndEvent: self._by_call_id,
-            ToolCallResultEvent: self._result,
-            ToolCallChunkEvent: self._chunk,
-            ReasoningEncryptedValueEvent: self._encrypted,
-            SubagentStartedEvent: self._subagent_started,
-            SubagentFinishedEvent: self._subagent_end,
-            SubagentErrorEvent: self._subagent_end,
+            ag.RunStartedEvent: self._run_started,
+            ag.RunFinishedEvent: self._run_finished,
+            ag.RunErrorEvent: self._run_error,
+            ag.MessagesSnapshotEvent: self._messages_snapshot,
+            ag.TextMessageStartEvent: self._text_start,
+            ag.ToolCallStartEvent: self._tool_start,
+            ag.ToolCallArgsEvent: self._by_call_id,
+            ag.ToolCallEndEvent: self._by_call_id,
+            ag.ToolCallResultEvent: self._result,
+            ag.ToolCallChunkEvent: self._chunk,
+            ag.ReasoningEncryptedValueEvent: self._encrypted,
+            ag.SubagentStartedEvent: self._subagent_started,
+            ag.SubagentFinishedEvent: self._subagent_end,
+            ag.SubagentErrorEvent: self._subagent_end,
         }
         self._mirror = LaneMirror()
         self._lanes = self._mirror.source
@@ -186,8 +156,8 @@ class FilterToolCalls(StreamTransformer):
             self._state = StateMessages(
                 pointers, self._blocked, self.blocks, self._blocked_subagents
             )
-            self._base[StateSnapshotEvent] = self._state.snapshot
-            self._base[StateDeltaEvent] = self._state.delta
+            self._base[ag.StateSnapshotEvent] = self._state.snapshot
+            self._base[ag.StateDeltaEvent] = self._state.delta
         self._build_tables()
         self._table = self._tables[0]
 
@@ -246,13 +216,18 @@ class FilterToolCalls(StreamTransformer):
         # a lane's tool item, and an id-less one must be attributed to the right lane
         # once a subagent is blocked (an untracked parent item would send it elsewhere),
         # and keep resolving there once a removed call no longer closes its lane.
-        for cls in (TextMessageChunkEvent, ReasoningMessageChunkEvent):
+        for cls in (ag.TextMessageChunkEvent, ag.ReasoningMessageChunkEvent):
             base[cls] = lanes[cls] = self._routing
             tagged[cls] = both[cls] = self._routing_owned
         self._tables = (base, lanes, tagged, both)
 
     def _observing(self, handler: _Handler) -> _Handler:
-        """A closing event: it closes lanes of the input, and of the output when kept."""
+        """A closing event: it closes lanes of the input, and of the output when kept.
+
+        While messages are held, ``_while_holding`` reports a kept event to the output
+        lanes itself: after the held events it releases before it, or not at all when
+        it holds the event too (a held message's END).
+        """
         lanes = self._lanes
         mirror = self._mirror
 
@@ -260,7 +235,7 @@ class FilterToolCalls(StreamTransformer):
             lanes.observe(event)
             self._select_table()
             out = handler(event)
-            if out:
+            if out and not self._held:
                 mirror.emitted(event)
                 self._select_table()
             return out
@@ -268,13 +243,55 @@ class FilterToolCalls(StreamTransformer):
         return observe
 
     def _routing(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        return self._emit_chunk(event, self._lanes.route(event))
+        return self._emit_chunk(event, self._lanes.assign(event))
 
-    def _emit_chunk(self, event: BaseEvent, route: ChunkRoute) -> Sequence[BaseEvent]:
-        """A kept chunk, with the ids it omits filled in when removed events moved its lane."""
-        out = (self._mirror.kept_routed(event, route),)
+    def _emit_chunk(self, event: BaseEvent, assignment: ChunkAssignment) -> Sequence[BaseEvent]:
+        """A kept chunk, with the ids it omits filled in when removed events moved its lane.
+
+        A text chunk that only opens an assistant message is that message's START
+        (the chunk carries no content): it is held like one (``_text_start``), and a
+        content-less continuation of it waits with it. Any other kept chunk releases
+        what is held first, through the output lanes, so the chunk's own ids are
+        judged against the lanes the client will really have.
+        """
+        item = assignment.item
+        if item is not None and type(event) is ag.TextMessageChunkEvent:
+            if assignment.opened and item.role == "assistant":
+                if item.id in self._held:
+                    # The id opens again (the START again, in expanded terms): the new
+                    # message replaces the held one, as a second START would.
+                    self._held[item.id] = _Held(event, assignment)
+                    if _opens_only(event):
+                        self._select_table()
+                        return ()
+                    return self._settle()
+                if _opens_only(event) and len(self._held) < _MAX_HELD:
+                    self._held[item.id] = _Held(event, assignment)
+                    self._select_table()
+                    return ()
+            elif self._held and _contentless(event):
+                held = self._held.get(item.id)
+                if held is not None and held.item is item:
+                    # It folds to nothing; past the bound it is dropped rather than kept.
+                    if len(held.events) < _MAX_HELD:
+                        held.events.append((event, assignment))
+                    return ()
+        if self._held and item is not None and not assignment.opened and _contentless(event):
+            # A continuation carrying nothing expands to no event: it releases nothing.
+            out = self._mirror.kept_assigned(event, assignment)
+            self._select_table()
+            return (out,)
+        released: Sequence[BaseEvent] = ()
+        if self._held:
+            if type(event) is ag.ToolCallChunkEvent and assignment.opened and item is not None:
+                parent = item.parent_message_id
+                held = self._held.get(parent) if parent is not None else None
+                if held is not None:
+                    held.lost_call = False  # it keeps a call: never empty
+            released = self._settle()
+        out = self._mirror.kept_assigned(event, assignment)
         self._select_table()
-        return out
+        return (*released, out) if released else (out,)
 
     route_key: int = 0
     """Which of the four handler tables is in use, plus 4 while an assistant message
@@ -341,7 +358,7 @@ class FilterToolCalls(StreamTransformer):
 
     # -- assistant messages emptied by the filter ------------------------------
 
-    def _text_start(self, event: TextMessageStartEvent) -> Sequence[BaseEvent]:
+    def _text_start(self, event: ag.TextMessageStartEvent) -> Sequence[BaseEvent]:
         """Hold an assistant message's start until something shows it is not left empty.
 
         A message whose only contents were blocked calls would reach the client as
@@ -351,32 +368,35 @@ class FilterToolCalls(StreamTransformer):
         first; a message that ended having lost a call, with nothing kept in it,
         is removed. State events pass while a start is held (an agent that
         updates its state between a removed call and the message's end must not
-        bring the empty message back): they name no message, so only the held
-        START moves, after them; no other kept event is ever reordered.
+        bring the empty message back), and so do the ends of other messages and
+        calls (``_PASS_WHILE_HOLDING``): they add nothing to a message, so only the
+        held START moves, after them; no other kept event is ever reordered.
         """
         if self._blocked_subagents:
             kept = self._by_tag(event)
             if not kept:
                 return kept
-        if event.role != "assistant" or self.route_key & 1 or len(self._held) >= _MAX_HELD:
+        if event.role != "assistant" or len(self._held) >= _MAX_HELD:
             return (event,)
         self._held[event.message_id] = _Held(event)
-        self._use_table(self.route_key & 3)
+        self._select_table()
         return ()
 
     def _while_holding(self, event: BaseEvent) -> Sequence[BaseEvent]:
         cls = type(event)
-        if cls is RunStartedEvent:
+        if cls is ag.RunStartedEvent:
             return (*self._settle(), *self._run_started(event))  # type: ignore[arg-type]
+        if cls in CHUNK_CLASSES:
+            return self._chunk_while_holding(event)
         handler = self._table.get(cls)
         out = (event,) if handler is None else handler(event)
-        if cls is TextMessageEndEvent:
+        if cls is ag.TextMessageEndEvent:
             held = self._held.get(event.message_id)  # type: ignore[attr-defined]
-            if held is not None and not held.ended:
-                held.events.extend(out)
+            if held is not None and held.item is None and not held.ended:
+                held.events.extend((e, None) for e in out)
                 held.ended = True
                 return ()
-        elif cls is ToolCallStartEvent:
+        elif cls is ag.ToolCallStartEvent:
             parent = event.parent_message_id  # type: ignore[attr-defined]
             held = self._held.get(parent) if parent is not None else None
             if held is not None and not out:
@@ -384,25 +404,73 @@ class FilterToolCalls(StreamTransformer):
                 return ()
             if held is not None:
                 held.lost_call = False  # it keeps a call: never empty
-        if not out or not self._held or cls in _PASS_WHILE_HOLDING:
+        if not out:
+            return out
+        if cls in _PASS_WHILE_HOLDING:
+            self._mirror.emitted(event)
+            self._select_table()
             return out
         settled = self._settle()
-        if cls is ReasoningEncryptedValueEvent:
+        self._mirror.emitted(event)  # after what it released: the order the client sees
+        self._select_table()
+        if cls is ag.ReasoningEncryptedValueEvent:
             out = self._encrypted(event)  # type: ignore[arg-type]  # may name a removed message
         return (*settled, *out)
 
+    def _chunk_while_holding(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        """A chunk while messages are held: the handler holds, releases or drops it.
+
+        What it adds: a removed call a tool chunk opens in a held message is a call
+        that message lost (as a removed TOOL_CALL_START parented on it is).
+        """
+        handler = self._table[type(event)]  # every table routes the chunk classes
+        if type(event) is not ag.ToolCallChunkEvent:
+            return handler(event)
+        assignment = self._lanes.peek(event)
+        out = handler(event)
+        item = assignment.item
+        if not out and assignment.opened and item is not None:
+            parent = item.parent_message_id
+            held = self._held.get(parent) if parent is not None else None
+            if held is not None:
+                held.lost_call = True
+        return out
+
     def _settle(self) -> Sequence[BaseEvent]:
-        """Release every held message; those that ended with only blocked calls go."""
+        """Release every held message; those that ended with only blocked calls go.
+
+        A message a chunk opened ended when its lane no longer holds it (another
+        item replaced it, or an event closed the lane). Released after that, the
+        chunk would open it again downstream, where nothing closes it (the same id
+        opened later would continue it), so it goes out as what the expanded
+        stream has: its START and END. What is released goes through the output
+        lanes in order, so later chunks are judged against what the client really
+        has open.
+        """
         if not self._held:
             return ()
         out: list[BaseEvent] = []
+        source = self._lanes.open
+        mirror = self._mirror
         for message_id, held in self._held.items():
-            if held.lost_call and held.ended:
+            item = held.item
+            ended = held.ended or (item is not None and source.get(item.lane) is not item)
+            if held.lost_call and ended:
                 self._hidden_messages.add(message_id)
-            else:
-                out.extend(held.events)
+                continue
+            if item is not None and ended and not _holds_id(mirror.output, item):
+                for event in _start_and_end(held.events[0][0], item):
+                    mirror.emitted(event)
+                    out.append(event)
+                continue
+            for event, assignment in held.events:
+                if assignment is None:
+                    mirror.emitted(event)
+                    out.append(event)
+                else:
+                    out.append(mirror.kept_assigned(event, assignment))
         self._held.clear()
-        self._use_table(self.route_key & 3)
+        self._select_table()
         return out
 
     def _subagent_blocked(self, event: BaseEvent) -> bool:
@@ -426,10 +494,10 @@ class FilterToolCalls(StreamTransformer):
 
     def _routing_owned(self, event: BaseEvent) -> Sequence[BaseEvent]:
         """A text / reasoning chunk while a subagent is blocked: judged by its item's owner."""
-        route = self._lanes.route(event)
+        assignment = self._lanes.assign(event)
         self._select_table()
-        item = route.item
-        bucket = "text" if type(event) is TextMessageChunkEvent else "reasoning"
+        item = assignment.item
+        bucket = "text" if type(event) is ag.TextMessageChunkEvent else "reasoning"
         if self._subagent_blocked(event):
             if item is not None:
                 self._blocked_entities.add((bucket, item.id))
@@ -439,14 +507,14 @@ class FilterToolCalls(StreamTransformer):
         ):
             self._blocked_entities.add((bucket, item.id))
             return ()
-        return self._emit_chunk(event, route)
+        return self._emit_chunk(event, assignment)
 
     def _in_blocked_message(self, parent_message_id: str | None) -> bool:
         return parent_message_id is not None and ("text", parent_message_id) in (
             self._blocked_entities
         )
 
-    def _tool_start(self, event: ToolCallStartEvent) -> Sequence[BaseEvent]:
+    def _tool_start(self, event: ag.ToolCallStartEvent) -> Sequence[BaseEvent]:
         if (
             self._subagent_blocked(event)
             or self.blocks(event.tool_call_name)
@@ -457,7 +525,7 @@ class FilterToolCalls(StreamTransformer):
         self._blocked.discard(event.tool_call_id)
         return (event,)
 
-    def _result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
+    def _result(self, event: ag.ToolCallResultEvent) -> Sequence[BaseEvent]:
         if event.tool_call_id in self._blocked or self._subagent_blocked(event):
             # Its message id is the tool message's: an encrypted value may name it.
             self._hidden_messages.add(event.message_id)
@@ -469,10 +537,10 @@ class FilterToolCalls(StreamTransformer):
             return ()
         return (event,)
 
-    def _chunk(self, event: ToolCallChunkEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.route(event)
+    def _chunk(self, event: ag.ToolCallChunkEvent) -> Sequence[BaseEvent]:
+        assignment = self._lanes.assign(event)
         self._select_table()
-        item = route.item
+        item = assignment.item
         if self._subagent_blocked(event) or (
             item is not None
             and (
@@ -483,24 +551,24 @@ class FilterToolCalls(StreamTransformer):
             if item is not None:
                 self._blocked.add(item.id)
             return ()
-        if route.candidates:
+        if assignment.candidates:
             # Ambiguous on the client too (it will reject the stream); never let
             # the arguments of a blocked call out on a guess.
-            if any(c.id in self._blocked for c in route.candidates):
+            if any(c.id in self._blocked for c in assignment.candidates):
                 return ()
-            return self._emit_chunk(event, route)
+            return self._emit_chunk(event, assignment)
         if item is None:
             blocked = event.tool_call_id is not None and event.tool_call_id in self._blocked
-            return () if blocked else self._emit_chunk(event, route)
-        if route.opened:
+            return () if blocked else self._emit_chunk(event, assignment)
+        if assignment.opened:
             name = item.name
             if name is not None and self.blocks(name):
                 self._blocked.add(item.id)
             elif name is not None:
                 self._blocked.discard(item.id)
-        return () if item.id in self._blocked else self._emit_chunk(event, route)
+        return () if item.id in self._blocked else self._emit_chunk(event, assignment)
 
-    def _encrypted(self, event: ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
+    def _encrypted(self, event: ag.ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
         if self._subagent_blocked(event):
             return ()
         entity = event.entity_id
@@ -515,7 +583,7 @@ class FilterToolCalls(StreamTransformer):
             return ()
         return (event,)
 
-    def _subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
+    def _subagent_started(self, event: ag.SubagentStartedEvent) -> Sequence[BaseEvent]:
         parent_call = event.parent_tool_call_id
         parent_sub = event.parent_subagent_run_id
         if (parent_call is not None and parent_call in self._blocked) or (
@@ -533,10 +601,10 @@ class FilterToolCalls(StreamTransformer):
 
     # -- run-level events -----------------------------------------------------
 
-    def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+    def _run_started(self, event: ag.RunStartedEvent) -> Sequence[BaseEvent]:
         self._reset()
         echo = event.input
-        if not isinstance(echo, RunAgentInput):
+        if not isinstance(echo, ag.RunAgentInput):
             return (event,)
         update: dict[str, Any] = {}
         if self._state is not None and echo.state is not None:
@@ -554,14 +622,14 @@ class FilterToolCalls(StreamTransformer):
             return (event,)
         return (event.model_copy(update={"input": echo.model_copy(update=update)}),)
 
-    def _run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
+    def _run_finished(self, event: ag.RunFinishedEvent) -> Sequence[BaseEvent]:
         outcome = event.outcome
-        if isinstance(outcome, RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
+        if isinstance(outcome, ag.RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
             pending = [i for i in outcome.pending_tool_call_ids if i not in self._blocked]
             if len(pending) != len(outcome.pending_tool_call_ids):
                 new = outcome.model_copy(update={"pending_tool_call_ids": pending or None})
                 return (event.model_copy(update={"outcome": new}),)
-        elif isinstance(outcome, RunFinishedInterruptOutcome):
+        elif isinstance(outcome, ag.RunFinishedInterruptOutcome):
             interrupts = []
             changed = False
             for interrupt in outcome.interrupts:
@@ -580,7 +648,7 @@ class FilterToolCalls(StreamTransformer):
                 return (event.model_copy(update={"outcome": new_outcome}),)
         return (event,)
 
-    def _run_error(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
+    def _run_error(self, event: ag.RunErrorEvent) -> Sequence[BaseEvent]:
         """Take what this stage hides out of a RUN_ERROR's free text.
 
         A RUN_ERROR written upstream of this stage (a ``Verify(on_violation=
@@ -604,7 +672,7 @@ class FilterToolCalls(StreamTransformer):
             if secret and secret in text
         ]
 
-    def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
+    def _messages_snapshot(self, event: ag.MessagesSnapshotEvent) -> Sequence[BaseEvent]:
         messages = self._filter_messages(event.messages)
         if messages is None:
             return (event,)
@@ -629,21 +697,80 @@ class FilterToolCalls(StreamTransformer):
 
 
 _PASS_WHILE_HOLDING: frozenset[type[BaseEvent]] = frozenset(
-    {StateSnapshotEvent, StateDeltaEvent}
+    {
+        ag.StateSnapshotEvent,
+        ag.StateDeltaEvent,
+        ag.TextMessageEndEvent,
+        ag.ReasoningMessageEndEvent,
+        ag.ToolCallEndEvent,
+    }
 )
-"""Kept events that go out past a held assistant START: they cannot refer to a message."""
+"""Kept events that go out past a held assistant START: they add nothing to a message.
+
+State updates name no message; the end of *another* message or call (a held
+message's own END is held with it) only closes what was opened before. So
+none of them shows that a held message is not empty. The ends matter for chunk
+streams too: a chunk stream ends its items implicitly (a closing event, another
+item), so on the expanded stream such an END may stand anywhere; were it to
+release held messages, whether an emptied message stays would depend on lane
+order instead of on what the message holds.
+"""
 
 _MAX_HELD = 64
-"""Assistant message starts held at once; beyond that a start passes at once (bounded memory)."""
+"""Assistant messages held at once (by their START or opening chunk), and events held per
+message; beyond that a start passes at once (bounded memory)."""
+
+
+def _start_and_end(chunk: Any, item: ChunkItem) -> tuple[BaseEvent, BaseEvent]:
+    """The explicit START and END of a message an opening text chunk began (no content)."""
+    tag = chunk.subagent_run_id
+    start = ag.TextMessageStartEvent(
+        message_id=item.id,
+        role="assistant",  # only assistant messages are held
+        name=chunk.name,
+        subagent_run_id=tag,
+        metadata=chunk.metadata,
+        timestamp=chunk.timestamp,
+    )
+    return start, ag.TextMessageEndEvent(message_id=item.id, subagent_run_id=tag)
+
+
+def _holds_id(lanes: ChunkLanes, item: ChunkItem) -> bool:
+    """Whether ``lanes`` hold an item of ``item``'s kind and id (the id reused, still open).
+
+    A chunk with that id continues it there, as the lane mirror arranges for
+    any kept chunk; an explicit START would open the message a second time.
+    """
+    return any(i.kind is item.kind and i.id == item.id for i in lanes.open.values())
+
+
+def _opens_only(chunk: BaseEvent) -> bool:
+    """Whether an opening text chunk is just its message's START (no delta, no raw event)."""
+    return chunk.delta is None and chunk.raw_event is None  # type: ignore[attr-defined]
+
+
+def _contentless(chunk: BaseEvent) -> bool:
+    """Whether a continuing text chunk folds to nothing (no delta, raw event or metadata)."""
+    return (
+        chunk.delta is None  # type: ignore[attr-defined]
+        and chunk.raw_event is None
+        and chunk.metadata is None
+    )
 
 
 class _Held:
-    """A held assistant message: its START (and END), and whether a blocked call was in it."""
+    """A held assistant message and whether a blocked call was in it.
 
-    __slots__ = ("ended", "events", "lost_call")
+    ``events`` are its START (and END), or the chunk that opened it (and the
+    content-less continuations that followed), each with its lane assignment
+    in the input; ``item`` is that chunk's item (``None`` for a START).
+    """
 
-    def __init__(self, start: BaseEvent) -> None:
-        self.events: list[BaseEvent] = [start]
+    __slots__ = ("ended", "events", "item", "lost_call")
+
+    def __init__(self, start: BaseEvent, assignment: ChunkAssignment | None = None) -> None:
+        self.events: list[tuple[BaseEvent, ChunkAssignment | None]] = [(start, assignment)]
+        self.item: ChunkItem | None = None if assignment is None else assignment.item
         self.ended = False
         self.lost_call = False
 

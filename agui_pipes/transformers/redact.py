@@ -48,46 +48,26 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
-    AssistantMessage,
-    BaseEvent,
-    CustomEvent,
-    MessagesSnapshotEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    RunAgentInput,
-    RunErrorEvent,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    SubagentErrorEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent
 
 from .._transformer import StreamTransformer
 from ._lane_mirror import LaneMirror, fill_chunk
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem, ChunkRoute
+from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem
 
 __all__ = ["Redact"]
 
 _Handler = Callable[[Any], Sequence[BaseEvent]]
 
 _CONTENT: dict[type[BaseEvent], tuple[str, str]] = {
-    TextMessageContentEvent: ("text", "message_id"),
-    ToolCallArgsEvent: ("tool", "tool_call_id"),
-    ReasoningMessageContentEvent: ("reasoning", "message_id"),
+    ag.TextMessageContentEvent: ("text", "message_id"),
+    ag.ToolCallArgsEvent: ("tool", "tool_call_id"),
+    ag.ReasoningMessageContentEvent: ("reasoning", "message_id"),
 }
 _END: dict[type[BaseEvent], tuple[str, str]] = {
-    TextMessageEndEvent: ("text", "message_id"),
-    ToolCallEndEvent: ("tool", "tool_call_id"),
-    ReasoningMessageEndEvent: ("reasoning", "message_id"),
+    ag.TextMessageEndEvent: ("text", "message_id"),
+    ag.ToolCallEndEvent: ("tool", "tool_call_id"),
+    ag.ReasoningMessageEndEvent: ("reasoning", "message_id"),
 }
 
 
@@ -164,19 +144,19 @@ class Redact(StreamTransformer):
         self._chunk_handler: _Handler = self._chunk
         for cls in CHUNK_CLASSES:
             handlers[cls] = self._chunk_handler
-        handlers[ToolCallResultEvent] = self._result
+        handlers[ag.ToolCallResultEvent] = self._result
         if state:
-            handlers[StateSnapshotEvent] = self._state_snapshot
-            handlers[StateDeltaEvent] = self._state_delta
+            handlers[ag.StateSnapshotEvent] = self._state_snapshot
+            handlers[ag.StateDeltaEvent] = self._state_delta
         if errors:
-            handlers[SubagentErrorEvent] = self._subagent_error
+            handlers[ag.SubagentErrorEvent] = self._subagent_error
         if custom:
-            handlers[CustomEvent] = self._custom
-        handlers[ActivitySnapshotEvent] = self._activity_snapshot
-        handlers[ActivityDeltaEvent] = self._activity_delta
-        handlers[MessagesSnapshotEvent] = self._messages_snapshot
-        handlers[RunStartedEvent] = self._run_started
-        handlers[RunErrorEvent] = self._run_error_message if errors else self._run_error
+            handlers[ag.CustomEvent] = self._custom
+        handlers[ag.ActivitySnapshotEvent] = self._activity_snapshot
+        handlers[ag.ActivityDeltaEvent] = self._activity_delta
+        handlers[ag.MessagesSnapshotEvent] = self._messages_snapshot
+        handlers[ag.RunStartedEvent] = self._run_started
+        handlers[ag.RunErrorEvent] = self._run_error_message if errors else self._run_error
         self._handlers = handlers
 
     # -- text machinery ------------------------------------------------------
@@ -238,7 +218,7 @@ class Redact(StreamTransformer):
             return None
         text, template, item = held
         update: dict[str, Any] = {"delta": self.redact_text(text), "raw_event": None}
-        update["tool_call_id" if type(template) is ToolCallChunkEvent else "message_id"] = key[2]
+        update["tool_call_id" if type(template) is ag.ToolCallChunkEvent else "message_id"] = key[2]
         # Named in full: where it lands, a held CONTENT released late may have
         # closed its lane on the client, and then this chunk opens the item again.
         return fill_chunk(template.model_copy(update=update), item)
@@ -296,7 +276,7 @@ class Redact(StreamTransformer):
         output = self._mirror.output
         for emitted in out:
             if type(emitted) in CHUNK_CLASSES:
-                output.route(emitted)
+                output.assign(emitted)
             elif output.open:
                 output.observe(emitted)
 
@@ -392,39 +372,44 @@ class Redact(StreamTransformer):
         return [merged]
 
     def _chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.peek(event)
+        assignment = self._lanes.peek(event)
         before: list[BaseEvent] = []
-        if route.opened and route.item is not None:
-            replaced = self._lanes.open.get(route.item.lane)
+        if assignment.opened and assignment.item is not None:
+            replaced = self._lanes.open.get(assignment.item.lane)
             if replaced is not None:
                 before = self._release_items([replaced])
-        route = self._lanes.route(event)
+        assignment = self._lanes.assign(event)
         self._follow(before)
         delta: str | None = event.delta  # type: ignore[attr-defined]
-        item = route.item
+        item = assignment.item
         if delta is None:
-            return (*before, self._emit_chunk(event, route))
+            return (*before, self._emit_chunk(event, assignment))
         if item is None:
             emit = self.redact_text(delta)
         else:
             emit = self._stream(("chunk", item.kind.__name__, item.id), delta, event, item)
         if emit == delta:
-            return (*before, self._emit_chunk(event, route))
-        if emit == "" and not route.opened and event.metadata is None and event.raw_event is None:
+            return (*before, self._emit_chunk(event, assignment))
+        if (
+            emit == ""
+            and not assignment.opened
+            and event.metadata is None
+            and event.raw_event is None
+        ):
             return tuple(before)
-        return (*before, self._emit_chunk(event.model_copy(update={"delta": emit}), route))
+        return (*before, self._emit_chunk(event.model_copy(update={"delta": emit}), assignment))
 
-    def _emit_chunk(self, event: BaseEvent, route: ChunkRoute) -> BaseEvent:
-        return self._mirror.kept_routed(event, route)
+    def _emit_chunk(self, event: BaseEvent, assignment: ChunkAssignment) -> BaseEvent:
+        return self._mirror.kept_assigned(event, assignment)
 
-    def _result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
+    def _result(self, event: ag.ToolCallResultEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)
         content, changed = self._content_value(event.content)
         if not changed:
             return out
         return (*out[:-1], event.model_copy(update={"content": content}))
 
-    def _state_snapshot(self, event: StateSnapshotEvent) -> Sequence[BaseEvent]:
+    def _state_snapshot(self, event: ag.StateSnapshotEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)
         snapshot, changed = self._value(event.snapshot)
         if not changed:
@@ -445,18 +430,18 @@ class Redact(StreamTransformer):
             out.append(op)
         return out, changed
 
-    def _state_delta(self, event: StateDeltaEvent) -> Sequence[BaseEvent]:
+    def _state_delta(self, event: ag.StateDeltaEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)
         delta, changed = self._patch(event.delta)
         if not changed:
             return out
         return (*out[:-1], event.model_copy(update={"delta": delta}))
 
-    def _activity_snapshot(self, event: ActivitySnapshotEvent) -> Sequence[BaseEvent]:
+    def _activity_snapshot(self, event: ag.ActivitySnapshotEvent) -> Sequence[BaseEvent]:
         content, changed = self._value(event.content)
         return (event.model_copy(update={"content": content}),) if changed else (event,)
 
-    def _activity_delta(self, event: ActivityDeltaEvent) -> Sequence[BaseEvent]:
+    def _activity_delta(self, event: ag.ActivityDeltaEvent) -> Sequence[BaseEvent]:
         patch, changed = self._patch(event.patch)
         return (event.model_copy(update={"patch": patch}),) if changed else (event,)
 
@@ -473,7 +458,7 @@ class Redact(StreamTransformer):
                 )  # fmt: skip
                 if c:
                     update["content"] = new
-            if isinstance(message, AssistantMessage) and message.tool_calls:
+            if isinstance(message, ag.AssistantMessage) and message.tool_calls:
                 calls = []
                 calls_changed = False
                 for call in message.tool_calls:
@@ -491,19 +476,19 @@ class Redact(StreamTransformer):
             out.append(message)
         return out, changed
 
-    def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
+    def _messages_snapshot(self, event: ag.MessagesSnapshotEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)
         messages, changed = self._messages(event.messages)
         if not changed:
             return out
         return (*out[:-1], event.model_copy(update={"messages": messages}))
 
-    def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+    def _run_started(self, event: ag.RunStartedEvent) -> Sequence[BaseEvent]:
         self._held.clear()
         self._queues.clear()
         self._mirror.reset()
         echo = event.input
-        if not isinstance(echo, RunAgentInput):
+        if not isinstance(echo, ag.RunAgentInput):
             return (event,)
         update: dict[str, Any] = {}
         messages, changed = self._messages(echo.messages)
@@ -517,27 +502,27 @@ class Redact(StreamTransformer):
             return (event,)
         return (event.model_copy(update={"input": echo.model_copy(update=update)}),)
 
-    def _run_error(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
+    def _run_error(self, event: ag.RunErrorEvent) -> Sequence[BaseEvent]:
         """A run that blew up: release everything held (explicit items stay open, legally)."""
         out = self._closing(event)
         extra = self._release_all()
         return (*extra, *out) if extra else out
 
-    def _run_error_message(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
+    def _run_error_message(self, event: ag.RunErrorEvent) -> Sequence[BaseEvent]:
         out = self._run_error(event)
         message = self.redact_text(event.message)
         if message == event.message:
             return out
         return (*out[:-1], event.model_copy(update={"message": message}))
 
-    def _subagent_error(self, event: SubagentErrorEvent) -> Sequence[BaseEvent]:
+    def _subagent_error(self, event: ag.SubagentErrorEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)
         message = self.redact_text(event.message)
         if message == event.message:
             return out
         return (*out[:-1], event.model_copy(update={"message": message}))
 
-    def _custom(self, event: CustomEvent) -> Sequence[BaseEvent]:
+    def _custom(self, event: ag.CustomEvent) -> Sequence[BaseEvent]:
         out = self._closing(event)
         value, changed = self._value(event.value)
         if not changed:

@@ -31,15 +31,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Final
 
+import ag_ui.core as ag
 import jsonpatch
-from ag_ui.core import (
-    BaseEvent,
-    EventType,
-    RunAgentInput,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-)
+from ag_ui.core import BaseEvent, EventType
 from pydantic import ValidationError
 
 from .._limits import Limits
@@ -77,9 +71,9 @@ class StateDiff(StreamTransformer):
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         cls = type(event)
-        if cls is StateSnapshotEvent:
+        if cls is ag.StateSnapshotEvent:
             return self._snapshot(event)  # type: ignore[arg-type]
-        if cls is StateDeltaEvent:
+        if cls is ag.StateDeltaEvent:
             if self._state is not None:
                 try:
                     self._state.patch(event.delta)  # type: ignore[attr-defined]
@@ -88,17 +82,17 @@ class StateDiff(StreamTransformer):
                 except PatchError:
                     pass  # skipped by the client too; its state is unchanged
             return (event,)
-        if cls is RunStartedEvent:
+        if cls is ag.RunStartedEvent:
             echo = event.input  # type: ignore[attr-defined]
             self._state = None
-            if isinstance(echo, RunAgentInput) and echo.state is not None:
+            if isinstance(echo, ag.RunAgentInput) and echo.state is not None:
                 try:
                     self._state = JsonDocument(echo.state, limits=self.limits)
                 except LimitExceeded as exc:
                     self._warn("the RUN_STARTED input state is not a baseline", exc)
         return (event,)
 
-    def _snapshot(self, event: StateSnapshotEvent) -> Sequence[BaseEvent]:
+    def _snapshot(self, event: ag.StateSnapshotEvent) -> Sequence[BaseEvent]:
         new = event.snapshot
         document = self._state
         if document is None:
@@ -123,7 +117,7 @@ class StateDiff(StreamTransformer):
             "metadata": event.metadata,
             "rawEvent": event.raw_event,
         }
-        replacement = StateDeltaEvent.model_validate(
+        replacement = ag.StateDeltaEvent.model_validate(
             {k: v for k, v in fields.items() if v is not None}
         )
         return (replacement,)
@@ -140,7 +134,7 @@ class StateDiff(StreamTransformer):
         if _size(operations) >= _size(new):
             return None
         try:
-            parsed = StateDeltaEvent.model_validate({"delta": operations}).delta
+            parsed = ag.StateDeltaEvent.model_validate({"delta": operations}).delta
             # ``old`` is no longer the baseline (reset replaced it): patch it in place.
             check = JsonDocument(old, limits=limits, copy=False)
             check.patch(parsed)

@@ -42,18 +42,8 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivityMessage,
-    ActivitySnapshotEvent,
-    BaseEvent,
-    EventType,
-    MessagesSnapshotEvent,
-    RunAgentInput,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent, EventType
 
 from .._construct import replace
 from .._limits import DEFAULT_LIMITS, Limits
@@ -104,15 +94,15 @@ class StateFilter(StreamTransformer):
         self._state = ScopedDocument(self._scope, limits, "state")
         self._activities: dict[str, ScopedDocument] | None = {} if activities else None
         handlers: dict[type[BaseEvent], _Handler] = {
-            StateSnapshotEvent: self._state_snapshot,
-            StateDeltaEvent: self._state_delta,
-            RunStartedEvent: self._run_started,
+            ag.StateSnapshotEvent: self._state_snapshot,
+            ag.StateDeltaEvent: self._state_delta,
+            ag.RunStartedEvent: self._run_started,
         }
         types = [EventType.STATE_SNAPSHOT, EventType.STATE_DELTA, EventType.RUN_STARTED]
         if activities:
-            handlers[ActivitySnapshotEvent] = self._activity_snapshot
-            handlers[ActivityDeltaEvent] = self._activity_delta
-            handlers[MessagesSnapshotEvent] = self._messages_snapshot
+            handlers[ag.ActivitySnapshotEvent] = self._activity_snapshot
+            handlers[ag.ActivityDeltaEvent] = self._activity_delta
+            handlers[ag.MessagesSnapshotEvent] = self._messages_snapshot
             types += [
                 EventType.ACTIVITY_SNAPSHOT,
                 EventType.ACTIVITY_DELTA,
@@ -127,16 +117,16 @@ class StateFilter(StreamTransformer):
 
     # -- state -------------------------------------------------------------------
 
-    def _state_snapshot(self, event: StateSnapshotEvent) -> Sequence[BaseEvent]:
+    def _state_snapshot(self, event: ag.StateSnapshotEvent) -> Sequence[BaseEvent]:
         snapshot = self._state.reset(event.snapshot)
         if snapshot is not event.snapshot:
             event = replace(event, "snapshot", snapshot)
         return (_no_raw(event),)
 
-    def _state_delta(self, event: StateDeltaEvent) -> Sequence[BaseEvent]:
+    def _state_delta(self, event: ag.StateDeltaEvent) -> Sequence[BaseEvent]:
         translated = self._state.apply(event.delta)
         if translated.resync:
-            snapshot = StateSnapshotEvent(
+            snapshot = ag.StateSnapshotEvent(
                 snapshot=self._state.pruned(),
                 timestamp=event.timestamp,
                 metadata=event.metadata,
@@ -149,9 +139,9 @@ class StateFilter(StreamTransformer):
             event = replace(event, "delta", translated.operations)
         return (_no_raw(event),)
 
-    def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+    def _run_started(self, event: ag.RunStartedEvent) -> Sequence[BaseEvent]:
         echo = event.input
-        if not isinstance(echo, RunAgentInput):
+        if not isinstance(echo, ag.RunAgentInput):
             return (event,)
         update: dict[str, Any] = {}
         resync: BaseEvent | None = None
@@ -161,7 +151,7 @@ class StateFilter(StreamTransformer):
                 update["state"] = state
                 # the client holds the state it sent, hidden parts and all: give it the
                 # stage's view, so later deltas' paths mean the same on both sides
-                resync = StateSnapshotEvent(snapshot=self._state.pruned())
+                resync = ag.StateSnapshotEvent(snapshot=self._state.pruned())
         if self._activities is not None:
             messages, changed = self._activity_messages(echo.messages)
             if changed:
@@ -181,7 +171,7 @@ class StateFilter(StreamTransformer):
         self._activities[message_id] = document
         return document
 
-    def _activity_snapshot(self, event: ActivitySnapshotEvent) -> Sequence[BaseEvent]:
+    def _activity_snapshot(self, event: ag.ActivitySnapshotEvent) -> Sequence[BaseEvent]:
         assert self._activities is not None
         known = self._activities.get(event.message_id)
         if known is not None and event.replace is False:
@@ -193,7 +183,7 @@ class StateFilter(StreamTransformer):
             event = replace(event, "content", content)
         return (_no_raw(event),)
 
-    def _activity_delta(self, event: ActivityDeltaEvent) -> Sequence[BaseEvent]:
+    def _activity_delta(self, event: ag.ActivityDeltaEvent) -> Sequence[BaseEvent]:
         assert self._activities is not None
         document = self._activities.get(event.message_id)
         if document is None:
@@ -216,7 +206,7 @@ class StateFilter(StreamTransformer):
         out: list[Any] = []
         changed = False
         for message in messages:
-            if isinstance(message, ActivityMessage):
+            if isinstance(message, ag.ActivityMessage):
                 content = self._document(message.id).reset(message.content)
                 if content is not message.content:
                     message = message.model_copy(update={"content": content})
@@ -224,7 +214,7 @@ class StateFilter(StreamTransformer):
             out.append(message)
         return out, changed
 
-    def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
+    def _messages_snapshot(self, event: ag.MessagesSnapshotEvent) -> Sequence[BaseEvent]:
         messages, changed = self._activity_messages(event.messages)
         if changed:
             event = replace(event, "messages", messages)

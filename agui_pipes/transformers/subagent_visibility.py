@@ -45,47 +45,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
 
-from ag_ui.core import (
-    ActivityDeltaEvent,
-    ActivitySnapshotEvent,
-    AssistantMessage,
-    BaseEvent,
-    CustomEvent,
-    EventType,
-    MessagesSnapshotEvent,
-    RawEvent,
-    ReasoningEncryptedValueEvent,
-    ReasoningEndEvent,
-    ReasoningMessageChunkEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunAgentInput,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunFinishedInterruptOutcome,
-    RunFinishedSuccessOutcome,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    SubagentErrorEvent,
-    SubagentFinishedEvent,
-    SubagentStartedEvent,
-    TextMessageChunkEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallChunkEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-    ToolMessage,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent, EventType
 
+from .._chunks import LANE_CLOSERS
 from .._construct import replace
 from .._transformer import Condition, StreamTransformer, Transform
 from ..events import strip_attribution
@@ -107,25 +70,25 @@ _REASONING: Final = "reasoning"
 _ACTIVITY: Final = "activity"
 
 _OPEN: Final[dict[type[BaseEvent], tuple[str, str]]] = {
-    TextMessageStartEvent: (_TEXT, "message_id"),
-    ReasoningStartEvent: (_SPAN, "message_id"),
-    ReasoningMessageStartEvent: (_REASONING, "message_id"),
+    ag.TextMessageStartEvent: (_TEXT, "message_id"),
+    ag.ReasoningStartEvent: (_SPAN, "message_id"),
+    ag.ReasoningMessageStartEvent: (_REASONING, "message_id"),
 }
 _CONTINUE: Final[dict[type[BaseEvent], tuple[str, str]]] = {
-    TextMessageContentEvent: (_TEXT, "message_id"),
-    ToolCallArgsEvent: (_TOOL, "tool_call_id"),
-    ReasoningMessageContentEvent: (_REASONING, "message_id"),
+    ag.TextMessageContentEvent: (_TEXT, "message_id"),
+    ag.ToolCallArgsEvent: (_TOOL, "tool_call_id"),
+    ag.ReasoningMessageContentEvent: (_REASONING, "message_id"),
 }
 _CLOSE: Final[dict[type[BaseEvent], tuple[str, str]]] = {
-    TextMessageEndEvent: (_TEXT, "message_id"),
-    ToolCallEndEvent: (_TOOL, "tool_call_id"),
-    ReasoningEndEvent: (_SPAN, "message_id"),
-    ReasoningMessageEndEvent: (_REASONING, "message_id"),
+    ag.TextMessageEndEvent: (_TEXT, "message_id"),
+    ag.ToolCallEndEvent: (_TOOL, "tool_call_id"),
+    ag.ReasoningEndEvent: (_SPAN, "message_id"),
+    ag.ReasoningMessageEndEvent: (_REASONING, "message_id"),
 }
 _CHUNK_BUCKET: Final[dict[type[BaseEvent], str]] = {
-    TextMessageChunkEvent: _TEXT,
-    ToolCallChunkEvent: _TOOL,
-    ReasoningMessageChunkEvent: _REASONING,
+    ag.TextMessageChunkEvent: _TEXT,
+    ag.ToolCallChunkEvent: _TOOL,
+    ag.ReasoningMessageChunkEvent: _REASONING,
 }
 _ROLE_BUCKET: Final = {"reasoning": _REASONING, "activity": _ACTIVITY}
 
@@ -166,11 +129,11 @@ class SubagentVisibility(StreamTransformer):
                 EventType.SUBAGENT_ERROR,
             )
             handlers = {
-                RunStartedEvent: self._attributed_run_started,
-                RunFinishedEvent: self._attributed_run_finished,
-                SubagentStartedEvent: self._attributed_subagent_started,
-                SubagentFinishedEvent: self._attributed_subagent_end,
-                SubagentErrorEvent: self._attributed_subagent_end,
+                ag.RunStartedEvent: self._attributed_run_started,
+                ag.RunFinishedEvent: self._attributed_run_finished,
+                ag.SubagentStartedEvent: self._attributed_subagent_started,
+                ag.SubagentFinishedEvent: self._attributed_subagent_end,
+                ag.SubagentErrorEvent: self._attributed_subagent_end,
             }
         elif mode == "inline":
             handlers = self._inline_handlers()
@@ -215,13 +178,13 @@ class SubagentVisibility(StreamTransformer):
 
     # -- shared: subagent lifecycle bookkeeping ------------------------------
 
-    def _started(self, event: SubagentStartedEvent) -> None:
+    def _started(self, event: ag.SubagentStartedEvent) -> None:
         self._active[event.subagent_run_id] = None
 
     def _ended(self, event: BaseEvent) -> None:
         self._active.pop(event.subagent_run_id, None)  # type: ignore[attr-defined]
 
-    def _check_finish(self, event: RunFinishedEvent) -> None:
+    def _check_finish(self, event: ag.RunFinishedEvent) -> None:
         if self._active:
             still = ", ".join(repr(s) for s in self._active)
             raise VerificationError(
@@ -231,15 +194,15 @@ class SubagentVisibility(StreamTransformer):
                 event,
             )
 
-    def _attributed_run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+    def _attributed_run_started(self, event: ag.RunStartedEvent) -> Sequence[BaseEvent]:
         self._active.clear()
         return (event,)
 
-    def _attributed_run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
+    def _attributed_run_finished(self, event: ag.RunFinishedEvent) -> Sequence[BaseEvent]:
         self._check_finish(event)
         return (event,)
 
-    def _attributed_subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
+    def _attributed_subagent_started(self, event: ag.SubagentStartedEvent) -> Sequence[BaseEvent]:
         self._started(event)
         return (event,)
 
@@ -252,28 +215,22 @@ class SubagentVisibility(StreamTransformer):
     def _inline_handlers(self) -> dict[type[BaseEvent], _Handler]:
         handlers: dict[type[BaseEvent], _Handler] = {}
         cls: type[BaseEvent]
-        for cls in (
-            TextMessageStartEvent, TextMessageContentEvent, TextMessageEndEvent,
-            ToolCallStartEvent, ToolCallArgsEvent, ToolCallEndEvent, ToolCallResultEvent,
-            StateSnapshotEvent, StateDeltaEvent, CustomEvent,
-            ReasoningStartEvent, ReasoningMessageStartEvent, ReasoningMessageContentEvent,
-            ReasoningMessageEndEvent, ReasoningEndEvent,
-        ):  # fmt: skip
+        for cls in LANE_CLOSERS:  # the step events get their own handler below
             handlers[cls] = self._inline_observed
-        handlers[MessagesSnapshotEvent] = self._inline_run_level
-        handlers[RunErrorEvent] = self._inline_run_level
-        for cls in (RawEvent, ActivitySnapshotEvent, ActivityDeltaEvent,
-                    ReasoningEncryptedValueEvent):  # fmt: skip
+        handlers[ag.MessagesSnapshotEvent] = self._inline_run_level
+        handlers[ag.RunErrorEvent] = self._inline_run_level
+        for cls in (ag.RawEvent, ag.ActivitySnapshotEvent, ag.ActivityDeltaEvent,
+                    ag.ReasoningEncryptedValueEvent):  # fmt: skip
             handlers[cls] = self._inline_strip
         for cls in CHUNK_CLASSES:
             handlers[cls] = self._inline_chunk
-        handlers[StepStartedEvent] = self._inline_step
-        handlers[StepFinishedEvent] = self._inline_step
-        handlers[SubagentStartedEvent] = self._inline_subagent_started
-        handlers[SubagentFinishedEvent] = self._inline_subagent_end
-        handlers[SubagentErrorEvent] = self._inline_subagent_end
-        handlers[RunStartedEvent] = self._inline_run_started
-        handlers[RunFinishedEvent] = self._inline_run_finished
+        handlers[ag.StepStartedEvent] = self._inline_step
+        handlers[ag.StepFinishedEvent] = self._inline_step
+        handlers[ag.SubagentStartedEvent] = self._drop_subagent_started
+        handlers[ag.SubagentFinishedEvent] = self._drop_subagent_end
+        handlers[ag.SubagentErrorEvent] = self._drop_subagent_end
+        handlers[ag.RunStartedEvent] = self._inline_run_started
+        handlers[ag.RunFinishedEvent] = self._inline_run_finished
         return handlers
 
     def _inline_strip(self, event: BaseEvent) -> Sequence[BaseEvent]:
@@ -299,26 +256,27 @@ class SubagentVisibility(StreamTransformer):
         return (event,)
 
     def _inline_chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.route(event)
-        if route.item is not None and not route.opened:
-            event = fill_chunk(event, route.item)
+        assignment = self._lanes.assign(event)
+        if assignment.item is not None and not assignment.opened:
+            event = fill_chunk(event, assignment.item)
         return (strip_attribution(event),)
 
-    def _inline_subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
+    # Both inline and hidden drop the lifecycle events, keeping their bookkeeping.
+    def _drop_subagent_started(self, event: ag.SubagentStartedEvent) -> Sequence[BaseEvent]:
         self._started(event)
         return ()
 
-    def _inline_subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
+    def _drop_subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
         self._ended(event)
         self._lanes.observe(event)
         return ()
 
-    def _inline_run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+    def _inline_run_started(self, event: ag.RunStartedEvent) -> Sequence[BaseEvent]:
         self._active.clear()
         self._lanes.reset()
         return (strip_attribution(event),)
 
-    def _inline_run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
+    def _inline_run_finished(self, event: ag.RunFinishedEvent) -> Sequence[BaseEvent]:
         self._check_finish(event)
         self._lanes.observe(event)
         return (strip_attribution(event),)
@@ -347,23 +305,23 @@ class SubagentVisibility(StreamTransformer):
             handlers[cls] = self._hidden_close
         for cls in CHUNK_CLASSES:
             handlers[cls] = self._hidden_chunk
-        handlers[ToolCallStartEvent] = self._hidden_tool_start
-        handlers[ToolCallResultEvent] = self._hidden_tool_result
-        handlers[StateSnapshotEvent] = self._hidden_state
-        handlers[StateDeltaEvent] = self._hidden_state
-        for cls in (StepStartedEvent, StepFinishedEvent, CustomEvent):
+        handlers[ag.ToolCallStartEvent] = self._hidden_tool_start
+        handlers[ag.ToolCallResultEvent] = self._hidden_tool_result
+        handlers[ag.StateSnapshotEvent] = self._hidden_state
+        handlers[ag.StateDeltaEvent] = self._hidden_state
+        for cls in (ag.StepStartedEvent, ag.StepFinishedEvent, ag.CustomEvent):
             handlers[cls] = self._hidden_tagged_observed
-        handlers[RawEvent] = self._hidden_tagged
-        handlers[ActivitySnapshotEvent] = self._hidden_activity
-        handlers[ActivityDeltaEvent] = self._hidden_activity
-        handlers[ReasoningEncryptedValueEvent] = self._hidden_encrypted
-        handlers[SubagentStartedEvent] = self._hidden_subagent_started
-        handlers[SubagentFinishedEvent] = self._hidden_subagent_end
-        handlers[SubagentErrorEvent] = self._hidden_subagent_end
-        handlers[MessagesSnapshotEvent] = self._hidden_messages_snapshot
-        handlers[RunStartedEvent] = self._hidden_run_started
-        handlers[RunFinishedEvent] = self._hidden_run_finished
-        handlers[RunErrorEvent] = self._hidden_run_error
+        handlers[ag.RawEvent] = self._hidden_tagged
+        handlers[ag.ActivitySnapshotEvent] = self._hidden_activity
+        handlers[ag.ActivityDeltaEvent] = self._hidden_activity
+        handlers[ag.ReasoningEncryptedValueEvent] = self._hidden_encrypted
+        handlers[ag.SubagentStartedEvent] = self._drop_subagent_started
+        handlers[ag.SubagentFinishedEvent] = self._drop_subagent_end
+        handlers[ag.SubagentErrorEvent] = self._drop_subagent_end
+        handlers[ag.MessagesSnapshotEvent] = self._hidden_messages_snapshot
+        handlers[ag.RunStartedEvent] = self._hidden_run_started
+        handlers[ag.RunFinishedEvent] = self._hidden_run_finished
+        handlers[ag.RunErrorEvent] = self._hidden_run_error
         return handlers
 
     def _judge(self, bucket: str, entity: str | None, tag: str | None) -> bool:
@@ -426,7 +384,7 @@ class SubagentVisibility(StreamTransformer):
             self._owner[_TEXT].setdefault(parent_message, owner)
         return owner
 
-    def _hidden_tool_start(self, event: ToolCallStartEvent) -> Sequence[BaseEvent]:
+    def _hidden_tool_start(self, event: ag.ToolCallStartEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
         opened = self._open[_TOOL]
         visible = opened.get(event.tool_call_id)
@@ -441,7 +399,7 @@ class SubagentVisibility(StreamTransformer):
         self._visible_calls.add(event.tool_call_id)
         return (event,)
 
-    def _hidden_tool_result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
+    def _hidden_tool_result(self, event: ag.ToolCallResultEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
         if not self._result_owed(event.tool_call_id, event.subagent_run_id):
             return ()
@@ -458,15 +416,15 @@ class SubagentVisibility(StreamTransformer):
         return tag is None and call not in self._owner[_TOOL]
 
     def _hidden_chunk(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        route = self._lanes.route(event)
+        assignment = self._lanes.assign(event)
         tag: str | None = event.subagent_run_id  # type: ignore[attr-defined]
-        item = route.item
+        item = assignment.item
         if item is None:
             # Ambiguous or id-less with nothing open: the client rejects it anyway.
-            return (event,) if tag is None and not route.candidates else ()
+            return (event,) if tag is None and not assignment.candidates else ()
         bucket = _CHUNK_BUCKET[type(event)]
         key = (bucket, item.id)
-        if route.opened or key not in self._chunk_visible:
+        if assignment.opened or key not in self._chunk_visible:
             if bucket == _TOOL:
                 owner = self._call_owner(item.id, tag, item.parent_message_id)
             else:
@@ -476,7 +434,7 @@ class SubagentVisibility(StreamTransformer):
             return ()
         if bucket == _TOOL:
             self._visible_calls.add(item.id)
-        return (fill_chunk(event, item) if not route.opened else event,)
+        return (fill_chunk(event, item) if not assignment.opened else event,)
 
     def _hidden_state(self, event: BaseEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
@@ -494,7 +452,7 @@ class SubagentVisibility(StreamTransformer):
         owner = self._owner[_ACTIVITY].setdefault(event.message_id, tag)  # type: ignore[attr-defined]
         return (event,) if tag is None and owner is None else ()
 
-    def _hidden_encrypted(self, event: ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
+    def _hidden_encrypted(self, event: ag.ReasoningEncryptedValueEvent) -> Sequence[BaseEvent]:
         if event.subagent_run_id is not None:
             return ()
         entity = event.entity_id
@@ -507,16 +465,7 @@ class SubagentVisibility(StreamTransformer):
             )
         return (event,) if visible else ()
 
-    def _hidden_subagent_started(self, event: SubagentStartedEvent) -> Sequence[BaseEvent]:
-        self._started(event)
-        return ()
-
-    def _hidden_subagent_end(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        self._ended(event)
-        self._lanes.observe(event)
-        return ()
-
-    def _hidden_messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
+    def _hidden_messages_snapshot(self, event: ag.MessagesSnapshotEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
         messages = self._hidden_messages(event.messages, authoritative=True)
         return (event.model_copy(update={"messages": messages}),)
@@ -524,7 +473,7 @@ class SubagentVisibility(StreamTransformer):
     def _hidden_messages(self, messages: Sequence[Any], *, authoritative: bool) -> list[Any]:
         """Record ownership from ``messages`` and return the parent's, untagged."""
         for message in messages:
-            if isinstance(message, ToolMessage):
+            if isinstance(message, ag.ToolMessage):
                 continue
             tag = message.subagent_run_id
             bucket = _ROLE_BUCKET.get(message.role, _TEXT)
@@ -533,7 +482,7 @@ class SubagentVisibility(StreamTransformer):
                 owners[message.id] = tag
             else:
                 owners.setdefault(message.id, tag)
-            if isinstance(message, AssistantMessage) and message.tool_calls:
+            if isinstance(message, ag.AssistantMessage) and message.tool_calls:
                 call_owners = self._owner[_TOOL]
                 for call in message.tool_calls:
                     if authoritative:
@@ -542,28 +491,28 @@ class SubagentVisibility(StreamTransformer):
                         call_owners.setdefault(call.id, tag)
         kept: set[int] = set()
         for message in messages:
-            if isinstance(message, ToolMessage):
+            if isinstance(message, ag.ToolMessage):
                 continue
             bucket = _ROLE_BUCKET.get(message.role, _TEXT)
             if message.subagent_run_id is None and self._owner[bucket].get(message.id) is None:
-                if isinstance(message, AssistantMessage) and message.tool_calls:
+                if isinstance(message, ag.AssistantMessage) and message.tool_calls:
                     self._visible_calls.update(c.id for c in message.tool_calls)
                 kept.add(id(message))
         out: list[Any] = []
         for message in messages:
-            if isinstance(message, ToolMessage):
+            if isinstance(message, ag.ToolMessage):
                 if self._result_owed(message.tool_call_id, message.subagent_run_id):
                     out.append(message.model_copy(update={"subagent_run_id": None}))
             elif id(message) in kept:
                 out.append(message)
         return out
 
-    def _hidden_run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+    def _hidden_run_started(self, event: ag.RunStartedEvent) -> Sequence[BaseEvent]:
         self._active.clear()
         self._lanes.reset()
         self._reset_hidden()
         echo = event.input
-        if not isinstance(echo, RunAgentInput):
+        if not isinstance(echo, ag.RunAgentInput):
             return (event,)
         messages = self._hidden_messages(echo.messages, authoritative=False)
         if len(messages) == len(echo.messages) and all(
@@ -573,19 +522,19 @@ class SubagentVisibility(StreamTransformer):
         new_input = echo.model_copy(update={"messages": messages})
         return (event.model_copy(update={"input": new_input}),)
 
-    def _hidden_run_finished(self, event: RunFinishedEvent) -> Sequence[BaseEvent]:
+    def _hidden_run_finished(self, event: ag.RunFinishedEvent) -> Sequence[BaseEvent]:
         self._check_finish(event)
         self._lanes.observe(event)
         outcome = event.outcome
-        if isinstance(outcome, RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
+        if isinstance(outcome, ag.RunFinishedSuccessOutcome) and outcome.pending_tool_call_ids:
             pending = [i for i in outcome.pending_tool_call_ids if i in self._visible_calls]
             if len(pending) != len(outcome.pending_tool_call_ids):
                 new = outcome.model_copy(update={"pending_tool_call_ids": pending or None})
                 return (event.model_copy(update={"outcome": new}),)
-        elif isinstance(outcome, RunFinishedInterruptOutcome):
+        elif isinstance(outcome, ag.RunFinishedInterruptOutcome):
             return (strip_attribution(event),)
         return (event,)
 
-    def _hidden_run_error(self, event: RunErrorEvent) -> Sequence[BaseEvent]:
+    def _hidden_run_error(self, event: ag.RunErrorEvent) -> Sequence[BaseEvent]:
         self._lanes.observe(event)
         return (event,)

@@ -36,19 +36,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
 
-from ag_ui.core import (
-    AssistantMessage,
-    BaseEvent,
-    EventType,
-    MessagesSnapshotEvent,
-    RunAgentInput,
-    RunStartedEvent,
-    StateDeltaEvent,
-    StateSnapshotEvent,
-    ToolCallChunkEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
+import ag_ui.core as ag
+from ag_ui.core import BaseEvent, EventType
 from pydantic import ValidationError
 
 from .. import _json
@@ -155,13 +144,13 @@ class ToolResultToState(StreamTransformer):
         self._state = JsonDocument({}, limits=self.limits)
         self._track_state = mode == "at"
         self._handlers: dict[type[BaseEvent], Callable[[Any], Sequence[BaseEvent]]] = {
-            RunStartedEvent: self._run_started,
-            ToolCallStartEvent: self._start,
-            ToolCallChunkEvent: self._chunk,
-            ToolCallResultEvent: self._result,
-            MessagesSnapshotEvent: self._messages_snapshot,
-            StateSnapshotEvent: self._state_snapshot,
-            StateDeltaEvent: self._state_delta,
+            ag.RunStartedEvent: self._run_started,
+            ag.ToolCallStartEvent: self._start,
+            ag.ToolCallChunkEvent: self._chunk,
+            ag.ToolCallResultEvent: self._result,
+            ag.MessagesSnapshotEvent: self._messages_snapshot,
+            ag.StateSnapshotEvent: self._state_snapshot,
+            ag.StateDeltaEvent: self._state_delta,
         }
 
     @classmethod
@@ -189,41 +178,41 @@ class ToolResultToState(StreamTransformer):
 
     # -- learning which calls are ours ---------------------------------------
 
-    def _run_started(self, event: RunStartedEvent) -> Sequence[BaseEvent]:
+    def _run_started(self, event: ag.RunStartedEvent) -> Sequence[BaseEvent]:
         self._calls.clear()
         self._promoted.clear()
         self._state.reset({})
         echo = event.input
-        if isinstance(echo, RunAgentInput):
+        if isinstance(echo, ag.RunAgentInput):
             self._learn(echo.messages)
             if self._track_state and echo.state is not None:
                 self._reset(echo.state, "the RUN_STARTED input state")
         return (event,)
 
-    def _start(self, event: ToolCallStartEvent) -> Sequence[BaseEvent]:
+    def _start(self, event: ag.ToolCallStartEvent) -> Sequence[BaseEvent]:
         if event.tool_call_name == self.tool:
             self._calls.add(event.tool_call_id)
         return (event,)
 
-    def _chunk(self, event: ToolCallChunkEvent) -> Sequence[BaseEvent]:
+    def _chunk(self, event: ag.ToolCallChunkEvent) -> Sequence[BaseEvent]:
         if event.tool_call_name == self.tool and event.tool_call_id is not None:
             self._calls.add(event.tool_call_id)
         return (event,)
 
-    def _messages_snapshot(self, event: MessagesSnapshotEvent) -> Sequence[BaseEvent]:
+    def _messages_snapshot(self, event: ag.MessagesSnapshotEvent) -> Sequence[BaseEvent]:
         self._learn(event.messages)
         return (event,)
 
     def _learn(self, messages: Sequence[Any]) -> None:
         for message in messages:
-            if isinstance(message, AssistantMessage) and message.tool_calls:
+            if isinstance(message, ag.AssistantMessage) and message.tool_calls:
                 for call in message.tool_calls:
                     if call.function.name == self.tool:
                         self._calls.add(call.id)
 
     # -- following the state (mode "at") --------------------------------------
 
-    def _state_snapshot(self, event: StateSnapshotEvent) -> Sequence[BaseEvent]:
+    def _state_snapshot(self, event: ag.StateSnapshotEvent) -> Sequence[BaseEvent]:
         if self._track_state:
             self._reset(event.snapshot, "a STATE_SNAPSHOT")
         return (event,)
@@ -239,7 +228,7 @@ class ToolResultToState(StreamTransformer):
         logger.warning(message)
         self.warnings.append(DecodeWarning("state-limit-exceeded", message))
 
-    def _state_delta(self, event: StateDeltaEvent) -> Sequence[BaseEvent]:
+    def _state_delta(self, event: ag.StateDeltaEvent) -> Sequence[BaseEvent]:
         if self._track_state:
             self._apply(event.delta)
         return (event,)
@@ -254,7 +243,7 @@ class ToolResultToState(StreamTransformer):
 
     # -- promotion ---------------------------------------------------------
 
-    def _warn(self, code: str, event: ToolCallResultEvent, why: str) -> None:
+    def _warn(self, code: str, event: ag.ToolCallResultEvent, why: str) -> None:
         message = (
             f"ToolResultToState({self.tool!r}, mode={self.mode!r}): result of tool call "
             f"{event.tool_call_id!r} {why}; passed through unchanged, no state event made"
@@ -262,7 +251,7 @@ class ToolResultToState(StreamTransformer):
         logger.warning(message)
         self.warnings.append(DecodeWarning(code, message))
 
-    def _result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
+    def _result(self, event: ag.ToolCallResultEvent) -> Sequence[BaseEvent]:
         call_id = event.tool_call_id
         if call_id not in self._calls or call_id in self._promoted:
             return (event,)
@@ -292,16 +281,16 @@ class ToolResultToState(StreamTransformer):
         self._promoted.add(call_id)
         return (state_event,) if self.replace_result else (event, state_event)
 
-    def _state_event(self, event: ToolCallResultEvent, value: Any) -> BaseEvent | None:
+    def _state_event(self, event: ag.ToolCallResultEvent, value: Any) -> BaseEvent | None:
         tag = event.subagent_run_id
         if self.mode == "snapshot":
-            return StateSnapshotEvent(snapshot=value, subagent_run_id=tag)
+            return ag.StateSnapshotEvent(snapshot=value, subagent_run_id=tag)
         if self.mode == "delta":
             if not isinstance(value, list):
                 self._warn("tool-result-not-a-patch", event, "is not a JSON Patch array")
                 return None
             try:
-                return StateDeltaEvent(delta=value, subagent_run_id=tag)
+                return ag.StateDeltaEvent(delta=value, subagent_run_id=tag)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 where = "/".join(str(p) for p in first.get("loc", ()))
@@ -314,7 +303,7 @@ class ToolResultToState(StreamTransformer):
         operations = self._set_at(event, value)
         if operations is None:
             return None
-        delta = StateDeltaEvent.model_validate({"delta": operations, "subagentRunId": tag})
+        delta = ag.StateDeltaEvent.model_validate({"delta": operations, "subagentRunId": tag})
         try:
             self._state.patch(delta.delta)
         except LimitExceeded as exc:
@@ -324,7 +313,7 @@ class ToolResultToState(StreamTransformer):
             pass  # cannot happen (the operations were made for this state); keep the event
         return delta
 
-    def _set_at(self, event: ToolCallResultEvent, value: Any) -> list[dict[str, Any]] | None:
+    def _set_at(self, event: ag.ToolCallResultEvent, value: Any) -> list[dict[str, Any]] | None:
         """Operations that set ``value`` at the pointer, creating missing parent objects."""
         if not self._tokens:
             return [{"op": "replace", "path": "", "value": value}]

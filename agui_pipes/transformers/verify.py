@@ -89,7 +89,7 @@ class Verify(StreamTransformer):
 
     def _check_closed(self) -> None:
         """Keep ``route_key`` naming the run state that ``passes`` answers from."""
-        closed = bool(self._verifier._gated or self._stopped)
+        closed = self._verifier.between_runs or self._stopped
         if closed is not self.route_key:
             self.route_key = closed
             self.reroute()
@@ -102,11 +102,11 @@ class Verify(StreamTransformer):
         # below does without calling the handler).
         if self.route_key:
             return None
-        table = self._verifier._open_table(event_class)
+        table = self._verifier.open_items(event_class)
         if table is None:
             return None
-        by_tool_call, opened, owners = table
-        item = "tool_call_id" if by_tool_call else "message_id"
+        item = "tool_call_id" if table.by_tool_call else "message_id"
+        opened, owners = table.ids, table.owners
         if "subagent_run_id" not in fields:
             return (Condition.member(item, opened),)
         return (
@@ -115,15 +115,16 @@ class Verify(StreamTransformer):
         )
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        check = self._verifier._mid_run_check(event_class)
+        check = self._verifier.mid_run_check(event_class)
         if check is None:
             return self.transform
-        verifier = self._verifier
         transform = self.transform
 
+        # ``transform`` with the verifier's dispatch resolved once per class. The
+        # resolved check holds only mid-run; ``route_key`` says when it does not
+        # (between runs, or stopped), and is kept current after every check.
         def verify(event: BaseEvent) -> Sequence[BaseEvent]:
-            # ``transform`` with the verifier's dispatch resolved once per class.
-            if verifier._gated or self._stopped:
+            if self.route_key:
                 return transform(event)
             try:
                 check(event)
@@ -133,18 +134,18 @@ class Verify(StreamTransformer):
                 self._check_closed()
             return (event,)
 
-        table = verifier._open_table(event_class)
+        table = self._verifier.open_items(event_class)
         if table is None:
             return verify
-        by_tool_call, opened, owners = table
+        opened, owners = table.ids, table.owners
         # The deltas: one continuing an open item, untagged or tagged by the item's
         # owner (a missing owner record accepts any tag, as the handler does), needs
         # no handler call.
-        if by_tool_call:
+        if table.by_tool_call:
 
             def verify_args(event: Any) -> Sequence[BaseEvent]:
                 call_id = event.tool_call_id
-                if call_id in opened and not verifier._gated and not self._stopped:
+                if call_id in opened and not self.route_key:
                     tag = event.subagent_run_id
                     if tag is None or owners.get(call_id, tag) == tag:
                         return (event,)
@@ -154,7 +155,7 @@ class Verify(StreamTransformer):
 
         def verify_delta(event: Any) -> Sequence[BaseEvent]:
             message_id = event.message_id
-            if message_id in opened and not verifier._gated and not self._stopped:
+            if message_id in opened and not self.route_key:
                 tag = event.subagent_run_id
                 if tag is None or owners.get(message_id, tag) == tag:
                     return (event,)

@@ -7,7 +7,7 @@ from typing import Any
 from ag_ui.core import Interrupt
 from pydantic import BaseModel
 
-from agui_pipes import Error, RunContext, RunOutcome
+from agui_pipes import RunContext, RunError, RunOutcome
 from agui_pipes.driver import Agent
 
 INPUT: dict[str, Any] = {"threadId": "t", "runId": "r"}
@@ -18,7 +18,7 @@ class Flaky:
 
     async def run(self, ctx: RunContext[Any]) -> RunOutcome:
         ctx.say("Looking that up.")
-        raise Error.agent("the weather service is down")
+        raise RunError.agent("the weather service is down")
 
 
 class Chatty:

@@ -75,7 +75,7 @@ async def test_the_default_bound_holds_too() -> None:
         await _stall(0.3)
         assert agent.emitted <= DEFAULT_BACKPRESSURE
         await events.aclose()
-    assert agent.ended_by in ("Error", "Cancelled", "CancelledError")
+    assert agent.ended_by in ("RunError", "Cancelled", "CancelledError")
 
 
 async def test_backpressure_none_never_holds() -> None:
@@ -105,7 +105,7 @@ async def test_aclose_releases_a_held_agent() -> None:
         await events.aclose()
         with anyio.fail_after(5):
             await agent.ended.wait()
-    assert agent.ended_by == "Error"  # its next emit failed with DISCONNECTED
+    assert agent.ended_by == "RunError"  # its next emit failed with DISCONNECTED
 
 
 async def test_a_held_agent_gets_the_values_of_its_awaits() -> None:

@@ -12,8 +12,8 @@ from ag_ui.core import BaseEvent, EventType, RunErrorEvent, RunFinishedEvent
 from agui_pipes import (
     AsyncStreamTransformer,
     CancelToken,
-    Error,
     RunContext,
+    RunError,
     RunOutcome,
     StreamTransformer,
     run,
@@ -170,12 +170,12 @@ async def test_the_cancel_token() -> None:
 async def test_check_cancelled_raises_cancelled() -> None:
     token = CancelToken()
     token.cancel()
-    seen: list[Error] = []
+    seen: list[RunError] = []
 
     async def agent(ctx: RunContext[Any]) -> RunOutcome:
         try:
             ctx.check_cancelled()
-        except Error as error:
+        except RunError as error:
             seen.append(error)
             raise
         return RunOutcome.success()
@@ -285,4 +285,5 @@ async def test_a_synchronous_agent_is_a_clear_agent_error() -> None:
     last = events[-1]
     assert isinstance(last, RunErrorEvent)
     assert last.code == "AGENT_ERROR"
-    assert "declare it with `async def`" in last.message
+    assert "sync_agent is not async" in last.message
+    assert "make it `async def`" in last.message

@@ -22,7 +22,7 @@ from ag_ui.core import (
     ToolCallResultEvent,
 )
 
-from agui_pipes import Error, FunctionTransformer, RunContext, RunOutcome
+from agui_pipes import FunctionTransformer, RunContext, RunError, RunOutcome
 from agui_pipes.testing import collect
 
 from ._agents import INPUT
@@ -56,7 +56,7 @@ async def test_a_step_finishes_on_an_early_error() -> None:
     async def agent(ctx: RunContext[Any]) -> RunOutcome:
         with ctx.step("search"), ctx.tool_call("lookup") as call:
             call.args("{")
-            raise Error.agent("timeout")
+            raise RunError.agent("timeout")
 
     events = await collect(agent, INPUT)
 
@@ -99,7 +99,7 @@ async def test_a_tool_result_closes_open_arguments_first() -> None:
     async def agent(ctx: RunContext[Any]) -> RunOutcome:
         call = ctx.tool_call("now")
         call.result_json("12:00")
-        with pytest.raises(Error, match="already has a result"):
+        with pytest.raises(RunError, match="already has a result"):
             call.result("again")
         return RunOutcome.success()
 
@@ -113,13 +113,13 @@ async def test_an_ended_handle_refuses_more_content() -> None:
     async def agent(ctx: RunContext[Any]) -> RunOutcome:
         message = ctx.assistant_message()
         message.end()
-        with pytest.raises(Error, match="already ended"):
+        with pytest.raises(RunError, match="already ended"):
             message.delta("late")
-        with pytest.raises(Error, match="already ended"):
+        with pytest.raises(RunError, match="already ended"):
             message.end()
         step = ctx.step("s")
         step.end()
-        with pytest.raises(Error, match="already finished"):
+        with pytest.raises(RunError, match="already finished"):
             step.end()
         return RunOutcome.success()
 
@@ -213,9 +213,9 @@ async def test_an_ended_scope_cannot_emit() -> None:
     async def agent(ctx: RunContext[Any]) -> RunOutcome:
         helper = ctx.subagent("helper")
         helper.finish()
-        with pytest.raises(Error, match="has ended"):
+        with pytest.raises(RunError, match="has ended"):
             helper.say("late")
-        with pytest.raises(Error, match="list of interrupt ids"):
+        with pytest.raises(RunError, match="list of interrupt ids"):
             ctx.subagent("other").suspend("one-id")
         return RunOutcome.success()
 

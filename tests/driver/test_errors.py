@@ -1,4 +1,4 @@
-"""Each RUN_ERROR code, the RUN_FINISHED fallback and the Error type itself."""
+"""Each RUN_ERROR code, the RUN_FINISHED fallback and the RunError type itself."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ag_ui.core import (
 )
 from pydantic import BaseModel
 
-from agui_pipes import Error, FunctionTransformer, RunContext, RunOutcome, run
+from agui_pipes import FunctionTransformer, RunContext, RunError, RunOutcome, run
 from agui_pipes.driver import Agent, ErrorCode
 from agui_pipes.testing import collect
 from agui_pipes.verify import Rule
@@ -124,17 +124,17 @@ async def test_values_without_a_json_form_are_serialization(act: Any) -> None:
 
 
 async def test_a_verifier_rejection_is_protocol_violation_and_sticky() -> None:
-    caught: list[Error] = []
+    caught: list[RunError] = []
 
     async def stubborn(ctx: RunContext[Any]) -> RunOutcome:
         try:
             ctx.emit(TextMessageStartEvent(message_id="m"))
             ctx.emit(TextMessageStartEvent(message_id="m"))
-        except Error as error:
+        except RunError as error:
             caught.append(error)
         try:
             ctx.say("carrying on regardless")
-        except Error as error:
+        except RunError as error:
             caught.append(error)
         return RunOutcome.success()
 
@@ -183,7 +183,7 @@ async def test_without_verification_the_same_run_finishes() -> None:
 
 
 async def test_the_consumer_going_away_is_disconnected_for_the_agent() -> None:
-    seen: list[Error] = []
+    seen: list[RunError] = []
     emitted = anyio.Event()
     go_on = anyio.Event()
     reported = anyio.Event()
@@ -194,7 +194,7 @@ async def test_the_consumer_going_away_is_disconnected_for_the_agent() -> None:
         await go_on.wait()
         try:
             ctx.say("nobody hears this")
-        except Error as error:
+        except RunError as error:
             seen.append(error)
             reported.set()
             raise
@@ -217,7 +217,7 @@ async def test_the_consumer_going_away_is_disconnected_for_the_agent() -> None:
 
 async def test_an_error_of_the_agent_is_agent_error() -> None:
     async def agent(ctx: RunContext[Any]) -> RunOutcome:
-        raise Error.agent(ValueError("quota exceeded"))
+        raise RunError.agent(ValueError("quota exceeded"))
 
     error = terminal(await collect(agent, INPUT))
     assert (error.code, error.message) == ("AGENT_ERROR", "agent error: quota exceeded")
@@ -235,7 +235,7 @@ async def test_a_foreign_exception_is_agent_error() -> None:
 async def test_an_error_inside_a_task_group_keeps_its_code() -> None:
     async def agent(ctx: RunContext[Any]) -> RunOutcome:
         async def fail() -> None:
-            raise Error.serialization("bad tool output")
+            raise RunError.serialization("bad tool output")
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(fail)
@@ -317,16 +317,16 @@ async def test_events_a_transformer_appends_after_the_terminal_are_dropped() -> 
 
 
 def test_error_routing_helpers() -> None:
-    assert Error.cancelled().is_cancelled()
-    assert not Error.cancelled().is_disconnected()
-    assert Error.disconnected().is_disconnected()
+    assert RunError.cancelled().is_cancelled()
+    assert not RunError.cancelled().is_disconnected()
+    assert RunError.disconnected().is_disconnected()
     cause = ValueError("boom")
-    wrapped = Error.agent(cause)
+    wrapped = RunError.agent(cause)
     assert wrapped.__cause__ is cause
     assert str(wrapped) == "agent error: boom"
-    assert Error.agent("plain text").message == "agent error: plain text"
+    assert RunError.agent("plain text").message == "agent error: plain text"
     assert {c.value for c in ErrorCode} == {
         "PROTOCOL", "SERIALIZATION", "PROTOCOL_VIOLATION", "CANCELLED", "DISCONNECTED",
         "AGENT_ERROR", "EVENT_BUFFER_FULL",
     }
-    assert Error.violation("x").rule is None
+    assert RunError.violation("x").rule is None

@@ -11,7 +11,7 @@ from ag_ui.core import EventType, Interrupt, TextMessageContentEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_pipes import Error, RunContext, RunOutcome
+from agui_pipes import RunContext, RunError, RunOutcome
 from agui_pipes.driver import Emitter
 from agui_pipes.testing import collect
 from agui_pipes.verify import Verifier
@@ -79,13 +79,13 @@ async def perform(emitter: Emitter[Any], script: list[Any]) -> None:
             await anyio.lowlevel.checkpoint()
         elif kind == "raise":
             if action[1] == "agent":
-                raise Error.agent("scripted failure")
+                raise RunError.agent("scripted failure")
             if action[1] == "foreign":
                 raise RuntimeError("scripted bug")
             if action[1] == "cancel":
                 emitter.cancel_token.cancel()
             else:
-                raise Error.protocol("scripted protocol error")
+                raise RunError.protocol("scripted protocol error")
         elif kind == "raw_bad":
             emitter.emit(TextMessageContentEvent(message_id="nobody-opened-this", delta="x"))
         elif kind == "leak":

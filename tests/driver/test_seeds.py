@@ -17,7 +17,7 @@ from ag_ui.core import (
     TextMessageContentEvent,
 )
 
-from agui_pipes import Error, RunContext, RunOutcome
+from agui_pipes import RunContext, RunError, RunOutcome
 from agui_pipes.testing import collect
 from agui_pipes.verify import Rule
 
@@ -42,12 +42,12 @@ async def test_a_failed_run_ends_in_run_error() -> None:
 
 
 async def test_raw_emit_of_content_for_an_unopened_message_is_rejected() -> None:
-    seen: list[Error] = []
+    seen: list[RunError] = []
 
     async def agent(ctx: RunContext[Any]) -> RunOutcome:
         try:
             ctx.emit(TextMessageContentEvent(message_id="msg-1", delta="hello"))
-        except Error as error:
+        except RunError as error:
             seen.append(error)
             raise
         raise AssertionError("the verifier should reject this")
@@ -86,7 +86,7 @@ async def test_until_cancelled_returns_the_value_when_not_cancelled() -> None:
         reply = await ctx.until_cancelled(call_the_model())
         answers.append(reply)
         if reply is None:
-            raise Error.cancelled()
+            raise RunError.cancelled()
         ctx.say(reply)
         return RunOutcome.success()
 

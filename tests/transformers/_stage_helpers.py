@@ -7,8 +7,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from ag_ui.core import BaseEvent
 
-from agui_pipes import Stage, TransformerChain
-from agui_pipes.consume import Consumer, RunResult
+from agui_pipes import Consumer, RunResult, Stage, TransformerChain
 from agui_pipes.testing import event_lines, run_transformer
 
 

@@ -22,8 +22,8 @@ from ag_ui.core import (
 
 from agui_pipes.testing import (
     reasoning,
-    run,
     run_error,
+    run_events,
     run_started,
     subagent,
     text,
@@ -37,7 +37,7 @@ from agui_pipes.transformers import CoalesceDeltas, Redact
 
 
 def _chatty() -> list[BaseEvent]:
-    return run(
+    return run_events(
         text("m1", *"Hello world")
         + tool_call("c1", "search", '{"q"', ":", '"x"', "}", result="r")
         + reasoning("r1", "thin", "king")
@@ -59,7 +59,7 @@ def test_coalesce_folds_the_same_with_fewer_events() -> None:
 
 
 def test_coalesce_max_chars_bounds_each_event() -> None:
-    events = run(text("m1", *"abcdefghij"))
+    events = run_events(text("m1", *"abcdefghij"))
     out = through(CoalesceDeltas(max_chars=4), events)
     assert [e.delta for e in out if isinstance(e, TextMessageContentEvent)] == [
         "abcd",
@@ -69,7 +69,7 @@ def test_coalesce_max_chars_bounds_each_event() -> None:
 
 
 def test_coalesce_never_crosses_other_events_or_items() -> None:
-    events = run(
+    events = run_events(
         [
             *text("m1", "a")[:2],
             *text("m2", "x")[:2],
@@ -91,7 +91,7 @@ def test_coalesce_never_crosses_other_events_or_items() -> None:
 
 
 def test_coalesce_chunks_merge_only_within_their_item() -> None:
-    events = run(
+    events = run_events(
         [
             SubagentStartedEvent(subagent_run_id="s1", name="w"),
             ToolCallChunkEvent(
@@ -111,7 +111,7 @@ def test_coalesce_chunks_merge_only_within_their_item() -> None:
 
 
 def test_coalesce_flushes_at_end_of_stream() -> None:
-    events = run(text("m1", "a", "b"))[:-2]  # truncated: no END, no RUN_FINISHED
+    events = run_events(text("m1", "a", "b"))[:-2]  # truncated: no END, no RUN_FINISHED
     out = through(CoalesceDeltas(), events)
     assert out[-1].delta == "ab"  # type: ignore[attr-defined]
 
@@ -139,18 +139,18 @@ def _content(events: list[BaseEvent]) -> str:
 
 @pytest.mark.parametrize("split", [1, 3, 5, 12, len(SECRET) - 1])
 def test_redact_catches_a_secret_split_across_deltas(split: int) -> None:
-    events = run(text("m1", "my key is ", SECRET[:split], SECRET[split:], " ok"))
+    events = run_events(text("m1", "my key is ", SECRET[:split], SECRET[split:], " ok"))
     out = through(Redact([KEY]), events)
     assert "A1b2" not in wire(out)
     assert _content(out) == "my key is [REDACTED] ok"
 
 
 def test_redact_secret_across_many_tiny_deltas_and_hold_back_zero() -> None:
-    events = run(text("m1", *("key " + SECRET + " end")))
+    events = run_events(text("m1", *("key " + SECRET + " end")))
     assert "A1b2" not in wire(through(Redact([KEY]), events))
     # with no hold-back, a match that reaches the end of what arrived is still held:
     # it may go on in the next delta
-    long_events = run(text("m1", "key " + SECRET, "MORE", "LETTERS end"))
+    long_events = run_events(text("m1", "key " + SECRET, "MORE", "LETTERS end"))
     out = through(Redact([KEY], hold_back=0), long_events)
     assert "MORE" not in wire(out) and "A1b2" not in wire(out)
     assert _content(out) == "key [REDACTED] end"
@@ -158,7 +158,7 @@ def test_redact_secret_across_many_tiny_deltas_and_hold_back_zero() -> None:
 
 def test_redact_tool_args_results_state_and_snapshots() -> None:
     card = r"\b\d{4}-\d{4}\b"
-    events = run(
+    events = run_events(
         [
             *tool_call("c1", "pay", '{"card":"12', '34-5678"}', result='{"ok":"1234-5678"}'),
             ToolCallResultEvent(
@@ -175,7 +175,7 @@ def test_redact_tool_args_results_state_and_snapshots() -> None:
 
 
 def test_redact_chunks_release_before_the_lane_closes() -> None:
-    events = run(
+    events = run_events(
         text_chunks("m1", "key ", SECRET[:6], SECRET[6:])
         + tool_call_chunks("c1", "t", '{"k":"', SECRET, '"}', parent_message_id="m1")
         + text("m2", "after")
@@ -205,7 +205,7 @@ def test_redact_state_resets_per_run() -> None:
     first = [*run_started(), *text("m1", "tail text")[:2]]
     for event in first:
         list(stage.transform(event))
-    second = run(text("m2", "fresh"), run_id="run-2")
+    second = run_events(text("m2", "fresh"), run_id="run-2")
     out = [e for event in second for e in stage.transform(event)]
     assert "tail text" not in wire(out)
 
@@ -221,12 +221,12 @@ def test_redact_configuration_errors(args: tuple[object, ...], needle: str) -> N
 
 @pytest.mark.anyio
 async def test_redact_through_chain_apply() -> None:
-    events = run(text("m1", "a ", SECRET[:4], SECRET[4:]))
+    events = run_events(text("m1", "a ", SECRET[:4], SECRET[4:]))
     assert await through_async(Redact([KEY]), events) == through(Redact([KEY]), events)
 
 
 def test_redact_releases_clean_deltas_whole_and_unchanged() -> None:
-    events = run(text("m1", *["word "] * 30) + text("m2", "a ", SECRET, " b"))
+    events = run_events(text("m1", *["word "] * 30) + text("m2", "a ", SECRET, " b"))
     out = through(Redact([KEY], hold_back=16), events)
     clean = [e for e in events if isinstance(e, TextMessageContentEvent) and e.message_id == "m1"]
     released = [e for e in out if isinstance(e, TextMessageContentEvent) and e.message_id == "m1"]

@@ -44,7 +44,7 @@ from ag_ui.core import (
 from agui_pipes import Stage
 from agui_pipes.testing import (
     reasoning,
-    run,
+    run_events,
     step,
     text,
     text_chunks,
@@ -84,7 +84,7 @@ def _closed_then_idless(family: str) -> list[BaseEvent]:
     ends = [SubagentFinishedEvent(subagent_run_id="sub-2")]
     if family != "subagent":
         ends.append(SubagentFinishedEvent(subagent_run_id="sub-1"))
-    return run(
+    return run_events(
         [
             SubagentStartedEvent(subagent_run_id="sub-1", name="researcher"),
             SubagentStartedEvent(subagent_run_id="sub-2", name="writer"),
@@ -101,7 +101,7 @@ def _replaced_then_idless() -> list[BaseEvent]:
     """The parent's text chunk m1 is replaced by a tool chunk in the same lane; sub-1
     streams m2; an untagged id-less text chunk can then only continue m2 (the parent's
     lane holds a tool call) — with the tool chunk removed it would silently join m1."""
-    return run(
+    return run_events(
         text_chunks("m1", "a")
         + tool_call_chunks("c1", "internal_lookup", "{}")
         + text_chunks("m2", "b", subagent="sub-1")
@@ -113,7 +113,7 @@ def _held_content_then_chunks() -> list[BaseEvent]:
     """sub-1's held CONTENT of m4 is followed by sub-1's chunk message m5 and tool call
     chunks; untagged m4 / m6 events (parent lane) keep sub-1's lane open in the input."""
     s = "sub-1"
-    return run(
+    return run_events(
         [
             SubagentStartedEvent(subagent_run_id=s, name="writer"),
             TextMessageStartEvent(message_id="m4", subagent_run_id=s),
@@ -141,7 +141,7 @@ def _held_args_then_untagged_chunk() -> list[BaseEvent]:
     leave sub-3's lane open, so an untagged id-less chunk continues c2 (the only open
     tool chunk) — after the late ARGS, downstream it must reopen c2 in sub-3's lane."""
     s = "sub-3"
-    return run(
+    return run_events(
         [
             SubagentStartedEvent(subagent_run_id=s, name="coder"),
             ToolCallStartEvent(tool_call_id="c1", tool_call_name="search", subagent_run_id=s),
@@ -210,7 +210,7 @@ def test_replacing_chunk_removed_does_not_join_the_wrong_message() -> None:
 def test_chunks_that_resolve_alike_are_left_untouched() -> None:
     # The dropped reasoning closes m1's lane, but m2 opens with its id and its
     # id-less continuations resolve to m2 either way: every event is passed as is.
-    events = run(
+    events = run_events(
         text_chunks("m1", "a", "b")
         + reasoning("r1", "hmm")
         + text_chunks("m2", "c", "d")
@@ -238,7 +238,7 @@ def test_ts_client_assembles_the_same_messages(ts_oracle: Oracle) -> None:
 def test_following_lanes_leaves_outcomes_and_snapshots_alone() -> None:
     # Dropping reasoning makes the stage follow lanes (and see run-level events),
     # which must not make it clean what only dropping tool calls cleans.
-    events = run(
+    events = run_events(
         text_chunks("m1", "a")
         + tool_call("c1", "search", "{}")
         + [MessagesSnapshotEvent(messages=[AssistantMessage(id="m1", content="a")])],
@@ -254,7 +254,7 @@ def _call_in_subagent_message() -> list[BaseEvent]:
     sub-1's through its parent message) but tagged arguments."""
     call = tool_call("c1", "search", '{"q":', "1}", parent_message_id="m1", subagent="sub-1")
     call[0] = call[0].model_copy(update={"subagent_run_id": None})
-    return run(
+    return run_events(
         [
             SubagentStartedEvent(subagent_run_id="sub-1", name="researcher"),
             *text("m1", "let me look", subagent="sub-1"),
@@ -284,7 +284,7 @@ def test_call_owner_follows_a_dropped_snapshot() -> None:
     # Only the (dropped) snapshot tells the client that sub-1 owns m1.
     call = _call_in_subagent_message()[5:-2]
     assert call[0].type == "TOOL_CALL_START" and call[-1].type == "TOOL_CALL_END"
-    events = run(
+    events = run_events(
         [
             SubagentStartedEvent(subagent_run_id="sub-1", name="researcher"),
             MessagesSnapshotEvent(

@@ -27,7 +27,7 @@ from ag_ui.core import (
 
 from agui_pipes.testing import (
     assert_events_equal,
-    run,
+    run_events,
     run_finished,
     run_started,
     subagent,
@@ -42,7 +42,7 @@ DENY = FilterToolCalls.deny(["internal_*"])
 
 
 def _stream() -> list[BaseEvent]:
-    return run(
+    return run_events(
         text("m1", "Looking it up")
         + tool_call("c1", "internal_lookup", '{"secret":', "1}", result="classified")
         + tool_call("c2", "search", '{"q":"x"}', result="found")
@@ -51,7 +51,7 @@ def _stream() -> list[BaseEvent]:
 
 
 def _expected() -> list[BaseEvent]:
-    return run(
+    return run_events(
         text("m1", "Looking it up")
         + tool_call("c2", "search", '{"q":"x"}', result="found")
         + text("m2", "Done")
@@ -102,14 +102,14 @@ def test_configuration_errors_are_clear(kwargs: dict[str, list[str]], needle: st
 
 
 def test_chunks_and_idless_continuations_of_a_blocked_call_are_dropped() -> None:
-    events = run(
+    events = run_events(
         text_chunks("m1", "a", "b")
         + tool_call_chunks("c1", "internal_x", '{"k"', ":1}", parent_message_id="m1")
         + tool_call_chunks("c2", "search", '{"q"', ":2}", parent_message_id="m1")
         + [ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="hidden")]
     )
     out = through(DENY, events)
-    expected = run(
+    expected = run_events(
         text_chunks("m1", "a", "b")
         + tool_call_chunks("c2", "search", '{"q"', ":2}", parent_message_id="m1")
     )
@@ -121,7 +121,7 @@ def test_idless_chunk_routed_to_another_lane_like_the_client() -> None:
     # Parent lane holds a blocked call, then a text chunk replaces it; the subagent
     # lane holds an allowed call. An untagged id-less tool chunk now belongs to the
     # subagent's call (the only lane with an open tool item): it must pass.
-    events = run(
+    events = run_events(
         subagent(
             "s1",
             "helper",
@@ -154,7 +154,7 @@ def test_ambiguous_idless_chunk_is_dropped_when_a_candidate_is_blocked() -> None
 
 
 def test_encrypted_values_of_blocked_calls_are_dropped() -> None:
-    events = run(
+    events = run_events(
         [
             *tool_call("c1", "internal_x"),
             ReasoningEncryptedValueEvent(subtype="tool-call", entity_id="c1", encrypted_value="E1"),
@@ -190,7 +190,7 @@ def _history() -> list[object]:
 
 
 def test_messages_snapshot_loses_blocked_calls_and_their_tool_messages() -> None:
-    events = run([MessagesSnapshotEvent(messages=_history())])
+    events = run_events([MessagesSnapshotEvent(messages=_history())])
     out = through(DENY, events)
     snapshot = out[1]
     assert isinstance(snapshot, MessagesSnapshotEvent)
@@ -204,7 +204,7 @@ def test_messages_snapshot_loses_blocked_calls_and_their_tool_messages() -> None
 
 
 def test_snapshot_blocks_later_results_for_the_same_calls() -> None:
-    events = run(
+    events = run_events(
         [
             MessagesSnapshotEvent(messages=[_assistant("a1", ("c9", "internal_x"))]),
             ToolCallResultEvent(message_id="t9", tool_call_id="c9", content="late"),
@@ -284,8 +284,8 @@ def test_subagent_spawned_by_a_blocked_call_disappears_with_everything_it_did() 
 
 
 def test_blocked_ids_reset_at_every_run_started() -> None:
-    first = run(tool_call("c1", "internal_x", result="hidden"))
-    second = run(
+    first = run_events(tool_call("c1", "internal_x", result="hidden"))
+    second = run_events(
         [ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="visible")],
         run_id="run-2",
     )
@@ -313,7 +313,7 @@ def test_idless_chunk_of_a_blocked_subagent_found_through_its_lane() -> None:
     # The parent streams a text chunk message; the blocked subagent streams reasoning.
     # An untagged id-less reasoning chunk can only be the subagent's (the only lane with
     # an open reasoning item); an untagged id-less text chunk is the parent's.
-    events = run(
+    events = run_events(
         [
             *tool_call("c1", "internal_x"),
             TextMessageChunkEvent(message_id="m1", delta="parent "),

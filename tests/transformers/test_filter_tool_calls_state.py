@@ -22,10 +22,10 @@ from ag_ui.core import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agui_pipes import fold
 from agui_pipes._patch import PatchError, apply_patch, clone_json
 from agui_pipes.config import ConfigError, load_chain
-from agui_pipes.consume import fold
-from agui_pipes.testing import event_lines, run, run_started
+from agui_pipes.testing import event_lines, run_events, run_started
 from agui_pipes.transformers import FilterToolCalls
 
 STAGE = FilterToolCalls.deny(["internal_*"], state_messages=["/messages", "/agent/history"])
@@ -90,7 +90,7 @@ def _scrubbed_langgraph_state() -> dict[str, Any]:
 
 @pytest.mark.parametrize("path", ["stage", "yaml"])
 def test_langgraph_snapshot_loses_the_internal_call_and_its_result(path: str) -> None:
-    out = _through(run([StateSnapshotEvent(snapshot=_langgraph_state())]), path)
+    out = _through(run_events([StateSnapshotEvent(snapshot=_langgraph_state())]), path)
     assert fold(out).state == _scrubbed_langgraph_state()
     for secret in ("internal_ledger", "call_int", "SECRET-ROUTING-99"):
         assert secret not in wire(out)
@@ -107,13 +107,13 @@ def test_an_ai_message_with_only_removed_calls_goes_whole() -> None:
             {"role": "assistant", "id": "a2", "content": "hello"},
         ]
     }
-    out = through(STAGE, run([StateSnapshotEvent(snapshot=state)]))
+    out = through(STAGE, run_events([StateSnapshotEvent(snapshot=state)]))
     assert [m["id"] for m in fold(out).state["messages"]] == ["u1", "a2"]
 
 
 def test_nested_pointer_and_untouched_parts_of_the_state() -> None:
     state = {"agent": {"history": _langgraph_state()["messages"], "mode": "x"}, "n": 1}
-    out = through(STAGE, run([StateSnapshotEvent(snapshot=state)]))
+    out = through(STAGE, run_events([StateSnapshotEvent(snapshot=state)]))
     expected = {"agent": {"history": _scrubbed_langgraph_state()["messages"], "mode": "x"}, "n": 1}
     assert fold(out).state == expected
 
@@ -125,7 +125,7 @@ def _delta(*ops: dict[str, Any]) -> StateDeltaEvent:
 def test_appended_messages_are_scrubbed_or_dropped() -> None:
     base = {"messages": [{"type": "human", "id": "h1", "content": "q"}]}
     lg = _langgraph_state()["messages"]
-    events = run(
+    events = run_events(
         [
             StateSnapshotEvent(snapshot=base),
             _delta({"op": "add", "path": "/messages/-", "value": lg[1]}),
@@ -148,7 +148,7 @@ def test_appended_messages_are_scrubbed_or_dropped() -> None:
 
 def test_an_index_operation_after_a_removal_is_reindexed() -> None:
     state = _langgraph_state()
-    events = run(
+    events = run_events(
         [
             StateSnapshotEvent(snapshot=state),
             # Index 3 is "t2" in the input, but index 2 on the client (t1 was removed).
@@ -169,7 +169,7 @@ def test_streaming_into_a_message_after_a_removal_sends_deltas_not_snapshots() -
     # one small delta in must stay one small delta out (no state-sized amplification).
     state = _langgraph_state()
     tokens = [f"tok{i} " for i in range(50)]
-    events = run(
+    events = run_events(
         [
             StateSnapshotEvent(snapshot=state),
             *(
@@ -213,7 +213,7 @@ def test_streaming_into_a_message_after_a_removal_sends_deltas_not_snapshots() -
 def test_an_operation_without_an_exact_counterpart_becomes_a_scrubbed_snapshot(
     op: dict[str, Any],
 ) -> None:
-    events = run([StateSnapshotEvent(snapshot=_langgraph_state()), _delta(op)])
+    events = run_events([StateSnapshotEvent(snapshot=_langgraph_state()), _delta(op)])
     out = through(STAGE, events)
     assert isinstance(out[-2], StateSnapshotEvent)
     assert fold(out).state == _scrubbed_langgraph_state()
@@ -223,12 +223,12 @@ def test_an_operation_without_an_exact_counterpart_becomes_a_scrubbed_snapshot(
 def test_index_operations_on_a_clean_list_pass_unchanged() -> None:
     clean = {"messages": [{"role": "user", "id": "u1", "content": "a"}]}
     delta = _delta({"op": "replace", "path": "/messages/0/content", "value": "b"})
-    out = through(STAGE, run([StateSnapshotEvent(snapshot=clean), delta]))
+    out = through(STAGE, run_events([StateSnapshotEvent(snapshot=clean), delta]))
     assert out[2] == delta
 
 
 def test_replacing_the_whole_list_carries_the_scrubbed_list() -> None:
-    events = run(
+    events = run_events(
         [_delta({"op": "add", "path": "/messages", "value": _langgraph_state()["messages"]})]
     )
     out = through(STAGE, events)
@@ -237,13 +237,13 @@ def test_replacing_the_whole_list_carries_the_scrubbed_list() -> None:
 
 
 def test_a_delta_that_does_not_apply_is_dropped() -> None:
-    out = through(STAGE, run([_delta({"op": "remove", "path": "/messages/9"})]))
+    out = through(STAGE, run_events([_delta({"op": "remove", "path": "/messages/9"})]))
     assert [e.type.value for e in out] == ["RUN_STARTED", "RUN_FINISHED"]
 
 
 def test_state_found_removed_calls_also_drop_their_later_events() -> None:
     # The call is announced only in the state; its TOOL_CALL_RESULT must go too.
-    events = run(
+    events = run_events(
         [
             StateSnapshotEvent(snapshot=_langgraph_state()),
             ToolCallResultEvent(message_id="r1", tool_call_id="call_int", content="secret"),
@@ -257,12 +257,12 @@ def test_the_run_started_echo_state_is_scrubbed() -> None:
         thread_id="thread-1", run_id="run-1", state=_langgraph_state(), messages=[], tools=[],
         context=[], forwarded_props=None,
     )
-    out = through(STAGE, [*run_started(input=echo), *run()[1:]])
+    out = through(STAGE, [*run_started(input=echo), *run_events()[1:]])
     assert out[0].input.state == _scrubbed_langgraph_state()  # type: ignore[attr-defined]
 
 
 def test_without_state_messages_the_state_passes_untouched() -> None:
-    events = run([StateSnapshotEvent(snapshot=_langgraph_state())])
+    events = run_events([StateSnapshotEvent(snapshot=_langgraph_state())])
     assert event_lines(through(FilterToolCalls.deny(["internal_*"]), events)) == event_lines(
         events
     )
@@ -415,7 +415,7 @@ def test_property_client_state_is_the_scrubbed_input_state(data: st.DataObject) 
     events: list[BaseEvent] = []
     for _ in range(data.draw(st.integers(1, 12))):
         events.append(gen.event(fold(events).state))
-    stream = run(events)
+    stream = run_events(events)
     out = through(FilterToolCalls.deny([f"{_DENIED}*"], state_messages=["/messages"]), stream)
     denied = {call_id for call_id, is_denied in gen.calls if is_denied}
     assert fold(out).state == _reference_scrub(fold(stream).state, denied)

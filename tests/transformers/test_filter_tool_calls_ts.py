@@ -25,7 +25,7 @@ from ag_ui.core import (
 
 from agui_pipes.testing import (
     reasoning,
-    run,
+    run_events,
     step,
     subagent,
     text,
@@ -40,7 +40,7 @@ Oracle = Callable[..., list[dict[str, Any]]]
 _CASES: list[tuple[str, list[BaseEvent]]] = [
     (
         "explicit calls, results, text around",
-        run(
+        run_events(
             text("m1", "hi")
             + tool_call("c1", "secret_tool", '{"a":', "1}", result="r1", parent_message_id="m1")
             + tool_call("c2", "search", '{"q":2}', result="r2", parent_message_id="m1")
@@ -49,7 +49,7 @@ _CASES: list[tuple[str, list[BaseEvent]]] = [
     ),
     (
         "interleaved calls in a step, reasoning",
-        run(
+        run_events(
             step(
                 "plan",
                 reasoning("r1", "thinking")
@@ -64,7 +64,7 @@ _CASES: list[tuple[str, list[BaseEvent]]] = [
     ),
     (
         "blocked call inside a subagent (not spawning it)",
-        run(
+        run_events(
             subagent(
                 "s1",
                 "worker",
@@ -75,17 +75,17 @@ _CASES: list[tuple[str, list[BaseEvent]]] = [
     ),
     (
         "chunks with id-less continuations (the middleware sees them expanded)",
-        run(
+        run_events(
             text("m0", "x")
             + tool_call_chunks("c1", "secret_tool", '{"x"', ":1}", parent_message_id="m0")
             + tool_call_chunks("c2", "search", '{"y"', ":2}", parent_message_id="m0")
         ),
     ),
-    ("only blocked calls", run(tool_call("c1", "secret_tool", "{}", result="only"))),
+    ("only blocked calls", run_events(tool_call("c1", "secret_tool", "{}", result="only"))),
     (
         "two runs",
-        run(tool_call("c1", "secret_tool", result="a"))
-        + run(tool_call("c1", "search", result="b"), run_id="run-2"),
+        run_events(tool_call("c1", "secret_tool", result="a"))
+        + run_events(tool_call("c1", "search", result="b"), run_id="run-2"),
     ),
 ]
 
@@ -111,13 +111,13 @@ def test_agrees_with_the_middleware(ts_oracle: Oracle, mode: str) -> None:
 def test_where_we_go_further_the_middleware_leaks(ts_oracle: Oracle) -> None:
     """Documented differences: each of these streams leaks through the middleware."""
     leaks = {
-        "snapshot": run(
+        "snapshot": run_events(
             [
                 *tool_call("c1", "secret_tool", "{}"),
                 MessagesSnapshotEvent(messages=[AssistantMessage(id="a1", tool_calls=[_CALL])]),
             ]
         ),
-        "spawned subagent": run(
+        "spawned subagent": run_events(
             tool_call("c1", "secret_tool", "{}")
             + subagent("s1", "w", text("m2", "from the secret tool"), parent_tool_call_id="c1")
         ),

@@ -19,9 +19,9 @@ from ag_ui.core import (
 )
 from hypothesis import HealthCheck, given, settings
 
+from agui_pipes import fold
 from agui_pipes.config import ConfigError, load_chain
-from agui_pipes.consume import fold
-from agui_pipes.testing import run, run_started, subagent, text
+from agui_pipes.testing import run_events, run_started, subagent, text
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import Redact
 
@@ -42,7 +42,7 @@ def _only(events: list[BaseEvent], kind: EventType) -> BaseEvent:
 
 
 def test_run_error_messages_are_redacted_only_with_errors() -> None:
-    events = run(text("m", "hi"), error=f"upstream 401: invalid key {KEY}")
+    events = run_events(text("m", "hi"), error=f"upstream 401: invalid key {KEY}")
     kept = _only(through(_scrub(), events), EventType.RUN_ERROR)
     assert isinstance(kept, RunErrorEvent) and KEY in kept.message
     out = through(_scrub(errors=True), events)
@@ -53,7 +53,7 @@ def test_run_error_messages_are_redacted_only_with_errors() -> None:
 
 
 def test_subagent_error_messages_are_redacted_with_errors() -> None:
-    events = run(subagent("sub-1", "researcher", text("m", "x"), error=f"boom {KEY}"))
+    events = run_events(subagent("sub-1", "researcher", text("m", "x"), error=f"boom {KEY}"))
     assert KEY in wire(through(_scrub(), events))
     out = through(_scrub(errors=True), events)
     error = _only(out, EventType.SUBAGENT_ERROR)
@@ -62,7 +62,7 @@ def test_subagent_error_messages_are_redacted_with_errors() -> None:
 
 
 def test_a_run_error_still_releases_held_text_before_it() -> None:
-    events = run([*text("m", f"key {KEY}")[:2]], error=f"cut off {KEY}")
+    events = run_events([*text("m", f"key {KEY}")[:2]], error=f"cut off {KEY}")
     out = through(_scrub(errors=True), events)
     assert KEY not in wire(out)
     assert [e.type for e in out][-2:] == [EventType.TEXT_MESSAGE_CONTENT, EventType.RUN_ERROR]
@@ -83,7 +83,7 @@ def test_a_run_error_still_releases_held_text_before_it() -> None:
     ],
 )
 def test_custom_values_are_redacted_anywhere_inside_with_custom(value: Any, expected: Any) -> None:
-    events = run([CustomEvent(name="trace", value=value)])
+    events = run_events([CustomEvent(name="trace", value=value)])
     assert KEY in wire(through(_scrub(), events))
     out = through(_scrub(custom=True), events)
     custom = _only(out, EventType.CUSTOM)
@@ -112,7 +112,7 @@ def test_state_is_redacted_by_default_and_left_alone_with_state_false() -> None:
         StateSnapshotEvent(snapshot={"k": KEY}),
         StateDeltaEvent.model_validate({"delta": [{"op": "add", "path": "/j", "value": [KEY]}]}),
     ]
-    events = [*run_started("t", "r", input=echo), *run(inner)[1:]]
+    events = [*run_started("t", "r", input=echo), *run_events(inner)[1:]]
     assert KEY not in wire(through(_scrub(), events))
     assert consumed(through(_scrub(), events)).state == {"k": "[secret]", "j": ["[secret]"]}
     assert wire(through(_scrub(state=False), events)).count(KEY) == 3
@@ -129,7 +129,7 @@ def test_a_patch_test_holding_a_secret_is_dropped_so_the_delta_still_applies() -
             ]
         }
     )
-    out = through(_scrub(), run([delta]))
+    out = through(_scrub(), run_events([delta]))
     sent = _only(out, EventType.STATE_DELTA)
     assert isinstance(sent, StateDeltaEvent)
     assert [op.op for op in sent.delta] == ["replace"]
@@ -158,7 +158,9 @@ def test_yaml_options_reach_the_stage() -> None:
             custom: true
         """
     )
-    events = run([CustomEvent(name="c", value=KEY), StateSnapshotEvent(snapshot=KEY)], error=KEY)
+    events = run_events(
+        [CustomEvent(name="c", value=KEY), StateSnapshotEvent(snapshot=KEY)], error=KEY
+    )
     out = factory().apply_sync(events)
     assert wire(out).count(KEY) == 1  # only the state snapshot keeps it
     assert consumed(out).state == KEY

@@ -25,7 +25,7 @@ from ag_ui.core import (
 
 from agui_pipes.testing import (
     reasoning,
-    run,
+    run_events,
     run_finished,
     run_started,
     step,
@@ -39,7 +39,7 @@ from agui_pipes.transformers.drop_events import FAMILIES
 
 
 def _rich() -> list[BaseEvent]:
-    return run(
+    return run_events(
         step(
             "work",
             reasoning("r1", "hmm")
@@ -115,7 +115,7 @@ def test_family_errors(families: list[str], needle: str) -> None:
 
 
 def test_strip_raw_events() -> None:
-    events = run(text("m1", "x"))
+    events = run_events(text("m1", "x"))
     events[2] = events[2].model_copy(update={"raw_event": {"key": "sk-123"}})
     events.insert(1, RawEvent(event={"provider": "secret"}))
     out = through(StripRawEvents(), events)
@@ -127,7 +127,7 @@ def test_strip_raw_events() -> None:
 
 def test_timestamp_stamps_only_missing() -> None:
     ticks = iter(range(100, 200))
-    events = run(text("m1", "x"))
+    events = run_events(text("m1", "x"))
     events[1] = events[1].model_copy(update={"timestamp": 5})
     out = through(Timestamp(clock=lambda: next(ticks)), events)
     assert [e.timestamp for e in out] == [100, 5, 101, 102, 103]
@@ -135,7 +135,7 @@ def test_timestamp_stamps_only_missing() -> None:
 
 
 def _state_run(*snapshots: object) -> list[BaseEvent]:
-    return run([StateSnapshotEvent(snapshot=s) for s in snapshots])
+    return run_events([StateSnapshotEvent(snapshot=s) for s in snapshots])
 
 
 def test_state_diff_sends_smaller_deltas_and_folds_the_same() -> None:
@@ -156,7 +156,7 @@ def test_state_diff_never_confuses_true_and_one() -> None:
 
 def test_state_diff_follows_deltas_and_resets_per_run() -> None:
     base = {"pad": "x" * 100, "n": 0}
-    events = run(
+    events = run_events(
         [
             StateSnapshotEvent(snapshot=base),
             StateDeltaEvent(delta=[{"op": "replace", "path": "/n", "value": 1}]),

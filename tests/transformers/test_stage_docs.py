@@ -9,7 +9,7 @@ import pytest
 from _stage_helpers import consumed
 
 from agui_pipes.config import load_chain
-from agui_pipes.testing import run, text, tool_call
+from agui_pipes.testing import run_events, text, tool_call
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "transformers"
 PAGES = sorted(DOCS.glob("*.md"))
@@ -42,7 +42,8 @@ def test_yaml_examples_load_and_run(page: Path) -> None:
         for entry in entries:
             body = "\n".join(line for line in entry.splitlines() if line.strip() != "# or")
             factory = load_chain(f"transformers:\n{body}\n")
-            out = factory().apply_sync(run(text("m1", "hi") + tool_call("c1", "search", "{}")))
+            events = run_events(text("m1", "hi") + tool_call("c1", "search", "{}"))
+            out = factory().apply_sync(events)
             consumed(out)
 
 

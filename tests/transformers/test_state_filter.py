@@ -22,7 +22,7 @@ from ag_ui.core import (
 
 from agui_pipes import Limits, StreamRejected
 from agui_pipes.config import ConfigError, load_chain
-from agui_pipes.testing import run, run_started, text
+from agui_pipes.testing import run_events, run_started, text
 from agui_pipes.transformers import StateFilter
 
 
@@ -40,7 +40,7 @@ def _ops(event: BaseEvent) -> list[dict[str, Any]]:
 
 
 def _final_state(stage: StateFilter, inner: list[BaseEvent]) -> tuple[list[BaseEvent], Any]:
-    out = through(stage, run(inner))
+    out = through(stage, run_events(inner))
     return out, consumed(out).state
 
 
@@ -379,7 +379,7 @@ def test_activity_content_folds_pruned_through_snapshots_and_deltas() -> None:
             }
         ),
     ]
-    out = through(stage, run(inner))
+    out = through(stage, run_events(inner))
     (message,) = [m for m in consumed(out).messages if m["role"] == "activity"]
     assert message["content"] == {"plan": ["SECRET", "a"]}  # moved into view: shows
     assert "SECRET2" not in wire(out)
@@ -462,7 +462,7 @@ def test_yaml_declares_the_same_stage() -> None:
             activities: true
         """
     )
-    events = run([_snapshot({"todos": [1], "messages": [{"content": "c", "secret": "s"}]})])
+    events = run_events([_snapshot({"todos": [1], "messages": [{"content": "c", "secret": "s"}]})])
     out = factory().apply_sync(events)
     assert consumed(out).state == {"todos": [1], "messages": [{"content": "c"}]}
 
@@ -482,7 +482,7 @@ def test_yaml_mistakes_are_reported(body: str, message: str) -> None:
 
 @pytest.mark.anyio
 async def test_runs_in_an_async_chain() -> None:
-    events = run([*text("m", "hi"), _snapshot({"a": 1, "secret": json.dumps({"k": 1})})])
+    events = run_events([*text("m", "hi"), _snapshot({"a": 1, "secret": json.dumps({"k": 1})})])
     out = await through_async(StateFilter(deny=["/secret"]), events)
     assert consumed(out).state == {"a": 1}
 

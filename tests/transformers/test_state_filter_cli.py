@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 from hostile._harness import serve_bytes, serve_gateway
 
-from agui_pipes.consume import Consumer, RunResult
+from agui_pipes import Consumer, RunResult
 
 SECRET = "tok_live_4242"
 CHAIN = """\

@@ -37,7 +37,7 @@ from ag_ui.core import (
 
 from agui_pipes.testing import (
     reasoning,
-    run,
+    run_events,
     run_finished,
     run_started,
     step,
@@ -66,7 +66,7 @@ def _delegating_run() -> list[BaseEvent]:
         + [StateDeltaEvent(delta=[{"op": "add", "path": "/helper", "value": True}])]
         + subagent("n1", "nested", text("nm1", "deep"), parent="s1")
     )
-    return run(
+    return run_events(
         step(
             "main",
             [
@@ -126,7 +126,7 @@ def test_inline_drops_only_tagged_steps() -> None:
 def test_inline_fills_idless_chunks_before_stripping_tags() -> None:
     # Parent and helper stream chunks at the same time; once tags are stripped both would
     # share the parent's lane, so every continuation must name its item.
-    events = run(
+    events = run_events(
         [
             SubagentStartedEvent(subagent_run_id="s1", name="helper"),
             TextMessageChunkEvent(message_id="p1", delta="par"),
@@ -180,7 +180,7 @@ def test_inline_strips_nested_tags() -> None:
 
 
 def _parent_only() -> list[BaseEvent]:
-    return run(
+    return run_events(
         step(
             "main",
             [
@@ -206,7 +206,7 @@ def test_hidden_folds_to_the_parents_messages_with_identical_state() -> None:
 
 
 def test_hidden_judges_untagged_events_by_their_owner() -> None:
-    events = run(
+    events = run_events(
         [
             SubagentStartedEvent(subagent_run_id="s1", name="helper"),
             TextMessageStartEvent(message_id="h1", subagent_run_id="s1"),
@@ -248,7 +248,7 @@ def test_hidden_snapshot_is_authoritative_and_filtered() -> None:
             ToolMessage(id="t2", tool_call_id="c2", content="sub result"),
         ]
     )
-    events = run(
+    events = run_events(
         [
             snapshot,
             # a1 was the helper's according to nothing earlier; a2 is the helper's now:
@@ -268,7 +268,7 @@ def test_hidden_snapshot_is_authoritative_and_filtered() -> None:
 
 
 def test_hidden_open_entity_keeps_its_visibility_until_it_closes() -> None:
-    events = run(
+    events = run_events(
         [
             TextMessageStartEvent(message_id="m1"),
             TextMessageContentEvent(message_id="m1", delta="a"),
@@ -289,7 +289,7 @@ def test_hidden_open_entity_keeps_its_visibility_until_it_closes() -> None:
 
 
 def test_hidden_chunks_follow_their_lane() -> None:
-    events = run(
+    events = run_events(
         [
             SubagentStartedEvent(subagent_run_id="s1", name="helper"),
             *text_chunks("h1", "secret", subagent="s1"),
@@ -328,8 +328,8 @@ def test_hidden_echo_only_adds_owners_and_run_finished_is_cleaned() -> None:
 
 
 def test_hidden_state_resets_per_run_and_fresh_instances_are_independent() -> None:
-    first = run(subagent("s1", "helper", text("m1", "x")))
-    second = run(text("m1", "parent now"), run_id="run-2")
+    first = run_events(subagent("s1", "helper", text("m1", "x")))
+    second = run_events(text("m1", "parent now"), run_id="run-2")
     out = through(HIDDEN, first + second)
     assert "parent now" in wire(out)
     a, b = HIDDEN.fresh(), HIDDEN.fresh()

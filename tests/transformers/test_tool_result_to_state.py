@@ -21,12 +21,12 @@ from ag_ui.core import (
     ToolCallResultEvent,
 )
 
-from agui_pipes.testing import run, run_finished, run_started, subagent, tool_call
+from agui_pipes.testing import run_events, run_finished, run_started, subagent, tool_call
 from agui_pipes.transformers import ToolResultToState
 
 
 def _result_stream(result: object, name: str = "plan", call: str = "c1") -> list[BaseEvent]:
-    return run(tool_call(call, name, "{}", result=result))
+    return run_events(tool_call(call, name, "{}", result=result))
 
 
 def _state_events(events: list[BaseEvent]) -> list[BaseEvent]:
@@ -55,7 +55,7 @@ def test_other_tools_are_untouched() -> None:
 
 def test_delta_mode_applies_a_patch() -> None:
     patch = [{"op": "add", "path": "/items/-", "value": 3}]
-    events = run(
+    events = run_events(
         [
             StateSnapshotEvent(snapshot={"items": [1, 2]}),
             *tool_call("c1", "edit", "{}", result=patch),
@@ -76,7 +76,7 @@ def test_delta_mode_applies_a_patch() -> None:
 def test_unparsable_delta_passes_through_with_a_warning(
     content: str, code: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    events = run(tool_call("c1", "edit", "{}", result=content))
+    events = run_events(tool_call("c1", "edit", "{}", result=content))
     stage = ToolResultToState.delta("edit").replacing()
     with caplog.at_level(logging.WARNING, logger="agui_pipes.transformers.tool_result_to_state"):
         out = through(stage, events)
@@ -88,7 +88,7 @@ def test_unparsable_delta_passes_through_with_a_warning(
 
 
 def test_unparsable_snapshot_passes_through() -> None:
-    events = run(tool_call("c1", "plan", "{}", result="Sorry, I could not plan that."))
+    events = run_events(tool_call("c1", "plan", "{}", result="Sorry, I could not plan that."))
     assert through(ToolResultToState.snapshot("plan"), events) == events
 
 
@@ -98,12 +98,12 @@ def test_content_parts_use_their_text_parts() -> None:
         tool_call_id="c1",
         content=[TextPart(text='{"a":'), TextPart(text=" 1}")],
     )
-    events = run([*tool_call("c1", "plan"), result])
+    events = run_events([*tool_call("c1", "plan"), result])
     assert consumed(through(ToolResultToState.snapshot("plan"), events)).state == {"a": 1}
 
 
 def test_at_mode_sets_a_value_and_creates_parents() -> None:
-    events = run(
+    events = run_events(
         [
             StateSnapshotEvent(snapshot={"keep": True, "search": {"old": 1}}),
             *tool_call("c1", "search", "{}", result=["r1", "r2"]),
@@ -118,7 +118,7 @@ def test_at_mode_sets_a_value_and_creates_parents() -> None:
 
 
 def test_at_mode_replaces_an_existing_value_and_follows_the_state() -> None:
-    events = run(
+    events = run_events(
         [
             *run_started()[1:],
             StateSnapshotEvent(snapshot={"list": [0, 1]}),
@@ -136,7 +136,7 @@ def test_at_mode_replaces_an_existing_value_and_follows_the_state() -> None:
 
 
 def test_at_mode_root_pointer_and_uncontainable_parent() -> None:
-    events = run(
+    events = run_events(
         [StateSnapshotEvent(snapshot={"a": "text"}), *tool_call("c1", "t", "{}", result={"z": 1})]
     )
     assert consumed(through(ToolResultToState.at("t", ""), events)).state == {"z": 1}
@@ -159,7 +159,7 @@ def test_run_started_echo_state_is_the_baseline() -> None:
 
 
 def test_at_most_one_promotion_per_call() -> None:
-    events = run(
+    events = run_events(
         [
             *tool_call("c1", "plan", "{}", result={"a": 1}),
             ToolCallResultEvent(message_id="r2", tool_call_id="c1", content='{"a": 2}'),
@@ -171,7 +171,7 @@ def test_at_most_one_promotion_per_call() -> None:
 
 def test_calls_known_from_chunks_and_snapshots() -> None:
     call = ToolCall(id="c7", function=FunctionCall(name="plan", arguments="{}"))
-    events = run(
+    events = run_events(
         [
             ToolCallChunkEvent(tool_call_id="c6", tool_call_name="plan", delta="{}"),
             ToolCallResultEvent(message_id="r6", tool_call_id="c6", content='{"n": 6}'),
@@ -184,14 +184,14 @@ def test_calls_known_from_chunks_and_snapshots() -> None:
 
 
 def test_subagent_result_tags_its_state_event() -> None:
-    events = run(subagent("s1", "w", tool_call("c1", "plan", "{}", result={"a": 1})))
+    events = run_events(subagent("s1", "w", tool_call("c1", "plan", "{}", result={"a": 1})))
     out = through(ToolResultToState.snapshot("plan"), events)
     assert _state_events(out)[0].subagent_run_id == "s1"  # type: ignore[attr-defined]
     consumed(out)
 
 
 def test_state_resets_per_run() -> None:
-    events = run(tool_call("c1", "plan", "{}")) + run(
+    events = run_events(tool_call("c1", "plan", "{}")) + run_events(
         [ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="{}")], run_id="run-2"
     )
     assert not _state_events(through(ToolResultToState.snapshot("plan"), events))

@@ -73,11 +73,11 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from ._chunks import ChunkExpander
 from ._decode import DecodeWarning, as_object, decode_event
 from ._limits import Limits
 from ._limits_scope import resolve_limits
 from ._patch import JsonDocument, LimitExceeded, PatchError, clone_json
-from .transformers.expand_chunks import ExpandChunks
 from .verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
 
 __all__ = [
@@ -801,7 +801,7 @@ class Consumer:
         self._folder = _Folder(
             {} if state is _UNSET else state, messages, limits, strict=profile == "producer"
         )
-        self._expand = ExpandChunks().transform
+        self._expand = ChunkExpander().expand
         self._observe = self._verifier.observe
         self._apply = self._folder.apply
         self._index = 0

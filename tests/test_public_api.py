@@ -1,0 +1,423 @@
+"""The public API a newcomer meets: lazy imports, names, modules, deprecations.
+
+Start-up *timings* are measured by benchmarks/bench_startup.py, never asserted;
+what is asserted here is behaviour: which modules a command imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import json
+import pickle
+import pkgutil
+import subprocess
+import sys
+import textwrap
+import typing
+import warnings
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import agui_pipes
+
+PACKAGE_DIR = Path(agui_pipes.__file__).parent
+
+LAZY_PACKAGES = [
+    "agui_pipes",
+    "agui_pipes.config",
+    "agui_pipes.driver",
+    "agui_pipes.server",
+    "agui_pipes.testing",
+    "agui_pipes.transformers",
+]
+
+
+def _is_public(name: str) -> bool:
+    return not any(part.startswith("_") for part in name.split("."))
+
+
+def _public_modules() -> list[str]:
+    found = ["agui_pipes"]
+    for info in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="agui_pipes."):
+        if _is_public(info.name):
+            found.append(info.name)
+    return sorted(found)
+
+
+PUBLIC_MODULES = _public_modules()
+
+
+def _imported_after(code: str) -> set[str]:
+    """The modules ``code`` leaves in ``sys.modules``, run in a fresh interpreter."""
+    script = code + "\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))\n"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def _heavy(modules: set[str]) -> set[str]:
+    roots = {"pydantic", "pydantic_core", "ag_ui", "yaml", "anyio", "jsonpatch"}
+    return {name for name in modules if name.partition(".")[0] in roots}
+
+
+# -- lazy imports ---------------------------------------------------------------
+
+
+def test_importing_the_package_imports_no_dependency() -> None:
+    modules = _imported_after("import agui_pipes")
+    assert _heavy(modules) == set()
+    assert sorted(m for m in modules if m.startswith("agui_pipes")) == [
+        "agui_pipes",
+        "agui_pipes._lazy",
+        "agui_pipes._version",
+    ]
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], []])
+def test_version_and_help_import_no_dependency_and_no_command(argv: list[str]) -> None:
+    modules = _imported_after(
+        "from agui_pipes._cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+    assert _heavy(modules) == set()
+    commands = {m for m in modules if m.startswith("agui_pipes._cli.")}
+    assert commands == set()
+
+
+def test_python_dash_m_version_imports_no_dependency() -> None:
+    modules = _imported_after(
+        "import runpy, sys\n"
+        "sys.argv = ['agui_pipes', '--version']\n"
+        "try:\n"
+        "    runpy.run_module('agui_pipes', run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+    assert "agui_pipes._cli" in modules  # __main__ ran the command line
+    assert _heavy(modules) == set()
+
+
+def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("transformers: []\n")
+    modules = _imported_after(
+        "from agui_pipes._cli import main\n"
+        f"assert main(['check', {str(chain)!r}]) == 0\n"
+    )
+    commands = {m for m in modules if m.startswith("agui_pipes._cli.") and "._" not in m[15:]}
+    assert commands == {"agui_pipes._cli.check"}
+    # a chain check needs neither the driver, the server nor any stage it does not name
+    assert not {m for m in modules if m.startswith(("agui_pipes.driver", "agui_pipes.server"))}
+
+
+def test_reading_one_name_imports_what_it_needs_only() -> None:
+    modules = _imported_after("from agui_pipes import Limits")
+    assert _heavy(modules) == set()
+    modules = _imported_after("from agui_pipes import TransformerChain")
+    assert "ag_ui.core" in modules
+    assert not {m for m in modules if m.startswith(("agui_pipes.driver", "agui_pipes.config"))}
+
+
+def test_every_command_lists_the_summary_its_module_registers() -> None:
+    import argparse
+
+    from agui_pipes import _cli
+
+    parser = argparse.ArgumentParser()
+    subparsers = parser.add_subparsers()
+    for name in _cli._COMMANDS:
+        importlib.import_module(f"agui_pipes._cli.{name}").register(subparsers)
+    registered = {action.dest: action.help for action in subparsers._choices_actions}
+    assert registered == _cli._COMMANDS
+
+
+@pytest.mark.parametrize("command", ["run", "verify", "check"])
+def test_a_command_help_still_shows_its_options(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_pipes._cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    assert f"usage: agui-pipes {command}" in capsys.readouterr().out
+
+
+# -- every public module: __all__, dir(), public __module__ ----------------------
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_exported_name_is_listed_gettable_and_at_home(module_name: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no exported name is a deprecated one
+        module = importlib.import_module(module_name)
+        exported = getattr(module, "__all__", None)
+        if exported is None:
+            pytest.skip(f"{module_name} declares no __all__")
+        assert len(set(exported)) == len(exported), "duplicates in __all__"
+        listed = dir(module)
+        for name in exported:
+            assert name in listed, f"{module_name}.{name} is missing from dir()"
+            value = getattr(module, name)
+            if inspect.isclass(value) or inspect.isfunction(value):
+                home = value.__module__
+                if not home.startswith("agui_pipes"):
+                    continue  # a re-exported ag_ui / third-party name
+                assert _is_public(home), f"{module_name}.{name} reports {home}"
+                # what pickle and repr rely on: the reported home really has it
+                found = importlib.import_module(home)
+                for part in value.__qualname__.split("."):
+                    found = getattr(found, part)
+                assert found is value
+
+
+def test_classes_report_their_public_module() -> None:
+    from agui_pipes import config, driver, server, testing
+
+    assert agui_pipes.TransformerChain.__module__ == "agui_pipes"
+    assert repr(agui_pipes.TransformerChain) == "<class 'agui_pipes.TransformerChain'>"
+    assert agui_pipes.StreamTransformer.__module__ == "agui_pipes"
+    assert agui_pipes.Consumer.__module__ == "agui_pipes"
+    assert agui_pipes.consume.__module__ == "agui_pipes"
+    # re-exported by the top level: the shortest public path, whichever is read first
+    assert driver.RunContext.__module__ == "agui_pipes"
+    assert driver.run.__module__ == "agui_pipes"
+    assert config.ConfigError.__module__ == "agui_pipes"
+    # only in the subpackage: the subpackage
+    assert driver.Agent.__module__ == "agui_pipes.driver"
+    assert config.Registry.__module__ == "agui_pipes.config"
+    assert server.RunStats.__module__ == "agui_pipes.server"
+    assert server.RunFailure.__module__ == "agui_pipes.server"
+    assert testing.run_transformer.__module__ == "agui_pipes.testing"
+
+
+def test_the_shortest_home_does_not_depend_on_which_package_is_read_first() -> None:
+    modules = _imported_after(
+        "import agui_pipes.driver as d\n"
+        "assert d.RunOutcome.__module__ == 'agui_pipes', d.RunOutcome.__module__\n"
+        "import agui_pipes\n"
+        "assert agui_pipes.RunOutcome is d.RunOutcome\n"
+        "assert agui_pipes.RunOutcome.__module__ == 'agui_pipes'\n"
+    )
+    assert "agui_pipes.driver._outcome" in modules
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_annotations_still_resolve_after_the_move(package: str) -> None:
+    # get_type_hints (and pydantic) resolve a class's string annotations in the
+    # namespace of its __module__, which is now the public package.
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        if isinstance(value, type) and value.__module__ == package:
+            typing.get_type_hints(value)
+
+
+def test_a_public_dataclass_still_works_as_a_pydantic_type() -> None:
+    import pydantic
+
+    adapter = pydantic.TypeAdapter(agui_pipes.RunResult)
+    assert adapter.json_schema()["title"] == "RunResult"
+
+
+def test_public_classes_and_instances_pickle() -> None:
+    from agui_pipes.driver import ErrorCode
+
+    for cls in (agui_pipes.TransformerChain, agui_pipes.Limits, agui_pipes.RunOutcome):
+        assert pickle.loads(pickle.dumps(cls)) is cls
+    limits = agui_pipes.Limits(max_depth=7)
+    assert pickle.loads(pickle.dumps(limits)) == limits
+    assert pickle.loads(pickle.dumps(ErrorCode.CANCELLED)) is ErrorCode.CANCELLED
+    assert pickle.loads(pickle.dumps(agui_pipes.run)) is agui_pipes.run
+
+
+def test_an_unknown_name_is_a_plain_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="module 'agui_pipes' has no attribute 'Nope'"):
+        agui_pipes.Nope  # noqa: B018
+    with pytest.raises(ImportError, match="cannot import name 'Nope'"):
+        exec("from agui_pipes.server import Nope", {})
+
+
+def test_server_lists_the_gateway_names() -> None:
+    from agui_pipes import server
+
+    assert {"Gateway", "UpstreamError", "gateway_route"} <= set(dir(server))
+
+
+# -- the declarations agree ------------------------------------------------------
+
+
+def _declarations(package: str) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """(names imported under TYPE_CHECKING -> module, the lazy map, __all__) of an __init__."""
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.origin is not None
+    tree = ast.parse(Path(spec.origin).read_text())
+    typed: dict[str, str] = {}
+    lazy: dict[str, str] = {}
+    exported: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom) and statement.level == 1:
+                    for alias in statement.names:
+                        typed[alias.asname or alias.name] = "." + (statement.module or "")
+            for statement in node.orelse:
+                for call in ast.walk(statement):
+                    if (
+                        isinstance(call, ast.Call)
+                        and ast.unparse(call.func) == "attach"
+                        and isinstance(call.args[1], ast.Dict)
+                    ):
+                        lazy = {
+                            ast.literal_eval(k): ast.literal_eval(v)
+                            for k, v in zip(call.args[1].keys, call.args[1].values, strict=True)
+                            if k is not None
+                        }
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
+            exported = ast.literal_eval(node.value)
+    return typed, lazy, exported
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_type_checking_imports_lazy_map_and_all_agree(package: str) -> None:
+    typed, lazy, exported = _declarations(package)
+    assert typed == lazy, "the TYPE_CHECKING imports and the lazy map disagree"
+    module = importlib.import_module(package)
+    defined_here = {
+        name for name in exported if name in vars(module) and name not in lazy
+    }  # e.g. __version__, agent_route
+    assert set(lazy) | defined_here == set(exported)
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_no_exported_name_hides_a_submodule(package: str) -> None:
+    module = importlib.import_module(package)
+    submodules = {info.name for info in pkgutil.iter_modules(module.__path__)}
+    hidden = [name for name in module.__all__ if name in submodules]
+    assert [f"{package}.{name}" for name in hidden] == []
+
+
+def test_decode_is_the_function_and_its_names_live_in_codecs() -> None:
+    modules = _imported_after(
+        "import agui_pipes\n"
+        "from agui_pipes.codecs import decode_many\n"
+        "assert callable(agui_pipes.decode)\n"
+        "assert not isinstance(agui_pipes.decode, type(agui_pipes))\n"
+        "from agui_pipes import decode\n"
+        "assert decode is agui_pipes.decode is agui_pipes.codecs.decode\n"
+        "assert decode_many is agui_pipes.decode_many\n"
+    )
+    assert "agui_pipes.codecs" in modules
+    submodules = {info.name for info in pkgutil.iter_modules(agui_pipes.__path__)}
+    assert "decode" not in submodules and "_decode" in submodules
+
+
+def test_consume_is_the_function_and_its_module_private() -> None:
+    assert callable(agui_pipes.consume)
+    assert not isinstance(agui_pipes.consume, ModuleType)
+    submodules = {info.name for info in pkgutil.iter_modules(agui_pipes.__path__)}
+    assert "consume" not in submodules and "_consume" in submodules
+
+
+# -- deprecated names ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("package", ["agui_pipes", "agui_pipes.driver"])
+def test_error_is_a_deprecated_alias_of_run_error(package: str) -> None:
+    module = importlib.import_module(package)
+    with pytest.warns(DeprecationWarning, match=rf"{package}\.Error is deprecated.*RunError"):
+        old = module.Error
+    assert old is module.RunError
+    assert "Error" not in module.__all__
+    assert "Error" not in dir(module)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert module.RunError.__name__ == "RunError"
+
+
+def test_run_error_keeps_its_behaviour() -> None:
+    error = agui_pipes.RunError.cancelled()
+    assert isinstance(error, agui_pipes.AguiPipesError)
+    assert repr(error) == "RunError('CANCELLED', 'the run was cancelled')"
+    with pytest.warns(DeprecationWarning, match="use agui_pipes.RunError"):
+        assert isinstance(error, agui_pipes.Error)
+
+
+def test_deprecated_import_warns_at_the_callers_line() -> None:
+    code = textwrap.dedent(
+        """
+        import warnings
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as caught:
+            from agui_pipes import Error
+        print({w.filename for w in caught})
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "{'<string>'}"
+
+
+# -- Gateway ---------------------------------------------------------------------
+
+
+def test_gateway_repr_shows_what_it_does_and_no_secret() -> None:
+    pytest.importorskip("httpx")
+    from agui_pipes import Limits
+    from agui_pipes.config import load_chain
+    from agui_pipes.server import Gateway
+    from agui_pipes.transformers import ExpandChunks, Verify
+
+    gateway = Gateway(
+        "https://user:hunter2@agent.example:8443/run?api_key=sk-123&region=eu",
+        chain=load_chain("transformers:\n  - filter_tool_calls: {deny: ['internal_*']}\n"),
+        forward_headers=["Authorization", "X-Tenant"],
+        limits=Limits(max_nodes=500),
+        keepalive=None,
+    )
+    text = repr(gateway)
+    assert text.startswith("Gateway('https://user:***@agent.example:8443/run?api_key=***&region=***'")
+    for secret in ("hunter2", "sk-123", "eu'"):
+        assert secret not in text
+    assert "filter_tool_calls" in text
+    assert "forward_headers=['authorization', 'x-tenant']" in text
+    assert "max_nodes=500" in text
+    assert "verify=True" in text and "keepalive=None" in text
+
+    chained = Gateway("http://127.0.0.1:9/", chain=agui_pipes.TransformerChain(
+        [ExpandChunks(), Verify()]
+    ), verify=False)
+    assert "chain=ExpandChunks() | Verify()" in repr(chained)
+    assert "verify=False" in repr(chained)
+    assert "chain=None" in repr(Gateway("http://127.0.0.1:9/"))
+
+
+def test_a_missing_optional_dependency_says_what_to_install() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["httpx"] = None  # as if the `http` extra were not installed
+        from agui_pipes import server
+        assert server.AgentEndpoint  # needs no httpx
+        try:
+            server.Gateway
+        except ImportError as exc:
+            print(exc)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == (
+        "agui_pipes.server.Gateway needs httpx: pip install 'agui-pipes[server,http]'"
+    )
