@@ -42,7 +42,7 @@ def conditions(
         try:
             routed = segment.route_at(position, cls)
         except Exception:
-            # A failing route(): no lane, and the full path raises it, at the
+            # A failing route(): no bypass, and the full path raises it, at the
             # event it belongs to (and counted as such).
             return None
         if routed is None:
@@ -58,7 +58,7 @@ def conditions(
                 if condition.kind not in _CONDITION_KINDS:
                     raise ValueError(f"unknown condition kind {condition.kind!r}")
         except Exception:
-            # The lane must not change what the chain does, and without it
+            # The bypass must not change what the chain does, and without it
             # ``passes`` is never called: a failing promise is no promise.
             logger.warning(
                 "%s.passes(%s, ...) failed; such events go through the stage (fix "
@@ -75,7 +75,7 @@ def conditions(
                 condition.kind == "maps to" and condition.container[0] not in fields
             ):
                 # A test of a field the event does not carry (any more): the
-                # lane only tests values as they came in, so such events take
+                # bypass only tests values as they came in, so such events take
                 # the full path.
                 return None
             joined.append(condition)
