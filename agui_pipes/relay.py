@@ -40,6 +40,7 @@ from ._decode import DecodeWarning, as_object, decode_object
 from ._fastpath.builders import RELAY_ENTRIES, relay_entry
 from ._fastpath.bypass import bypass_for
 from ._fastpath.writers import WRITERS, compile_common_shape
+from ._fastpath.writers import encode_json as fast_encode_json
 from ._json import fast_loads, orjson_dumps
 from .codecs import decode, encode_ndjson, encode_sse
 
@@ -205,6 +206,7 @@ class Relay:
         loads = fast_loads
         entries = RELAY_ENTRIES
         writers = WRITERS
+        fast_json = fast_encode_json
         # The bypass (see ``StreamTransformer.passes``): only when no hook
         # needs the events themselves and input bytes can be re-sent.
         watched = self._watched
@@ -256,7 +258,13 @@ class Relay:
                                 # refused, e.g. a legacy ``null``, is decoded below.
                                 framing_len = entry[1]
                 if event is None:
-                    decoded = decode(payload, index=index, fast_path=True)
+                    # Parsed above and no builder took it: decode() would parse
+                    # it again, try the same builder, then do this.
+                    decoded = (
+                        decode_object(raw, index)
+                        if raw.__class__ is dict
+                        else decode(payload, index=index, fast_path=True)
+                    )
                     if decoded.warnings and on_warning is not None:
                         for warning in decoded.warnings:
                             on_warning(warning)
@@ -297,7 +305,13 @@ class Relay:
                         if writer is not None and not output.__pydantic_extra__:
                             data = writer(output.__dict__)  # None: not the common shape
                         if data is None:
-                            data = encode(output)[len(prefix) : -len(suffix)]
+                            # The built-in encoders frame encode_json's bytes: with
+                            # an event (it has a writer), write those directly.
+                            data = (
+                                fast_json(output)
+                                if writer is not None
+                                else encode(output)[len(prefix) : -len(suffix)]
+                            )
                         append(data)
                 if bypasses is not None:
                     bypasses = segment.state_cache  # type: ignore[union-attr]  # a stage may have rerouted
