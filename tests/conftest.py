@@ -32,10 +32,25 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 _NODE_MISSING = "node/npm not found: the @ag-ui/client oracle (tests/harness) cannot run"
 
 
+# Modules whose tests cross the wire entry points (decode, encode, Relay) end to end.
+# CI runs them a second time with AGUI_PIPES_FAST_PATH=0 (`pytest -m wire`), so the
+# reference path passes the same tests as the fast path, not only the equivalence ones.
+WIRE_MODULES = frozenset({
+    "test_decode.py", "test_codecs.py", "test_fast_paths.py", "test_decoder_cache.py",
+    "test_fastpath_switch.py", "test_json_limits.py", "test_relay.py", "test_relay_hooks.py",
+    "test_relay_bypass.py", "test_relay_bypass_attacks.py", "test_consume.py",
+    "test_conformance.py", "test_differential.py", "test_cli_run_paths.py",
+    "test_cli_verify.py", "test_server_gateway.py", "test_gateway_no_trace.py",
+    "test_server_interop.py", "test_real_producers.py",
+})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from _oracle import ts_available
 
     for item in items:
+        if item.path.name in WIRE_MODULES:
+            item.add_marker(pytest.mark.wire)
         if "ts_oracle" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.node)
     if ts_available():

@@ -595,7 +595,7 @@ async def test_forwarded_deltas_are_counted_at_every_stage_of_the_log_line(
     servers: tuple[Running, Running], caplog: pytest.LogCaptureFixture, path: str,
     anyio_backend: str,
 ) -> None:
-    """On the relay path the deltas take the pass-through lane (no stage sees them);
+    """On the relay path the deltas take the bypass (no stage sees them);
     the per-stage counts and the outcome must still read as on the apply path."""
     _, gateway = servers
     caplog.set_level(logging.INFO, logger="agui_pipes.server")

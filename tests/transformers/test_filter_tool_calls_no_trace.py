@@ -364,7 +364,9 @@ def test_a_chunk_with_an_empty_delta_is_content_and_keeps_its_message() -> None:
     # An empty delta still expands to a TEXT_MESSAGE_CONTENT, which keeps the message
     # in the expanded stream too; only a chunk without any delta is a bare START.
     chunk = TextMessageChunkEvent(message_id="asst-1", delta="")
-    events = run_events([chunk, *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1")])
+    events = run_events(
+        [chunk, *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1")]
+    )
     out = through(DENY, events)
     assert_events_equal(out, run_events([chunk]))
     assert [m["id"] for m in _folds_as_if_expanded(out, events)] == ["asst-1"]
