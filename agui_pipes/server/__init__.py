@@ -13,6 +13,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from starlette.routing import Route
+
+    from ..driver import AgentLike
     from ._app import HEALTH_PATH, build_app
     from ._stats import RunStats
     from ._streaming import SSE_HEADERS, RunFailure, SSERun, run_error_for
@@ -58,7 +61,7 @@ __all__ = [
 ]
 
 
-def agent_route(path: str, agent: Any = None, **options: Any) -> Any:
+def agent_route(path: str, agent: AgentLike | None = None, **options: Any) -> Route:
     """A Starlette ``Route`` (POST only) serving ``AgentEndpoint(agent, **options)``."""
     try:
         from starlette.routing import Route

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._chain import ChainFactory
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from ..driver import AgentLike
 
 __all__ = ["HEALTH_PATH", "build_app"]
 
@@ -20,13 +25,13 @@ HEALTH_PATH = "/healthz"
 
 def build_app(
     *,
-    agent: Any = None,
+    agent: AgentLike | None = None,
     upstream: str | None = None,
     chain: ChainFactory | None = None,
     path: str = "/",
     keepalive: float | None = 15.0,
     **options: Any,
-) -> Any:
+) -> Starlette:
     """A Starlette app serving ``agent`` or relaying to ``upstream`` at ``POST path``.
 
     Exactly one of ``agent`` and ``upstream``. ``options`` go to

@@ -17,7 +17,7 @@ from typing_extensions import assert_type
 
 from agui_pipes import RunContext, RunOutcome, run
 from agui_pipes.driver import Agent, AgentLike
-from agui_pipes.server import AgentEndpoint
+from agui_pipes.server import AgentEndpoint, agent_route, build_app
 from agui_pipes.testing import collect
 
 INPUT = {"threadId": "t", "runId": "r"}
@@ -92,6 +92,8 @@ async def main() -> None:
 
 endpoint = AgentEndpoint(hello)
 per_request = AgentEndpoint(agent_factory=agent_for)
+route = agent_route("/agent", hello)
+app = build_app(agent=hello)
 
 
 # -- refused ---------------------------------------------------------------------------
@@ -120,6 +122,8 @@ async def misuse() -> None:
     async with run(sync_agent, INPUT) as events:  # type: ignore[arg-type]
         del events
     AgentEndpoint(sync_agent)  # type: ignore[arg-type]
+    agent_route("/agent", sync_agent)  # type: ignore[arg-type]
+    build_app(agent=sync_agent)  # type: ignore[arg-type]
 
 
 async def awaited_emits(ctx: RunContext) -> None:
