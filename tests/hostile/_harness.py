@@ -4,8 +4,16 @@ The hostile-input suite must show three things for every case: the process
 ends (no hang), it ends the documented way (exit code or RUN_ERROR code, a
 message naming what was wrong, no traceback), and it stays within a memory
 budget. A subprocess gives all three honestly: ``RLIMIT_AS`` turns runaway
-allocation into a failure instead of a swapped-out CI machine, ``wait4``
-reports the child's own peak RSS, and stderr is exactly what a user sees.
+allocation into a failure instead of a swapped-out CI machine, the child
+reports its own peak RSS, and stderr is exactly what a user sees.
+
+Why the child reports its peak itself (``VmHWM`` of ``/proc/self/status``, read
+at exit by a small bootstrap) rather than ``wait4``'s ``ru_maxrss``: Linux keeps
+in ``ru_maxrss`` the high-water mark of the memory the process had *before*
+``exec`` too — the forked copy of the test process, hundreds of MiB late in a
+full suite run — so a case measured that way fails or passes by where it runs
+in the suite. ``VmHWM`` belongs to the image after ``exec``. A child that dies
+before its exit handlers run (a signal, the timeout) falls back to ``wait4``.
 
 Timeouts here are a safety net against hangs, never an assertion on speed.
 """
@@ -66,6 +74,34 @@ class Outcome:
         )
 
 
+_PEAK_FILE_VAR = "AGUI_PIPES_TEST_PEAK_FILE"
+
+# Runs as ``python -c _BOOT ARGV...``: registers the peak report, then runs ARGV
+# the way ``python ARGV...`` would (``-m module``, ``-c code`` or a script).
+_BOOT = f"""
+import atexit, os, runpy, sys
+
+def _report_peak():
+    with open('/proc/self/status') as status:
+        for line in status:
+            if line.startswith('VmHWM:'):
+                with open(os.environ[{_PEAK_FILE_VAR!r}], 'w') as out:
+                    out.write(line.split()[1])
+
+atexit.register(_report_peak)
+argv = sys.argv[1:]
+if argv[0] == '-m':
+    sys.argv = [argv[1], *argv[2:]]
+    runpy.run_module(argv[1], run_name='__main__', alter_sys=True)
+elif argv[0] == '-c':
+    sys.argv = ['-c', *argv[2:]]
+    exec(compile(argv[1], '<string>', 'exec'), {{'__name__': '__main__'}})
+else:
+    sys.argv = argv
+    runpy.run_path(argv[0], run_name='__main__')
+"""
+
+
 def _limit_memory(mib: int) -> None:
     limit = mib * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -103,16 +139,20 @@ def run_python(
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
         tempfile.TemporaryFile() as inp,
+        tempfile.TemporaryDirectory() as scratch,
     ):
         if stdin is not None:
             inp.write(stdin)
             inp.seek(0)
+        peak_file = Path(scratch) / "peak-kib"
+        env = _child_env()
+        env[_PEAK_FILE_VAR] = str(peak_file)
         proc = subprocess.Popen(
-            [sys.executable, *argv],
+            [sys.executable, "-c", _BOOT, *argv],
             stdin=inp,
             stdout=out,
             stderr=err,
-            env=_child_env(),
+            env=env,
             cwd=_ROOT,
             preexec_fn=lambda: _limit_memory(memory_mib),
         )
@@ -131,11 +171,13 @@ def run_python(
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
+        reported = peak_file.read_text() if peak_file.exists() else ""
+        peak_kib = int(reported) if reported.isdigit() else usage.ru_maxrss  # both KiB
         return Outcome(
             returncode=proc.returncode,
             stdout=out.read(),
             stderr=err.read().decode("utf-8", "replace"),
-            peak_rss_mib=usage.ru_maxrss / 1024,  # Linux reports KiB
+            peak_rss_mib=peak_kib / 1024,
             timed_out=timed_out.is_set(),
         )
 

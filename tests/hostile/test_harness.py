@@ -22,9 +22,9 @@ def test_a_traceback_is_never_a_clean_ending() -> None:
 
 
 def test_peak_memory_is_the_childs_own() -> None:
-    # wait4 reports this child's own peak, not the test process's nor the largest
-    # child's so far: a 300 MiB string shows as at least that, a bare interpreter
-    # as far less (whatever this process or earlier children used).
+    # The child's own peak, not the test process's nor the largest child's so far:
+    # a 300 MiB string shows as at least that, a bare interpreter as far less
+    # (whatever this process or earlier children used).
     big = run_python(["-c", "x = b'1' * (300 * 1024**2)"])
     small = run_python(["-c", "pass"])
     assert big.peak_rss_mib >= 300, big
@@ -36,3 +36,12 @@ def test_a_hang_is_cut_by_the_safety_net() -> None:
     assert outcome.timed_out
     with pytest.raises(AssertionError):
         assert_clean(outcome, exit_code=outcome.returncode)
+
+
+def test_peak_memory_leaves_out_the_forked_test_process() -> None:
+    # Regression: wait4's ru_maxrss keeps the peak of the forked copy of the test
+    # process from before exec, so late in a full suite run (a large pytest process)
+    # every child looked that large. Here the test process holds 300 MiB more.
+    ballast = b"1" * (300 * 1024**2)
+    small = run_python(["-c", "pass"])
+    assert len(ballast) and small.peak_rss_mib < 200, small
