@@ -226,7 +226,52 @@ def _check_cap(kind: str, held: int, cap: int, unit: str) -> None:
         )
 
 
-class SSEDecoder:
+class _ChunkDecoder:
+    """What the SSE and NDJSON decoders do to a chunk before splitting it.
+
+    Both refuse to run after a failure or ``close()``, take only bytes-like
+    chunks and drop a UTF-8 BOM at the very start, possibly split across
+    chunks. The checks live here once; each ``_feed`` keeps the common case
+    (a plain ``bytes`` chunk on a healthy decoder, past the start) to one
+    inline test so that sharing them costs no call per chunk.
+    """
+
+    _KIND: str  # "SSE" / "NDJSON", for error messages
+    _line: bytearray
+    _at_start: bool
+    _failed: CodecError | None
+    _closed: bool
+
+    def _admit(self, chunk: object) -> bytes:
+        """Raise if the decoder cannot take ``chunk``; else return it as ``bytes``."""
+        if self._failed is not None:
+            raise CodecError(
+                f"{self._KIND} decoder already failed: {self._failed}"
+            ) from self._failed
+        if self._closed:
+            raise CodecError(
+                f"{self._KIND} decoder is closed; create a new one for a new stream"
+            )
+        if not isinstance(chunk, bytes | bytearray | memoryview):
+            raise TypeError(
+                f"{type(self).__name__}.feed() takes bytes, got {type(chunk).__name__}"
+            )
+        return bytes(chunk)
+
+    def _strip_bom(self, chunk: bytes) -> bytes | None:
+        """At stream start: drop a leading BOM; ``None`` while one may still be arriving."""
+        if not chunk:
+            return None
+        pending = bytes(self._line) + chunk
+        if len(pending) < len(_BOM) and _BOM.startswith(pending):
+            self._line[:] = pending  # maybe a BOM split across chunks
+            return None
+        self._at_start = False
+        self._line.clear()
+        return pending[len(_BOM):] if pending.startswith(_BOM) else pending
+
+
+class SSEDecoder(_ChunkDecoder):
     """Incremental ``text/event-stream`` decoder: bytes in, ``data`` payloads out.
 
     ``feed(chunk)`` returns the payload of every frame the chunk completed (the
@@ -250,6 +295,8 @@ class SSEDecoder:
     and the decoder is unusable. ``close()`` at end of stream raises ``TruncatedFrame``
     if a frame was started but never ended by a blank line.
     """
+
+    _KIND = "SSE"
 
     def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes <= 0:
@@ -276,23 +323,13 @@ class SSEDecoder:
         return self._feed(chunk, False)
 
     def _feed(self, chunk: bytes, text: bool) -> list[Any]:
-        if self._failed is not None:
-            raise CodecError(f"SSE decoder already failed: {self._failed}") from self._failed
-        if self._closed:
-            raise CodecError("SSE decoder is closed; create a new one for a new stream")
-        if not isinstance(chunk, bytes | bytearray | memoryview):
-            raise TypeError(f"SSEDecoder.feed() takes bytes, got {type(chunk).__name__}")
-        chunk = bytes(chunk)
+        if self._failed is not None or self._closed or type(chunk) is not bytes:
+            chunk = self._admit(chunk)
         if self._at_start:
-            if not chunk:
+            started = self._strip_bom(chunk)
+            if started is None:
                 return []
-            pending = bytes(self._line) + chunk
-            if len(pending) < len(_BOM) and _BOM.startswith(pending):
-                self._line[:] = pending
-                return []
-            self._at_start = False
-            self._line.clear()
-            chunk = pending[len(_BOM):] if pending.startswith(_BOM) else pending
+            chunk = started
         chunk, self._skip_lf = _normalise_newlines(chunk, self._skip_lf)
         out: list[Any] = []
         if b"\n" not in chunk:
@@ -390,7 +427,7 @@ class SSEDecoder:
         return []
 
 
-class NDJSONDecoder:
+class NDJSONDecoder(_ChunkDecoder):
     """Incremental NDJSON decoder: bytes in, one string per non-blank line out.
 
     Lines end with LF (a CR before it is dropped); blank lines are skipped. A
@@ -403,6 +440,8 @@ class NDJSONDecoder:
     (checked to be UTF-8 all the same); the methods share the decoder's state.
     A line that is not valid UTF-8 raises ``CodecError`` in both forms.
     """
+
+    _KIND = "NDJSON"
 
     def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_line_bytes <= 0:
@@ -422,23 +461,13 @@ class NDJSONDecoder:
         return self._feed(chunk, False)
 
     def _feed(self, chunk: bytes, text: bool) -> list[Any]:
-        if self._failed is not None:
-            raise CodecError(f"NDJSON decoder already failed: {self._failed}") from self._failed
-        if self._closed:
-            raise CodecError("NDJSON decoder is closed; create a new one for a new stream")
-        if not isinstance(chunk, bytes | bytearray | memoryview):
-            raise TypeError(f"NDJSONDecoder.feed() takes bytes, got {type(chunk).__name__}")
-        chunk = bytes(chunk)
+        if self._failed is not None or self._closed or type(chunk) is not bytes:
+            chunk = self._admit(chunk)
         if self._at_start:
-            if not chunk:
+            started = self._strip_bom(chunk)
+            if started is None:
                 return []
-            pending = bytes(self._line) + chunk
-            if len(pending) < len(_BOM) and _BOM.startswith(pending):
-                self._line[:] = pending  # maybe a BOM split across chunks
-                return []
-            self._at_start = False
-            self._line.clear()
-            chunk = pending[len(_BOM):] if pending.startswith(_BOM) else pending
+            chunk = started
         out: list[Any] = []
         if b"\n" not in chunk:
             self._line += chunk
