@@ -13,7 +13,6 @@ consumer gone), so an agent's next emit after a problem unwinds it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import json
@@ -57,6 +56,7 @@ from ._handles import (
     ReasoningHandle,
     ReasoningMessageHandle,
     ToolCallHandle,
+    close_on_exit,
     dumps_json,
     make_event,
 )
@@ -326,13 +326,8 @@ class StepHandle(Emitter[S]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not self._open:
-            return
-        if exc_type is None:
-            self.end()
-            return
-        with contextlib.suppress(RunError):  # the unwinding exception is the one to report
-            self.end()
+        if self._open:
+            close_on_exit(self.end, unwinding=exc_type is not None)
 
 
 class SubagentScope(Emitter[S]):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -38,6 +39,7 @@ __all__ = [
     "ReasoningHandle",
     "ReasoningMessageHandle",
     "ToolCallHandle",
+    "close_on_exit",
     "make_event",
 ]
 
@@ -63,6 +65,20 @@ def dumps_json(value: Any, what: str) -> str:
         return json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise RunError.serialization(f"{what} does not convert to JSON: {exc}") from exc
+
+
+def close_on_exit(close: Callable[[], None], *, unwinding: bool) -> None:
+    """Close what a ``with`` block opened; while an exception unwinds, best-effort.
+
+    The terminator may fail because the run was cancelled or the consumer
+    left; a ``RunError`` then would hide the exception that ended the block,
+    which is the one worth reporting, so it is dropped.
+    """
+    if not unwinding:
+        close()
+        return
+    with contextlib.suppress(RunError):
+        close()
 
 
 class _Closable:
@@ -102,13 +118,8 @@ class _Closable:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if not self._open:
-            return
-        if exc_type is None:
-            self._close()
-            return
-        with contextlib.suppress(RunError):  # the unwinding exception is the one to report
-            self._close()
+        if self._open:
+            close_on_exit(self._close, unwinding=exc_type is not None)
 
 
 class _StreamingHandle(_Closable):
