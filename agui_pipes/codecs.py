@@ -227,7 +227,7 @@ def _check_cap(kind: str, held: int, cap: int, unit: str) -> None:
 
 
 class _ChunkDecoder:
-    """What the SSE and NDJSON decoders do to a chunk before splitting it.
+    """What the SSE and NDJSON decoders share: the feed API and chunk intake.
 
     Both refuse to run after a failure or ``close()``, take only bytes-like
     chunks and drop a UTF-8 BOM at the very start, possibly split across
@@ -237,10 +237,24 @@ class _ChunkDecoder:
     """
 
     _KIND: str  # "SSE" / "NDJSON", for error messages
-    _line: bytearray
-    _at_start: bool
-    _failed: CodecError | None
-    _closed: bool
+
+    def __init__(self) -> None:
+        self._line = bytearray()  # the unfinished line
+        self._at_start = True  # a leading BOM is still possible
+        self._failed: CodecError | None = None
+        self._closed = False
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Consume ``chunk``; return the payloads it completed, in order."""
+        return self._feed(chunk, True)
+
+    def feed_bytes(self, chunk: bytes) -> list[bytes]:
+        """``feed``, with each payload as UTF-8 bytes (see the class docstring)."""
+        return self._feed(chunk, False)
+
+    def _feed(self, chunk: bytes, text: bool) -> list[Any]:
+        """Split ``chunk`` the decoder's way; payloads as ``str`` if ``text``, else bytes."""
+        raise NotImplementedError
 
     def _admit(self, chunk: object) -> bytes:
         """Raise if the decoder cannot take ``chunk``; else return it as ``bytes``."""
@@ -305,22 +319,11 @@ class SSEDecoder(_ChunkDecoder):
         self.last_event_id = ""
         self.retry_ms: int | None = None
         self.event_type = ""
-        self._line = bytearray()  # the unfinished line
         self._data: list[bytes] = []  # data lines of the current frame
         self._frame_size = 0  # bytes of the current frame's completed lines
         self._pending_fields = False  # saw a non-data field in this frame
         self._skip_lf = False
-        self._at_start = True  # a leading BOM is still possible
-        self._failed: CodecError | None = None
-        self._closed = False
-
-    def feed(self, chunk: bytes) -> list[str]:
-        """Consume ``chunk``; return the payloads of the frames it completed."""
-        return self._feed(chunk, True)
-
-    def feed_bytes(self, chunk: bytes) -> list[bytes]:
-        """``feed``, with each payload as UTF-8 bytes (see the class docstring)."""
-        return self._feed(chunk, False)
+        super().__init__()
 
     def _feed(self, chunk: bytes, text: bool) -> list[Any]:
         if self._failed is not None or self._closed or type(chunk) is not bytes:
@@ -447,18 +450,7 @@ class NDJSONDecoder(_ChunkDecoder):
         if max_line_bytes <= 0:
             raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes}")
         self.max_line_bytes = max_line_bytes
-        self._line = bytearray()
-        self._at_start = True  # a leading BOM is still possible
-        self._failed: CodecError | None = None
-        self._closed = False
-
-    def feed(self, chunk: bytes) -> list[str]:
-        """Consume ``chunk``; return the lines it completed."""
-        return self._feed(chunk, True)
-
-    def feed_bytes(self, chunk: bytes) -> list[bytes]:
-        """``feed``, with each line as (UTF-8-checked) bytes."""
-        return self._feed(chunk, False)
+        super().__init__()
 
     def _feed(self, chunk: bytes, text: bool) -> list[Any]:
         if self._failed is not None or self._closed or type(chunk) is not bytes:
