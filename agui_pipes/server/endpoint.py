@@ -131,9 +131,7 @@ class AgentEndpoint:
             return
         _, run_input = accepted
 
-        stats = RunStats("agent")
-        stats.run_id = run_input.run_id
-        stats.thread_id = run_input.thread_id
+        stats = RunStats("agent", run_input.run_id, run_input.thread_id)
         try:
             if self._agent_factory is not None:
                 agent = self._agent_factory(run_input)

@@ -243,9 +243,7 @@ class Gateway:
             return
         body, run_input = accepted
 
-        stats = RunStats("gateway")
-        stats.run_id = run_input.run_id
-        stats.thread_id = run_input.thread_id
+        stats = RunStats("gateway", run_input.run_id, run_input.thread_id)
         try:
             # Verification comes *after* your chain: it checks what the client
             # receives, and its messages can only name what the client sees.
