@@ -52,11 +52,11 @@ from ._cancel import CancelToken
 from ._core import RunCore, to_json
 from ._errors import RunError
 from ._handles import (
+    ClosesOnExit,
     MessageHandle,
     ReasoningHandle,
     ReasoningMessageHandle,
     ToolCallHandle,
-    close_on_exit,
     dumps_json,
     make_event,
 )
@@ -295,7 +295,7 @@ class Emitter(Generic[S]):
         return None
 
 
-class StepHandle(Emitter[S]):
+class StepHandle(Emitter[S], ClosesOnExit):
     """A step: emits like its opener (same attribution) and STEP_FINISHED on ``end()``/exit."""
 
     __slots__ = ("_open", "name")
@@ -317,17 +317,8 @@ class StepHandle(Emitter[S]):
         self._open = False
         self._push(StepFinishedEvent(step_name=self.name, **self._kw))
 
-    def __enter__(self) -> StepHandle[S]:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._open:
-            close_on_exit(self.end, unwinding=exc_type is not None)
+    def _close(self) -> None:
+        self.end()
 
 
 class SubagentScope(Emitter[S]):

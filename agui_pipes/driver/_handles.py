@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,16 +34,15 @@ if TYPE_CHECKING:
     from ._context import Emitter
 
 __all__ = [
+    "ClosesOnExit",
     "MessageHandle",
     "ReasoningHandle",
     "ReasoningMessageHandle",
     "ToolCallHandle",
-    "close_on_exit",
     "make_event",
 ]
 
 _E = TypeVar("_E", bound=BaseEvent)
-_H = TypeVar("_H", bound="_Closable")
 
 
 def make_event(cls: type[_E], **fields: Any) -> _E:
@@ -67,22 +65,45 @@ def dumps_json(value: Any, what: str) -> str:
         raise RunError.serialization(f"{what} does not convert to JSON: {exc}") from exc
 
 
-def close_on_exit(close: Callable[[], None], *, unwinding: bool) -> None:
-    """Close what a ``with`` block opened; while an exception unwinds, best-effort.
+_W = TypeVar("_W", bound="ClosesOnExit")
+
+
+class ClosesOnExit:
+    """``with`` support for what emits a terminator: close on exit, best-effort if unwinding.
 
     The terminator may fail because the run was cancelled or the consumer
     left; a ``RunError`` then would hide the exception that ended the block,
     which is the one worth reporting, so it is dropped.
     """
-    if not unwinding:
-        close()
-        return
-    with contextlib.suppress(RunError):
-        close()
+
+    __slots__ = ()
+
+    _open: bool
+
+    def _close(self) -> None:
+        """Emit the terminator (and mark the entity closed)."""
+        raise NotImplementedError
+
+    def __enter__(self: _W) -> _W:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if not self._open:
+            return
+        if exc_type is None:
+            self._close()
+            return
+        with contextlib.suppress(RunError):
+            self._close()
 
 
-class _Closable:
-    """Shared ``with`` behaviour: close on exit, quietly if an exception is unwinding."""
+class _Closable(ClosesOnExit):
+    """What every item handle holds: the emitter it sends through, its id, its open flag."""
 
     __slots__ = ("_emitter", "_kw", "_open", "_send", "id")
 
@@ -95,9 +116,6 @@ class _Closable:
         self.id = entity_id
         self._open = True
 
-    def _close(self) -> None:
-        raise NotImplementedError
-
     def _require_open(self, action: str) -> None:
         if not self._open:
             raise RunError.violation(
@@ -108,18 +126,6 @@ class _Closable:
     def is_open(self) -> bool:
         """Whether the terminator has not been emitted yet."""
         return self._open
-
-    def __enter__(self: _H) -> _H:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._open:
-            close_on_exit(self._close, unwinding=exc_type is not None)
 
 
 class _StreamingHandle(_Closable):
