@@ -233,7 +233,8 @@ class _ChunkDecoder:
     chunks and drop a UTF-8 BOM at the very start, possibly split across
     chunks. The checks live here once; each ``_feed`` keeps the common case
     (a plain ``bytes`` chunk on a healthy decoder, past the start) to one
-    inline test so that sharing them costs no call per chunk.
+    inline test and calls ``_intake`` only otherwise, so sharing them costs no
+    call per chunk.
     """
 
     _KIND: str  # "SSE" / "NDJSON", for error messages
@@ -256,8 +257,12 @@ class _ChunkDecoder:
         """Split ``chunk`` the decoder's way; payloads as ``str`` if ``text``, else bytes."""
         raise NotImplementedError
 
-    def _admit(self, chunk: object) -> bytes:
-        """Raise if the decoder cannot take ``chunk``; else return it as ``bytes``."""
+    def _intake(self, chunk: object) -> bytes:
+        """``chunk`` as ``bytes`` with a start-of-stream BOM dropped; raise if refused.
+
+        Returns ``b""`` when there is nothing to split yet (an empty chunk, or the
+        first bytes of what may still become a BOM, which are held back).
+        """
         if self._failed is not None:
             raise CodecError(
                 f"{self._KIND} decoder already failed: {self._failed}"
@@ -270,16 +275,13 @@ class _ChunkDecoder:
             raise TypeError(
                 f"{type(self).__name__}.feed() takes bytes, got {type(chunk).__name__}"
             )
-        return bytes(chunk)
-
-    def _strip_bom(self, chunk: bytes) -> bytes | None:
-        """At stream start: drop a leading BOM; ``None`` while one may still be arriving."""
-        if not chunk:
-            return None
-        pending = bytes(self._line) + chunk
+        data = bytes(chunk)
+        if not self._at_start or not data:
+            return data
+        pending = bytes(self._line) + data
         if len(pending) < len(_BOM) and _BOM.startswith(pending):
             self._line[:] = pending  # maybe a BOM split across chunks
-            return None
+            return b""
         self._at_start = False
         self._line.clear()
         return pending[len(_BOM):] if pending.startswith(_BOM) else pending
@@ -326,13 +328,10 @@ class SSEDecoder(_ChunkDecoder):
         super().__init__()
 
     def _feed(self, chunk: bytes, text: bool) -> list[Any]:
-        if self._failed is not None or self._closed or type(chunk) is not bytes:
-            chunk = self._admit(chunk)
-        if self._at_start:
-            started = self._strip_bom(chunk)
-            if started is None:
+        if self._at_start or self._failed is not None or self._closed or type(chunk) is not bytes:
+            chunk = self._intake(chunk)
+            if not chunk:
                 return []
-            chunk = started
         chunk, self._skip_lf = _normalise_newlines(chunk, self._skip_lf)
         out: list[Any] = []
         if b"\n" not in chunk:
@@ -453,13 +452,10 @@ class NDJSONDecoder(_ChunkDecoder):
         super().__init__()
 
     def _feed(self, chunk: bytes, text: bool) -> list[Any]:
-        if self._failed is not None or self._closed or type(chunk) is not bytes:
-            chunk = self._admit(chunk)
-        if self._at_start:
-            started = self._strip_bom(chunk)
-            if started is None:
+        if self._at_start or self._failed is not None or self._closed or type(chunk) is not bytes:
+            chunk = self._intake(chunk)
+            if not chunk:
                 return []
-            chunk = started
         out: list[Any] = []
         if b"\n" not in chunk:
             self._line += chunk
