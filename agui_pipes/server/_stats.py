@@ -53,7 +53,7 @@ class _Count(StreamTransformer):
 class RunStats:
     """Counters and outcome of one served run; ``log()`` writes the INFO line."""
 
-    def __init__(self, kind: str, run_id: str, thread_id: str) -> None:
+    def __init__(self, kind: str, run_id: str = "-", thread_id: str = "-") -> None:
         self.kind = kind
         self.run_id = run_id
         self.thread_id = thread_id
