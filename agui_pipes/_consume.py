@@ -328,28 +328,32 @@ class _Folder:
             )
 
     def _text_start(self, event: TextMessageStartEvent) -> None:
-        existing = self._by_id.get(event.message_id)
-        if existing is not None and existing["role"] == "activity":
-            self._warn_missing(event, existing)
-            return
-        target = existing
-        if target is None:
-            target = {"id": event.message_id, "role": event.role or "assistant", "content": ""}
-            if event.name is not None:
-                target["name"] = event.name
-            if event.subagent_run_id is not None:
-                target["subagentRunId"] = event.subagent_run_id
-            self._push(target)
-        _merge_metadata(target, event)
+        self._open_message(event, event.role or "assistant", event.name)
 
     def _reasoning_start(self, event: ReasoningMessageStartEvent) -> None:
+        self._open_message(event, "reasoning", None)
+
+    def _open_message(
+        self,
+        event: TextMessageStartEvent | ReasoningMessageStartEvent,
+        role: str,
+        name: str | None,
+    ) -> None:
+        """Start a text or reasoning message, or add metadata to the one with that id.
+
+        Text and reasoning starts differ only in the role and name they give a new
+        message; an id that already names an activity message is refused with a
+        warning either way, since message ids are unique across all kinds.
+        """
         existing = self._by_id.get(event.message_id)
         if existing is not None and existing["role"] == "activity":
             self._warn_missing(event, existing)
             return
         target = existing
         if target is None:
-            target = {"id": event.message_id, "role": "reasoning", "content": ""}
+            target = {"id": event.message_id, "role": role, "content": ""}
+            if name is not None:
+                target["name"] = name
             if event.subagent_run_id is not None:
                 target["subagentRunId"] = event.subagent_run_id
             self._push(target)

@@ -226,7 +226,68 @@ def _check_cap(kind: str, held: int, cap: int, unit: str) -> None:
         )
 
 
-class SSEDecoder:
+class _ChunkDecoder:
+    """What the SSE and NDJSON decoders share: the feed API and chunk intake.
+
+    Both refuse to run after a failure or ``close()``, take only bytes-like
+    chunks and drop a UTF-8 BOM at the very start, possibly split across
+    chunks. The checks live here once; each ``_feed`` keeps the common case
+    (a plain ``bytes`` chunk on a healthy decoder, past the start) to one
+    inline test and calls ``_intake`` only otherwise, so sharing them costs no
+    call per chunk.
+    """
+
+    _KIND: str  # "SSE" / "NDJSON", for error messages
+
+    def __init__(self) -> None:
+        self._line = bytearray()  # the unfinished line
+        self._at_start = True  # a leading BOM is still possible
+        self._failed: CodecError | None = None
+        self._closed = False
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """Consume ``chunk``; return the payloads it completed, in order."""
+        return self._feed(chunk, True)
+
+    def feed_bytes(self, chunk: bytes) -> list[bytes]:
+        """``feed``, with each payload as UTF-8 bytes (see the class docstring)."""
+        return self._feed(chunk, False)
+
+    def _feed(self, chunk: bytes, text: bool) -> list[Any]:
+        """Split ``chunk`` the decoder's way; payloads as ``str`` if ``text``, else bytes."""
+        raise NotImplementedError
+
+    def _intake(self, chunk: object) -> bytes:
+        """``chunk`` as ``bytes`` with a start-of-stream BOM dropped; raise if refused.
+
+        Returns ``b""`` when there is nothing to split yet (an empty chunk, or the
+        first bytes of what may still become a BOM, which are held back).
+        """
+        if self._failed is not None:
+            raise CodecError(
+                f"{self._KIND} decoder already failed: {self._failed}"
+            ) from self._failed
+        if self._closed:
+            raise CodecError(
+                f"{self._KIND} decoder is closed; create a new one for a new stream"
+            )
+        if not isinstance(chunk, bytes | bytearray | memoryview):
+            raise TypeError(
+                f"{type(self).__name__}.feed() takes bytes, got {type(chunk).__name__}"
+            )
+        data = bytes(chunk)
+        if not self._at_start or not data:
+            return data
+        pending = bytes(self._line) + data
+        if len(pending) < len(_BOM) and _BOM.startswith(pending):
+            self._line[:] = pending  # maybe a BOM split across chunks
+            return b""
+        self._at_start = False
+        self._line.clear()
+        return pending[len(_BOM):] if pending.startswith(_BOM) else pending
+
+
+class SSEDecoder(_ChunkDecoder):
     """Incremental ``text/event-stream`` decoder: bytes in, ``data`` payloads out.
 
     ``feed(chunk)`` returns the payload of every frame the chunk completed (the
@@ -251,6 +312,8 @@ class SSEDecoder:
     if a frame was started but never ended by a blank line.
     """
 
+    _KIND = "SSE"
+
     def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes <= 0:
             raise ValueError(f"max_frame_bytes must be positive, got {max_frame_bytes}")
@@ -258,41 +321,17 @@ class SSEDecoder:
         self.last_event_id = ""
         self.retry_ms: int | None = None
         self.event_type = ""
-        self._line = bytearray()  # the unfinished line
         self._data: list[bytes] = []  # data lines of the current frame
         self._frame_size = 0  # bytes of the current frame's completed lines
         self._pending_fields = False  # saw a non-data field in this frame
         self._skip_lf = False
-        self._at_start = True  # a leading BOM is still possible
-        self._failed: CodecError | None = None
-        self._closed = False
-
-    def feed(self, chunk: bytes) -> list[str]:
-        """Consume ``chunk``; return the payloads of the frames it completed."""
-        return self._feed(chunk, True)
-
-    def feed_bytes(self, chunk: bytes) -> list[bytes]:
-        """``feed``, with each payload as UTF-8 bytes (see the class docstring)."""
-        return self._feed(chunk, False)
+        super().__init__()
 
     def _feed(self, chunk: bytes, text: bool) -> list[Any]:
-        if self._failed is not None:
-            raise CodecError(f"SSE decoder already failed: {self._failed}") from self._failed
-        if self._closed:
-            raise CodecError("SSE decoder is closed; create a new one for a new stream")
-        if not isinstance(chunk, bytes | bytearray | memoryview):
-            raise TypeError(f"SSEDecoder.feed() takes bytes, got {type(chunk).__name__}")
-        chunk = bytes(chunk)
-        if self._at_start:
+        if self._at_start or self._failed is not None or self._closed or type(chunk) is not bytes:
+            chunk = self._intake(chunk)
             if not chunk:
                 return []
-            pending = bytes(self._line) + chunk
-            if len(pending) < len(_BOM) and _BOM.startswith(pending):
-                self._line[:] = pending
-                return []
-            self._at_start = False
-            self._line.clear()
-            chunk = pending[len(_BOM):] if pending.startswith(_BOM) else pending
         chunk, self._skip_lf = _normalise_newlines(chunk, self._skip_lf)
         out: list[Any] = []
         if b"\n" not in chunk:
@@ -390,7 +429,7 @@ class SSEDecoder:
         return []
 
 
-class NDJSONDecoder:
+class NDJSONDecoder(_ChunkDecoder):
     """Incremental NDJSON decoder: bytes in, one string per non-blank line out.
 
     Lines end with LF (a CR before it is dropped); blank lines are skipped. A
@@ -404,41 +443,19 @@ class NDJSONDecoder:
     A line that is not valid UTF-8 raises ``CodecError`` in both forms.
     """
 
+    _KIND = "NDJSON"
+
     def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_line_bytes <= 0:
             raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes}")
         self.max_line_bytes = max_line_bytes
-        self._line = bytearray()
-        self._at_start = True  # a leading BOM is still possible
-        self._failed: CodecError | None = None
-        self._closed = False
-
-    def feed(self, chunk: bytes) -> list[str]:
-        """Consume ``chunk``; return the lines it completed."""
-        return self._feed(chunk, True)
-
-    def feed_bytes(self, chunk: bytes) -> list[bytes]:
-        """``feed``, with each line as (UTF-8-checked) bytes."""
-        return self._feed(chunk, False)
+        super().__init__()
 
     def _feed(self, chunk: bytes, text: bool) -> list[Any]:
-        if self._failed is not None:
-            raise CodecError(f"NDJSON decoder already failed: {self._failed}") from self._failed
-        if self._closed:
-            raise CodecError("NDJSON decoder is closed; create a new one for a new stream")
-        if not isinstance(chunk, bytes | bytearray | memoryview):
-            raise TypeError(f"NDJSONDecoder.feed() takes bytes, got {type(chunk).__name__}")
-        chunk = bytes(chunk)
-        if self._at_start:
+        if self._at_start or self._failed is not None or self._closed or type(chunk) is not bytes:
+            chunk = self._intake(chunk)
             if not chunk:
                 return []
-            pending = bytes(self._line) + chunk
-            if len(pending) < len(_BOM) and _BOM.startswith(pending):
-                self._line[:] = pending  # maybe a BOM split across chunks
-                return []
-            self._at_start = False
-            self._line.clear()
-            chunk = pending[len(_BOM):] if pending.startswith(_BOM) else pending
         out: list[Any] = []
         if b"\n" not in chunk:
             self._line += chunk

@@ -13,7 +13,6 @@ consumer gone), so an agent's next emit after a problem unwinds it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import json
@@ -53,6 +52,7 @@ from ._cancel import CancelToken
 from ._core import RunCore, to_json
 from ._errors import RunError
 from ._handles import (
+    ClosesOnExit,
     MessageHandle,
     ReasoningHandle,
     ReasoningMessageHandle,
@@ -295,7 +295,7 @@ class Emitter(Generic[S]):
         return None
 
 
-class StepHandle(Emitter[S]):
+class StepHandle(Emitter[S], ClosesOnExit):
     """A step: emits like its opener (same attribution) and STEP_FINISHED on ``end()``/exit."""
 
     __slots__ = ("_open", "name")
@@ -317,22 +317,8 @@ class StepHandle(Emitter[S]):
         self._open = False
         self._push(StepFinishedEvent(step_name=self.name, **self._kw))
 
-    def __enter__(self) -> StepHandle[S]:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if not self._open:
-            return
-        if exc_type is None:
-            self.end()
-            return
-        with contextlib.suppress(RunError):  # the unwinding exception is the one to report
-            self.end()
+    def _close(self) -> None:
+        self.end()
 
 
 class SubagentScope(Emitter[S]):

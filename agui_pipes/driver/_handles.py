@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._context import Emitter
 
 __all__ = [
+    "ClosesOnExit",
     "MessageHandle",
     "ReasoningHandle",
     "ReasoningMessageHandle",
@@ -42,7 +43,6 @@ __all__ = [
 ]
 
 _E = TypeVar("_E", bound=BaseEvent)
-_H = TypeVar("_H", bound="_Closable")
 
 
 def make_event(cls: type[_E], **fields: Any) -> _E:
@@ -65,35 +65,26 @@ def dumps_json(value: Any, what: str) -> str:
         raise RunError.serialization(f"{what} does not convert to JSON: {exc}") from exc
 
 
-class _Closable:
-    """Shared ``with`` behaviour: close on exit, quietly if an exception is unwinding."""
+_W = TypeVar("_W", bound="ClosesOnExit")
 
-    __slots__ = ("_emitter", "_kw", "_open", "_send", "id")
 
-    _what = "entity"
+class ClosesOnExit:
+    """``with`` support for what emits a terminator: close on exit, best-effort if unwinding.
 
-    def __init__(self, emitter: Emitter[Any], entity_id: str) -> None:
-        self._emitter = emitter
-        self._send = emitter._push
-        self._kw = emitter._kw
-        self.id = entity_id
-        self._open = True
+    The terminator may fail because the run was cancelled or the consumer
+    left; a ``RunError`` then would hide the exception that ended the block,
+    which is the one worth reporting, so it is dropped.
+    """
+
+    __slots__ = ()
+
+    _open: bool
 
     def _close(self) -> None:
+        """Emit the terminator (and mark the entity closed)."""
         raise NotImplementedError
 
-    def _require_open(self, action: str) -> None:
-        if not self._open:
-            raise RunError.violation(
-                f"{self._what} {self.id!r} already ended, so it cannot {action}; open a new one"
-            )
-
-    @property
-    def is_open(self) -> bool:
-        """Whether the terminator has not been emitted yet."""
-        return self._open
-
-    def __enter__(self: _H) -> _H:
+    def __enter__(self: _W) -> _W:
         return self
 
     def __exit__(
@@ -107,8 +98,34 @@ class _Closable:
         if exc_type is None:
             self._close()
             return
-        with contextlib.suppress(RunError):  # the unwinding exception is the one to report
+        with contextlib.suppress(RunError):
             self._close()
+
+
+class _Closable(ClosesOnExit):
+    """What every item handle holds: the emitter it sends through, its id, its open flag."""
+
+    __slots__ = ("_emitter", "_kw", "_open", "_send", "id")
+
+    _what = "entity"
+
+    def __init__(self, emitter: Emitter[Any], entity_id: str) -> None:
+        self._emitter = emitter
+        self._send = emitter._push
+        self._kw = emitter._kw
+        self.id = entity_id
+        self._open = True
+
+    def _require_open(self, action: str) -> None:
+        if not self._open:
+            raise RunError.violation(
+                f"{self._what} {self.id!r} already ended, so it cannot {action}; open a new one"
+            )
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the terminator has not been emitted yet."""
+        return self._open
 
 
 class _StreamingHandle(_Closable):

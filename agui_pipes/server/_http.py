@@ -8,18 +8,22 @@ the ``Route`` convenience.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
 
 from .. import _json
-from ._streaming import Receive, Send
+from .._chain import ChainFactory, TransformerChain
+from ._streaming import Receive, Scope, Send
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "BadRequest",
     "ClientGone",
+    "accept_run_input",
+    "as_chain_factory",
     "parse_run_input",
     "read_body",
     "send_json_error",
@@ -122,3 +126,46 @@ async def send_json_error(send: Send, error: BadRequest) -> None:
         headers.append((b"allow", b"POST"))
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def accept_run_input(
+    scope: Scope, receive: Receive, send: Send, *, app: str, max_body: int, log: logging.Logger
+) -> tuple[bytes, RunAgentInput] | None:
+    """The body of a POSTed run and its validated input, or ``None`` once answered.
+
+    A bad request gets its JSON error response here (and an info log line, since
+    it is the client's mistake); a client that left mid-body gets nothing. Either
+    way the caller has nothing more to send. The raw body comes back too because
+    the gateway forwards it upstream as it came.
+    """
+    if scope["type"] != "http":
+        raise RuntimeError(f"{app} serves HTTP only, got a {scope['type']!r} scope")
+    try:
+        if scope.get("method") != "POST":
+            raise BadRequest(405, "method_not_allowed", "POST a RunAgentInput to start a run")
+        body = await read_body(receive, max_body)
+        return body, parse_run_input(body)
+    except ClientGone:
+        return None
+    except BadRequest as error:
+        log.info("rejected request: %s %s", error.status, error.message)
+        await send_json_error(send, error)
+        return None
+
+
+def as_chain_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:
+    """The ``chain=`` argument of a server app as a per-request factory.
+
+    A plain chain is accepted for convenience, but its stages hold per-run
+    state, so each request gets a ``fresh()`` copy rather than the object.
+    """
+    if chain is None:
+        return None
+    if isinstance(chain, TransformerChain):
+        return chain.fresh
+    if callable(chain):
+        return chain
+    raise TypeError(
+        f"chain must be a chain factory (e.g. load_chain(...)) or a TransformerChain, got "
+        f"{type(chain).__name__}"
+    )

@@ -53,10 +53,10 @@ class _Count(StreamTransformer):
 class RunStats:
     """Counters and outcome of one served run; ``log()`` writes the INFO line."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, run_id: str = "-", thread_id: str = "-") -> None:
         self.kind = kind
-        self.run_id = "-"
-        self.thread_id = "-"
+        self.run_id = run_id
+        self.thread_id = thread_id
         self.stage_names: list[str] = []
         self.counts: list[int] = [0]  # [source, after stage 1, ..., after stage n]
         self.written = 0

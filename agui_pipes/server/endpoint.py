@@ -35,9 +35,8 @@ from ..driver import AgentLike, CancelToken, Run, run
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
     BadRequest,
-    ClientGone,
-    parse_run_input,
-    read_body,
+    accept_run_input,
+    as_chain_factory,
     send_json_error,
 )
 from ._stats import RunStats, instrument
@@ -114,7 +113,7 @@ class AgentEndpoint:
         check_send_limits(send_buffer, send_timeout)
         self._agent = agent
         self._agent_factory = agent_factory
-        self._chain_factory = _chain_factory(chain)
+        self._chain_factory = as_chain_factory(chain)
         self._keepalive = keepalive
         self._send_buffer = send_buffer
         self._send_timeout = send_timeout
@@ -125,24 +124,14 @@ class AgentEndpoint:
         self._limits = resolve_limits(limits)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            raise RuntimeError(f"AgentEndpoint serves HTTP only, got a {scope['type']!r} scope")
-        try:
-            if scope.get("method") != "POST":
-                raise BadRequest(
-                    405, "method_not_allowed", "POST a RunAgentInput to start a run"
-                )
-            run_input = parse_run_input(await read_body(receive, self._max_body))
-        except ClientGone:
+        accepted = await accept_run_input(
+            scope, receive, send, app="AgentEndpoint", max_body=self._max_body, log=self._log
+        )
+        if accepted is None:
             return
-        except BadRequest as error:
-            self._log.info("rejected request: %s %s", error.status, error.message)
-            await send_json_error(send, error)
-            return
+        _, run_input = accepted
 
-        stats = RunStats("agent")
-        stats.run_id = run_input.run_id
-        stats.thread_id = run_input.thread_id
+        stats = RunStats("agent", run_input.run_id, run_input.thread_id)
         try:
             if self._agent_factory is not None:
                 agent = self._agent_factory(run_input)
@@ -214,17 +203,3 @@ async def _applied(
     """
     async with events as source, chain.apply(source) as output:
         yield told.guard(output)
-
-
-def _chain_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:
-    if chain is None:
-        return None
-    if isinstance(chain, TransformerChain):
-        template = chain
-        return template.fresh
-    if callable(chain):
-        return chain
-    raise TypeError(
-        f"chain must be a chain factory (e.g. load_chain(...)) or a TransformerChain, got "
-        f"{type(chain).__name__}"
-    )

@@ -74,9 +74,8 @@ from ..transformers import ExpandChunks, Verify
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
     BadRequest,
-    ClientGone,
-    parse_run_input,
-    read_body,
+    accept_run_input,
+    as_chain_factory,
     send_json_error,
 )
 from ._stats import RunStats, instrument
@@ -181,7 +180,7 @@ class Gateway:
             )
         check_send_limits(send_buffer, send_timeout)
         self.upstream = str(url)
-        self._chain_factory = _as_factory(chain)
+        self._chain_factory = as_chain_factory(chain)
         self._verify = verify
         self._keepalive = keepalive
         self._send_buffer = send_buffer
@@ -237,23 +236,14 @@ class Gateway:
     # -- one request ------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            raise RuntimeError(f"Gateway serves HTTP only, got a {scope['type']!r} scope")
-        try:
-            if scope.get("method") != "POST":
-                raise BadRequest(405, "method_not_allowed", "POST a RunAgentInput to start a run")
-            body = await read_body(receive, self._max_body)
-            run_input = parse_run_input(body)
-        except ClientGone:
+        accepted = await accept_run_input(
+            scope, receive, send, app="Gateway", max_body=self._max_body, log=self._log
+        )
+        if accepted is None:
             return
-        except BadRequest as error:
-            self._log.info("rejected request: %s %s", error.status, error.message)
-            await send_json_error(send, error)
-            return
+        body, run_input = accepted
 
-        stats = RunStats("gateway")
-        stats.run_id = run_input.run_id
-        stats.thread_id = run_input.thread_id
+        stats = RunStats("gateway", run_input.run_id, run_input.thread_id)
         try:
             # Verification comes *after* your chain: it checks what the client
             # receives, and its messages can only name what the client sees.
@@ -575,19 +565,6 @@ def _masked_url(url: str) -> str:
         f"{pair.partition('=')[0]}=***" for pair in parts.query.split("&") if pair
     )
     return urlunsplit(parts._replace(netloc=netloc, query=query))
-
-
-def _as_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:
-    if chain is None:
-        return None
-    if isinstance(chain, TransformerChain):
-        return chain.fresh
-    if callable(chain):
-        return chain
-    raise TypeError(
-        f"chain must be a chain factory (e.g. load_chain(...)) or a TransformerChain, got "
-        f"{type(chain).__name__}"
-    )
 
 
 def gateway_route(path: str, upstream: str, **options: Any) -> Any:

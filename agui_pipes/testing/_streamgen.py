@@ -371,6 +371,15 @@ class _DeltaActor(_Actor):
     pos: int
     chunk: _ChunkWriter | None
 
+    def ready(self, sim: _Sim) -> bool:
+        """Start once the lane is free; after that the chunk form may always go on,
+        while the START/CONTENT/END form waits for a tag its next event may carry."""
+        if self.pos == -1:
+            return sim.lane_free(self.owner, self)
+        if self.chunk is not None:
+            return True
+        return bool(sim.tags_for(self.owner, self))
+
     def _next_delta(self, sim: _Sim) -> str:
         delta = self.deltas[self.pos]
         self.pos += 1
@@ -413,13 +422,6 @@ class _Text(_DeltaActor):
         self.name = "agent" if sim.c.chance(10) else None
         self.chunk = _ChunkWriter(self, "text", owner, self.id) if chunk else None
         self.pos = -1
-
-    def ready(self, sim: _Sim) -> bool:
-        if self.pos == -1:
-            return sim.lane_free(self.owner, self)
-        if self.chunk is not None:
-            return True
-        return bool(sim.tags_for(self.owner, self))
 
     def _maybe_reopen(self, sim: _Sim) -> None:
         """Reuse the id of a closed message of the same owner (content appends)."""
@@ -626,13 +628,6 @@ class _ReasoningMessage(_DeltaActor):
         self.deltas = [sim.c.word() for _ in range(sim.c.integer(0, sim.cfg.max_deltas))]
         self.chunk = _ChunkWriter(self, "reasoning", owner, self.id) if chunk else None
         self.pos = -1
-
-    def ready(self, sim: _Sim) -> bool:
-        if self.pos == -1:
-            return sim.lane_free(self.owner, self)
-        if self.chunk is not None:
-            return True
-        return bool(sim.tags_for(self.owner, self))
 
     def step(self, sim: _Sim) -> None:
         c = sim.c
