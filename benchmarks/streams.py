@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["generate", "write_ndjson"]
+__all__ = ["STREAMS", "generate", "generate_state_heavy", "write_ndjson"]
 
 _WORDS = [
     *[
@@ -192,12 +192,80 @@ def generate(events: int, seed: int = 1) -> Iterator[dict[str, Any]]:
         r += 1
 
 
-def write_ndjson(path: Path, events: int, seed: int = 1) -> int:
+def generate_state_heavy(
+    events: int, seed: int = 1, share: float = 0.05
+) -> Iterator[dict[str, Any]]:
+    """The realistic stream with shared state doing real work: ``share`` of events are deltas.
+
+    Agents that keep a UI in sync (a progress bar, a growing result list)
+    publish state while they talk, so deltas arrive *between* text deltas,
+    not once per run. Each run opens with a full ``STATE_SNAPSHOT`` (items
+    included, the biggest events of the stream); then, every ``1/share``
+    events, a ``STATE_DELTA`` whose ``delta`` is a list of JSON Patch
+    operations (the shape that misses the codecs' scalar fast paths) that
+    apply to that snapshot. ``STATE_SNAPSHOT`` and ``STATE_DELTA`` together
+    are ``share`` of the stream plus one snapshot per run.
+    """
+    if not 0 < share < 1:
+        raise ValueError(f"share must be between 0 and 1 (exclusive), got {share}")
+    rng = random.Random(seed)
+    every = max(1, round((1 - share) / share))
+    produced = 0
+    r = 0
+    while produced < events:
+        since = 0
+        added = 0
+        for event in _run(rng, r):
+            if event["type"] == "STATE_SNAPSHOT":
+                continue  # the run's own snapshot, below, replaces it
+            produced += 1
+            yield event
+            if event["type"] == "RUN_STARTED":
+                produced += 1
+                yield {
+                    "type": "STATE_SNAPSHOT",
+                    "snapshot": {
+                        "items": [
+                            {"run": r, "n": n, "label": rng.choice(_WORDS)} for n in range(8)
+                        ],
+                        "status": "new",
+                        "runs": r,
+                        "progress": 0,
+                    },
+                }
+                continue
+            since += 1
+            # not inside a run of chunks (a chunk after another event opens a new item)
+            if since >= every and event["type"] not in ("RUN_FINISHED", "TEXT_MESSAGE_CHUNK"):
+                since = 0
+                added += 1
+                produced += 1
+                yield {
+                    "type": "STATE_DELTA",
+                    "delta": [
+                        {"op": "replace", "path": "/progress", "value": added},
+                        {
+                            "op": "add",
+                            "path": "/items/-",
+                            "value": {"run": r, "n": 8 + added, "label": rng.choice(_WORDS)},
+                        },
+                    ],
+                }
+        r += 1
+
+
+#: The selectable streams: name -> generator of wire dicts (``events``, ``seed``).
+STREAMS = {"realistic": generate, "state-heavy": generate_state_heavy}
+
+
+def write_ndjson(path: Path, events: int, seed: int = 1, stream: str = "realistic") -> int:
     """Write the stream as NDJSON; returns the number of events written."""
+    if stream not in STREAMS:
+        raise ValueError(f"unknown stream {stream!r}; choose one of {', '.join(STREAMS)}")
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     with path.open("w", encoding="utf-8") as out:
-        for event in generate(events, seed):
+        for event in STREAMS[stream](events, seed):
             out.write(json.dumps(event, ensure_ascii=False, separators=(",", ":")))
             out.write("\n")
             count += 1
@@ -208,9 +276,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Write a deterministic benchmark stream.")
     parser.add_argument("--events", type=int, default=150_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--stream", choices=sorted(STREAMS), default="realistic")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    count = write_ndjson(args.out, args.events, args.seed)
+    count = write_ndjson(args.out, args.events, args.seed, args.stream)
     print(f"wrote {count} events to {args.out}")
 
 

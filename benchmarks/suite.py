@@ -50,7 +50,7 @@ sys.path.insert(0, str(HERE))
 
 import anyio  # noqa: E402
 from ag_ui.core import BaseEvent  # noqa: E402
-from streams import write_ndjson  # noqa: E402
+from streams import STREAMS, write_ndjson  # noqa: E402
 
 from agui_pipes import (  # noqa: E402
     Stage,
@@ -363,10 +363,11 @@ def component_rows(
 # -- reporting --------------------------------------------------------------------------
 
 
-def stream_file(label: str) -> Path:
-    path = OUT / f"stream-{label}.ndjson"
+def stream_file(label: str, stream: str = "realistic") -> Path:
+    suffix = "" if stream == "realistic" else f"-{stream}"
+    path = OUT / f"stream-{label}{suffix}.ndjson"
     if not path.exists():
-        write_ndjson(path, SIZES[label])
+        write_ndjson(path, SIZES[label], stream=stream)
     return path
 
 
@@ -402,7 +403,7 @@ def markdown(report: dict[str, Any], repeat: int) -> str:
         floor_us = rows[0]["us_per_event"]
         ref_us = size["reference"]
         out += [
-            f"### {label} stream ({size['events']:,} events)",
+            f"### {label} {report.get('stream', 'realistic')} stream ({size['events']:,} events)",
             "",
             "| measurement | events/s | µs/event | × floor | vs TS reference |",
             "|---|---:|---:|---:|---:|",
@@ -441,6 +442,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="agui_pipes benchmark suite")
     parser.add_argument("--sizes", default="10k,150k", help="comma list of 10k,150k,1.5M")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--stream",
+        choices=sorted(STREAMS),
+        default="realistic",
+        help="which streams.py stream (state-heavy: ~5%% STATE_DELTA, a snapshot per run)",
+    )
     parser.add_argument("--memory", default="150k,1.5M", help="sizes for the peak-RSS check")
     parser.add_argument("--smoke", action="store_true", help="10k, one repetition, 10k memory")
     parser.add_argument("--no-reference", action="store_true", help="skip the node reference")
@@ -468,11 +475,12 @@ def main() -> None:
             "cpus": os.cpu_count(),
             "floor_library": FLOOR_LIB,
         },
+        "stream": args.stream,
         "sizes": {},
         "memory": {},
     }
     for label in [s.strip() for s in args.sizes.split(",") if s.strip()]:
-        path = stream_file(label)
+        path = stream_file(label, args.stream)
         lines = path.read_bytes().splitlines()
         n = len(lines)
         print(
@@ -531,7 +539,7 @@ def main() -> None:
     if memory_labels:
         print("\n== peak RSS of the gateway path, streaming from disk (fresh process each)")
         for label in memory_labels:
-            rss = peak_rss(stream_file(label))
+            rss = peak_rss(stream_file(label, args.stream))
             report["memory"][label] = rss
             print(f"  {label:>5}: {rss / 2**20:8.1f} MiB")
         if len(memory_labels) >= 2:
