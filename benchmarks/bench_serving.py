@@ -34,6 +34,9 @@ Figures, per phase:
   For ``direct`` that is the replay upstream; for ``proxy`` and ``gateway``
   the proxy or gateway only (the upstream's CPU is listed separately);
   ``driver/tokens`` is this process's CPU time;
+* ``client µs/event`` — this process's CPU (all the clients) per event
+  received: where it approaches 1e6 / events/s the client, not the server,
+  sets the pace (the Python client is the bottleneck of ``direct``);
 * ``TTFE``      — time to first event: from just before the request is sent
   to the arrival of the first ``data:`` frame, p50 / p99 over runs;
 * ``gap``       — per-event inter-arrival time: for the event at position
@@ -315,6 +318,7 @@ class Phase:
     wall: float = 0.0
     server_cpu: float = 0.0
     other_cpu: float | None = None  # the upstream's, behind a proxy or gateway
+    client_cpu: float | None = None  # this process's: the clients' (they share the machine)
     ttfe_ms: list[float] = field(default_factory=list)
     gaps_ms: list[float] = field(default_factory=list)
     latency_ms: list[float] = field(default_factory=list)
@@ -337,6 +341,8 @@ class Phase:
             "server_us_per_event": round(self.server_cpu / events * 1e6, 2),
             "upstream_us_per_event": None if self.other_cpu is None
             else round(self.other_cpu / events * 1e6, 2),
+            "client_us_per_event": None if self.client_cpu is None
+            else round(self.client_cpu / max(self.events, 1) * 1e6, 2),
             "ttfe_ms": [ms(self.ttfe_ms, 0.5), ms(self.ttfe_ms, 0.99)],
             "gap_ms": [ms(self.gaps_ms, 0.5), ms(self.gaps_ms, 0.99)],
             "latency_ms": [ms(self.latency_ms, 0.5), ms(self.latency_ms, 0.99)],
@@ -411,7 +417,9 @@ def measure(name: str, server: Server, clients: int, runs: int,
     anyio.run(load, server.url + "/", min(clients, 4), 1, Phase("warmup", 1))
     phase = Phase(name, clients, per_run)
     cpu, other = server.cpu, behind.cpu if behind is not None else 0.0
+    client = time.process_time()
     anyio.run(load, server.url + "/", clients, runs, phase)
+    phase.client_cpu = time.process_time() - client
     phase.server_cpu = server.cpu - cpu
     if behind is not None:
         phase.other_cpu = behind.cpu - other
@@ -454,7 +462,8 @@ def _line(row: dict[str, Any]) -> str:
         f"{row['events']:>9,} ev {row['events_per_s'] or 0:>10,} ev/s "
         f"server {row['server_us_per_event']:>7.2f} µs/ev"
         + (f" (upstream {upstream:.2f})" if upstream is not None else "")
-        + f"  ttfe {_pair(row['ttfe_ms'])} ms  gap {_pair(row['gap_ms'])} ms"
+        + f" client {_pair([row['client_us_per_event']])}"
+        f"  ttfe {_pair(row['ttfe_ms'])} ms  gap {_pair(row['gap_ms'])} ms"
         f"  latency {_pair(row['latency_ms'])} ms  errors {row['errors']}"
     )
 
@@ -466,9 +475,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"({'state-heavy' if config['state_heavy'] else 'realistic'}, `streams.py`); "
         f"token agent: {config['tokens']} deltas per run.",
         "",
-        "| path | clients | events | events/s | server CPU µs/event | TTFE p50 / p99 ms "
-        "| gap p50 / p99 ms | latency p50 / p99 ms | errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| path | clients | events | events/s | server CPU µs/event | client CPU µs/event "
+        "| TTFE p50 / p99 ms | gap p50 / p99 ms | latency p50 / p99 ms | errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in report["rows"]:
         cpu = f"{row['server_us_per_event']:.2f}"
@@ -476,7 +485,8 @@ def markdown(report: dict[str, Any]) -> str:
             cpu += f" (+{row['upstream_us_per_event']:.2f} upstream)"
         out.append(
             f"| {row['phase']} | {row['clients']} | {row['events']:,} | "
-            f"{row['events_per_s'] or 0:,} | {cpu} | {_pair(row['ttfe_ms'])} | "
+            f"{row['events_per_s'] or 0:,} | {cpu} | {_pair([row['client_us_per_event']])} | "
+            f"{_pair(row['ttfe_ms'])} | "
             f"{_pair(row['gap_ms'])} | {_pair(row['latency_ms'])} | {row['errors']} |"
         )
     return "\n".join(out) + "\n"
@@ -489,14 +499,17 @@ def main() -> int:
     parser.add_argument("--events", type=int, help="replayed stream length (default 160000)")
     parser.add_argument("--state-heavy", action="store_true",
                         help="replay streams.py's state-heavy stream instead of the realistic one")
-    parser.add_argument("--replay-runs", type=int, help="runs per replay phase (default 3)")
+    parser.add_argument("--replay-runs", type=int,
+                        help="runs per replay phase, split among its clients, at least one "
+                             "each (default 3)")
     parser.add_argument("--replay-clients", default="1,10",
                         help="comma list of concurrent clients for the replay paths")
     parser.add_argument("--clients", default="1,10,50,200",
                         help="comma list of concurrent clients for the agent endpoint")
-    parser.add_argument("--tokens", type=int, help="deltas per token-agent run (default 1000)")
+    parser.add_argument("--tokens", type=int, help="deltas per token-agent run (default 400)")
     parser.add_argument("--target", type=int,
-                        help="events per endpoint phase, roughly (default 40000)")
+                        help="events per endpoint phase, at least one run per client "
+                             "(default 20000)")
     parser.add_argument("--chain", type=Path,
                         help="gateway chain file (default: the suite's gateway-path stages)")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
@@ -518,8 +531,8 @@ def main() -> int:
     quick = args.quick
     events = args.events or (10_000 if quick else 160_000)
     replay_runs = args.replay_runs or (2 if quick else 3)
-    tokens = args.tokens or (100 if quick else 1000)
-    target = args.target or (4_000 if quick else 40_000)
+    tokens = args.tokens or (100 if quick else 400)
+    target = args.target or (4_000 if quick else 20_000)
     replay_clients = [int(c) for c in args.replay_clients.split(",") if c.strip()]
     clients = [int(c) for c in args.clients.split(",") if c.strip()]
 
@@ -562,9 +575,10 @@ def main() -> int:
             for n in replay_clients:
                 # interleaved: the three paths back to back for each client count
                 sent = report["config"]["stream_events"]
-                phases.append(measure("direct", upstream, n, replay_runs, per_run=sent))
-                phases.append(measure("proxy", proxy, n, replay_runs, upstream, sent))
-                phases.append(measure("gateway", gateway, n, replay_runs, upstream, sent))
+                runs = max(1, replay_runs // n)
+                phases.append(measure("direct", upstream, n, runs, per_run=sent))
+                phases.append(measure("proxy", proxy, n, runs, upstream, sent))
+                phases.append(measure("gateway", gateway, n, runs, upstream, sent))
             for server in servers:
                 server.stop()
             servers.clear()
