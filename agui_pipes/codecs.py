@@ -310,14 +310,23 @@ class SSEDecoder(_ChunkDecoder):
     Past it ``feed`` raises ``FrameTooLarge`` (however the bytes were chunked)
     and the decoder is unusable. ``close()`` at end of stream raises ``TruncatedFrame``
     if a frame was started but never ended by a blank line.
+
+    ``fast_path`` (``None``: follow ``AGUI_PIPES_FAST_PATH``) lets the frames
+    that are one ``data:`` line ending in LF LF, the ones AG-UI servers write,
+    be cut from a chunk without per-line work; anything else (CR line ends,
+    comments, other fields, multi-line data, a frame split across chunks, one
+    over the cap) goes line by line. Both give the same payloads, state and errors.
     """
 
     _KIND = "SSE"
 
-    def __init__(self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, fast_path: bool | None = None
+    ) -> None:
         if max_frame_bytes <= 0:
             raise ValueError(f"max_frame_bytes must be positive, got {max_frame_bytes}")
         self.max_frame_bytes = max_frame_bytes
+        self._fast = _fastpath.ENABLED if fast_path is None else fast_path
         self.last_event_id = ""
         self.retry_ms: int | None = None
         self.event_type = ""
@@ -332,8 +341,73 @@ class SSEDecoder(_ChunkDecoder):
             chunk = self._intake(chunk)
             if not chunk:
                 return []
-        chunk, self._skip_lf = _normalise_newlines(chunk, self._skip_lf)
         out: list[Any] = []
+        if self._fast and not self._frame_size and not self._skip_lf and b"\r" not in chunk:
+            # At a frame's start, with only LF line ends: the ordinary frames
+            # that lead the chunk are taken whole, the rest goes line by line.
+            if self._line:
+                chunk = bytes(self._line) + chunk
+                self._line.clear()
+            chunk = self._ordinary_frames(chunk, out, text)
+        return self._feed_lines(chunk, out, text)
+
+    def _ordinary_frames(self, chunk: bytes, out: list[Any], text: bool) -> bytes:
+        """Take the frames at the head of ``chunk`` that are one ``data:`` line each.
+
+        Such a frame is ``data:<value>\\n\\n`` with no other line end in it and
+        within the size cap; for it the line-by-line path would append exactly
+        its value (one leading space dropped), so it is appended here without
+        per-line work. Returns the rest of ``chunk`` from the first frame that
+        is anything else (a comment, another field, several lines, an
+        unfinished frame, one over the cap), for the line-by-line path, which
+        then starts at a frame boundary as it would have.
+        """
+        cap = self.max_frame_bytes
+        end = chunk.rfind(b"\n\n") + 2
+        if end >= 2 and chunk.startswith(b"data: "):
+            # The usual chunk: nothing but ``data: <value>\n\n`` frames up to
+            # its last frame end. Then every line end there is one of the two
+            # that end a frame (k frame starts, 2k line ends), and splitting at
+            # the frame starts gives the values.
+            starts = chunk.count(b"\n\ndata: ", 0, end) + 1
+            if chunk.count(b"\n", 0, end) == 2 * starts:
+                values = chunk[6 : end - 2].split(b"\n\ndata: ")
+                if end <= cap or max(map(len, values)) + 6 < cap:
+                    if text:
+                        out += [value.decode("utf-8", "replace") for value in values]
+                    elif chunk.isascii():
+                        out += values
+                    else:  # replace what is not UTF-8, as the text form does
+                        out += [
+                            value if value.isascii()
+                            else value.decode("utf-8", "replace").encode()
+                            for value in values
+                        ]
+                    return chunk[end:]
+        frames = chunk.split(b"\n\n")
+        frames.pop()  # what follows the last frame end: never a whole frame
+        ascii_only = not text and chunk.isascii()
+        at = 0
+        for frame in frames:
+            if frame[:5] != b"data:" or b"\n" in frame or len(frame) >= cap:
+                break
+            at += len(frame) + 2
+            value = frame[6:] if frame[5:6] == b" " else frame[5:]
+            if ascii_only:
+                out.append(value)
+            elif text:
+                out.append(value.decode("utf-8", "replace"))
+            elif value.isascii():
+                out.append(value)
+            else:  # replace what is not UTF-8, as the text form does
+                out.append(value.decode("utf-8", "replace").encode())
+        return chunk[at:] if at else chunk
+
+    def _feed_lines(self, chunk: bytes, out: list[Any], text: bool) -> list[Any]:
+        """The reference framing: ``chunk`` line by line, as the spec describes."""
+        if not chunk:
+            return out
+        chunk, self._skip_lf = _normalise_newlines(chunk, self._skip_lf)
         if b"\n" not in chunk:
             self._line += chunk
             self._check(len(self._line))

@@ -65,13 +65,27 @@ def main() -> None:
     wire = b"".join(encode_sse(e) for e in events)
     chunks = [wire[i : i + 4096] for i in range(0, len(wire), 4096)]
 
-    def decode() -> None:
-        decoder = SSEDecoder()
-        for chunk in chunks:
-            decoder.feed(chunk)
-        decoder.close()
+    def decoding(fast: bool, as_bytes: bool) -> Callable[[], object]:
+        def decode() -> None:
+            decoder = SSEDecoder(fast_path=fast)
+            feed = decoder.feed_bytes if as_bytes else decoder.feed
+            for chunk in chunks:
+                feed(chunk)
+            decoder.close()
 
-    _time("SSEDecoder (4 KiB chunks)", len(events), decode)
+        return decode
+
+    for as_bytes in (False, True):
+        method = "feed_bytes" if as_bytes else "feed"
+        line_by_line = _time(
+            f"SSEDecoder.{method}, line by line (4 KiB chunks)", len(events),
+            decoding(False, as_bytes),
+        )
+        fast = _time(
+            f"SSEDecoder.{method}, fast path (4 KiB chunks)", len(events),
+            decoding(True, as_bytes),
+        )
+        print(f"SSE {method} speed-up: {line_by_line / fast:.2f}x")
 
 
 if __name__ == "__main__":

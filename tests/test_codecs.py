@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from pydantic import model_serializer
 
 from agui_pipes.codecs import (
+    DEFAULT_MAX_FRAME_BYTES,
     CodecError,
     FrameTooLarge,
     NDJSONDecoder,
@@ -474,3 +475,85 @@ def test_ndjson_decoder_keeps_a_bom_that_is_not_at_the_start() -> None:
         b'{"a": 1}',
         b'\xef\xbb\xbf{"b": 2}',
     ]
+
+
+# -- the SSE fast path for ordinary frames ---------------------------------
+
+# Pieces of SSE text: mostly ordinary frames (one ``data:`` line, LF, blank
+# line), mixed with everything the fast path must leave to the line-by-line
+# path: CR and CRLF, comments, other fields, multi-line data, stray blank lines.
+_sse_values = st.one_of(
+    st.text(alphabet=st.characters(codec="utf-8", blacklist_characters="\r\n"), max_size=8),
+    st.sampled_from(['{"type":"RUN_STARTED"}', " lead", ""]),
+)
+
+
+@st.composite
+def _sse_piece(draw: st.DrawFn) -> bytes:
+    value = draw(_sse_values).encode()
+    kind = draw(
+        st.sampled_from(
+            ["data", "data", "data", "nospace", "bare", "multi", "crlf", "cr", "comment",
+             "event", "id", "retry", "blank", "open", "bad"]
+        )
+    )
+    pieces = {
+        "data": b"data: " + value + b"\n\n",
+        "nospace": b"data:" + value + b"\n\n",
+        "bare": b"data\n\n",
+        "multi": b"data: " + value + b"\ndata: " + value + b"\n\n",
+        "crlf": b"data: " + value + b"\r\n\r\n",
+        "cr": b"data: " + value + b"\r\r",
+        "comment": b":" + value + b"\n",
+        "event": b"event: " + value + b"\n",
+        "id": b"id: " + value + b"\n",
+        "retry": b"retry: " + draw(st.sampled_from([b"10", b"x"])) + b"\n",
+        "blank": b"\n",
+        "open": b"data: " + value,  # a frame still open (the stream may end in it)
+        "bad": draw(bad_utf8),
+    }
+    return pieces[kind]
+
+
+def _decoder_run(
+    wire: bytes, cuts: list[int], text: bool, fast: bool, cap: int
+) -> tuple[Any, ...]:
+    """Payloads, error, and the decoder's visible state after feeding ``wire``."""
+    decoder = SSEDecoder(max_frame_bytes=cap, fast_path=fast)
+    payloads, error = _run_decoder(decoder, split_at(wire, cuts), text)
+    state = (decoder.last_event_id, decoder.retry_ms, decoder.event_type, decoder.in_frame)
+    return payloads, error, state
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(_sse_piece(), max_size=12),
+    st.lists(st.integers(0, 300), max_size=8),
+    st.booleans(),
+    st.one_of(st.just(DEFAULT_MAX_FRAME_BYTES), st.integers(1, 40)),
+)
+def test_sse_fast_path_matches_the_line_by_line_path(
+    pieces: list[bytes], cuts: list[int], text: bool, cap: int
+) -> None:
+    wire = b"".join(pieces)
+    fast = _decoder_run(wire, cuts, text, True, cap)
+    assert fast == _decoder_run(wire, cuts, text, False, cap)
+    assert all(type(p) is (str if text else bytes) for p in fast[0])
+
+
+def test_sse_fast_path_takes_ordinary_frames_and_stops_at_the_first_other() -> None:
+    wire = b'data: {"a":1}\n\ndata:2\n\n: keep-alive\n\ndata: 3\ndata: 4\n\ndata: 5\n\ndata: 6'
+    for fast in (True, False):
+        decoder = SSEDecoder(fast_path=fast)
+        assert decoder.feed_bytes(wire) == [b'{"a":1}', b"2", b"3\n4", b"5"]
+        assert decoder.in_frame
+        assert decoder.feed(b"\n\n") == ["6"]
+        assert not decoder.in_frame
+
+
+def test_sse_fast_path_keeps_the_frame_cap() -> None:
+    frame = b"data: " + b"x" * 10 + b"\n\n"  # 17 bytes counted (16 and one line end)
+    assert SSEDecoder(max_frame_bytes=17, fast_path=True).feed_bytes(frame) == [b"x" * 10]
+    for fast in (True, False):
+        with pytest.raises(FrameTooLarge, match="size cap of 16 bytes"):
+            SSEDecoder(max_frame_bytes=16, fast_path=fast).feed_bytes(frame)

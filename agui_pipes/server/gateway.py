@@ -18,6 +18,9 @@ such as a late argument delta of a filtered tool call, does not end the run)
 and so that its message can only name what the client sees anyway; a
 violation found earlier (chunk expansion, a Verify in your chain) reaches the
 client as a ``WithheldViolation``: the rule and the position, not the text.
+A chain that starts with ``ExpandChunks`` or ends with a ``Verify`` as strict
+as the gateway's shares it with the gateway instead of running it twice (see
+``_consumer_chain``; the client receives the same bytes).
 
 When that chain is synchronous (every stage a ``StreamTransformer``, the
 usual case) it runs through ``agui_pipes.relay.Relay``: each upstream
@@ -46,7 +49,7 @@ A client that disconnects cancels the run, which closes the upstream request
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -247,13 +250,11 @@ class Gateway:
         try:
             # Verification comes *after* your chain: it checks what the client
             # receives, and its messages can only name what the client sees.
-            stages: list[Stage] = [ExpandChunks()]
+            configured: list[Stage] = []
             if self._chain_factory is not None:
                 with using_limits(self._limits):
-                    stages.append(self._chain_factory())
-            final = Verify(profile="consumer", on_violation="raise") if self._verify else None
-            if final is not None:
-                stages.append(final)
+                    configured.append(self._chain_factory())
+            stages, final = _consumer_chain(TransformerChain(configured).stages, self._verify)
             chain = instrument(TransformerChain(stages), stats)
         except Exception as exc:
             self._log.error(
@@ -542,6 +543,51 @@ class _UpstreamRun:
                 f"the upstream agent ended its stream while run {self.open_run} was still open "
                 "(no RUN_FINISHED or RUN_ERROR)",
             )
+
+
+def _consumer_chain(
+    configured: Sequence[Stage], verify: bool
+) -> tuple[list[Stage], Verify | None]:
+    """``ExpandChunks | <configured> | Verify``, each of the gateway's stages run once.
+
+    Returns the stages and the gateway's own final ``Verify`` (None when it
+    has none). Each merge keeps the client's bytes and errors as they were:
+
+    * A chain starting with a plain ``ExpandChunks`` loses it: behind the
+      gateway's, it never sees a chunk (expansion leaves none), so it never
+      opens a lane, and it passes every event as it is.
+    * A chain ending with a plain ``Verify`` of the consumer profile that
+      raises and refuses a truncated run (what the gateway's is) keeps it and
+      the gateway adds none: the gateway's would see the same events after
+      it, in the same verifier state, so it could never raise first. Its
+      violations were the chain's, withheld from the client, and still are.
+      Any other policy (``warn`` passes violations, ``run_error`` rewrites
+      the stream, ``allow_truncated`` skips the end check), another profile,
+      a subclass, or a ``Verify`` with a stage after it is not a substitute.
+    """
+    stages = list(configured)
+    if stages and _plain(stages[0], ExpandChunks):
+        del stages[0]
+    last = stages[-1] if stages else None
+    final: Verify | None = None
+    if verify and not (
+        isinstance(last, Verify)
+        and _plain(last, Verify)
+        and last.enabled
+        and last.on_violation == "raise"
+        and not last.allow_truncated
+        and last.verifier.profile == "consumer"
+    ):
+        final = Verify(profile="consumer", on_violation="raise")
+    return [ExpandChunks(), *stages, *([final] if final is not None else [])], final
+
+
+def _plain(stage: Stage, cls: type[Stage]) -> bool:
+    """Whether ``stage`` is an instance of exactly ``cls``, none of its methods replaced."""
+    if type(stage) is not cls:
+        return False
+    replaced = getattr(stage, "__dict__", {})
+    return not any(name in replaced for name in ("transform", "finish", "route", "passes"))
 
 
 def _chain_repr(factory: ChainFactory | None) -> str:

@@ -73,6 +73,21 @@ class Verify(StreamTransformer):
         """The underlying state machine (for inspection)."""
         return self._verifier
 
+    @property
+    def on_violation(self) -> OnViolation:
+        """The policy the stage was built with (a server reads it to merge checks)."""
+        return self._policy
+
+    @property
+    def allow_truncated(self) -> bool:
+        """Whether a run left open at the end of the stream is accepted."""
+        return self._allow_truncated
+
+    @property
+    def enabled(self) -> bool:
+        """False for the pass-through form (``enabled=False``)."""
+        return self._enabled
+
     route_key: bool = True
     """Whether the verifier is between runs or the stage has stopped (no delta passes unseen)."""
 
