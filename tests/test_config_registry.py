@@ -229,3 +229,23 @@ def test_cli_reports_a_broken_plugin_and_keeps_working(plugins: Path) -> None:
     assert "Traceback" not in done.stderr
     assert "\nshout  [shoutplug]\n" in done.stdout
     assert "\nverify\n" in done.stdout
+
+
+def test_built_in_options_models_are_defined_on_first_lookup_only() -> None:
+    # Start-up: a chain that names no built-in (or `agui-pipes list` of plugins
+    # only) must not pay for defining every built-in's options model.
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from agui_pipes.config import load_chain\n"
+        "load_chain({'transformers': []})\n"
+        "print('agui_pipes.config.options' in sys.modules)\n"
+        "load_chain({'transformers': ['expand_chunks']})\n"
+        "print('agui_pipes.config.options' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["False", "True"]

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._transformer import Stage
-from . import options as _opts
+from ._no_options import NoOptions
 
 __all__ = [
     "PLUGIN_GROUP",
@@ -69,7 +69,7 @@ class TransformerSpec:
 
     name: str
     factory: Callable[..., Stage] | str
-    options: type[BaseModel] = _opts.NoOptions
+    options: type[BaseModel] = NoOptions
     summary: str = ""
     origin: str = "built-in"
 
@@ -79,7 +79,7 @@ class TransformerSpec:
                 f"transformer `{self.name}`: options must be a pydantic BaseModel subclass, "
                 f"got {self.options!r}"
             )
-        if not self.summary and self.options is not _opts.NoOptions:
+        if not self.summary and self.options is not NoOptions:
             own = _first_line_of(self.options.__dict__.get("__doc__"))
             object.__setattr__(self, "summary", own)
 
@@ -150,7 +150,7 @@ def spec_from_object(obj: object, name: str, origin: str) -> TransformerSpec:
         )
     model = getattr(obj, "Options", None)
     if model is None:
-        model = _opts.NoOptions
+        model = NoOptions
     if not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise TypeError(f"`Options` must be a pydantic BaseModel subclass, got {model!r}")
     # A class's *own* docstring only: an undocumented StreamTransformer subclass
@@ -160,29 +160,35 @@ def spec_from_object(obj: object, name: str, origin: str) -> TransformerSpec:
     return TransformerSpec(name, obj, model, summary=summary, origin=origin)
 
 
-_BUILTINS: tuple[tuple[str, str, type[BaseModel]], ...] = (
-    ("expand_chunks", "ExpandChunks", _opts.ExpandChunksOptions),
-    ("verify", "Verify", _opts.VerifyOptions),
-    ("filter_tool_calls", "FilterToolCalls", _opts.FilterToolCallsOptions),
-    ("tool_result_to_state", "ToolResultToState", _opts.ToolResultToStateOptions),
-    ("subagent_visibility", "SubagentVisibility", _opts.SubagentVisibilityOptions),
-    ("drop_events", "DropEvents", _opts.DropEventsOptions),
-    ("keep_events", "KeepEvents", _opts.KeepEventsOptions),
-    ("strip_raw_events", "StripRawEvents", _opts.StripRawEventsOptions),
-    ("coalesce_deltas", "CoalesceDeltas", _opts.CoalesceDeltasOptions),
-    ("redact", "Redact", _opts.RedactOptions),
-    ("state_filter", "StateFilter", _opts.StateFilterOptions),
-    ("state_diff", "StateDiff", _opts.StateDiffOptions),
-    ("timestamp", "Timestamp", _opts.TimestampOptions),
+_BUILTINS: tuple[tuple[str, str, str], ...] = (
+    # (YAML name, stage class in agui_pipes.transformers, options model in .options)
+    ("expand_chunks", "ExpandChunks", "ExpandChunksOptions"),
+    ("verify", "Verify", "VerifyOptions"),
+    ("filter_tool_calls", "FilterToolCalls", "FilterToolCallsOptions"),
+    ("tool_result_to_state", "ToolResultToState", "ToolResultToStateOptions"),
+    ("subagent_visibility", "SubagentVisibility", "SubagentVisibilityOptions"),
+    ("drop_events", "DropEvents", "DropEventsOptions"),
+    ("keep_events", "KeepEvents", "KeepEventsOptions"),
+    ("strip_raw_events", "StripRawEvents", "StripRawEventsOptions"),
+    ("coalesce_deltas", "CoalesceDeltas", "CoalesceDeltasOptions"),
+    ("redact", "Redact", "RedactOptions"),
+    ("state_filter", "StateFilter", "StateFilterOptions"),
+    ("state_diff", "StateDiff", "StateDiffOptions"),
+    ("timestamp", "Timestamp", "TimestampOptions"),
 )
+
+
+def _builtin_spec(name: str, cls: str, model: str) -> TransformerSpec:
+    # The options models are imported here, when a built-in is first looked up,
+    # not with the registry: a chain that names no built-in never defines them.
+    from . import options
+
+    return TransformerSpec(name, f"agui_pipes.transformers:{cls}", getattr(options, model))
 
 
 def builtin_specs() -> list[TransformerSpec]:
     """The built-in transformers, in documentation order."""
-    return [
-        TransformerSpec(name, f"agui_pipes.transformers:{cls}", model)
-        for name, cls, model in _BUILTINS
-    ]
+    return [_builtin_spec(name, cls, model) for name, cls, model in _BUILTINS]
 
 
 class Registry:
@@ -197,14 +203,26 @@ class Registry:
     def __init__(
         self, *, builtins: bool = True, plugins: bool = True, group: str = PLUGIN_GROUP
     ) -> None:
-        self._specs: dict[str, TransformerSpec] = {}
+        # A built-in is listed from the start (so names, collisions and order are
+        # settled) but its spec is built on first use: None until then.
+        self._specs: dict[str, TransformerSpec | None] = {}
+        self._builtins: dict[str, tuple[str, str]] = {}
         self._plugins_enabled = plugins
         self._group = group
         self._pending: dict[str, EntryPoint] | None = None if plugins else {}
         self._broken: dict[str, str] = {}
         if builtins:
-            for spec in builtin_specs():
-                self._specs[spec.name] = spec
+            for name, cls, model in _BUILTINS:
+                self._specs[name] = None
+                self._builtins[name] = (cls, model)
+
+    def _spec(self, name: str) -> TransformerSpec | None:
+        """The spec registered as ``name`` (building a listed built-in's on first use)."""
+        spec = self._specs.get(name)
+        if spec is None and name in self._specs:
+            spec = _builtin_spec(name, *self._builtins[name])
+            self._specs[name] = spec
+        return spec
 
     # -- registration -------------------------------------------------------
 
@@ -218,6 +236,7 @@ class Registry:
         if spec.name in self._specs and not replace:
             raise ValueError(f"a transformer named `{spec.name}` is already registered")
         self._specs[spec.name] = spec
+        self._builtins.pop(spec.name, None)
 
     # -- plugins --------------------------------------------------------------
 
@@ -238,9 +257,11 @@ class Registry:
         if not _NAME.fullmatch(ep.name):
             _warn(f"transformer plugin {where} skipped: its name is not snake_case")
         elif ep.name in self._specs:
+            known = self._specs[ep.name]
+            origin = "built-in" if known is None else known.origin
             _warn(
                 f"transformer plugin {where} skipped: `{ep.name}` is already a "
-                f"{self._specs[ep.name].origin} transformer"
+                f"{origin} transformer"
             )
         elif ep.name in self._pending:
             _warn(
@@ -269,7 +290,7 @@ class Registry:
 
     def get(self, name: str) -> TransformerSpec | None:
         """The transformer called ``name`` (loading its plugin if need be), or ``None``."""
-        spec = self._specs.get(name)
+        spec = self._spec(name)
         if spec is not None:
             return spec
         return self._load(name)
@@ -287,7 +308,8 @@ class Registry:
         """Every transformer that loads (imports all plugins; broken ones warn)."""
         for name in list(self._discover()):
             self._load(name)
-        return list(self._specs.values())
+        specs = [self._spec(name) for name in list(self._specs)]
+        return [spec for spec in specs if spec is not None]
 
 
 def _dist_name(ep: EntryPoint) -> str:

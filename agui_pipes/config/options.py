@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.config import JsonDict
 
 from .._limits import Limits
+from ._no_options import NoOptions
 
 __all__ = [
     "CoalesceDeltasOptions",
@@ -44,12 +45,6 @@ __all__ = [
     "VerifyOptions",
     "is_json_pointer",
 ]
-
-
-class NoOptions(BaseModel):
-    """A stage that takes no options."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class _Options(BaseModel):
