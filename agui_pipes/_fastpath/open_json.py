@@ -1,0 +1,329 @@
+"""Snapshots, deltas and other events with open JSON values, on the fast path.
+
+The generated builders and writers take only events whose values are
+strings, choices and integers. ``STATE_SNAPSHOT``, ``STATE_DELTA``,
+``ACTIVITY_*``, ``RAW`` and ``CUSTOM`` carry open JSON (any value, an object,
+a JSON Patch array) and would otherwise take the reference path both ways:
+every value through its checker and pydantic validation in, pydantic with
+``ag_ui``'s per-model hook (once per patch operation) out.
+
+Decoding (``build_open``): a payload is taken only when it provably needs
+nothing but the checks done here — every key described and of its kind, every
+patch operation of a known ``op`` with exactly its keys and JSON Pointers
+that match the spec's pattern. An unknown ``op``, an extra member on an
+operation, a legacy ``null`` or any malformed value returns None, and the
+reference path decides (with its warnings or its error). The values were
+parsed by orjson, which enforces ``Limits.max_depth`` while parsing, as the
+reference path's parser does; open values are kept as they are, as the
+reference path keeps them.
+
+Encoding (``open_writer``): the event as plain values (patch operations as
+dicts in their models' key order, optional fields without value left out, as
+``ag_ui``'s hook does) written by orjson, whose writing of JSON values is
+pydantic's byte for byte (strings, integers, finite floats: the fast-path
+tests check it on generated values). orjson would write what pydantic or the
+reference checks treat otherwise — a NaN as ``null``, a UUID or an enum as
+its value — so the output is read back and compared with what was written:
+anything that does not come back equal (and anything orjson refuses: deep
+nesting, huge integers, lone surrogates, non-string keys, subclasses,
+dataclasses, dates) returns None for the general path, which raises the
+reference path's errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, get_args
+
+from ag_ui.core import BaseEvent, StateDeltaEvent
+from pydantic import BaseModel
+
+from .. import _json
+from .._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
+from .._decode import PATCH_OP_KEYS, POINTER, SPECS, EventSpec
+from .source import compile_function, origin
+
+__all__ = ["OPEN_BUILDERS", "OPEN_CLASSES", "OPEN_TYPES", "build_open", "open_writer"]
+
+OPEN_TYPES: Final = frozenset({
+    "STATE_SNAPSHOT", "STATE_DELTA", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "RAW", "CUSTOM",
+})
+"""The event types whose required fields hold open JSON."""
+OPEN_CLASSES: Final = frozenset(SPECS[name].cls for name in OPEN_TYPES)
+
+# Value kinds, as the reference specs state them.
+_TYPE, _STR, _INT, _BOOL, _OBJECT, _ANY, _PATCH = range(7)
+
+_match = POINTER.match
+_new = object.__new__
+
+
+def _op_models() -> dict[str, tuple[type[BaseModel], frozenset[str], tuple[tuple[str, str], ...]]]:
+    """Per patch ``op``: its model, its wire keys and (wire key, attribute) in model order."""
+    annotation = StateDeltaEvent.model_fields["delta"].annotation
+    (element,) = get_args(annotation)
+    union = get_args(element)[0]
+    models: dict[str, tuple[type[BaseModel], frozenset[str], tuple[tuple[str, str], ...]]] = {}
+    for cls in get_args(union):
+        op = cls.model_fields["op"].default
+        pairs = tuple((info.alias or name, name) for name, info in cls.model_fields.items())
+        keys = frozenset(key for key, _ in pairs)
+        if keys != PATCH_OP_KEYS.get(op):
+            raise RuntimeError(f"ag_ui's {cls.__name__} does not have the keys of a {op!r} op")
+        models[op] = (cls, keys, pairs)
+    if set(models) != set(PATCH_OP_KEYS):
+        raise RuntimeError("ag_ui's JSON Patch operations differ from the decode spec's")
+    return models
+
+
+_OPS: Final = _op_models()
+_OP_CLASSES: Final = {cls: pairs for cls, _, pairs in _OPS.values()}
+
+
+def _op_builder(op: str) -> Callable[[dict[str, Any]], BaseModel | None]:
+    """Generated: the model of one patch operation the reference path keeps as it is, or None.
+
+    The wire keys must be exactly the op's (a missing one is fatal, an extra
+    one is kept as an extra member: the reference path's cases), each pointer
+    must match the spec's pattern. Without a "~" a string is a pointer when
+    empty or starting with "/"; escapes take the pattern itself (a regex costs
+    a microsecond, most pointers have no escape).
+    """
+    cls, keys, pairs = _OPS[op]
+    lines = ["def build(item):", "    if item.keys() != KEYS: return None"]
+    for i, (key, _) in enumerate(pairs):
+        if key == "op":
+            continue
+        lines.append(f"    v{i} = item[{key!r}]")
+        if key in ("path", "from"):
+            lines.append(
+                f"    if v{i}.__class__ is not str or (v{i} and v{i}[0] != '/') or "
+                f"('~' in v{i} and match(v{i}) is None): return None"
+            )
+    items = ", ".join(
+        f"{attr!r}: {op!r}" if key == "op" else f"{attr!r}: v{i}"
+        for i, (key, attr) in enumerate(pairs)
+    )
+    attrs = ", ".join(repr(attr) for _, attr in pairs)
+    lines += [
+        "    model = new(cls)",
+        f"    set_dict(model, {{{items}}})",
+        f"    set_fields(model, {{{attrs}}})",
+        "    set_extra(model, {})",
+        "    set_private(model, None)",
+        "    return model",
+    ]
+    namespace: dict[str, Any] = {
+        "KEYS": keys, "match": _match, "new": _new, "cls": cls, "set_dict": DICT_SLOT,
+        "set_fields": FIELDS_SET_SLOT, "set_extra": EXTRA_SLOT, "set_private": PRIVATE_SLOT,
+    }
+    built: Callable[[dict[str, Any]], BaseModel | None] = compile_function(
+        "\n".join(lines), origin("patch op", op), namespace, "build"
+    )
+    return built
+
+
+_OP_BUILDERS: Final[dict[str, Callable[[dict[str, Any]], BaseModel | None]]] = {}
+"""Compiled on first use: with the fast path off, nothing is generated."""
+
+
+def _operations(items: Any) -> list[BaseModel] | None:
+    """The op models of a JSON Patch array the reference path would keep as it is, or None."""
+    if items.__class__ is not list:
+        return None
+    out: list[BaseModel] = []
+    append = out.append
+    builders = _OP_BUILDERS
+    for item in items:
+        if item.__class__ is not dict:
+            return None
+        op = item.get("op")
+        if op.__class__ is not str:
+            return None
+        build = builders.get(op)
+        if build is None:
+            if op not in _OPS:
+                return None  # an unknown op: removed with a warning by the reference path
+            build = builders[op] = _op_builder(op)
+        model = build(item)
+        if model is None:
+            return None
+        append(model)
+    return out
+
+
+class _Plan:
+    """What ``build_open`` needs of one event type."""
+
+    __slots__ = ("cls", "flat", "kinds", "required", "template")
+
+    def __init__(self, spec: EventSpec) -> None:
+        self.cls = spec.cls
+        self.flat = spec.flat
+        kinds: dict[str, tuple[str, int, int, int]] = {"type": ("type", _TYPE, 0, 0)}
+        for key, attr in spec.str_attrs.items():
+            if key != "type":
+                kinds[key] = (attr, _STR, 0, 0)
+        for key, (attr, low, high) in spec.int_attrs.items():
+            kinds[key] = (attr, _INT, low, high)
+        for table, kind in ((spec.bool_attrs, _BOOL), (spec.object_attrs, _OBJECT),
+                            (spec.open_attrs, _ANY), (spec.patch_attrs, _PATCH)):
+            for key, attr in table.items():
+                kinds[key] = (attr, kind, 0, 0)
+        self.kinds = kinds
+        self.required = spec.required_attrs
+        self.template = {name: info.default for name, info in spec.cls.model_fields.items()}
+
+
+OPEN_BUILDERS: Final = {name: _Plan(SPECS[name]) for name in sorted(OPEN_TYPES)}
+
+
+def build_open(raw: dict[str, Any], type_name: str) -> BaseEvent | None:
+    """The event of a parsed payload of an ``OPEN_TYPES`` type, or None for the reference path.
+
+    Builds what the reference path builds (same field values, the same fields
+    set, ``type`` among them where it validates with pydantic) for payloads it
+    would accept without a warning.
+    """
+    plan = OPEN_BUILDERS[type_name]
+    kinds = plan.kinds
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        found = kinds.get(key)
+        if found is None:
+            return None  # undescribed (stripped with a warning) or not ours to check
+        attr, kind, low, high = found
+        if kind is _STR:
+            if value.__class__ is not str:
+                return None
+        elif kind is _ANY:
+            pass
+        elif kind is _PATCH:
+            value = _operations(value)
+            if value is None:
+                return None
+        elif kind is _OBJECT:
+            if value.__class__ is not dict:
+                return None
+        elif kind is _INT:
+            if value.__class__ is not int or not low <= value <= high:
+                return None
+        elif kind is _BOOL:
+            if value.__class__ is not bool:
+                return None
+        else:  # the type, already matched
+            continue
+        values[attr] = value
+    if not plan.required <= values.keys():
+        return None
+    data = plan.template.copy()
+    data.update(values)
+    event = _new(plan.cls)
+    DICT_SLOT(event, data)
+    fields = set(values)
+    if not plan.flat:
+        fields.add("type")  # validated with the wire "type" by the reference path
+    FIELDS_SET_SLOT(event, fields)
+    EXTRA_SLOT(event, {})
+    PRIVATE_SLOT(event, None)
+    return event
+
+
+# -- encoding ---------------------------------------------------------------
+
+_PASSTHROUGH = 0
+if _json.HAVE_ORJSON:
+    import orjson
+
+    # Dates, dataclasses and subclasses of str / int / dict / list go to
+    # ``default``, which refuses them: pydantic and the reference checks decide.
+    _PASSTHROUGH = (
+        orjson.OPT_PASSTHROUGH_DATETIME
+        | orjson.OPT_PASSTHROUGH_DATACLASS
+        | orjson.OPT_PASSTHROUGH_SUBCLASS
+    )
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"not written by the open-value writer: {type(value).__name__}")
+
+
+Writer = Callable[[dict[str, Any]], "bytes | None"]
+
+
+def open_writer(cls: type[BaseEvent]) -> Writer | None:
+    """The writer of an ``OPEN_TYPES`` class (None for other classes, or without orjson).
+
+    Takes the event's ``__dict__`` (the caller checks it has no extra fields,
+    as for every common-shape writer) and returns the reference encoder's
+    bytes, or None for the general path.
+    """
+    if not _json.HAVE_ORJSON:
+        return None
+    spec = next((s for s in OPEN_BUILDERS if SPECS[s].cls is cls), None)
+    if spec is None:
+        return None
+    checked = SPECS[spec]
+    kind_of: dict[str, int] = {}
+    for attr in checked.str_attrs.values():
+        kind_of[attr] = _STR
+    for attr, _, _ in checked.int_attrs.values():
+        kind_of[attr] = _INT
+    for table, kind in ((checked.bool_attrs, _BOOL), (checked.object_attrs, _OBJECT),
+                        (checked.patch_attrs, _PATCH)):
+        for attr in table.values():
+            kind_of[attr] = kind
+    type_value = cls.model_fields["type"].default.value
+    layout = tuple(
+        (
+            name,
+            info.serialization_alias or info.alias or name,
+            not info.is_required() and info.default is None,
+            kind_of.get(name, _ANY),
+        )
+        for name, info in cls.model_fields.items()
+        if name != "type"
+    )
+    dumps = orjson.dumps
+    loads = orjson.loads
+    option = _PASSTHROUGH
+    classes = {cls: kind for cls, kind in ((str, _STR), (int, _INT), (bool, _BOOL),
+                                           (dict, _OBJECT))}
+
+    def write(values: dict[str, Any]) -> bytes | None:
+        out: dict[str, Any] = {"type": type_value}
+        for attr, key, omit, kind in layout:
+            value = values[attr]
+            if value is None:
+                if omit:
+                    continue  # ag_ui's hook leaves it out
+            elif kind is _PATCH:
+                value = _operation_dicts(value)
+                if value is None:
+                    return None
+            elif kind is not _ANY and classes.get(value.__class__) != kind:
+                return None  # pydantic would warn about the value's type
+            out[key] = value
+        try:
+            data: bytes = dumps(out, default=_refuse, option=option)
+        except (TypeError, ValueError):
+            return None
+        # What orjson writes differently (NaN as null, UUIDs and enums as
+        # values) does not read back as the value written.
+        return data if loads(data) == out else None
+
+    return write
+
+
+def _operation_dicts(operations: Any) -> list[dict[str, Any]] | None:
+    """Patch op models as the dicts pydantic writes them as, or None when unsure."""
+    if operations.__class__ is not list:
+        return None
+    out: list[dict[str, Any]] = []
+    for operation in operations:
+        pairs = _OP_CLASSES.get(operation.__class__)
+        if pairs is None or operation.__pydantic_extra__:
+            return None
+        values = operation.__dict__
+        out.append({key: values[attr] for key, attr in pairs})
+    return out
