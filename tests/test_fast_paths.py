@@ -443,3 +443,23 @@ def test_open_values_take_the_fast_path() -> None:
     nan = StateSnapshotEvent(snapshot={"x": float("nan")})
     assert writer is not None and compile_common_shape(StateSnapshotEvent) is not None
     assert compile_common_shape(StateSnapshotEvent)(nan.__dict__) is None  # type: ignore[misc]
+
+
+def test_open_value_writer_leaves_unvalidated_operations_to_the_reference_path() -> None:
+    # An operation built without validation may lack a field or hold an extra
+    # one: the writer does not guess what pydantic makes of it.
+    valid = StateDeltaEvent.model_validate(
+        {"delta": [{"op": "add", "path": "/a", "value": 1}, {"op": "copy", "from": "/a",
+                                                              "path": "/b"}]}
+    )
+    add_cls = type(valid.delta[0])
+    partial = StateDeltaEvent.model_construct(delta=[add_cls.model_construct(path="/a")])
+    extra = StateDeltaEvent.model_construct(
+        delta=[add_cls.model_construct(path="/a", value=1, note="x")]
+    )
+    for event in (valid, partial, extra):
+        assert _encoded(event, True) == _encoded(event, False)
+    assert encode_json(valid, fast_path=True) == (
+        b'{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":1},'
+        b'{"op":"copy","from":"/a","path":"/b"}]}'
+    )

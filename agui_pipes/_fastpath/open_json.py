@@ -77,7 +77,15 @@ def _op_models() -> dict[str, tuple[type[BaseModel], frozenset[str], tuple[tuple
 
 
 _OPS: Final = _op_models()
-_OP_CLASSES: Final = {cls: pairs for cls, _, pairs in _OPS.values()}
+_OP_CLASSES: Final = {
+    cls: (
+        frozenset(attr for _, attr in pairs),
+        None if all(key == attr for key, attr in pairs) else pairs,
+    )
+    for cls, _, pairs in _OPS.values()
+}
+"""Per op model: its attributes, and None when its wire keys are its attribute names, else
+the (key, attr) pairs."""
 
 
 def _op_builder(op: str) -> Callable[[dict[str, Any]], BaseModel | None]:
@@ -284,34 +292,45 @@ def open_writer(cls: type[BaseEvent]) -> Writer | None:
         for name, info in cls.model_fields.items()
         if name != "type"
     )
-    dumps = orjson.dumps
-    loads = orjson.loads
-    option = _PASSTHROUGH
-    classes = {cls: kind for cls, kind in ((str, _STR), (int, _INT), (bool, _BOOL),
-                                           (dict, _OBJECT))}
-
-    def write(values: dict[str, Any]) -> bytes | None:
-        out: dict[str, Any] = {"type": type_value}
-        for attr, key, omit, kind in layout:
-            value = values[attr]
-            if value is None:
-                if omit:
-                    continue  # ag_ui's hook leaves it out
-            elif kind is _PATCH:
-                value = _operation_dicts(value)
-                if value is None:
-                    return None
-            elif kind is not _ANY and classes.get(value.__class__) != kind:
-                return None  # pydantic would warn about the value's type
-            out[key] = value
-        try:
-            data: bytes = dumps(out, default=_refuse, option=option)
-        except (TypeError, ValueError):
-            return None
-        # What orjson writes differently (NaN as null, UUIDs and enums as
-        # values) does not read back as the value written.
-        return data if loads(data) == out else None
-
+    checks = {
+        _STR: "    if v.__class__ is not str: return None",
+        _INT: "    if v.__class__ is not int: return None",
+        _BOOL: "    if v.__class__ is not bool: return None",
+        _OBJECT: "    if v.__class__ is not dict: return None",
+    }
+    lines = ["def write(d):", f"    out = {{'type': {type_value!r}}}"]
+    for attr, key, omit, kind in layout:
+        lines.append(f"    v = d[{attr!r}]")
+        if omit:
+            lines.append("    if v is not None:")
+            indent = "    "
+        elif kind is _ANY:
+            indent = ""  # a required open value: null is a value
+        else:
+            lines.append("    if v is None: return None  # pydantic would warn")
+            indent = ""
+        if kind is _PATCH:
+            lines.append(f"{indent}    v = operations(v)")
+            lines.append(f"{indent}    if v is None: return None")
+        elif kind in checks:
+            lines.append(indent + checks[kind])
+        lines.append(f"{indent}    out[{key!r}] = v")
+    lines += [
+        "    try:",
+        "        data = dumps(out, default=refuse, option=OPTION)",
+        "    except (TypeError, ValueError):",
+        "        return None",
+        "    # What orjson writes differently (NaN as null, UUIDs and enums as values)",
+        "    # does not read back as the value written.",
+        "    return data if loads(data) == out else None",
+    ]
+    namespace: dict[str, Any] = {
+        "dumps": orjson.dumps, "loads": orjson.loads, "refuse": _refuse,
+        "OPTION": _PASSTHROUGH, "operations": _operation_dicts,
+    }
+    write: Writer = compile_function(
+        "\n".join(lines), origin("open-value writer", type_value), namespace, "write"
+    )
     return write
 
 
@@ -321,9 +340,14 @@ def _operation_dicts(operations: Any) -> list[dict[str, Any]] | None:
         return None
     out: list[dict[str, Any]] = []
     for operation in operations:
-        pairs = _OP_CLASSES.get(operation.__class__)
-        if pairs is None or operation.__pydantic_extra__:
+        shape = _OP_CLASSES.get(operation.__class__)
+        if shape is None or operation.__pydantic_extra__:
             return None
+        attrs, renamed = shape
         values = operation.__dict__
-        out.append({key: values[attr] for key, attr in pairs})
+        if values.keys() != attrs:
+            return None  # a field missing (built without validation): pydantic decides
+        # The fields in model order, under their wire names: the instance dict
+        # itself when those are its keys (orjson only reads it).
+        out.append(values if renamed is None else {key: values[attr] for key, attr in renamed})
     return out
