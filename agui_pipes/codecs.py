@@ -199,7 +199,7 @@ def decode(
                     if event is not None:
                         return Decoded(event)
                 elif type_name in _OPEN_BUILDERS:  # snapshots, deltas: open JSON values
-                    event = _build_open(raw, type_name)
+                    event = _build_open(raw, key)
                     if event is not None:
                         return Decoded(event)
             return decode_object(raw, index)

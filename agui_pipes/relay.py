@@ -260,7 +260,7 @@ class Relay:
                                 # refused, e.g. a legacy ``null``, is decoded below.
                                 framing_len = entry[1]
                         elif type_name in open_builders:  # snapshots and deltas
-                            event = build_open(raw, type_name)
+                            event = build_open(raw, key)
                 if event is None:
                     # Parsed above and no builder took it: decode() would parse
                     # it again, try the same builder, then do this.

@@ -435,7 +435,7 @@ def test_open_values_take_the_fast_path() -> None:
     from agui_pipes._fastpath.writers import compile_common_shape
 
     wire = {"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/n", "value": 1.5}]}
-    event = build_open(wire, "STATE_DELTA")
+    event = build_open(wire, ("STATE_DELTA", tuple(wire)))
     assert isinstance(event, StateDeltaEvent)
     writer = compile_common_shape(StateDeltaEvent)
     assert writer is not None

@@ -41,6 +41,7 @@ from pydantic import BaseModel
 from .. import _json
 from .._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
 from .._decode import PATCH_OP_KEYS, POINTER, SPECS, EventSpec
+from .builders import BUILDER_LIMIT, NEGATIVE_LIMIT
 from .source import compile_function, origin
 
 __all__ = ["OPEN_BUILDERS", "OPEN_CLASSES", "OPEN_TYPES", "build_open", "open_writer"]
@@ -186,55 +187,103 @@ class _Plan:
 OPEN_BUILDERS: Final = {name: _Plan(SPECS[name]) for name in sorted(OPEN_TYPES)}
 
 
-def build_open(raw: dict[str, Any], type_name: str) -> BaseEvent | None:
+OpenBuilder = Callable[[dict[str, Any]], "BaseEvent | None"]
+_BY_ORDER: dict[tuple[str, tuple[str, ...]], OpenBuilder | None] = {}
+"""Per wire key order, the key set's builder (or None): bounded as ``builders.BUILDERS``."""
+_BY_SET: dict[tuple[str, frozenset[str]], OpenBuilder | None] = {}
+_COMPILED = [0]
+
+
+def build_open(raw: dict[str, Any], key: tuple[str, tuple[str, ...]]) -> BaseEvent | None:
     """The event of a parsed payload of an ``OPEN_TYPES`` type, or None for the reference path.
 
-    Builds what the reference path builds (same field values, the same fields
-    set, ``type`` among them where it validates with pydantic) for payloads it
-    would accept without a warning.
+    ``key`` is (type, the payload's keys in order), as the callers' builder
+    lookup has it. Builds what the reference path builds (same field values,
+    the same fields set, ``type`` among them where it validates with
+    pydantic) for payloads it would accept without a warning.
+    """
+    try:
+        builder = _BY_ORDER[key]
+    except KeyError:
+        builder = _builder_for(*key)
+    return None if builder is None else builder(raw)
+
+
+def _builder_for(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
+    """Compile (or find) the builder of a key set; remember it for this order, bounded."""
+    canonical = (type_name, frozenset(keys))
+    try:
+        builder = _BY_SET[canonical]
+    except KeyError:
+        builder = _generate(type_name, keys)
+        if builder is not None or len(_BY_SET) < NEGATIVE_LIMIT:
+            _BY_SET[canonical] = builder
+    limit = BUILDER_LIMIT if builder is not None else NEGATIVE_LIMIT
+    if len(_BY_ORDER) < limit or (
+        builder is not None and SPECS[type_name].in_model_order(keys)
+    ):
+        _BY_ORDER[(type_name, keys)] = builder
+    return builder
+
+
+def _generate(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
+    """Straight-line code checking each value of one key set and building the event, or None.
+
+    None when a key is not one this module checks (undescribed keys, legacy
+    ``null`` spellings, ...), ``type`` is not there once, or a required field
+    is missing: the reference path decides those. Compiled at most
+    ``BUILDER_LIMIT`` times: past that, new key sets take the reference path.
     """
     plan = OPEN_BUILDERS[type_name]
-    kinds = plan.kinds
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        found = kinds.get(key)
-        if found is None:
-            return None  # undescribed (stripped with a warning) or not ours to check
-        attr, kind, low, high = found
-        if kind is _STR:
-            if value.__class__ is not str:
-                return None
-        elif kind is _ANY:
-            pass
-        elif kind is _PATCH:
-            value = _operations(value)
-            if value is None:
-                return None
-        elif kind is _OBJECT:
-            if value.__class__ is not dict:
-                return None
-        elif kind is _INT:
-            if value.__class__ is not int or not low <= value <= high:
-                return None
-        elif kind is _BOOL:
-            if value.__class__ is not bool:
-                return None
-        else:  # the type, already matched
-            continue
-        values[attr] = value
-    if not plan.required <= values.keys():
+    if keys.count("type") != 1 or any(k not in plan.kinds for k in keys):
         return None
-    data = plan.template.copy()
-    data.update(values)
-    event = _new(plan.cls)
-    DICT_SLOT(event, data)
-    fields = set(values)
-    if not plan.flat:
-        fields.add("type")  # validated with the wire "type" by the reference path
-    FIELDS_SET_SLOT(event, fields)
-    EXTRA_SLOT(event, {})
-    PRIVATE_SLOT(event, None)
-    return event
+    given = {plan.kinds[k][0] for k in keys if k != "type"}
+    if not plan.required <= given or _COMPILED[0] >= BUILDER_LIMIT:
+        return None
+    _COMPILED[0] += 1
+    checks = {
+        _STR: "if v{i}.__class__ is not str: return None",
+        _OBJECT: "if v{i}.__class__ is not dict: return None",
+        _BOOL: "if v{i}.__class__ is not bool: return None",
+    }
+    lines = ["def build(raw):"]
+    stores = []
+    for i, key in enumerate(keys):
+        attr, kind, low, high = plan.kinds[key]
+        if kind is _TYPE:
+            continue
+        if kind is _PATCH:
+            lines.append(f"    v{i} = operations(raw[{key!r}])")
+            lines.append(f"    if v{i} is None: return None")
+        else:
+            lines.append(f"    v{i} = raw[{key!r}]")
+            if kind is _INT:
+                lines.append(
+                    f"    if v{i}.__class__ is not int or not {low} <= v{i} <= {high}: return None"
+                )
+            elif kind in checks:
+                lines.append("    " + checks[kind].format(i=i))
+        stores.append(f"    data[{attr!r}] = v{i}")
+    fields = given if plan.flat else given | {"type"}  # validated with its "type" otherwise
+    lines += [
+        "    data = TEMPLATE.copy()",
+        *stores,
+        "    event = new(cls)",
+        "    set_dict(event, data)",
+        "    set_fields(event, {" + ", ".join(repr(a) for a in sorted(fields)) + "})",
+        "    set_extra(event, {})",
+        "    set_private(event, None)",
+        "    return event",
+    ]
+    namespace: dict[str, Any] = {
+        "operations": _operations, "TEMPLATE": plan.template, "new": _new, "cls": plan.cls,
+        "set_dict": DICT_SLOT, "set_fields": FIELDS_SET_SLOT, "set_extra": EXTRA_SLOT,
+        "set_private": PRIVATE_SLOT,
+    }
+    built: OpenBuilder = compile_function(
+        "\n".join(lines), origin("open-value builder", type_name, keys), namespace, "build"
+    )
+    return built
 
 
 # -- encoding ---------------------------------------------------------------
