@@ -44,7 +44,9 @@ from .._decode import PATCH_OP_KEYS, POINTER, SPECS, EventSpec
 from .builders import BUILDER_LIMIT, NEGATIVE_LIMIT
 from .source import compile_function, origin
 
-__all__ = ["OPEN_BUILDERS", "OPEN_CLASSES", "OPEN_TYPES", "build_open", "open_writer"]
+__all__ = [
+    "OPEN_BUILDERS", "OPEN_CLASSES", "OPEN_TYPES", "build_open", "open_builder", "open_writer",
+]
 
 OPEN_TYPES: Final = frozenset({
     "STATE_SNAPSHOT", "STATE_DELTA", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "RAW", "CUSTOM",
@@ -207,6 +209,11 @@ def build_open(raw: dict[str, Any], key: tuple[str, tuple[str, ...]]) -> BaseEve
     except KeyError:
         builder = _builder_for(*key)
     return None if builder is None else builder(raw)
+
+
+def open_builder(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
+    """The generated builder of an ``OPEN_TYPES`` key set, or None (for ``show``)."""
+    return _builder_for(type_name, keys)
 
 
 def _builder_for(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
