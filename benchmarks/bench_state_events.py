@@ -6,9 +6,11 @@ of the same bytes. The two are timed in interleaved rounds (so drift in the
 machine's load hits both alike) and the medians are compared; the ratio is what
 issue 15 targets (≤ 3×).
 
-    python benchmarks/bench_state_events.py [--rounds 15] [--loops 2000] [--reference]
+    python benchmarks/bench_state_events.py [--rounds 15] [--loops 2000] [--reference] [--relay]
 
-``--reference`` adds the reference path (``fast_path=False``) for comparison.
+``--reference`` adds the reference path (``fast_path=False``) for comparison;
+``--relay`` adds ``Relay(TransformerChain([])).feed`` over a batch of the same
+payload (what the gateway runs per event, with no stage), per event.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from collections.abc import Callable
 
 import orjson
 
+from agui_pipes import TransformerChain
 from agui_pipes.codecs import decode, encode_sse
+from agui_pipes.relay import Relay
 
 PAYLOADS: dict[str, bytes] = {
     "STATE_DELTA": (
@@ -60,10 +64,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--loops", type=int, default=2000)
     parser.add_argument("--reference", action="store_true")
+    parser.add_argument("--relay", action="store_true")
     args = parser.parse_args()
     loads, dumps = orjson.loads, orjson.dumps
     print(f"{'event':<18} {'orjson µs':>9} {'fast µs':>8} {'ratio':>6}"
-          + (f" {'ref µs':>7} {'ratio':>6}" if args.reference else ""))
+          + (f" {'ref µs':>7} {'ratio':>6}" if args.reference else "")
+          + (f" {'relay µs':>8} {'ratio':>6}" if args.relay else ""))
     for name, payload in PAYLOADS.items():
         event = decode(payload).event
         assert event is not None
@@ -80,15 +86,26 @@ def main() -> None:
         def bare(payload: bytes = payload) -> object:
             return dumps(loads(payload))
 
+        batch = [payload] * 100
+
+        def relay(batch: list[bytes] = batch) -> object:
+            return Relay(TransformerChain([])).feed(batch)
+
         variants = [bare, fast] + ([reference] if args.reference else [])
         samples: list[list[float]] = [[] for _ in variants]
+        relayed: list[float] = []
         for _ in range(args.rounds):
             for i, body in enumerate(variants):
                 samples[i].append(_timed(body, args.loops))
+            if args.relay:
+                relayed.append(_timed(relay, max(1, args.loops // 100)) / len(batch))
         medians = [statistics.median(s) for s in samples]
         line = f"{name:<18} {medians[0]:9.2f} {medians[1]:8.2f} {medians[1] / medians[0]:5.1f}×"
         if args.reference:
             line += f" {medians[2]:7.2f} {medians[2] / medians[0]:5.1f}×"
+        if args.relay:
+            per_event = statistics.median(relayed)
+            line += f" {per_event:8.2f} {per_event / medians[0]:5.1f}×"
         print(line)
 
 
