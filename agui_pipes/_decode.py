@@ -85,6 +85,8 @@ from ._construct import construct
 from .verify import ProtocolViolation
 
 __all__ = [
+    "PATCH_OP_KEYS",
+    "POINTER",
     "PROTOCOL_VERSION",
     "SPECS",
     "DecodeError",
@@ -514,6 +516,14 @@ _PATCH = _array(_union("op", {
     for op, fields in _OP_FIELDS.items()
 }))
 
+PATCH_OP_KEYS: Final[dict[str, frozenset[str]]] = {
+    op: frozenset({"op", *fields}) for op, fields in _OP_FIELDS.items()
+}
+"""Each patch op's keys (all required), for the fast path: any other key set is not its to
+decide (an extra member is kept with the op; ``_decode`` builds those)."""
+POINTER: Final = _POINTER
+"""The JSON Pointer pattern every patch ``path`` / ``from`` must match."""
+
 _MESSAGE_BASE: dict[str, tuple[Checker, bool]] = {
     "subagentRunId": (_str, _O), "id": (_str, _R), "metadata": (_json_object, _O),
 }
@@ -591,13 +601,17 @@ class EventSpec:
 
     Besides the checks, a spec states as plain data what a generated builder
     may take over (``str_attrs``, ``choice_attrs``, ``int_attrs``: wire keys
-    whose check keeps a string, a choice or a bounded integer as it is) and
-    the model's key order (``model_order``), which is the encoder's.
+    whose check keeps a string, a choice or a bounded integer as it is; and
+    for the open-value builders ``open_attrs``, ``object_attrs``,
+    ``bool_attrs``, ``patch_attrs``: any JSON value, a JSON object, a boolean,
+    a JSON Patch array) and the model's key order (``model_order``), which is
+    the encoder's.
     """
 
     __slots__ = (
-        "choice_attrs", "cls", "fields", "flat", "int_attrs", "model_order", "required",
-        "required_attrs", "str_attrs", "type_name",
+        "bool_attrs", "choice_attrs", "cls", "fields", "flat", "int_attrs", "model_order",
+        "object_attrs", "open_attrs", "patch_attrs", "required", "required_attrs", "str_attrs",
+        "type_name",
     )
 
     def __init__(
@@ -620,6 +634,16 @@ class EventSpec:
             for f in self.fields.values()
             if f.check in _INT_BOUNDS
         }
+        # Open JSON values kept as they are, JSON objects, booleans and JSON Patch
+        # arrays: what the fast path's open-value builders may take over.
+        by_check = {
+            check: {f.key: f.attr for f in self.fields.values() if f.check is check}
+            for check in (_any, _json_object, _bool, _PATCH)
+        }
+        self.open_attrs = by_check[_any]
+        self.object_attrs = by_check[_json_object]
+        self.bool_attrs = by_check[_bool]
+        self.patch_attrs = by_check[_PATCH]
         positions = {name: i for i, name in enumerate(cls.model_fields)}
         self.model_order: dict[str, int] = {
             "type": positions["type"], **{k: positions[f.attr] for k, f in self.fields.items()}

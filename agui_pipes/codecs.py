@@ -53,6 +53,8 @@ from ._encode import EncodeError
 from ._errors import AguiPipesError
 from ._fastpath.builders import BUILDERS as _BUILDERS
 from ._fastpath.builders import compile_builder as _compile_builder
+from ._fastpath.open_json import OPEN_BUILDERS as _OPEN_BUILDERS
+from ._fastpath.open_json import build_open as _build_open
 from ._fastpath.writers import encode_json as _fast_encode_json
 from ._fastpath.writers import encode_model as _fast_encode_model
 from ._fastpath.writers import encode_plain as _fast_encode_plain
@@ -194,6 +196,10 @@ def decode(
                     builder = _compile_builder(*key)
                 if builder is not None:
                     event = builder(raw)
+                    if event is not None:
+                        return Decoded(event)
+                elif type_name in _OPEN_BUILDERS:  # snapshots, deltas: open JSON values
+                    event = _build_open(raw, key)
                     if event is not None:
                         return Decoded(event)
             return decode_object(raw, index)

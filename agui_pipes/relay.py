@@ -39,6 +39,7 @@ from ._chain import TransformerChain, sync_segment
 from ._decode import DecodeWarning, as_object, decode_object
 from ._fastpath.builders import RELAY_ENTRIES, relay_entry
 from ._fastpath.bypass import bypass_for
+from ._fastpath.open_json import OPEN_BUILDERS, build_open
 from ._fastpath.writers import WRITERS, compile_common_shape
 from ._fastpath.writers import encode_json as fast_encode_json
 from ._json import fast_loads, orjson_dumps
@@ -205,6 +206,7 @@ class Relay:
         reuse = framing is not None and dumps is not None
         loads = fast_loads
         entries = RELAY_ENTRIES
+        open_builders = OPEN_BUILDERS
         writers = WRITERS
         fast_json = fast_encode_json
         # The bypass (see ``StreamTransformer.passes``): only when no hook
@@ -257,6 +259,8 @@ class Relay:
                                 # the length check below counts); one the builder
                                 # refused, e.g. a legacy ``null``, is decoded below.
                                 framing_len = entry[1]
+                        elif type_name in open_builders:  # snapshots and deltas
+                            event = build_open(raw, key)
                 if event is None:
                     # Parsed above and no builder took it: decode() would parse
                     # it again, try the same builder, then do this.

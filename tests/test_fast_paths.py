@@ -9,13 +9,20 @@ the checked decoder and pydantic's writing.
 
 from __future__ import annotations
 
+import enum
 import json
+import uuid
 from typing import Any
 
 import pytest
 from ag_ui.core import (
+    ActivityDeltaEvent,
+    ActivitySnapshotEvent,
     BaseEvent,
     CustomEvent,
+    RawEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
     StepStartedEvent,
     TextMessageContentEvent,
     TextMessageStartEvent,
@@ -23,10 +30,11 @@ from ag_ui.core import (
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
-from agui_pipes import decode
+from agui_pipes import _json, decode
 from agui_pipes._decode import decode_checked
-from agui_pipes.codecs import DecodeError, encode_json, encode_sse
+from agui_pipes.codecs import DecodeError, EncodeError, encode_json, encode_sse
 from agui_pipes.testing.strategies import streams
 
 text = st.text(alphabet=st.characters(codec="utf-8"), max_size=20)
@@ -192,3 +200,266 @@ def test_replace_equals_model_copy_with_one_update(
         assert fast.__pydantic_private__ == slow.__pydantic_private__
         assert fast.__dict__ is not event.__dict__
         assert fast.__pydantic_fields_set__ is not event.__pydantic_fields_set__
+
+
+# -- snapshots and deltas: open JSON values ---------------------------------
+
+_json_leaf = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    text,
+)
+json_values = st.recursive(
+    _json_leaf,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
+    max_leaves=12,
+)
+_pointer = st.one_of(
+    st.just(""),
+    st.lists(st.text(alphabet="ab~01/-", max_size=4), max_size=3).map(
+        lambda parts: "".join("/" + p for p in parts)
+    ),
+    st.sampled_from(["a", "/a~2", "/~", "/a~1b~0", "/items/-"]),
+    st.integers(0, 3),
+)
+_OPS_KEYS = {
+    "add": ["path", "value"], "remove": ["path"], "replace": ["path", "value"],
+    "move": ["from", "path"], "copy": ["from", "path"], "test": ["path", "value"],
+}
+
+
+@st.composite
+def _patch_op(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 30)) == 0:
+        return draw(st.one_of(st.none(), st.integers(), text))  # not an object: fatal
+    op = draw(st.sampled_from([*_OPS_KEYS, "frobnicate"]))
+    keys = list(_OPS_KEYS.get(op, ["path"]))
+    if draw(st.integers(0, 15)) == 0:
+        keys.append("extra")
+    if draw(st.integers(0, 15)) == 0:
+        keys.pop()
+    item: dict[str, Any] = {}
+    if draw(st.integers(0, 30)) != 0:
+        item["op"] = op if draw(st.integers(0, 30)) else draw(st.one_of(st.none(), st.integers()))
+    for key in draw(st.permutations(keys)):
+        item[key] = draw(_pointer) if key in ("path", "from") else draw(json_values)
+    return item
+
+
+_OPEN_EVENTS = {
+    "STATE_SNAPSHOT": {"snapshot": json_values},
+    "STATE_DELTA": {"delta": st.lists(_patch_op(), max_size=4)},
+    "ACTIVITY_SNAPSHOT": {"messageId": text, "activityType": text,
+                          "content": st.dictionaries(text, json_values, max_size=3),
+                          "replace": st.booleans()},
+    "ACTIVITY_DELTA": {"messageId": text, "activityType": text,
+                       "patch": st.lists(_patch_op(), max_size=4)},
+    "RAW": {"event": json_values, "source": text},
+    "CUSTOM": {"name": text, "value": json_values},
+}
+
+
+@st.composite
+def _open_wire(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(sorted(_OPEN_EVENTS)))
+    fields = dict(_OPEN_EVENTS[kind])
+    optional = {
+        "timestamp": st.integers(-(2**54), 2**54),
+        "subagentRunId": text,
+        "metadata": st.dictionaries(text, json_values, max_size=2),
+        "rawEvent": json_values,
+        "unknownKey": json_values,
+    }
+    chosen = draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=2))
+    keys = draw(st.permutations([*fields, *chosen]))
+    wire: dict[str, Any] = {"type": kind}
+    for key in keys:
+        if draw(st.integers(0, 12)) == 0:
+            continue  # sometimes missing
+        if draw(st.integers(0, 25)) == 0:
+            wire[key] = draw(json_values)  # sometimes of the wrong kind
+        else:
+            wire[key] = draw(fields[key] if key in fields else optional[key])
+    return wire
+
+
+def _same_models(fast: Any, checked: Any) -> None:
+    """Same values, same fields set, same key order, recursively through op models."""
+    assert type(fast) is type(checked)
+    if isinstance(fast, list):
+        assert len(fast) == len(checked)
+        for a, b in zip(fast, checked, strict=True):
+            _same_models(a, b)
+    elif isinstance(fast, BaseModel):
+        assert list(fast.__dict__) == list(checked.__dict__)
+        assert fast.model_fields_set == checked.model_fields_set
+        assert fast.__pydantic_extra__ == checked.__pydantic_extra__
+        for name in fast.__dict__:
+            _same_models(fast.__dict__[name], checked.__dict__[name])
+    else:
+        assert fast == checked
+
+
+@paths
+@settings(max_examples=800, deadline=None)
+@given(_open_wire())
+def test_decode_open_values_equal_checked_path(fast_path: bool, wire: dict[str, Any]) -> None:
+    line = json.dumps(wire).encode()
+    # What the wire parser reads (beyond 64 bits an integer reads as a double).
+    parse = _json.loads
+    fast_error: DecodeError | None = None
+    try:
+        fast = decode(line, index=5, fast_path=fast_path)
+    except DecodeError as error:
+        fast_error = error
+    if fast_error is not None:
+        with pytest.raises(DecodeError) as checked_error:
+            decode_checked(parse(line), wire["type"], 5)
+        assert str(fast_error) == str(checked_error.value)
+        assert fast_error.path == checked_error.value.path
+        return
+    checked = decode_checked(parse(line), wire["type"], 5)
+    assert fast.warnings == checked.warnings
+    assert fast.event == checked.event
+    _same_models(fast.event, checked.event)
+    assert fast.event is not None
+    expected = encode_json(checked.event, fast_path=False)  # type: ignore[arg-type]
+    assert encode_json(fast.event, fast_path=fast_path) == expected
+    assert encode_sse(fast.event, fast_path=fast_path) == b"data: " + expected + b"\n\n"
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+_exotic = st.one_of(
+    _json_leaf,
+    st.floats(),  # NaN and infinities: refused
+    st.just(uuid.UUID(int=7)),  # not JSON: refused by the reference path
+    st.just(_Colour.RED),
+    st.just(_Level.HIGH),  # an int enum: written as its value
+    st.tuples(st.integers(), text),
+    st.just(2**65),
+    st.just("lone \ud800"),
+    st.dictionaries(st.integers(0, 3), st.integers(), min_size=1, max_size=2),
+)
+exotic_values = st.recursive(
+    _exotic,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def _encoded(event: BaseEvent, fast_path: bool) -> bytes | tuple[str, str, str]:
+    try:
+        return encode_json(event, fast_path=fast_path)
+    except EncodeError as error:
+        return (type(error).__name__, str(error), error.path)
+    except Exception as error:  # what pydantic itself refuses, on both paths alike
+        return (type(error).__name__, "", "")
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.sampled_from(["snapshot", "delta", "activity", "patch", "raw", "custom"]),
+    exotic_values,
+    st.none() | exotic_values,
+)
+def test_encode_open_values_equal_reference_path(kind: str, value: Any, metadata: Any) -> None:
+    # metadata is validated (string keys); the other values are taken as they are
+    meta = metadata if isinstance(metadata, dict) and all(isinstance(k, str) for k in metadata) \
+        else None
+    ops = [
+        {"op": "add", "path": "/a", "value": value},
+        {"op": "move", "from": "/a", "path": "/b"},
+        {"op": "remove", "path": "/b"},
+    ]
+    event: BaseEvent = {
+        "snapshot": lambda: StateSnapshotEvent(snapshot=value, metadata=meta),
+        "delta": lambda: StateDeltaEvent.model_validate(
+            {"delta": ops, "metadata": meta, "timestamp": 12}
+        ),
+        "activity": lambda: ActivitySnapshotEvent(
+            message_id="m", activity_type="PLAN", content={"v": value}, replace=False
+        ),
+        "patch": lambda: ActivityDeltaEvent.model_validate(
+            {"messageId": "m", "activityType": "PLAN", "patch": ops}
+        ),
+        "raw": lambda: RawEvent(event=value, source="s"),
+        "custom": lambda: CustomEvent(name="n", value=value, raw_event=metadata),
+    }[kind]()
+    assert _encoded(event, True) == _encoded(event, False)
+    try:
+        reference = encode_sse(event, fast_path=False)
+    except Exception:
+        return
+    assert encode_sse(event, fast_path=True) == reference
+
+
+@paths
+def test_open_value_fallbacks_keep_the_reference_warnings(fast_path: bool) -> None:
+    # An unknown op is removed with a warning, an extra member is kept on its op,
+    # a pointer escape is checked by the spec's pattern: the reference path decides.
+    wire = (
+        b'{"type":"STATE_DELTA","delta":[{"op":"frob","path":"/a"},'
+        b'{"op":"add","path":"/a~1b","value":1,"note":"x"}]}'
+    )
+    decoded = decode(wire, index=1, fast_path=fast_path)
+    assert [w.code for w in decoded.warnings] == ["unknown-member"]
+    event = decoded.event
+    assert isinstance(event, StateDeltaEvent)
+    assert len(event.delta) == 1
+    assert event.delta[0].__pydantic_extra__ == {"note": "x"}
+    with pytest.raises(DecodeError, match=r"delta\.0\.path"):
+        decode(b'{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a~2","value":1}]}',
+               fast_path=fast_path)
+    with pytest.raises(DecodeError, match="nest deeper"):
+        decode(b'{"type":"STATE_SNAPSHOT","snapshot":' + b"[" * 1100 + b"]" * 1100 + b"}",
+               fast_path=fast_path)
+    deep = b'{"type":"STATE_SNAPSHOT","snapshot":' + b"[" * 1000 + b"]" * 1000 + b"}"
+    snapshot = decode(deep, fast_path=fast_path).event
+    assert snapshot is not None
+    assert encode_json(snapshot, fast_path=fast_path) == deep
+
+
+def test_open_values_take_the_fast_path() -> None:
+    # Not a timing: the plain payloads are built by the open-value builder and
+    # written by its writer (the reference path would give equal results).
+    from agui_pipes._fastpath.open_json import build_open
+    from agui_pipes._fastpath.writers import compile_common_shape
+
+    wire = {"type": "STATE_DELTA", "delta": [{"op": "replace", "path": "/n", "value": 1.5}]}
+    event = build_open(wire, ("STATE_DELTA", tuple(wire)))
+    assert isinstance(event, StateDeltaEvent)
+    writer = compile_common_shape(StateDeltaEvent)
+    assert writer is not None
+    assert writer(event.__dict__) == encode_json(event, fast_path=False)
+    nan = StateSnapshotEvent(snapshot={"x": float("nan")})
+    assert writer is not None and compile_common_shape(StateSnapshotEvent) is not None
+    assert compile_common_shape(StateSnapshotEvent)(nan.__dict__) is None  # type: ignore[misc]
+
+
+def test_open_value_writer_leaves_unvalidated_operations_to_the_reference_path() -> None:
+    # An operation built without validation may lack a field or hold an extra
+    # one: the writer does not guess what pydantic makes of it.
+    valid = StateDeltaEvent.model_validate(
+        {"delta": [{"op": "add", "path": "/a", "value": 1}, {"op": "copy", "from": "/a",
+                                                              "path": "/b"}]}
+    )
+    add_cls = type(valid.delta[0])
+    partial = StateDeltaEvent.model_construct(delta=[add_cls.model_construct(path="/a")])
+    extra = StateDeltaEvent.model_construct(
+        delta=[add_cls.model_construct(path="/a", value=1, note="x")]
+    )
+    for event in (valid, partial, extra):
+        assert _encoded(event, True) == _encoded(event, False)
+    assert encode_json(valid, fast_path=True) == (
+        b'{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":1},'
+        b'{"op":"copy","from":"/a","path":"/b"}]}'
+    )

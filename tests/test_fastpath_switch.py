@@ -134,7 +134,15 @@ def test_generated_source_says_why_it_has_nothing() -> None:
     with pytest.raises(ValueError, match="unknown event type 'NOPE'"):
         generated_source("NOPE")
     with pytest.raises(ValueError, match="no builder for STATE_SNAPSHOT"):
-        generated_source("STATE_SNAPSHOT")  # its snapshot is any JSON: the reference decodes
+        generated_source("STATE_SNAPSHOT", ["type", "snapshot", "rawEvent"])  # legacy null?
+
+
+def test_generated_source_shows_open_value_builders_and_writers() -> None:
+    source = generated_source("STATE_DELTA")
+    assert "# <agui_pipes._fastpath: open-value builder STATE_DELTA (type,delta)>" in source
+    assert "operations(raw['delta'])" in source
+    assert "# <agui_pipes._fastpath: open-value writer STATE_DELTA>" in source
+    assert "loads(data) == out" in source  # the read-back that keeps it exact
 
 
 def _show(*args: str) -> subprocess.CompletedProcess[str]:

@@ -8,6 +8,9 @@ the reference path's specs and checks, the reference path never imports it.
 * ``builders`` — generated decode builders, one per wire key set;
 * ``writers`` — the generated common-shape writer per event class, and
   pydantic's serializer without ``ag_ui``'s per-event hook;
+* ``open_json`` — snapshots, deltas and other events with open JSON values:
+  generated builders per key set (and per patch ``op``) and a writer per
+  class whose orjson output is read back before it is trusted;
 * ``bypass`` — the relay's bypass: payloads sent on as bytes when every
   stage promises to pass them;
 * ``_promises`` — joining those promises (``StreamTransformer.passes``) for

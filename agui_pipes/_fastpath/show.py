@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from .._decode import SPECS
 from .builders import compile_builder
+from .open_json import OPEN_BUILDERS, open_builder
 from .source import source_of
 from .writers import compile_common_shape
 
@@ -34,11 +35,14 @@ def generated_source(type_name: str, keys: Sequence[str] | None = None) -> str:
     keys = tuple(keys)
     parts: list[str] = []
     builder = compile_builder(type_name, keys)
+    if builder is None and type_name in OPEN_BUILDERS:
+        builder = open_builder(type_name, keys)
     if builder is None:
         raise ValueError(
             f"the fast path has no builder for {type_name} with keys {', '.join(keys)}: "
-            "a builder takes only plain-string, choice and integer fields, holds every "
-            "required one and 'type' once; such events take the reference decoder"
+            "a builder takes only plain-string, choice and integer fields (and, for "
+            "snapshots and deltas, their described JSON values), holds every required one "
+            "and 'type' once; such events take the reference decoder"
         )
     parts.append(_section(builder.__code__.co_filename))
     writer = compile_common_shape(spec.cls)

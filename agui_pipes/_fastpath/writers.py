@@ -25,6 +25,7 @@ from ag_ui.core import BaseEvent
 from pydantic_core import PydanticSerializationError, SchemaSerializer
 
 from .. import _encode, _json
+from .open_json import OPEN_CLASSES, open_writer
 from .source import compile_function, origin
 
 __all__ = [
@@ -95,7 +96,10 @@ SERIALIZERS: dict[type[BaseEvent], FastSerializer | None] = {}
 def build_fast(cls: type[BaseEvent]) -> FastSerializer | None:
     """A serializer for ``cls`` minus the root omission hook, or None if unsafe."""
     schema: Any = cls.__pydantic_core_schema__
-    if schema.get("type") != "model" or schema.get("cls") is not cls:
+    if schema.get("type") != "model" or schema.get("cls") is not cls or cls in OPEN_CLASSES:
+        # Snapshots and deltas the open-value writer refuses hold a value it
+        # cannot vouch for (a UUID, an enum, a NaN): pydantic would write some
+        # of those without the reference path's EncodeError, so they take it.
         return None
     serialization = schema.get("serialization")
     if (
@@ -164,8 +168,13 @@ def compile_common_shape(cls: type[BaseEvent]) -> Writer | None:
     generated function checks exactly that and writes the JSON with orjson;
     for any other shape it returns None and the general loop below runs.
     Generating the code (as dataclasses do) removes the per-field loop from
-    the hottest path of a relay.
+    the hottest path of a relay. Classes whose required fields hold open JSON
+    (snapshots, deltas) get ``open_json``'s writer instead.
     """
+    open_write = open_writer(cls)
+    if open_write is not None:
+        WRITERS[cls] = open_write
+        return open_write
     layout = PLAIN_LAYOUTS.get(cls) or plain_layout(cls)
     if layout is None or not _json.HAVE_ORJSON:
         WRITERS[cls] = None
