@@ -470,11 +470,9 @@ serve()
     assert skipped.id == "p.md:21 [skip: starts a server]"
 
 
-def _yaml_chains() -> list[Any]:
-    """Every ```yaml block of the docs that declares a chain (has `transformers`)."""
-    import yaml
-
-    params = []
+def _fenced_blocks() -> Iterator[tuple[str, int, re.Match[str], list[str]]]:
+    """(page, 1-based line of the opening fence, its match, the body lines) of every
+    fenced block in the docs pages."""
     for path in PAGES:
         page = path.relative_to(ROOT).as_posix()
         lines = path.read_text("utf-8").splitlines()
@@ -489,12 +487,21 @@ def _yaml_chains() -> list[Any]:
                 (closing := _FENCE.match(lines[end])) and not closing["info"].strip()
             ):
                 end += 1
-            if fence["info"].strip() == "yaml":
-                text = _dedent(lines[i + 1 : end], fence["indent"])
-                doc = yaml.safe_load(text)
-                if isinstance(doc, dict) and "transformers" in doc:
-                    params.append(pytest.param(text, id=f"{page}:{i + 1}"))
+            yield page, i + 1, fence, lines[i + 1 : end]
             i = end + 1
+
+
+def _yaml_chains() -> list[Any]:
+    """Every ```yaml block of the docs that declares a chain (has `transformers`)."""
+    import yaml
+
+    params = []
+    for page, line, fence, body in _fenced_blocks():
+        if fence["info"].strip() == "yaml":
+            text = _dedent(body, fence["indent"])
+            doc = yaml.safe_load(text)
+            if isinstance(doc, dict) and "transformers" in doc:
+                params.append(pytest.param(text, id=f"{page}:{line}"))
     return params
 
 
@@ -556,43 +563,29 @@ def _shell_commands() -> list[tuple[str, list[str]]]:
     import shlex
 
     found = []
-    for path in PAGES:
-        page = path.relative_to(ROOT).as_posix()
-        lines = path.read_text("utf-8").splitlines()
-        i = 0
-        while i < len(lines):
-            fence = _FENCE.match(lines[i])
-            if fence is None:
-                i += 1
-                continue
-            end = i + 1
-            while end < len(lines) and not (
-                (closing := _FENCE.match(lines[end])) and not closing["info"].strip()
-            ):
-                end += 1
-            language = (fence["info"].split() or [""])[0]
-            body = lines[i + 1 : end]
-            if language in _SHELL_LANGUAGES:
-                prompted = any(line.lstrip().startswith("$ ") for line in body)
-                for offset, raw in enumerate(body, start=i + 2):
-                    line = raw.strip()
-                    if prompted:
-                        if not line.startswith("$ "):
-                            continue  # output shown after a `$ command`
-                        line = line[2:]
-                    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-                    lexer.whitespace_split = True
-                    lexer.commenters = "#"
-                    tokens = list(lexer)
-                    segment: list[str] = []
-                    for token in [*tokens, ";"]:
-                        if token in _COMMAND_SEPARATORS:
-                            if segment and segment[0].endswith("agui-pipes"):
-                                found.append((f"{page}:{offset}", segment[1:]))
-                            segment = []
-                        else:
-                            segment.append(token)
-            i = end + 1
+    for page, start, fence, body in _fenced_blocks():
+        language = (fence["info"].split() or [""])[0]
+        if language not in _SHELL_LANGUAGES:
+            continue
+        prompted = any(line.lstrip().startswith("$ ") for line in body)
+        for offset, raw in enumerate(body, start=start + 1):
+            line = raw.strip()
+            if prompted:
+                if not line.startswith("$ "):
+                    continue  # output shown after a `$ command`
+                line = line[2:]
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            lexer.commenters = "#"
+            tokens = list(lexer)
+            segment: list[str] = []
+            for token in [*tokens, ";"]:
+                if token in _COMMAND_SEPARATORS:
+                    if segment and segment[0].endswith("agui-pipes"):
+                        found.append((f"{page}:{offset}", segment[1:]))
+                    segment = []
+                else:
+                    segment.append(token)
     return found
 
 
