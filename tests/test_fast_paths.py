@@ -26,6 +26,7 @@ from ag_ui.core import (
     StepStartedEvent,
     TextMessageContentEvent,
     TextMessageStartEvent,
+    ToolCallResultEvent,
     ToolCallStartEvent,
 )
 from hypothesis import given, settings
@@ -463,3 +464,50 @@ def test_open_value_writer_leaves_unvalidated_operations_to_the_reference_path()
         b'{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a","value":1},'
         b'{"op":"copy","from":"/a","path":"/b"}]}'
     )
+
+
+class _Colour(enum.Enum):
+    RED = "red"
+
+
+_UNPORTABLE = [
+    # (value, whether the reference path refuses it): a tuple is written as an
+    # array by both; the rest JSON cannot carry faithfully.
+    pytest.param(uuid.UUID(int=1), True, id="uuid"),
+    pytest.param(_Colour.RED, True, id="enum"),
+    pytest.param((1, 2), False, id="tuple"),
+    pytest.param({1: "int key"}, True, id="int-key"),
+    pytest.param(float("nan"), True, id="nan"),
+    pytest.param([{"deep": float("inf")}], True, id="nested-inf"),
+]
+
+
+def _encoded_or_error(event: BaseEvent, fast_path: bool) -> bytes | tuple[str, str]:
+    try:
+        return encode_json(event, fast_path=fast_path)
+    except EncodeError as error:
+        return str(error), error.path
+
+
+@pytest.mark.parametrize(("value", "refused"), _UNPORTABLE)
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(lambda v: TextMessageContentEvent(
+            message_id="m", delta="x", metadata={"a": v}), id="metadata"),
+        pytest.param(lambda v: TextMessageContentEvent(
+            message_id="m", delta="x", raw_event={"a": v}), id="raw-event"),
+        pytest.param(lambda v: ToolCallResultEvent(
+            message_id="m", tool_call_id="c", content="r", metadata={"a": v}), id="tool-result"),
+    ],
+)
+def test_a_value_json_cannot_carry_is_refused_on_both_paths(
+    build: Any, value: Any, refused: bool
+) -> None:
+    # Regression: in a flat event's open position (metadata, rawEvent) the fast
+    # writer wrote a UUID, an enum or a tuple as pydantic does (a string, an
+    # array), while the reference path refuses them with EncodeError.
+    event = build(value)
+    fast, reference = _encoded_or_error(event, True), _encoded_or_error(event, False)
+    assert fast == reference
+    assert isinstance(reference, tuple) is refused, reference

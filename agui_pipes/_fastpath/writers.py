@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import math
 import operator
+import types
+import typing
 from collections.abc import Callable
+from enum import Enum
 from typing import Any, Final
 
 from ag_ui.core import BaseEvent
@@ -283,6 +286,103 @@ def encode_json(event: BaseEvent) -> bytes:
     return plain if plain is not None else encode_model(event)
 
 
+def _open_positions(cls: type[BaseEvent]) -> tuple[str, ...] | None:
+    """The attributes of ``cls`` that hold open JSON, or None when the class nests models.
+
+    Only open positions (``metadata``, ``rawEvent``, a custom ``value``, ...) can
+    hold a value pydantic writes but JSON cannot carry faithfully (a UUID, an
+    enum, a date: written as strings without a word); the other fields are typed
+    scalars. A class with nested models (messages, an outcome, the input echo)
+    may have open positions inside them: it gets the reference path's
+    whole-tree check.
+    """
+    open_attrs: list[str] = []
+    for name, info in cls.model_fields.items():
+        kind = _field_kind(info.annotation)
+        if kind == "nested":
+            return None
+        if kind == "open":
+            open_attrs.append(name)
+    return tuple(open_attrs)
+
+
+def _field_kind(annotation: Any) -> str:
+    """"scalar" (typed str/int/bool/literal/enum), "open" (any JSON) or "nested"."""
+    if annotation is None or annotation is type(None):
+        return "scalar"
+    if annotation is Any:
+        return "open"
+    if isinstance(annotation, type):
+        if issubclass(annotation, (str, int, bool, Enum)) or annotation is float:
+            return "scalar"
+        if annotation in (dict, list):
+            return "open"
+        return "nested"
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return "scalar"
+    if origin in (dict, list):
+        args = typing.get_args(annotation)
+        return "nested" if any(_field_kind(a) == "nested" for a in args) else "open"
+    if origin is typing.Annotated:
+        return _field_kind(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        kinds = {_field_kind(a) for a in typing.get_args(annotation)}
+        return "nested" if "nested" in kinds else "open" if "open" in kinds else "scalar"
+    return "nested"
+
+
+_OPEN_POSITIONS: dict[type[BaseEvent], tuple[str, ...] | None] = {}
+
+
+def _check_open_values(event: BaseEvent) -> None:
+    """Refuse, as the reference path does, an event with a value that is not portable JSON."""
+    cls = type(event)
+    try:
+        attrs = _OPEN_POSITIONS[cls]
+    except KeyError:
+        attrs = _OPEN_POSITIONS[cls] = _open_positions(cls)
+    if attrs is None or event.__pydantic_extra__:
+        _encode.check_tree(event)
+        return
+    values = event.__dict__
+    for attr in attrs:
+        value = values[attr]
+        if value is not None and _maybe_unportable(value):
+            _encode.check_tree(event)  # raises, naming the value's path
+            return
+
+
+def _maybe_unportable(value: Any) -> bool:
+    """Whether a value may hold something that is not portable JSON (cheap, no paths).
+
+    False only for plain JSON: exact str / int / bool / None / finite float leaves
+    in exact dicts (string keys) and lists. Anything else — a NaN, a UUID, a
+    tuple, a dict subclass — sends the event to the reference check, which
+    decides and names the path. Depth is left to the writer: pydantic stops at
+    255 levels and the deep writer checks.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = item.__class__
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if kind is float:
+            if item - item != 0:  # NaN or an infinity
+                return True
+        elif kind is dict:
+            for key in item:
+                if key.__class__ is not str:
+                    return True
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        else:
+            return True
+    return False
+
+
 def encode_model(event: BaseEvent) -> bytes:
     """``encode_json`` past the plain writers (for a caller that tried ``encode_plain``)."""
     fast = fast_for(type(event))
@@ -300,6 +400,7 @@ def encode_model(event: BaseEvent) -> bytes:
         and any(value is None and key in fast.omittable_keys for key, value in extra.items())
     ):
         return _encode.encode_json(event)
+    _check_open_values(event)
     try:
         out: bytes = fast.serializer.to_json(event, by_alias=True, exclude=exclude)
     except PydanticSerializationError:
