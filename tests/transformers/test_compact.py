@@ -44,7 +44,7 @@ from hypothesis import strategies as st
 
 from agui_pipes import Limits, compact, fold
 from agui_pipes.config import load_chain
-from agui_pipes.testing.strategies import expanded_streams, streams
+from agui_pipes.testing.strategies import expanded_streams, json_patches, json_values, streams
 from agui_pipes.transformers import Compact, ExpandChunks
 
 _SETTINGS = settings(
@@ -64,7 +64,48 @@ def _expanded(events: list[BaseEvent]) -> list[BaseEvent]:
     return through(ExpandChunks(), events)
 
 
+@st.composite
+def state_bursts(draw: st.DrawFn) -> list[BaseEvent]:
+    """Runs of bursts of state events (snapshots, deltas, deltas that fail) between messages.
+
+    The general stream strategy rarely puts state events side by side; these
+    streams do little else, across several runs, sometimes before any snapshot.
+    """
+    doc: Any = {}
+    events: list[BaseEvent] = []
+    for r in range(draw(st.integers(1, 3))):
+        events.append(RunStartedEvent(thread_id="t", run_id=f"r{r}"))
+        for b in range(draw(st.integers(0, 4))):
+            mid = f"m{r}-{b}"
+            events.append(TextMessageStartEvent(message_id=mid))
+            for _ in range(draw(st.integers(0, 5))):
+                choice = draw(st.sampled_from(["delta", "delta", "snapshot", "fail", "text"]))
+                if choice == "snapshot":
+                    doc = draw(st.dictionaries(st.sampled_from("abc"), json_values(), max_size=3))
+                    events.append(StateSnapshotEvent(snapshot=doc))
+                elif choice == "delta":
+                    patch, doc = draw(json_patches(doc))
+                    events.append(StateDeltaEvent(delta=patch))
+                elif choice == "fail":
+                    events.append(StateDeltaEvent(delta=[{"op": "remove", "path": "/zz/0"}]))
+                else:
+                    events.append(TextMessageContentEvent(message_id=mid, delta="x"))
+            events.append(TextMessageEndEvent(message_id=mid))
+        events.append(RunFinishedEvent(thread_id="t", run_id=f"r{r}"))
+    return events
+
+
 # -- properties ------------------------------------------------------------------------
+
+
+@_SETTINGS
+@given(events=state_bursts(), seed=st.sampled_from([{}, {"a": {"b": 1}}, [0]]))
+def test_state_bursts_fold_the_same_from_any_seed_state(events: list[BaseEvent], seed: Any) -> None:
+    out = compact(events)
+    consumed(out)
+    assert fold(out, state=seed).state == fold(events, state=seed).state
+    assert fold(out).messages == fold(events).messages
+    assert wire(compact(out)) == wire(out)
 
 
 @_SETTINGS
