@@ -41,11 +41,12 @@ from ag_ui.core import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_unverified_input import _broken
 
-from agui_pipes import Limits, compact, fold
+from agui_pipes import Limits, StreamRejected, TransformerChain, compact, fold
 from agui_pipes.config import load_chain
 from agui_pipes.testing.strategies import expanded_streams, json_patches, json_values, streams
-from agui_pipes.transformers import Compact, ExpandChunks
+from agui_pipes.transformers import Compact, ExpandChunks, Verify
 
 _SETTINGS = settings(
     max_examples=150,
@@ -197,6 +198,19 @@ def test_a_long_stream_holds_one_item_at_a_time() -> None:
     assert most == 1
     assert len(out) == 2 + 2000 * 4
     assert fold(out).messages == fold(events).messages
+
+
+@settings(_SETTINGS, max_examples=200)
+@given(events=_broken())
+def test_broken_input_ends_in_output_or_a_rejection_never_a_crash(
+    events: list[BaseEvent],
+) -> None:
+    # In a gateway the stage sees the upstream as it comes, violations included.
+    chain = TransformerChain([Compact(), Verify(profile="consumer", on_violation="raise")])
+    try:
+        list(chain.apply_sync(events))
+    except StreamRejected:
+        pass  # a deliberate refusal (a chunk stream no client could assemble, say)
 
 
 # -- what merges -----------------------------------------------------------------------
