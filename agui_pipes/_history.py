@@ -38,7 +38,8 @@ from ag_ui.core import (
 )
 
 from ._chunks import ChunkExpander
-from ._consume import fold
+from ._consume import WireItem, fold
+from ._decode import DecodeWarning, as_object, decode_event
 from ._errors import ProtocolViolation
 from ._limits import Limits
 
@@ -53,19 +54,18 @@ class _Watch:
         self.touched_state = False
         self.last_run_id: str | None = None
         self.run = 0
+        self.warnings: list[DecodeWarning] = []
 
-    def events(self, runs: Iterable[Iterable[BaseEvent]]) -> Iterator[BaseEvent]:
+    def events(self, runs: Iterable[Iterable[WireItem]]) -> Iterator[BaseEvent]:
         for index, run in enumerate(runs):
             self.run = index
             # One expander per run: a chunk stream left open by a cut run must not
             # swallow the next run's first chunks.
             expand = ChunkExpander().expand
-            for event in run:
-                if not isinstance(event, BaseEvent):
-                    raise TypeError(
-                        f"thread_history: run #{index} holds a {type(event).__name__}, not an "
-                        "ag_ui.core event; decode stored runs first (agui_pipes.decode)"
-                    )
+            for position, item in enumerate(run):
+                event = self._event(item, index, position)
+                if event is None:
+                    continue
                 try:
                     expanded = expand(event)
                 except ProtocolViolation as exc:
@@ -76,6 +76,20 @@ class _Watch:
                 for out in expanded:
                     self._note(out, index)
                     yield out
+
+    def _event(self, item: object, index: int, position: int) -> BaseEvent | None:
+        """An event as stored: a model, or its wire form (decoded; unknown types dropped)."""
+        if isinstance(item, BaseEvent):
+            return item
+        if not isinstance(item, dict | str | bytes | bytearray | memoryview):
+            raise TypeError(
+                f"thread_history: run #{index}, item #{position} is a {type(item).__name__}; "
+                "give ag_ui.core events or their wire form (a JSON object, text or bytes)"
+            )
+        try:
+            return decode_event(as_object(item, position), position, self.warnings)  # type: ignore[arg-type]
+        except ProtocolViolation as exc:
+            raise ValueError(f"thread_history: run #{index} does not decode: {exc}") from exc
 
     def _note(self, event: BaseEvent, index: int) -> None:
         cls = event.__class__
@@ -101,12 +115,16 @@ class _Watch:
 
 def thread_history(
     thread_id: str,
-    runs: Iterable[Iterable[BaseEvent]],
+    runs: Iterable[Iterable[WireItem]],
     *,
     run_id: str | None = None,
     limits: Limits | None = None,
 ) -> list[BaseEvent]:
     """The thread's runs (oldest first) as one run: its messages and state (see module doc).
+
+    Each run is a sequence of ``ag_ui.core`` events or of their wire form (JSON
+    objects, text or bytes — what an event log stores), decoded as a consumer
+    decodes them: an unknown event type is dropped.
 
     ``run_id`` names the history run; by default it is ``"history:"`` followed
     by the id of the last run that started (``"history"`` when none did), so
@@ -114,9 +132,9 @@ def thread_history(
     real run's id (a run id is never reused on a thread). ``limits`` bounds
     the folded state and activities as in :func:`agui_pipes.fold`.
 
-    Raises ``ValueError`` when a run belongs to another thread or holds a
-    chunk stream no consumer could assemble, ``TypeError`` for an item that
-    is not an ``ag_ui.core`` event.
+    Raises ``ValueError`` when a run belongs to another thread, holds an item
+    that does not decode or a chunk stream no consumer could assemble, and
+    ``TypeError`` for an item that is neither an event nor a wire form.
     """
     if not isinstance(thread_id, str):
         raise TypeError(f"thread_history: thread_id must be a string, got {thread_id!r}")

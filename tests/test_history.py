@@ -10,6 +10,7 @@ tests/transformers/test_compact_ts.py.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from ag_ui.core import (
 from hypothesis import HealthCheck, given, settings
 
 from agui_pipes import Consumer, RunResult, fold, thread_history
+from agui_pipes.codecs import encode_json
 from agui_pipes.testing.strategies import streams
 
 _SETTINGS = settings(
@@ -144,6 +146,18 @@ def test_a_run_of_another_thread_is_refused() -> None:
         thread_history("t", [_run("r1"), _run("r2", thread="other")])
 
 
-def test_items_that_are_not_events_are_refused() -> None:
-    with pytest.raises(TypeError, match="decode stored runs first"):
-        thread_history("t", [[{"type": "RUN_STARTED"}]])  # type: ignore[list-item]
+def test_stored_wire_forms_are_decoded() -> None:
+    # What an event log holds: the encoded events (bytes), or parsed JSON objects.
+    run = _run("r1", *_say("m1", "hi"), StateSnapshotEvent(snapshot={"n": 1}))
+    as_bytes = [encode_json(e) for e in run]
+    as_dicts = [json.loads(b) for b in as_bytes] + [{"type": "SOME_FUTURE_EVENT"}]
+    expected = thread_history("t", [run])
+    assert thread_history("t", [as_bytes]) == expected
+    assert thread_history("t", [as_dicts]) == expected
+
+
+def test_items_that_are_neither_events_nor_wire_forms_are_refused() -> None:
+    with pytest.raises(TypeError, match="run #0, item #1 is a int"):
+        thread_history("t", [[RunStartedEvent(thread_id="t", run_id="r"), 42]])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="run #0 does not decode"):
+        thread_history("t", [[b'{"type": "RUN_STARTED"}']])
