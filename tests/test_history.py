@@ -28,10 +28,12 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from agui_pipes import Consumer, RunResult, fold, thread_history
+from agui_pipes import Consumer, RunResult, TransformerChain, fold, thread_history
 from agui_pipes.codecs import encode_json
 from agui_pipes.testing.strategies import streams
+from agui_pipes.transformers import ExpandChunks
 
 _SETTINGS = settings(
     max_examples=150,
@@ -70,6 +72,21 @@ def test_history_folds_to_the_messages_and_state_of_all_runs(events: list[BaseEv
     assert history[-1].type is EventType.RUN_FINISHED
     assert got.outcome == ("interrupt" if expected.outcome == "interrupt" else "success")
     assert got.interrupts == (expected.interrupts if expected.outcome == "interrupt" else [])
+
+
+@_SETTINGS
+@given(events=streams(min_runs=2, max_runs=4), data=st.data())
+def test_cut_runs_keep_what_they_produced(events: list[BaseEvent], data: st.DataObject) -> None:
+    # A server that died mid-run leaves a run with no terminal event in the log.
+    runs = split_runs(events)
+    for i in data.draw(st.sets(st.integers(0, len(runs) - 1))):
+        runs[i] = runs[i][: data.draw(st.integers(1, len(runs[i])))]
+    history = thread_history("thread-1", runs)
+    expanded = [e for run in runs for e in TransformerChain([ExpandChunks()]).apply_sync(run)]
+    expected = fold(expanded)
+    got = consumed(history)
+    assert got.messages == expected.messages
+    assert got.state == expected.state
 
 
 def _run(run_id: str, *body: BaseEvent, error: bool = False, thread: str = "t") -> list[BaseEvent]:

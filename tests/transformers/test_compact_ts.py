@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_compact import state_bursts
 
-from agui_pipes import compact, thread_history
+from agui_pipes import TransformerChain, compact, fold, thread_history
 from agui_pipes.testing.strategies import streams
+from agui_pipes.transformers import ExpandChunks
 
 Oracle = Callable[..., list[dict[str, Any]]]
 
@@ -39,6 +40,10 @@ def _collect(strategy: st.SearchStrategy[Any], n: int) -> list[Any]:
     return bucket
 
 
+def _expanded(run: list[BaseEvent]) -> list[BaseEvent]:
+    return TransformerChain([ExpandChunks()]).apply_sync(run)
+
+
 def _split_runs(events: list[BaseEvent]) -> list[list[BaseEvent]]:
     runs: list[list[BaseEvent]] = []
     for event in events:
@@ -55,6 +60,21 @@ def test_the_ts_client_accepts_compacted_streams_and_history(ts_oracle: Oracle) 
         cases.append(("compact", events, compact(events)))
         thread = events[0].thread_id if events[0].type is EventType.RUN_STARTED else "thread-1"
         cases.append(("history", events, thread_history(thread, _split_runs(events))))
+    # and threads whose runs were cut short (a server died mid-run): every other run
+    # loses its second half
+    cut_threads = []
+    for events in inputs[:60]:
+        runs = _split_runs(events)
+        cut = [run[: len(run) // 2 or 1] if i % 2 else run for i, run in enumerate(runs)]
+        thread = events[0].thread_id if events[0].type is EventType.RUN_STARTED else "thread-1"
+        cut_threads.append((cut, thread_history(thread, cut)))
+    cut_results = ts_oracle([{"stream": history} for _, history in cut_threads])
+    for (cut, _), theirs in zip(cut_threads, cut_results, strict=True):
+        assert theirs["outcome"] == "completed", theirs["error"]
+        expected = fold([e for run in cut for e in _expanded(run)])
+        assert theirs["messages"] == expected.messages
+        assert theirs["state"] == expected.state
+
     results = ts_oracle([{"stream": out} for _, _, out in cases])
     originals = ts_oracle([{"stream": events} for events in inputs])
     for i, ((what, original, _), theirs) in enumerate(zip(cases, results, strict=True)):
