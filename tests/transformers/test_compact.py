@@ -481,3 +481,17 @@ def test_the_yaml_name_builds_the_stage() -> None:
     chain = factory()
     events = _run(*_text("m1", "a", "b"))
     assert _types(chain.apply_sync(events)) == _types(compact(events))
+
+
+def test_fresh_gives_an_independent_stage() -> None:
+    stage = Compact(limits=Limits(max_nodes=50))
+    stage.transform(RunStartedEvent(thread_id="t", run_id="r"))
+    stage.transform(TextMessageStartEvent(message_id="m"))
+    assert stage.open_items == 1
+    again = stage.fresh()
+    assert again.open_items == 0 and again.limits == Limits(max_nodes=50)
+
+
+def test_what_needs_no_merging_comes_out_as_the_same_objects() -> None:
+    events = _run(*_text("m1", "only"), StateSnapshotEvent(snapshot={"a": 1}))
+    assert all(a is b for a, b in zip(compact(events), events, strict=True))
