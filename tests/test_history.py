@@ -36,7 +36,7 @@ from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import ExpandChunks
 
 _SETTINGS = settings(
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

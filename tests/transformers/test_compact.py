@@ -49,7 +49,7 @@ from agui_pipes.testing.strategies import expanded_streams, json_patches, json_v
 from agui_pipes.transformers import Compact, ExpandChunks, Verify
 
 _SETTINGS = settings(
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
