@@ -9,12 +9,15 @@ from __future__ import annotations
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import anyio
 import pytest
 from _store_backends import BACKENDS, redis_url, store_url_for
 from anyio.streams.buffered import BufferedByteReceiveStream
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agui_pipes.store import (
     BadEventId,
@@ -475,3 +478,52 @@ async def test_redis_on_trio_says_it_needs_asyncio() -> None:
     store = open_store("redis://127.0.0.1:1/0")
     with pytest.raises(StoreError, match=r"needs asyncio.*trio"):
         await store.open()
+
+
+# -- property: any interleaving reads back in order ------------------------------------
+
+_BATCHES = st.lists(
+    st.tuples(st.sampled_from(["r0", "r1", "r2"]), st.integers(min_value=0, max_value=6)),
+    max_size=25,
+)
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batches=_BATCHES, ends=st.sets(st.sampled_from(["r0", "r1", "r2"])))
+def test_any_interleaving_of_appends_reads_back_in_order(
+    kind: str,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    batches: list[tuple[str, int]],
+    ends: set[str],
+) -> None:
+    if kind == "redis":
+        url = f"{request.getfixturevalue('redis_url')}?prefix=h{uuid.uuid4().hex[:12]}:"
+    elif kind == "sqlite":
+        url = f"sqlite:///{tmp_path / uuid.uuid4().hex}.db"
+    else:
+        url = "memory:"
+    expected: dict[str, list[bytes]] = {}
+
+    async def main() -> None:
+        async with open_store(url) as store:
+            for run, count in batches:
+                start = len(expected.setdefault(run, [])) + 1
+                batch = payloads(run, count, start)
+                seqs = await store.append(f"thread-{run}", run, batch)
+                assert seqs == list(range(start, start + count))
+                expected[run].extend(batch)
+            for run in sorted(ends & set(expected)):
+                await store.end_run(run)
+            for run, stored in expected.items():
+                assert await store.read(run) == list(enumerate(stored, 1))
+                if run in ends:
+                    assert await collect(store, run) == list(enumerate(stored, 1))
+                    middle = len(stored) // 2
+                    tail = await collect(store, run, after=middle)
+                    assert tail == list(enumerate(stored, 1))[middle:]
+
+    anyio.run(main)

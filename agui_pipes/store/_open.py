@@ -85,18 +85,22 @@ def open_store(url: str, *, retention: Retention | None = None) -> EventLog:
     raise ValueError(f"unknown store URL scheme in {url!r}; {_EXAMPLES}")
 
 
-def _number(url: str, options: dict[str, str], name: str, kind: type, default: float) -> float:
+def _number(
+    url: str, options: dict[str, str], name: str, kind: type, default: float, zero: bool = False
+) -> float:
     text = options.pop(name, None)
     if text is None:
         return default
     try:
         value = kind(text)
     except ValueError:
+        what = "an integer" if kind is int else "a number"
         raise ValueError(
-            f"store URL {url!r}: option {name}={text!r} is not a {kind.__name__}; {_EXAMPLES}"
+            f"store URL {url!r}: option {name}={text!r} is not {what}; {_EXAMPLES}"
         ) from None
-    if not value > 0:
-        raise ValueError(f"store URL {url!r}: option {name}={text!r} must be positive")
+    if not (value >= 0 if zero else value > 0):
+        bound = "0 or more" if zero else "positive"
+        raise ValueError(f"store URL {url!r}: option {name}={text!r} must be {bound}")
     return float(value)
 
 
@@ -109,7 +113,7 @@ def _retention(url: str, options: dict[str, str], base: Retention) -> Retention:
     }
     for name, kind in _RETENTION.items():
         if name in options:
-            number = _number(url, options, name, kind, 0)
+            number = _number(url, options, name, kind, 0, zero=name == "retention_interval")
             values["interval" if name == "retention_interval" else name] = kind(number)
     return Retention(
         max_age=values["max_age"],

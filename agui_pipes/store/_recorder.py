@@ -141,7 +141,9 @@ class RunRecorder:
         if tasks is not None:
             # The block is done: a flush stuck in a hung store must not hold it open.
             self._flush_scope.cancel()
-            return await tasks.__aexit__(exc_type, exc, tb)
+            # The block's own exception is not handed to the task group: it
+            # propagates as itself, not wrapped in an ExceptionGroup.
+            await tasks.__aexit__(None, None, None)
         return None
 
     async def end(self, status: RunStatus = RunStatus.FINISHED, reason: str | None = None) -> None:
