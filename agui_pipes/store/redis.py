@@ -114,6 +114,12 @@ return 1
 """
 
 
+async def _close_client(client: Any) -> None:
+    """``aclose()`` from redis 5.0.1 on; ``close()`` (deprecated later) before it."""
+    close = getattr(client, "aclose", None) or client.close
+    await close()
+
+
 def _text(value: bytes | str | None) -> str | None:
     if value is None:
         return None
@@ -202,7 +208,7 @@ class RedisEventLog(EventLog):
             await client.set(self._key("epoch"), new_epoch(), nx=True)
             epoch = await client.get(self._key("epoch"))
         except Exception as exc:
-            await client.aclose()
+            await _close_client(client)
             raise StoreError(f"cannot reach the Redis event log at {self!r}: {exc}") from exc
         self._client = client
         self._scripts = {
@@ -215,7 +221,7 @@ class RedisEventLog(EventLog):
     async def _close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
-            await client.aclose()
+            await _close_client(client)
 
     # -- writes ----------------------------------------------------------------
 
