@@ -128,7 +128,7 @@ async def test_a_failing_store_breaks_the_run_once_and_the_stream_goes_on(
     caplog.set_level(logging.ERROR, logger="agui_pipes.store")
     async with _FailingLog(good=2) as store:
         with anyio.fail_after(10):
-            seqs = await _record_all(store, {})
+            seqs = await _record_all(store, {"linger": 0})
         assert seqs[0] == 1 and None in seqs
         recorded = [seq for seq in seqs if seq is not None]
         assert recorded == list(range(1, len(recorded) + 1))  # no seq skipped, none reused
@@ -180,9 +180,46 @@ async def test_end_breaks_a_run_whose_last_events_cannot_be_stored() -> None:
         assert record is not None and record.status is RunStatus.BROKEN
 
 
+class _CountingLog(MemoryEventLog):
+    """A store counting the batches it was given."""
+
+    batches: list[int]
+
+    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+        self.batches.append(len(payloads))
+        return await super().append(thread_id, run_id, payloads)
+
+
+async def test_linger_gathers_a_burst_into_few_appends() -> None:
+    for linger, most in ((0.5, 1), (0, 40)):
+        async with _CountingLog() as store:
+            store.batches = []
+            async with RunRecorder(store, "t", "r", linger=linger) as recorder:
+                for data in events(40):
+                    await recorder.record(data)
+                    await anyio.lowlevel.checkpoint()  # the flusher may run after each event
+            event_batches = [n for n in store.batches if n]
+            assert sum(event_batches) == 40
+            assert 1 <= len(event_batches) <= most
+            if linger == 0:
+                assert len(event_batches) > 1  # flushed as the events came
+            assert await store.read("r") == list(enumerate(events(40), 1))
+
+
+async def test_end_does_not_wait_out_the_linger() -> None:
+    async with open_store("memory:") as store:
+        with anyio.fail_after(5):
+            async with RunRecorder(store, "t", "r", linger=60) as recorder:
+                await recorder.record(b"{}")
+                await anyio.sleep(0.01)
+        assert await store.read("r") == [(1, b"{}")]
+
+
 def test_bounds_are_checked() -> None:
     store = MemoryEventLog()
     with pytest.raises(ValueError, match="max_events must be a positive int, got 0"):
         RunRecorder(store, "t", "r", max_events=0)
     with pytest.raises(ValueError, match="stall_timeout must be >= 0"):
         RunRecorder(store, "t", "r", stall_timeout=-1)
+    with pytest.raises(ValueError, match="linger must be >= 0"):
+        RunRecorder(store, "t", "r", linger=-0.1)

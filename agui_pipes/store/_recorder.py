@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from itertools import islice
 from types import TracebackType
 
 import anyio
@@ -61,6 +62,7 @@ class RunRecorder:
         max_batch: int = 512,
         stall_timeout: float = 5.0,
         close_timeout: float = 10.0,
+        linger: float = 0.005,
     ) -> None:
         for name, value in (
             ("max_events", max_events),
@@ -69,7 +71,11 @@ class RunRecorder:
         ):
             if not (isinstance(value, int) and value > 0):
                 raise ValueError(f"RunRecorder {name} must be a positive int, got {value!r}")
-        for name, seconds in (("stall_timeout", stall_timeout), ("close_timeout", close_timeout)):
+        for name, seconds in (
+            ("stall_timeout", stall_timeout),
+            ("close_timeout", close_timeout),
+            ("linger", linger),
+        ):
             if not seconds >= 0:
                 raise ValueError(f"RunRecorder {name} must be >= 0 seconds, got {seconds!r}")
         self.store = store
@@ -80,6 +86,8 @@ class RunRecorder:
         self.max_batch = max_batch
         self.stall_timeout = stall_timeout
         self.close_timeout = close_timeout
+        self.linger = linger
+        self._lingering: anyio.CancelScope | None = None
         self.broken: str | None = None
         """Why the run stopped being recorded, or None while it is recorded."""
         self.next_seq = 1
@@ -91,6 +99,7 @@ class RunRecorder:
         self._flushed: anyio.Event | None = None  # end() waits for the queue to drain
         self._closing = False
         self._ended = False
+        self._recording = True  # neither broken nor ended: record() takes events
         self._tasks: anyio.abc.TaskGroup | None = None
         self._flush_scope = anyio.CancelScope(shield=True)
 
@@ -151,6 +160,8 @@ class RunRecorder:
         if self._ended:
             return
         self._ended = True
+        self._recording = False
+        self._stop_lingering()
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(self.close_timeout) as scope:
                 while self._queue and self.broken is None:
@@ -182,22 +193,40 @@ class RunRecorder:
         to ``stall_timeout`` for the store to catch up, then gives up on
         recording the run (see the module docstring).
         """
+        # The hot path, once per event on the live stream: no await, no call.
+        queue = self._queue
+        size = len(payload)
+        if self._recording and (
+            not queue
+            or (len(queue) < self.max_events and self._queued_bytes + size <= self.max_bytes)
+        ):
+            seq = self.next_seq
+            self.next_seq = seq + 1
+            queue.append(payload)
+            self._queued_bytes += size
+            wake = self._wake
+            if wake is not None:
+                self._wake = None
+                wake.set()
+            return seq
+        if not self._recording:
+            return None
+        return await self._record_when_room(payload, size)
+
+    async def _record_when_room(self, payload: bytes, size: int) -> int | None:
+        self._stop_lingering()
+        with anyio.move_on_after(self.stall_timeout):
+            while not self._fits(size) and self.broken is None:
+                room = self._room = anyio.Event()
+                await room.wait()
         if self.broken is not None or self._ended:
             return None
-        size = len(payload)
         if not self._fits(size):
-            with anyio.move_on_after(self.stall_timeout):
-                while not self._fits(size) and self.broken is None:
-                    room = self._room = anyio.Event()
-                    await room.wait()
-            if self.broken is not None:
-                return None
-            if not self._fits(size):
-                await self._break(
-                    f"the store fell behind: {len(self._queue)} events "
-                    f"({self._queued_bytes} bytes) waited more than {self.stall_timeout} s"
-                )
-                return None
+            await self._break(
+                f"the store fell behind: {len(self._queue)} events "
+                f"({self._queued_bytes} bytes) waited more than {self.stall_timeout} s"
+            )
+            return None
         seq = self.next_seq
         self.next_seq = seq + 1
         self._queue.append(payload)
@@ -209,6 +238,11 @@ class RunRecorder:
         if not self._queue:
             return True  # one event larger than the byte bound still goes
         return len(self._queue) < self.max_events and self._queued_bytes + size <= self.max_bytes
+
+    def _stop_lingering(self) -> None:
+        lingering = self._lingering
+        if lingering is not None:
+            lingering.cancel()
 
     def _poke(self) -> None:
         wake = self._wake
@@ -234,8 +268,15 @@ class RunRecorder:
                     return
                 wake = self._wake = anyio.Event()
                 await wake.wait()
-            count = min(len(self._queue), self.max_batch)
-            batch = [self._queue[index] for index in range(count)]
+            queue = self._queue
+            if self.linger and len(queue) < self.max_batch and not self._closing:
+                # Let a burst gather into one batch: one store round trip
+                # for many events. end() and a full queue cut it short.
+                with anyio.CancelScope() as self._lingering:
+                    await anyio.sleep(self.linger)
+                self._lingering = None
+            count = min(len(queue), self.max_batch)
+            batch = list(queue) if count == len(queue) else list(islice(queue, count))
             first = self._stored + 1
             try:
                 seqs = await self.store.append(self.thread_id, self.run_id, batch)
@@ -249,8 +290,12 @@ class RunRecorder:
                 )
                 return
             self._stored = seqs[-1]
-            for _ in range(count):
-                self._queued_bytes -= len(self._queue.popleft())
+            self._queued_bytes -= sum(map(len, batch))
+            if count == len(queue):
+                queue.clear()
+            else:
+                for _ in range(count):
+                    queue.popleft()
             room = self._room
             if room is not None:
                 self._room = None
@@ -261,6 +306,7 @@ class RunRecorder:
         if self.broken is not None:
             return
         self.broken = reason
+        self._recording = False
         self._queue.clear()
         self._queued_bytes = 0
         for waiter in (self._room, self._flushed, self._wake):

@@ -1,0 +1,197 @@
+"""The event log's cost: events/s appended in batches, and CPU per event, per backend.
+
+    python benchmarks/bench_store.py [--events 20000] [--rounds 5] [--batch 256]
+                                     [--redis redis://host:port/db]
+
+Payloads are realistic wire JSON: ``benchmarks/streams.py`` runs, decoded and
+encoded with ``agui_pipes.codecs.encode_json``, exactly what a server hands
+the log.
+
+Two measures, each timed in interleaved rounds (memory, SQLite, Redis, then
+the same again, so load from other processes hits all alike; medians shown):
+
+* **append** — ``store.append`` of ``--batch``-event batches into fresh
+  runs: events/s (wall) and CPU µs per event. CPU is this process's
+  (``time.process_time``, which includes SQLite's worker threads) plus, for
+  Redis, the server's own (``INFO cpu`` before and after).
+* **gateway path** — what a server pays per event: the baseline is
+  ``encode_json(decode(payload).event)`` framed as ``data: ...`` (the
+  gateway's per-event work with no stage, yielding to the loop every 64
+  events); the recorded variant adds ``await recorder.record(json)`` — the
+  JSON the server made anyway — with a ``RunRecorder`` flushing in the
+  background, to the end of the run (the last batch stored, the run ended). The
+  ratio is the store's CPU overhead per event (issue 16 targets ≤ 1.25×);
+  Redis server CPU is shown apart.
+
+Without ``--redis`` a ``redis-server`` is started on a free loopback port
+(skipped with a note when there is none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import orjson
+from streams import generate
+
+from agui_pipes.codecs import decode, encode_json
+from agui_pipes.store import EventLog, RunRecorder, open_store
+
+
+def payloads(count: int) -> list[bytes]:
+    out = []
+    for wire in generate(count):
+        event = decode(orjson.dumps(wire)).event
+        assert event is not None
+        out.append(encode_json(event))
+    return out[:count]
+
+
+@contextmanager
+def redis_server() -> Iterator[str | None]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        yield None
+        return
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory() as directory:
+        process = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", directory, "--loglevel", "warning"],
+            stdout=subprocess.DEVNULL,
+        )
+        try:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            process.terminate()
+            process.wait()
+
+
+async def _server_cpu(store: EventLog) -> float:
+    """The Redis server's CPU seconds so far (0 for the other backends)."""
+    client = getattr(store, "_client", None)
+    if client is None:
+        return 0.0
+    info = await client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+async def bench_append(
+    store: EventLog, data: list[bytes], batch: int
+) -> tuple[float, float, float]:
+    """(events/s, client CPU µs/event, server CPU µs/event) for one pass over ``data``."""
+    run = uuid.uuid4().hex
+    server0 = await _server_cpu(store)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    for start in range(0, len(data), batch):
+        await store.append("bench", run, data[start : start + batch])
+    await store.end_run(run)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    server = await _server_cpu(store) - server0
+    n = len(data)
+    return n / wall, cpu / n * 1e6, server / n * 1e6
+
+
+async def bench_gateway(store: EventLog | None, data: list[bytes]) -> tuple[float, float]:
+    """(client CPU µs/event, server CPU µs/event) for the gateway's per-event work."""
+    server0 = 0.0 if store is None else await _server_cpu(store)
+    frames = []
+    cpu0 = time.process_time()
+    if store is None:
+        for index, payload in enumerate(data):
+            json = encode_json(decode(payload).event)  # type: ignore[arg-type]
+            frames.append(b"data: " + json + b"\n\n")
+            if index % 64 == 63:
+                await asyncio.sleep(0)  # a server yields to the loop while it writes
+    else:
+        async with RunRecorder(store, "bench", uuid.uuid4().hex) as recorder:
+            for index, payload in enumerate(data):
+                json = encode_json(decode(payload).event)  # type: ignore[arg-type]
+                frames.append(b"data: " + json + b"\n\n")
+                await recorder.record(json)
+                if index % 64 == 63:
+                    await asyncio.sleep(0)
+    cpu = time.process_time() - cpu0
+    server = 0.0 if store is None else await _server_cpu(store) - server0
+    return cpu / len(data) * 1e6, server / len(data) * 1e6
+
+
+async def main_async(args: argparse.Namespace, redis_url: str | None) -> None:
+    data = payloads(args.events)
+    size = sum(map(len, data)) / len(data)
+    print(f"{len(data)} events, mean {size:.0f} bytes of JSON; batch {args.batch}; "
+          f"{args.rounds} interleaved rounds, medians")
+    with tempfile.TemporaryDirectory() as directory:
+        urls = {"memory": "memory:", "sqlite": f"sqlite:///{directory}/runs.db"}
+        if redis_url is not None:
+            urls["redis"] = f"{redis_url}?prefix=bench{uuid.uuid4().hex[:8]}:"
+        stores = {name: open_store(url) for name, url in urls.items()}
+        for store in stores.values():
+            await store.open()
+        try:
+            appends: dict[str, list[tuple[float, float, float]]] = {name: [] for name in stores}
+            paths: dict[str, list[tuple[float, float]]] = {"none": [], **{n: [] for n in stores}}
+            for _ in range(args.rounds):
+                for name, store in stores.items():
+                    appends[name].append(await bench_append(store, data, args.batch))
+                paths["none"].append(await bench_gateway(None, data))
+                for name, store in stores.items():
+                    paths[name].append(await bench_gateway(store, data))
+            print()
+            print(f"{'append':<8} {'events/s':>10} {'CPU µs/ev':>10} {'server µs/ev':>13}")
+            for name, rows in appends.items():
+                rate = statistics.median(r[0] for r in rows)
+                cpu = statistics.median(r[1] for r in rows)
+                server = statistics.median(r[2] for r in rows)
+                print(f"{name:<8} {rate:>10,.0f} {cpu:>10.2f} {server:>13.2f}")
+            print()
+            print(f"{'gateway':<8} {'CPU µs/ev':>10} {'× none':>7} {'server µs/ev':>13}")
+            base = [r[0] for r in paths["none"]]
+            for name, rows in paths.items():
+                cpu = statistics.median(r[0] for r in rows)
+                ratio = statistics.median(r[0] / b for r, b in zip(rows, base, strict=True))
+                server = statistics.median(r[1] for r in rows)
+                print(f"{name:<8} {cpu:>10.2f} {ratio:>7.2f} {server:>13.2f}")
+        finally:
+            for store in stores.values():
+                await store.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--redis", default=None, help="a redis:// URL (default: start one)")
+    args = parser.parse_args()
+    if args.redis:
+        asyncio.run(main_async(args, args.redis))
+        return
+    with redis_server() as url:
+        if url is None:
+            print("note: no redis-server on PATH; Redis not measured")
+        asyncio.run(main_async(args, url))
+
+
+if __name__ == "__main__":
+    main()
