@@ -6,6 +6,7 @@ a real backend: a real SQLite file and a real ``redis-server``.
 
 from __future__ import annotations
 
+import socket
 import sys
 import textwrap
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _redis_server import redis_server
 from _store_backends import BACKENDS, redis_url, store_url_for
 from anyio.streams.buffered import BufferedByteReceiveStream
 from hypothesis import HealthCheck, given, settings
@@ -527,3 +529,42 @@ def test_any_interleaving_of_appends_reads_back_in_order(
                     assert tail == list(enumerate(stored, 1))[middle:]
 
     anyio.run(main)
+
+
+async def test_a_cancelled_follower_leaves_the_store_usable(store_url: str) -> None:
+    async with open_store(store_url) as store:
+        await store.append("t", "r", payloads("r", 1))
+        with anyio.move_on_after(0.2):
+            await collect(store, "r")  # waits for more (in XREAD BLOCK on Redis)
+        # the connection the follower was blocked on must not answer the next command
+        for round_ in range(3):
+            await store.append("t", "r", payloads("r", 1, start=2 + round_))
+            assert [seq for seq, _ in await store.read("r")] == list(range(1, 3 + round_))
+        await store.end_run("r")
+        with anyio.fail_after(10):
+            assert [seq for seq, _ in await collect(store, "r")] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_an_unreachable_redis_is_a_clear_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: connections are refused
+        store = open_store(f"redis://127.0.0.1:{port}/0")
+        with pytest.raises(StoreError, match=r"cannot reach the Redis event log at .*127\.0\.0\.1"):
+            await store.open()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_a_redis_that_goes_away_is_a_store_error(tmp_path: Path) -> None:
+    with redis_server(tmp_path) as url:
+        store = open_store(url)
+        await store.open()
+        await store.append("t", "r", payloads("r", 1))
+    try:
+        with pytest.raises(StoreError, match=r"the Redis event log .* failed"):
+            await store.append("t", "r", payloads("r", 1, 2))
+        with pytest.raises(StoreError, match="failed"):
+            await store.read("r")
+    finally:
+        await store.aclose()

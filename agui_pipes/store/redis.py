@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -142,6 +143,21 @@ def _record(run_id: str, fields: dict[bytes, bytes]) -> RunRecord | None:
     )
 
 
+@contextmanager
+def _translated(store: RedisEventLog) -> Iterator[None]:
+    """Raise redis-py's own errors (connection lost, timeout) as :class:`StoreError`."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        import redis.exceptions
+
+        if isinstance(exc, redis.exceptions.RedisError):
+            raise StoreError(f"the Redis event log {store!r} failed: {exc}") from exc
+        raise
+
+
 class RedisEventLog(EventLog):
     """The event log in Redis Streams; see the module docstring.
 
@@ -235,9 +251,10 @@ class RedisEventLog(EventLog):
             self._key("runs"),
             self._key("order"),
         ]
-        code, detail = await self._scripts["append"](
-            keys=keys, args=[thread_id, run_id, repr(now), self._ttl, *payloads]
-        )
+        with _translated(self):
+            code, detail = await self._scripts["append"](
+                keys=keys, args=[thread_id, run_id, repr(now), self._ttl, *payloads]
+            )
         if code == -1:
             raise RunBroken(run_id, _text(detail) or "a write failed")
         if code == -2:
@@ -256,16 +273,17 @@ class RedisEventLog(EventLog):
     ) -> RunRecord:
         self._check_open()
         status = RunStatus(status)
-        flat = await self._scripts["end"](
-            keys=[self._key("run:", run_id), self._key("events:", run_id)],
-            args=[
-                status.value,
-                repr(self._now()),
-                reason or "",
-                "0" if reason is None else "1",
-                self._ttl,
-            ],
-        )
+        with _translated(self):
+            flat = await self._scripts["end"](
+                keys=[self._key("run:", run_id), self._key("events:", run_id)],
+                args=[
+                    status.value,
+                    repr(self._now()),
+                    reason or "",
+                    "0" if reason is None else "1",
+                    self._ttl,
+                ],
+            )
         record = _record(run_id, dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
         if record is None:
             raise UnknownRun(run_id)
@@ -273,13 +291,18 @@ class RedisEventLog(EventLog):
 
     async def mark_broken(self, run_id: str, reason: str) -> None:
         self._check_open()
-        await self._scripts["broken"](
-            keys=[self._key("run:", run_id), self._key("events:", run_id)],
-            args=[reason, repr(self._now()), self._ttl],
-        )
+        with _translated(self):
+            await self._scripts["broken"](
+                keys=[self._key("run:", run_id), self._key("events:", run_id)],
+                args=[reason, repr(self._now()), self._ttl],
+            )
 
     async def prune(self, now: float | None = None) -> int:
         self._check_open()
+        with _translated(self):
+            return await self._prune(now)
+
+    async def _prune(self, now: float | None) -> int:
         when = self._now() if now is None else now
         client = self._redis()
         run_ids = [_text(name) or "" for name in await client.zrange(self._key("runs"), 0, -1)]
@@ -314,10 +337,15 @@ class RedisEventLog(EventLog):
 
     async def run(self, run_id: str) -> RunRecord | None:
         self._check_open()
-        return _record(run_id, await self._redis().hgetall(self._key("run:", run_id)))
+        with _translated(self):
+            return _record(run_id, await self._redis().hgetall(self._key("run:", run_id)))
 
     async def thread_runs(self, thread_id: str) -> list[RunRecord]:
         self._check_open()
+        with _translated(self):
+            return await self._thread_runs(thread_id)
+
+    async def _thread_runs(self, thread_id: str) -> list[RunRecord]:
         key = self._key("thread:", thread_id)
         run_ids = [_text(name) or "" for name in await self._redis().zrange(key, 0, -1)]
         records = await self._records(run_ids)
@@ -331,10 +359,13 @@ class RedisEventLog(EventLog):
         self, run_id: str, after: int = 0, limit: int | None = None
     ) -> list[tuple[int, bytes]]:
         self._check_open()
-        async with self._redis().pipeline(transaction=False) as pipe:
-            pipe.hmget(self._key("run:", run_id), ["status", "reason"])
-            pipe.xrange(self._key("events:", run_id), f"(0-{max(after, 0)}", _LAST_EVENT, limit)
-            (status, reason), entries = await pipe.execute()
+        with _translated(self):
+            async with self._redis().pipeline(transaction=False) as pipe:
+                pipe.hmget(self._key("run:", run_id), ["status", "reason"])
+                pipe.xrange(
+                    self._key("events:", run_id), f"(0-{max(after, 0)}", _LAST_EVENT, limit
+                )
+                (status, reason), entries = await pipe.execute()
         if status is None:
             raise UnknownRun(run_id)
         if status == b"broken":
@@ -353,9 +384,10 @@ class RedisEventLog(EventLog):
         position = f"0-{max(after, 0)}"
         block_ms = max(1, int(self.block * 1000))
         while True:
-            reply = await self._redis().xread(
-                {stream: position}, count=self.follow_batch, block=block_ms
-            )
+            with _translated(self):
+                reply = await self._redis().xread(
+                    {stream: position}, count=self.follow_batch, block=block_ms
+                )
             if not reply:
                 # Timed out: the stream may have expired or been pruned, or its
                 # end marker been lost; the record says which.

@@ -109,7 +109,12 @@ class SQLiteEventLog(EventLog):
             with self._lock:
                 return function(conn)
 
-        return await anyio.to_thread.run_sync(locked)
+        try:
+            return await anyio.to_thread.run_sync(locked)
+        except sqlite3.Error as exc:
+            # One family of errors for callers, whatever the backend; the
+            # sqlite3 error (locked, disk full, I/O) stays chained.
+            raise StoreError(f"the SQLite event log {self.path!r} failed: {exc}") from exc
 
     # -- lifecycle -------------------------------------------------------------
 
