@@ -18,8 +18,10 @@ from agui_pipes.store import (
     RunEnded,
     RunRecorder,
     RunStatus,
+    format_event_id,
     open_store,
     parse_event_id,
+    sse_frame,
 )
 
 __all__ = ["redis_url"]
@@ -223,3 +225,37 @@ def test_bounds_are_checked() -> None:
         RunRecorder(store, "t", "r", stall_timeout=-1)
     with pytest.raises(ValueError, match="linger must be >= 0"):
         RunRecorder(store, "t", "r", linger=-0.1)
+
+
+async def test_frames_carry_the_ids_a_resume_accepts() -> None:
+    async with open_store("memory:") as store:
+        async with RunRecorder(store, "t", "r:1") as recorder:
+            frames = [await recorder.frame(data) for data in events(3)]
+        assert frames[1] == sse_frame(events(3)[1], f"{store.epoch}:r:1:2")
+        assert frames[1].startswith(f"id: {store.epoch}:r:1:2\ndata: ".encode())
+        last_id = frames[0].split(b"\n")[0].removeprefix(b"id: ").decode()
+        after = await store.resume_after("r:1", last_id)
+        replay = [sse_frame(data, format_event_id(store.epoch, "r:1", seq))
+                  async for seq, data in store.follow("r:1", after=after)]
+        assert replay == frames[1:]
+
+
+async def test_a_broken_run_sends_frames_without_ids() -> None:
+    async with _FailingLog(good=0) as store:
+        async with RunRecorder(store, "t", "r", linger=0) as recorder:
+            first = await recorder.frame(b"{}")
+            for _ in range(500):  # the flusher's failed append breaks the run
+                if recorder.broken is not None:
+                    break
+                await anyio.sleep(0.01)
+            assert recorder.broken is not None
+            assert await recorder.frame(b"{}") == b"data: {}\n\n"
+        assert first.startswith(b"id: ")
+
+
+async def test_a_run_id_sse_cannot_carry_is_refused_up_front() -> None:
+    async with open_store("memory:") as store:
+        with pytest.raises(ValueError, match="line break"):
+            async with RunRecorder(store, "t", "r\nx"):
+                pass
+        assert await store.run("r\nx") is None

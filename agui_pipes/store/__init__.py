@@ -4,7 +4,8 @@
 * ``EventLog`` — the interface every backend implements (append, read,
   follow, run, thread_runs, end_run, mark_broken, prune);
 * ``RunRecorder`` — a server's background writer of one run;
-* ``format_event_id`` / ``parse_event_id`` — SSE ids ``<epoch>:<runId>:<seq>``;
+* ``format_event_id`` / ``parse_event_id`` / ``sse_frame`` — SSE ids
+  ``<epoch>:<runId>:<seq>`` and the frames carrying them;
 * the errors, each with the HTTP status a server answers with.
 
 See docs/durable.md.
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
         WrongRun,
         WrongThread,
     )
-    from ._ids import EventId, format_event_id, parse_event_id
+    from ._ids import EventId, format_event_id, parse_event_id, sse_frame
     from ._open import open_store
     from ._recorder import RunRecorder
     from .memory import MemoryEventLog
@@ -53,6 +54,7 @@ else:
             "EventId": "._ids",
             "format_event_id": "._ids",
             "parse_event_id": "._ids",
+            "sse_frame": "._ids",
             "open_store": "._open",
             "RunRecorder": "._recorder",
             "MemoryEventLog": ".memory",
@@ -82,4 +84,5 @@ __all__ = [
     "format_event_id",
     "open_store",
     "parse_event_id",
+    "sse_frame",
 ]

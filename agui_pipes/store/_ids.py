@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ._errors import BadEventId
 
-__all__ = ["EventId", "format_event_id", "parse_event_id"]
+__all__ = ["EventId", "format_event_id", "parse_event_id", "sse_frame"]
 
 _MAX_ID = 1024
 _FORBIDDEN = ("\n", "\r", "\0")
@@ -63,3 +63,15 @@ def parse_event_id(text: str) -> EventId:
             f"number ({expected})"
         )
     return EventId(epoch, run_id, int(seq_text))
+
+
+def sse_frame(data: bytes, event_id: str | None = None) -> bytes:
+    """One SSE frame: ``id: <event_id>`` (when given), ``data: <data>``, blank line.
+
+    ``data`` is one event's wire JSON, as stored in the log: single-line
+    (JSON text never holds a raw line break), so one ``data:`` line carries it.
+    The same bytes serve the live stream and a replay from the log.
+    """
+    if event_id is None:
+        return b"data: " + data + b"\n\n"
+    return b"id: " + event_id.encode() + b"\ndata: " + data + b"\n\n"

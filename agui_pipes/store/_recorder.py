@@ -27,6 +27,7 @@ import anyio
 import anyio.abc
 
 from ._base import EventLog, RunStatus
+from ._ids import format_event_id
 
 __all__ = ["RunRecorder"]
 
@@ -102,6 +103,7 @@ class RunRecorder:
         self._recording = True  # neither broken nor ended: record() takes events
         self._tasks: anyio.abc.TaskGroup | None = None
         self._flush_scope = anyio.CancelScope(shield=True)
+        self._id_prefix = b""  # b"id: <epoch>:<runId>:", known once the store is open
 
     def __repr__(self) -> str:
         state = f"broken={self.broken!r}" if self.broken else f"queued={len(self._queue)}"
@@ -109,9 +111,19 @@ class RunRecorder:
 
     def event_id(self, seq: int) -> str:
         """The SSE id of entry ``seq`` of this run (``<epoch>:<runId>:<seq>``)."""
-        from ._ids import format_event_id
-
         return format_event_id(self.store.epoch, self.run_id, seq)
+
+    async def frame(self, data: bytes) -> bytes:
+        """Record ``data`` (one event's wire JSON) and return its SSE frame, id included.
+
+        The frame has no ``id:`` line once the run is not recorded (broken):
+        a browser then keeps the last id it had, which resuming refuses with
+        :class:`RunBroken` rather than answering with a gap.
+        """
+        seq = await self.record(data)
+        if seq is None:
+            return b"data: " + data + b"\n\n"
+        return self._id_prefix + str(seq).encode() + b"\ndata: " + data + b"\n\n"
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -121,6 +133,8 @@ class RunRecorder:
         Errors creating the run (the store is down, the run id was used)
         propagate: the server decides whether to serve the run unrecorded.
         """
+        format_event_id(self.store.epoch, self.run_id, 0)  # refuses ids SSE cannot carry
+        self._id_prefix = f"id: {self.store.epoch}:{self.run_id}:".encode()
         await self.store.append(self.thread_id, self.run_id, [])
         record = await self.store.run(self.run_id)
         if record is not None:
