@@ -9,17 +9,19 @@ Layout (every key starts with ``prefix``, ``agui:`` by default):
 
 * ``{prefix}run:{runId}`` — a hash: thread, status, created, updated,
   ended, last_seq, reason, order;
-* ``{prefix}events:{runId}`` — a stream; event ``seq`` has the explicit
-  entry id ``0-{seq}``, so ids *are* the positions and reading after an SSE
-  id is ``XRANGE (0-{seq}``. Ending a run adds one marker entry ``1-*``
-  (after every event id), which wakes blocked followers at once;
+* ``{prefix}events:{runId}`` — a stream with one entry per appended batch
+  (the payloads joined, their lengths, the first seq: see ``_batches``),
+  whose explicit entry id is ``0-{last seq of the batch}``; so reading after
+  seq N is ``XRANGE (0-N`` (the batch holding N+1 and all later ones) minus
+  what the first batch holds up to N. Ending a run adds one marker entry
+  ``1-*`` (after every batch id), which wakes blocked followers at once;
 * ``{prefix}thread:{threadId}`` — a sorted set of the thread's runs by
   creation order; ``{prefix}runs`` the same for all runs (for retention);
   ``{prefix}order`` the counter giving that order; ``{prefix}epoch``.
 
 An append is one Lua script (one round trip, atomic): it creates the run if
-needed, checks it is live and of the same thread, ``XADD``s the batch and
-advances ``last_seq`` — so two processes can never interleave seqs.
+needed, checks it is live and of the same thread, ``XADD``s the batch as one
+entry and advances ``last_seq`` — so two processes can never interleave seqs.
 
 Retention: ``max_age`` becomes key expiry (refreshed by every write), so
 runs of a crashed fleet still go away; counts are applied by ``prune``.
@@ -40,6 +42,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ._base import EventLog, Retention, RunRecord, RunStatus, doomed_runs, new_epoch
+from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunEnded, StoreError, UnknownRun, WrongThread
 
 __all__ = ["RedisEventLog"]
@@ -66,11 +69,9 @@ else
   if status ~= 'live' then return {-3, status} end
   last = tonumber(redis.call('HGET', KEYS[1], 'last_seq'))
 end
-local n = #ARGV - 4
-for i = 1, n do
-  redis.call('XADD', KEYS[2], '0-' .. (last + i), 'd', ARGV[4 + i])
-end
+local n = tonumber(ARGV[5])
 if n > 0 then
+  redis.call('XADD', KEYS[2], '0-' .. (last + n), 'f', last + 1, 'd', ARGV[6], 'l', ARGV[7])
   redis.call('HSET', KEYS[1], 'last_seq', last + n, 'updated', ARGV[3])
 end
 local ttl = tonumber(ARGV[4])
@@ -251,10 +252,12 @@ class RedisEventLog(EventLog):
             self._key("runs"),
             self._key("order"),
         ]
+        count = len(payloads)
+        args: list[str | int | bytes] = [thread_id, run_id, repr(now), self._ttl, count]
+        if count:
+            args.extend(join_batch(payloads))
         with _translated(self):
-            code, detail = await self._scripts["append"](
-                keys=keys, args=[thread_id, run_id, repr(now), self._ttl, *payloads]
-            )
+            code, detail = await self._scripts["append"](keys=keys, args=args)
         if code == -1:
             raise RunBroken(run_id, _text(detail) or "a write failed")
         if code == -2:
@@ -370,7 +373,10 @@ class RedisEventLog(EventLog):
             raise UnknownRun(run_id)
         if status == b"broken":
             raise RunBroken(run_id, _text(reason) or "a write failed")
-        return [(int(entry_id[2:]), fields[b"d"]) for entry_id, fields in entries]
+        out: list[tuple[int, bytes]] = []
+        for _, fields in entries:
+            out.extend(split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], after))
+        return out if limit is None else out[:limit]
 
     async def follow(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
         """Stored entries, then live ones through ``XREAD BLOCK``, until the end marker."""
@@ -408,5 +414,7 @@ class RedisEventLog(EventLog):
                     if record is not None and record.status is RunStatus.BROKEN:
                         raise RunBroken(run_id, record.reason or "a write failed")
                     return
+                seen = int(position[2:])
                 position = entry_name
-                yield int(entry_name[2:]), fields[b"d"]
+                for entry in split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], seen):
+                    yield entry

@@ -40,6 +40,7 @@ from ._base import (
     doomed_runs,
     new_epoch,
 )
+from ._batches import join_batch, split_batch
 from ._errors import RunBroken, StoreError, UnknownRun
 
 __all__ = ["SQLiteEventLog"]
@@ -60,13 +61,18 @@ CREATE TABLE IF NOT EXISTS runs (
     reason TEXT
 );
 CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, id);
-CREATE TABLE IF NOT EXISTS events (
+CREATE TABLE IF NOT EXISTS batches (
     run INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
     data BLOB NOT NULL,
-    PRIMARY KEY (run, seq)
-) WITHOUT ROWID;
+    lengths BLOB NOT NULL,
+    PRIMARY KEY (run, last_seq)
+);
 """
+
+_FORMAT = "1"
+"""The layout version kept in ``meta``: a file of another layout is refused, not misread."""
 
 _COLUMNS = "id, thread_id, run_id, status, created, updated, ended, last_seq, reason"
 
@@ -140,7 +146,9 @@ class SQLiteEventLog(EventLog):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', ?)", (new_epoch(),))
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (_FORMAT,))
             (epoch,) = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
+            (layout,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             conn.close()
@@ -148,6 +156,12 @@ class SQLiteEventLog(EventLog):
                 f"cannot use {self.path!r} as an event log: {exc} (is it a SQLite database "
                 f"this version of agui_pipes wrote?)"
             ) from exc
+        if layout != _FORMAT:
+            conn.close()
+            raise StoreError(
+                f"the SQLite event log {self.path!r} has layout {layout!r}; this version of "
+                f"agui_pipes reads layout {_FORMAT!r} only: use another file"
+            )
         self._conn = conn
         return str(epoch)
 
@@ -167,6 +181,8 @@ class SQLiteEventLog(EventLog):
     async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
         self._check_open()
         now = self._now()
+        count = len(payloads)
+        data, lengths = join_batch(payloads) if count else (b"", b"")
 
         def write(conn: sqlite3.Connection) -> tuple[int, bool]:
             conn.execute("BEGIN IMMEDIATE")
@@ -185,14 +201,15 @@ class SQLiteEventLog(EventLog):
                 else:
                     check_appendable(_record(row), thread_id)
                     key, last, created = row[0], row[7], False
-                if payloads:
-                    conn.executemany(
-                        "INSERT INTO events (run, seq, data) VALUES (?, ?, ?)",
-                        [(key, last + index, data) for index, data in enumerate(payloads, 1)],
+                if count:
+                    conn.execute(
+                        "INSERT INTO batches (run, last_seq, first_seq, data, lengths)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (key, last + count, last + 1, data, lengths),
                     )
                     conn.execute(
                         "UPDATE runs SET last_seq = ?, updated = ? WHERE id = ?",
-                        (last + len(payloads), now, key),
+                        (last + count, now, key),
                     )
                 conn.execute("COMMIT")
             except BaseException:
@@ -247,7 +264,7 @@ class SQLiteEventLog(EventLog):
                     (run_id, now, now, now, reason, now, now, reason),
                 )
                 conn.execute(
-                    "DELETE FROM events WHERE run = (SELECT id FROM runs WHERE run_id = ?)",
+                    "DELETE FROM batches WHERE run = (SELECT id FROM runs WHERE run_id = ?)",
                     (run_id,),
                 )
                 conn.execute("COMMIT")
@@ -271,7 +288,7 @@ class SQLiteEventLog(EventLog):
                 doomed = doomed_runs([_record(row) for row in rows], retention, when)
                 for run_id in doomed:
                     conn.execute(
-                        "DELETE FROM events WHERE run = (SELECT id FROM runs WHERE run_id = ?)",
+                        "DELETE FROM batches WHERE run = (SELECT id FROM runs WHERE run_id = ?)",
                         (run_id,),
                     )
                     conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
@@ -303,11 +320,18 @@ class SQLiteEventLog(EventLog):
             key, status, reason = row
             if status == RunStatus.BROKEN.value:
                 raise RunBroken(run_id, reason or "a write failed")
-            rows: list[tuple[int, bytes]] = conn.execute(
-                "SELECT seq, data FROM events WHERE run = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (key, after, -1 if limit is None else limit),
-            ).fetchall()
-            return rows
+            entries: list[tuple[int, bytes]] = []
+            batches = conn.execute(
+                "SELECT first_seq, data, lengths FROM batches WHERE run = ? AND last_seq > ?"
+                " ORDER BY last_seq",
+                (key, after),
+            )
+            for first_seq, data, lengths in batches:
+                entries.extend(split_batch(first_seq, data, lengths, after))
+                if limit is not None and len(entries) >= limit:
+                    del entries[limit:]
+                    break
+            return entries
 
         return await self._call(query)
 
