@@ -11,12 +11,6 @@ from _redis_server import redis_server
 
 BACKENDS = ["memory", "sqlite", "redis"]
 
-REDIS_ON_TRIO = (
-    "the Redis backend runs on asyncio only (the redis package's client is redis.asyncio); "
-    "test_store.py::test_redis_on_trio_says_it_needs_asyncio checks the error on trio"
-)
-
-
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with redis_server(tmp_path_factory.mktemp("redis")) as url:
@@ -29,7 +23,5 @@ def store_url_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> 
         return "memory:"
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'runs.db'}"
-    if request.getfixturevalue("anyio_backend") == "trio":
-        pytest.skip(REDIS_ON_TRIO)
     url = request.getfixturevalue("redis_url")
     return f"{url}?prefix=t{uuid.uuid4().hex[:12]}:"

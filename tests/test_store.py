@@ -475,13 +475,6 @@ async def test_a_follower_sees_another_process_write(
         assert got == [(n, b'{"n":%d}' % n) for n in range(1, 31)]
 
 
-@pytest.mark.parametrize("anyio_backend", ["trio"])
-async def test_redis_on_trio_says_it_needs_asyncio() -> None:
-    store = open_store("redis://127.0.0.1:1/0")
-    with pytest.raises(StoreError, match=r"needs asyncio.*trio"):
-        await store.open()
-
-
 # -- property: any interleaving reads back in order ------------------------------------
 
 _BATCHES = st.lists(
@@ -545,7 +538,6 @@ async def test_a_cancelled_follower_leaves_the_store_usable(store_url: str) -> N
             assert [seq for seq, _ in await collect(store, "r")] == [1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_an_unreachable_redis_is_a_clear_error() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -555,7 +547,6 @@ async def test_an_unreachable_redis_is_a_clear_error() -> None:
             await store.open()
 
 
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
 async def test_a_redis_that_goes_away_is_a_store_error(tmp_path: Path) -> None:
     with redis_server(tmp_path) as url:
         store = open_store(url)

@@ -28,24 +28,32 @@ runs of a crashed fleet still go away; counts are applied by ``prune``.
 Streams are never trimmed with ``MAXLEN``: a trimmed run would resume with a
 silent hole, exactly what the log exists to prevent; whole runs go instead.
 
-The ``redis`` package's asyncio client runs on asyncio only: opening this
-store under trio raises :class:`StoreError` saying so (use ``sqlite:`` there).
+The ``redis`` package's client (``redis.asyncio``) runs on asyncio only.
+Under trio the store runs it in an asyncio loop of its own, in a thread,
+and awaits each call through a worker thread: the same behaviour, at the
+cost of a thread hop per Redis call (asyncio is the faster choice).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Iterator, Sequence
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
 
 from ._base import EventLog, Retention, RunRecord, RunStatus, doomed_runs, new_epoch
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunEnded, StoreError, UnknownRun, WrongThread
 
 __all__ = ["RedisEventLog"]
+
+_T = TypeVar("_T")
 
 _LAST_EVENT = "0-18446744073709551615"
 
@@ -159,6 +167,37 @@ def _translated(store: RedisEventLog) -> Iterator[None]:
         raise
 
 
+class _Bridge:
+    """An asyncio loop in a thread of its own, for running redis.asyncio from trio.
+
+    redis.asyncio's connections, locks and pool belong to an asyncio loop.
+    Under trio (or any non-asyncio loop) every Redis call is handed to this
+    loop and awaited through a worker thread: one thread hop per call, so
+    slower than on asyncio, but the same behaviour. Cancelling the caller
+    cancels the call in the bridge loop.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="agui-pipes-redis-bridge", daemon=True
+        )
+        self._thread.start()
+
+    async def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+        except BaseException:
+            future.cancel()
+            raise
+
+    async def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        await anyio.to_thread.run_sync(self._thread.join)
+        self.loop.close()
+
+
 class RedisEventLog(EventLog):
     """The event log in Redis Streams; see the module docstring.
 
@@ -183,6 +222,7 @@ class RedisEventLog(EventLog):
         self.block = block
         self._client: Any = None
         self._scripts: dict[str, Any] = {}
+        self._bridge: _Bridge | None = None
 
     def __repr__(self) -> str:
         parts = urlsplit(self.url)
@@ -203,31 +243,40 @@ class RedisEventLog(EventLog):
             raise self._not_open()
         return self._client
 
+    async def _io(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run a redis.asyncio coroutine: here on asyncio, in the bridge loop elsewhere."""
+        with _translated(self):
+            bridge = self._bridge
+            if bridge is None:
+                return await coro
+            return await bridge.run(coro)
+
     # -- lifecycle -------------------------------------------------------------
 
     async def _open(self) -> str:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            raise StoreError(
-                "the Redis event log needs asyncio: the redis package's client "
-                "(redis.asyncio) does not run on trio or other event loops; run the "
-                "server on asyncio, or use a sqlite:/// store"
-            ) from None
         try:
             import redis.asyncio
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError(
                 "the Redis event log needs the redis package: pip install 'agui-pipes[redis]'"
             ) from exc
-        client = redis.asyncio.Redis.from_url(self.url, decode_responses=False)
         try:
-            await client.set(self._key("epoch"), new_epoch(), nx=True)
-            epoch = await client.get(self._key("epoch"))
-        except Exception as exc:
-            await _close_client(client)
-            raise StoreError(f"cannot reach the Redis event log at {self!r}: {exc}") from exc
+            asyncio.get_running_loop()
+        except RuntimeError:  # trio: redis.asyncio runs in a bridge loop
+            self._bridge = _Bridge()
+        client = redis.asyncio.Redis.from_url(self.url, decode_responses=False)
         self._client = client
+
+        async def first_contact() -> bytes | str | None:
+            await client.set(self._key("epoch"), new_epoch(), nx=True)
+            epoch: bytes | str | None = await client.get(self._key("epoch"))
+            return epoch
+
+        try:
+            epoch = await self._io(first_contact())
+        except Exception as exc:
+            await self._close()
+            raise StoreError(f"cannot reach the Redis event log at {self!r}: {exc}") from exc
         self._scripts = {
             "append": client.register_script(_APPEND),
             "end": client.register_script(_END),
@@ -237,8 +286,15 @@ class RedisEventLog(EventLog):
 
     async def _close(self) -> None:
         client, self._client = self._client, None
-        if client is not None:
-            await _close_client(client)
+        bridge = self._bridge
+        try:
+            if client is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._io(_close_client(client))
+        finally:
+            if bridge is not None:
+                self._bridge = None
+                await bridge.stop()
 
     # -- writes ----------------------------------------------------------------
 
@@ -256,8 +312,7 @@ class RedisEventLog(EventLog):
         args: list[str | int | bytes] = [thread_id, run_id, repr(now), self._ttl, count]
         if count:
             args.extend(join_batch(payloads))
-        with _translated(self):
-            code, detail = await self._scripts["append"](keys=keys, args=args)
+        code, detail = await self._io(self._scripts["append"](keys=keys, args=args))
         if code == -1:
             raise RunBroken(run_id, _text(detail) or "a write failed")
         if code == -2:
@@ -276,8 +331,8 @@ class RedisEventLog(EventLog):
     ) -> RunRecord:
         self._check_open()
         status = RunStatus(status)
-        with _translated(self):
-            flat = await self._scripts["end"](
+        flat = await self._io(
+            self._scripts["end"](
                 keys=[self._key("run:", run_id), self._key("events:", run_id)],
                 args=[
                     status.value,
@@ -287,6 +342,7 @@ class RedisEventLog(EventLog):
                     self._ttl,
                 ],
             )
+        )
         record = _record(run_id, dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
         if record is None:
             raise UnknownRun(run_id)
@@ -294,16 +350,16 @@ class RedisEventLog(EventLog):
 
     async def mark_broken(self, run_id: str, reason: str) -> None:
         self._check_open()
-        with _translated(self):
-            await self._scripts["broken"](
+        await self._io(
+            self._scripts["broken"](
                 keys=[self._key("run:", run_id), self._key("events:", run_id)],
                 args=[reason, repr(self._now()), self._ttl],
             )
+        )
 
     async def prune(self, now: float | None = None) -> int:
         self._check_open()
-        with _translated(self):
-            return await self._prune(now)
+        return await self._io(self._prune(now))
 
     async def _prune(self, now: float | None) -> int:
         when = self._now() if now is None else now
@@ -340,13 +396,12 @@ class RedisEventLog(EventLog):
 
     async def run(self, run_id: str) -> RunRecord | None:
         self._check_open()
-        with _translated(self):
-            return _record(run_id, await self._redis().hgetall(self._key("run:", run_id)))
+        fields = await self._io(self._redis().hgetall(self._key("run:", run_id)))
+        return _record(run_id, fields)
 
     async def thread_runs(self, thread_id: str) -> list[RunRecord]:
         self._check_open()
-        with _translated(self):
-            return await self._thread_runs(thread_id)
+        return await self._io(self._thread_runs(thread_id))
 
     async def _thread_runs(self, thread_id: str) -> list[RunRecord]:
         key = self._key("thread:", thread_id)
@@ -362,13 +417,17 @@ class RedisEventLog(EventLog):
         self, run_id: str, after: int = 0, limit: int | None = None
     ) -> list[tuple[int, bytes]]:
         self._check_open()
-        with _translated(self):
+
+        async def query() -> list[Any]:
             async with self._redis().pipeline(transaction=False) as pipe:
                 pipe.hmget(self._key("run:", run_id), ["status", "reason"])
                 pipe.xrange(
                     self._key("events:", run_id), f"(0-{max(after, 0)}", _LAST_EVENT, limit
                 )
-                (status, reason), entries = await pipe.execute()
+                replies: list[Any] = await pipe.execute()
+                return replies
+
+        (status, reason), entries = await self._io(query())
         if status is None:
             raise UnknownRun(run_id)
         if status == b"broken":
@@ -390,10 +449,9 @@ class RedisEventLog(EventLog):
         position = f"0-{max(after, 0)}"
         block_ms = max(1, int(self.block * 1000))
         while True:
-            with _translated(self):
-                reply = await self._redis().xread(
-                    {stream: position}, count=self.follow_batch, block=block_ms
-                )
+            reply = await self._io(
+                self._redis().xread({stream: position}, count=self.follow_batch, block=block_ms)
+            )
             if not reply:
                 # Timed out: the stream may have expired or been pruned, or its
                 # end marker been lost; the record says which.
