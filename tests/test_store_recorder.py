@@ -259,3 +259,13 @@ async def test_a_run_id_sse_cannot_carry_is_refused_up_front() -> None:
             async with RunRecorder(store, "t", "r\nx"):
                 pass
         assert await store.run("r\nx") is None
+
+
+async def test_recording_before_entering_is_an_error() -> None:
+    async with open_store("memory:") as store:
+        recorder = RunRecorder(store, "t", "r")
+        with pytest.raises(RuntimeError, match="not started"):
+            await recorder.record(b"{}")
+        async with recorder:
+            assert await recorder.record(b"{}") == 1
+        assert await recorder.record(b"{}") is None  # ended: no longer recorded

@@ -100,7 +100,7 @@ class RunRecorder:
         self._flushed: anyio.Event | None = None  # end() waits for the queue to drain
         self._closing = False
         self._ended = False
-        self._recording = True  # neither broken nor ended: record() takes events
+        self._recording = False  # entered, neither broken nor ended: record() takes events
         self._tasks: anyio.abc.TaskGroup | None = None
         self._flush_scope = anyio.CancelScope(shield=True)
         self._id_prefix = b""  # b"id: <epoch>:<runId>:", known once the store is open
@@ -144,6 +144,7 @@ class RunRecorder:
         await tasks.__aenter__()
         self._tasks = tasks
         tasks.start_soon(self._flush_loop)
+        self._recording = True
         return self
 
     async def __aexit__(
@@ -224,6 +225,10 @@ class RunRecorder:
                 wake.set()
             return seq
         if not self._recording:
+            if self._tasks is None and not self._ended and self.broken is None:
+                raise RuntimeError(
+                    f"{self!r} is not started: use `async with RunRecorder(...) as recorder:`"
+                )
             return None
         return await self._record_when_room(payload, size)
 
