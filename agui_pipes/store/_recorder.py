@@ -3,8 +3,10 @@
 Why a separate writer: the live stream must not wait for the store. Each
 ``record`` only numbers the event and queues its bytes (the seq is known at
 once, so the live frame carries its SSE id before the event is stored); a
-background task appends what is queued in one batch per store round trip,
-so a slow store gets bigger batches rather than more round trips.
+background task appends what is queued in one batch per store round trip.
+It lingers ``linger`` seconds (5 ms) after the first queued event so a
+burst becomes one batch, and a slow store gets bigger batches rather than
+more round trips.
 
 Bounded, never silent: the queue holds at most ``max_events`` events and
 ``max_bytes`` bytes. When it is full, ``record`` waits for room up to
