@@ -221,7 +221,7 @@ def _instructions(variant: str, repeat: int, events: int, url: str) -> int:
     return int(found.group(1))
 
 
-def instructions(events: int, redis_url: str | None) -> None:
+def instructions(events: int, redis_url: str | None, only: list[str] | None = None) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed; --instructions needs it")
     print(f"gateway path, instructions per event ({events} and {3 * events} events, "
@@ -232,6 +232,8 @@ def instructions(events: int, redis_url: str | None) -> None:
             variants["redis"] = f"{redis_url}?prefix=ins{uuid.uuid4().hex[:8]}:"
         base = 0.0
         for variant, url in variants.items():
+            if only and variant not in only and variant != "none":
+                continue
             if variant == "sqlite":
                 url = f"sqlite:///{directory}/{uuid.uuid4().hex}.db"
             once = _instructions(variant, 1, events, url)
@@ -253,10 +255,12 @@ def main() -> None:
     parser.add_argument("--redis", default=None, help="a redis:// URL (default: start one)")
     parser.add_argument("--instructions", action="store_true",
                         help="the gateway path in instructions per event (valgrind)")
+    parser.add_argument("--only", default="", help="with --instructions: backends to measure "
+                        "besides the baseline, comma-separated (memory,sqlite,redis)")
     args = parser.parse_args()
     if args.redis:
         if args.instructions:
-            instructions(args.events, args.redis)
+            instructions(args.events, args.redis, args.only.split(",") if args.only else None)
         else:
             asyncio.run(main_async(args, args.redis))
         return
@@ -264,7 +268,7 @@ def main() -> None:
         if url is None:
             print("note: no redis-server on PATH; Redis not measured")
         if args.instructions:
-            instructions(args.events, url)
+            instructions(args.events, url, args.only.split(",") if args.only else None)
         else:
             asyncio.run(main_async(args, url))
 

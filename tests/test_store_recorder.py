@@ -16,6 +16,7 @@ from agui_pipes.store import (
     MemoryEventLog,
     RunBroken,
     RunEnded,
+    RunRecord,
     RunRecorder,
     RunStatus,
     format_event_id,
@@ -269,3 +270,25 @@ async def test_recording_before_entering_is_an_error() -> None:
         async with recorder:
             assert await recorder.record(b"{}") == 1
         assert await recorder.record(b"{}") is None  # ended: no longer recorded
+
+
+class _HungEndLog(MemoryEventLog):
+    """A store whose end_run never returns."""
+
+    async def end_run(
+        self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
+    ) -> RunRecord:
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+
+async def test_a_hung_end_run_does_not_hold_the_run_open(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.ERROR, logger="agui_pipes.store")
+    async with _HungEndLog() as store:
+        with anyio.fail_after(5):
+            async with RunRecorder(store, "t", "r", close_timeout=0.1) as recorder:
+                await recorder.record(b"{}")
+        assert await store.read("r") == [(1, b"{}")]
+    assert any("could not mark run 'r' ended" in r.getMessage() for r in caplog.records)

@@ -194,7 +194,8 @@ class RunRecorder:
             self._poke()
             if self.broken is None:
                 try:
-                    await self.store.end_run(self.run_id, status, reason)
+                    with anyio.fail_after(self.close_timeout):
+                        await self.store.end_run(self.run_id, status, reason)
                 except Exception as exc:
                     _log.error(
                         "event log: could not mark run %r ended: %s", self.run_id, exc,
@@ -290,7 +291,7 @@ class RunRecorder:
                 wake = self._wake = anyio.Event()
                 await wake.wait()
             queue = self._queue
-            if self.linger and len(queue) < self.max_batch and not self._closing:
+            if self.linger and len(queue) < self.max_batch and not self._ended:
                 # Let a burst gather into one batch: one store round trip
                 # for many events. end() and a full queue cut it short.
                 with anyio.CancelScope() as self._lingering:
