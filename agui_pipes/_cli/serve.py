@@ -10,6 +10,9 @@ Two modes:
 
 The agent endpoint is ``POST --path`` (``/`` by default); ``GET /healthz``
 answers ``ok``. One log line per run at INFO shows what each stage did.
+With ``--store URL`` (the demo agent) every run is recorded in that event
+log, and ``--path`` also serves ``runs/{runId}`` (resume), ``runs/{runId}/stop``
+and ``threads/{threadId}`` (see docs/durable.md).
 
 Exit status: 0 after a clean shutdown (Ctrl-C), 2 for usage or an invalid
 chain file.
@@ -85,6 +88,24 @@ def register(subparsers: Any) -> None:
         help="a client that reads nothing this long is disconnected (default 30; 0 disables)",
     )
     parser.add_argument(
+        "--store",
+        metavar="URL",
+        help=(
+            "demo: record every run in this event log (memory:, sqlite:///runs.db, "
+            "redis://host:6379/0) so clients can resume runs and load thread history"
+        ),
+    )
+    parser.add_argument(
+        "--detach-grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help=(
+            "with --store: how long a run whose client left goes on waiting for a resume "
+            "before it is cancelled (default 30)"
+        ),
+    )
+    parser.add_argument(
         "--no-verify",
         action="store_true",
         help="gateway: do not verify the upstream's events (chunks are still expanded)",
@@ -124,6 +145,13 @@ def _serve(args: argparse.Namespace) -> int:
             f"--send-buffer must be a positive number of bytes (got {args.send_buffer}) and "
             f"--send-timeout a number of seconds >= 0 (got {args.send_timeout})"
         )
+    if args.store is not None and not args.demo:
+        return _usage(
+            "--store works with --demo (the agent endpoint) for now; the gateway does not "
+            "record runs yet"
+        )
+    if not args.detach_grace >= 0:
+        return _usage(f"--detach-grace must be a number of seconds >= 0, got {args.detach_grace}")
     try:
         import uvicorn
 
@@ -154,6 +182,9 @@ def _serve(args: argparse.Namespace) -> int:
         "send_buffer": args.send_buffer,
         "send_timeout": args.send_timeout or None,
     }
+    durable: dict[str, Any] = {}
+    if args.store is not None:
+        durable = {"store": args.store, "detach_grace": args.detach_grace}
     try:
         if args.demo:
             from ..demo import DemoAgent
@@ -165,6 +196,7 @@ def _serve(args: argparse.Namespace) -> int:
                 keepalive=keepalive,
                 **sending,
                 limits=limits_of(args),
+                **durable,
             )
             what = "the demo agent"
         else:

@@ -55,6 +55,7 @@ __all__ = [
     "SSERun",
     "UpstreamError",
     "agent_route",
+    "agent_routes",
     "build_app",
     "gateway_route",
     "run_error_for",
@@ -62,7 +63,17 @@ __all__ = [
 
 
 def agent_route(path: str, agent: AgentLike | None = None, **options: Any) -> Route:
-    """A Starlette ``Route`` (POST only) serving ``AgentEndpoint(agent, **options)``."""
+    """A Starlette ``Route`` (POST only) serving ``AgentEndpoint(agent, **options)``.
+
+    With ``store=`` an endpoint serves more than one route: use
+    :func:`agent_routes`.
+    """
+    if options.get("store") is not None:
+        raise TypeError(
+            "agent_route() returns the one POST route; with store=... the endpoint also serves "
+            "runs/{runId}, runs/{runId}/stop and threads/{threadId}: use "
+            "agent_routes(path, agent, store=...) (a list of routes) or build_app(...)"
+        )
     try:
         from starlette.routing import Route
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -73,3 +84,22 @@ def agent_route(path: str, agent: AgentLike | None = None, **options: Any) -> Ro
     from .endpoint import AgentEndpoint
 
     return Route(path, AgentEndpoint(agent, **options), methods=["POST"])
+
+
+def agent_routes(path: str, agent: AgentLike | None = None, **options: Any) -> list[Route]:
+    """``AgentEndpoint(agent, **options)``'s Starlette routes: POST ``path``, and with
+    ``store=`` the resume, stop and thread-history routes under ``path``.
+
+    The event log given as a URL is opened on first use; close it at shutdown
+    with ``await routes[0].endpoint.aclose()`` or use ``build_app``, whose
+    lifespan does both.
+    """
+    try:
+        from starlette.routing import Route  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "agent_routes() needs Starlette: pip install 'agui-pipes[server]'"
+        ) from exc
+    from .endpoint import AgentEndpoint
+
+    return AgentEndpoint(agent, **options).routes(path)

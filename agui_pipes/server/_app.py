@@ -36,7 +36,10 @@ def build_app(
 
     Exactly one of ``agent`` and ``upstream``. ``options`` go to
     ``AgentEndpoint`` or ``Gateway``. The gateway's HTTP client is closed at
-    shutdown by the app's lifespan.
+    shutdown by the app's lifespan. With ``store=`` (agent only, for now) the
+    app also serves ``{path}/runs/{runId}`` (resume), ``{path}/runs/{runId}/stop``
+    and ``{path}/threads/{threadId}``, and its lifespan opens the event log at
+    startup and closes it at shutdown.
     """
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -69,8 +72,14 @@ def build_app(
 
     from .endpoint import AgentEndpoint
 
-    routes.append(
-        Route(path, AgentEndpoint(agent, chain=chain, keepalive=keepalive, **options),
-              methods=["POST"])
-    )
-    return Starlette(routes=routes)
+    endpoint = AgentEndpoint(agent, chain=chain, keepalive=keepalive, **options)
+    routes.extend(endpoint.routes(path))
+    if endpoint.durable is None:
+        return Starlette(routes=routes)
+
+    @asynccontextmanager
+    async def store_lifespan(app: object) -> AsyncIterator[None]:
+        async with endpoint.lifespan(app):
+            yield
+
+    return Starlette(routes=routes, lifespan=store_lifespan)

@@ -160,10 +160,18 @@ class FrameSink:
         try:
             frame = encode_sse(event)
         except Exception as exc:
-            self.failure = exc
-            if self.scope is not None:
-                self.scope.cancel()
-            raise anyio.BrokenResourceError from exc
+            raise self.fail(exc) from exc
+        self.push_frame(event, frame)
+
+    def fail(self, exc: Exception) -> anyio.BrokenResourceError:
+        """Fail the run with ``exc`` (it becomes its RUN_ERROR); what ``deliver`` then raises."""
+        self.failure = exc
+        if self.scope is not None:
+            self.scope.cancel()
+        return anyio.BrokenResourceError()
+
+    def push_frame(self, event: BaseEvent, frame: bytes) -> None:
+        """Count ``event`` and queue its already encoded ``frame`` (a recording sink's way in)."""
         stats = self._stats
         if self._count_source:
             stats.counts[0] += 1
@@ -189,6 +197,11 @@ class SSERun:
     date. Or ``open_run`` opens an agent run given a ``FrameSink`` (no
     ``chain`` then: a sync chain runs inside the driver). ``on_disconnect`` is
     called once if the client goes away.
+
+    ``detach=True`` (a run recorded in an event log): a client that goes away
+    or stalls does not cancel the run; only the writing stops, the frames are
+    dropped as they come, and the run goes on until it ends or
+    ``on_disconnect``'s owner cancels it (a resume may pick it up meanwhile).
     """
 
     def __init__(
@@ -204,6 +217,7 @@ class SSERun:
         send_buffer: int = DEFAULT_SEND_BUFFER,
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         on_disconnect: Callable[[], object] | None = None,
+        detach: bool = False,
         logger: logging.Logger = _log,
     ) -> None:
         if sum(opener is not None for opener in (open_source, open_frames, open_run)) != 1:
@@ -219,6 +233,8 @@ class SSERun:
         self._stats = stats
         self._keepalive = keepalive
         self._on_disconnect = on_disconnect
+        self._detach = detach
+        self._write_scope: anyio.CancelScope | None = None
         self._log = logger
         self._send_buffer = send_buffer
         self._send_timeout = send_timeout
@@ -261,7 +277,7 @@ class SSERun:
                         message = await receive()
                         if message["type"] == "http.disconnect":
                             self._client_gone()
-                            tg.cancel_scope.cancel()
+                            self._stop(tg.cancel_scope)
                             return
 
                 tg.start_soon(watch, name="agui_pipes disconnect watcher")
@@ -272,14 +288,25 @@ class SSERun:
                         self._watch_writes, tg.cancel_scope, name="agui_pipes send timeout"
                     )
                 tg.start_soon(self._produce, frames, name="agui_pipes run producer")
-                try:
-                    await self._write(send, frames)
-                except OSError:
-                    # The transport failed writing: the client is gone too.
-                    self._client_gone()
+                with anyio.CancelScope() as self._write_scope:
+                    try:
+                        await self._write(send, frames)
+                    except OSError:
+                        # The transport failed writing: the client is gone too.
+                        self._client_gone()
+                if self._detach and self._disconnected:
+                    await _drop(frames)  # the run goes on without its client
                 tg.cancel_scope.cancel()
         finally:
             self._stats.log(self._log)
+
+    def _stop(self, run_scope: anyio.CancelScope) -> None:
+        """The client is gone: cancel the run, or only the writing when the run detaches."""
+        if self._detach:
+            if self._write_scope is not None:
+                self._write_scope.cancel()
+        else:
+            run_scope.cancel()
 
     # -- producing --------------------------------------------------------
 
@@ -406,7 +433,7 @@ class SSERun:
                 await anyio.sleep(-late)
                 continue
             self._client_stalled()
-            run_scope.cancel()
+            self._stop(run_scope)
             return
 
     async def _write(self, send: Send, frames: FrameQueue) -> None:
@@ -443,6 +470,13 @@ class SSERun:
         self._send_started = clock() if waited else last_write
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         self._send_started = None
+
+
+async def _drop(frames: FrameQueue) -> None:
+    """Take and discard frames until the producer closes the queue (a detached run)."""
+    while not frames.closed or frames.size:
+        if frames.take(_BATCH_BYTES) is None:
+            await frames.wait_readable()
 
 
 def check_send_limits(send_buffer: int, send_timeout: float | None) -> None:

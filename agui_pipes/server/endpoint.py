@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
 
@@ -57,6 +57,10 @@ from ._streaming import (
     check_send_limits,
 )
 from ._withheld import ToldViolations
+
+if TYPE_CHECKING:
+    from ..store import EventLog
+    from ._durable import DurableRuns, RecordingSink
 
 __all__ = ["AgentEndpoint", "AgentFactory"]
 
@@ -106,6 +110,8 @@ class AgentEndpoint:
         echo_input: bool = False,
         logger: logging.Logger | None = None,
         limits: Limits | None = None,
+        store: EventLog | str | None = None,
+        detach_grace: float = 30.0,
     ) -> None:
         if (agent is None) == (agent_factory is None):
             raise TypeError(
@@ -129,6 +135,47 @@ class AgentEndpoint:
         self._echo_input = echo_input
         self._log = logger or _log
         self._limits = resolve_limits(limits)
+        self.durable: DurableRuns | None = None
+        """The event log's side of the endpoint (``store=``), or None."""
+        if store is not None:
+            from ._durable import DurableRuns  # the store's code loads only when used
+
+            self.durable = DurableRuns(
+                store,
+                detach_grace=detach_grace,
+                keepalive=keepalive,
+                send_buffer=send_buffer,
+                send_timeout=send_timeout,
+                logger=self._log,
+            )
+
+    def routes(self, path: str) -> list[Any]:
+        """Starlette routes: ``POST path``, and with a store the resume, stop and thread routes.
+
+        The durable routes hang under ``path`` as a folder (``/agent`` gives
+        ``/agent/runs/{runId}``, ``/agent/runs/{runId}/stop`` and
+        ``/agent/threads/{threadId}``).
+        """
+        from starlette.routing import Route
+
+        routes: list[Any] = [Route(path, self, methods=["POST"])]
+        if self.durable is not None:
+            routes.extend(self.durable.routes(path))
+        return routes
+
+    @asynccontextmanager
+    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
+        """Open the event log at startup and close it at shutdown (no-op without a store)."""
+        if self.durable is None:
+            yield
+            return
+        async with self.durable.lifespan(app):
+            yield
+
+    async def aclose(self) -> None:
+        """Close the event log if the endpoint opened it from a URL."""
+        if self.durable is not None:
+            await self.durable.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         accepted = await accept_run_input(
@@ -185,15 +232,91 @@ class AgentEndpoint:
         def open_sunk(sink: FrameSink) -> Run:
             return Run(agent, run_input, sink=sink, **run_options)
 
+        durable = self.durable
+        if durable is None:
+            response = SSERun(
+                open_applied if outer is not None else None,
+                open_run=open_sunk if outer is None else None,
+                stats=stats,
+                count_source=chain is None,
+                keepalive=self._keepalive,
+                send_buffer=self._send_buffer,
+                send_timeout=self._send_timeout,
+                on_disconnect=token.cancel,
+                logger=self._log,
+            )
+            await response(scope, receive, send)
+            return
+        await self._serve_recorded(
+            scope, receive, send, durable, run_input, stats, token, chain is None,
+            open_applied if outer is not None else None, open_sunk,
+        )
+
+    async def _serve_recorded(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        durable: DurableRuns,
+        run_input: RunAgentInput,
+        stats: RunStats,
+        token: CancelToken,
+        count_source: bool,
+        open_applied: Callable[[], Any] | None,
+        open_sunk: Callable[[Any], Run],
+    ) -> None:
+        """Serve the run recorded in the event log; a client that leaves only detaches it."""
+        thread_id, run_id = run_input.thread_id, run_input.run_id
+        try:
+            store = await durable.store()
+            if run_id in durable.live or await store.run(run_id) is not None:
+                raise BadRequest(
+                    409,
+                    "run_exists",
+                    f"run {run_id!r} is already in the event log: a run id names one run; "
+                    f"start a new run with a new runId, or resume this one with GET "
+                    f"runs/{run_id}",
+                )
+        except BadRequest as error:
+            await send_json_error(send, error)
+            return
+        except Exception as exc:
+            self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
+            await send_json_error(send, BadRequest(
+                503, "store_unavailable", f"the event log is unavailable: {exc}"
+            ))
+            return
+        live_runs = durable.live
+
+        def on_disconnect() -> None:
+            live = live_runs.get(run_id)
+            if live is not None:
+                live.detach()
+
+        def open_recorded_sink(sink: FrameSink) -> Any:
+            def opened(recording: RecordingSink) -> Run:
+                return open_sunk(recording)
+
+            return durable.sunk_run(
+                sink, thread_id, run_id, token, opened, gone=lambda: response.disconnected
+            )
+
+        def open_recorded_frames() -> Any:
+            assert open_applied is not None
+            return durable.recorded_frames(
+                thread_id, run_id, token, open_applied, stats, gone=lambda: response.disconnected
+            )
+
         response = SSERun(
-            open_applied if outer is not None else None,
-            open_run=open_sunk if outer is None else None,
+            open_frames=open_recorded_frames if open_applied is not None else None,
+            open_run=open_recorded_sink if open_applied is None else None,
             stats=stats,
-            count_source=chain is None,
+            count_source=count_source,
             keepalive=self._keepalive,
             send_buffer=self._send_buffer,
             send_timeout=self._send_timeout,
-            on_disconnect=token.cancel,
+            on_disconnect=on_disconnect,
+            detach=True,
             logger=self._log,
         )
         await response(scope, receive, send)

@@ -127,6 +127,36 @@ class RunRecorder:
             return b"data: " + data + b"\n\n"
         return self._id_prefix + str(seq).encode() + b"\ndata: " + data + b"\n\n"
 
+    def frame_nowait(self, data: bytes) -> bytes | None:
+        """``frame(data)`` when it can be done without waiting; None when the queue is full.
+
+        For a caller that cannot await where the event is produced (a run's
+        sink, in the agent's own task): on None it keeps the event and awaits
+        ``frame`` for it later, before any later event, so the seqs stay in
+        order.
+        """
+        if self._recording:
+            queue = self._queue
+            size = len(data)
+            if queue and (
+                len(queue) >= self.max_events or self._queued_bytes + size > self.max_bytes
+            ):
+                return None
+            seq = self.next_seq
+            self.next_seq = seq + 1
+            queue.append(data)
+            self._queued_bytes += size
+            wake = self._wake
+            if wake is not None:
+                self._wake = None
+                wake.set()
+            return self._id_prefix + str(seq).encode() + b"\ndata: " + data + b"\n\n"
+        if self._tasks is None and not self._ended and self.broken is None:
+            raise RuntimeError(
+                f"{self!r} is not started: use `async with RunRecorder(...) as recorder:`"
+            )
+        return b"data: " + data + b"\n\n"
+
     # -- lifecycle -------------------------------------------------------------
 
     async def __aenter__(self) -> RunRecorder:

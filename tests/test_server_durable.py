@@ -1,0 +1,386 @@
+"""Durable runs on the agent endpoint: real uvicorn servers, httpx clients, real stores.
+
+A client cut at a random event and resumed with ``Last-Event-ID`` must get
+exactly what it missed (same ids, no duplicate, no gap), also while the run
+is still producing; a client that leaves and never comes back has its run
+cancelled after the detach grace; a stop cancels at once; bad ids get
+400/404/409; a restarted SQLite server gives the thread's history.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from _servers import EVENT, run_input, serve, wait_until
+from _store_backends import BACKENDS, redis_url, store_url_for
+from ag_ui.core import BaseEvent, EventType, RunErrorEvent
+from starlette.applications import Starlette
+
+from agui_pipes import fold
+from agui_pipes.demo import DemoAgent, demo_input
+from agui_pipes.driver import RunContext, RunOutcome
+from agui_pipes.server import AgentEndpoint, agent_route, agent_routes, build_app
+
+pytestmark = pytest.mark.anyio
+
+__all__ = ["redis_url"]  # the session fixture, used through store_url_for
+
+HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
+
+
+class Gated:
+    """Streams ``before`` deltas, waits for its gate (set by the test), then ``after`` more."""
+
+    def __init__(self, before: int = 12, after: int = 12, pace: float = 0.002) -> None:
+        self.before = before
+        self.after = after
+        self.pace = pace
+        self.gates: dict[str, threading.Event] = {}
+        self.stopped: dict[str, float] = {}
+
+    def gate(self, run_id: str) -> threading.Event:
+        return self.gates.setdefault(run_id, threading.Event())
+
+    async def run(self, ctx: RunContext[Any]) -> RunOutcome:
+        gate = self.gate(ctx.run_id)
+        try:
+            with ctx.message() as message:
+                for n in range(self.before):
+                    message.delta(f"a{n} ")
+                    await anyio.sleep(self.pace)
+                while not gate.is_set():  # noqa: ASYNC110 - set from the test's thread
+                    await anyio.sleep(0.005)
+                for n in range(self.after):
+                    message.delta(f"b{n} ")
+                    await anyio.sleep(self.pace)
+        finally:
+            self.stopped[ctx.run_id] = time.monotonic()
+        return RunOutcome.success()
+
+
+def _frames(buffer: bytearray) -> list[tuple[str | None, bytes]]:
+    """Complete SSE frames taken off ``buffer``: (id, data); comments skipped."""
+    out: list[tuple[str | None, bytes]] = []
+    while True:
+        end = buffer.find(b"\n\n")
+        if end < 0:
+            return out
+        block = bytes(buffer[:end])
+        del buffer[: end + 2]
+        event_id: str | None = None
+        data: bytes | None = None
+        for line in block.split(b"\n"):
+            if line.startswith(b"id: "):
+                event_id = line[4:].decode()
+            elif line.startswith(b"data: "):
+                data = line[6:]
+        if data is not None:
+            out.append((event_id, data))
+
+
+Frames = list[tuple[str | None, bytes]]
+
+
+async def _read(response: httpx.Response, limit: int | None = None) -> Frames:
+    got: Frames = []
+    buffer = bytearray()
+    async for chunk in response.aiter_raw():
+        buffer += chunk
+        got.extend(_frames(buffer))
+        if limit is not None and len(got) >= limit:
+            return got[:limit]
+    return got
+
+
+async def _post(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], cut: int | None = None
+) -> list[tuple[str | None, bytes]]:
+    async with client.stream("POST", url, content=json.dumps(body), headers=HEADERS) as response:
+        assert response.status_code == 200, await response.aread()
+        return await _read(response, cut)
+
+
+async def _get(
+    client: httpx.AsyncClient, url: str, last_id: str | None = None
+) -> tuple[int, list[tuple[str | None, bytes]], bytes]:
+    headers = {} if last_id is None else {"last-event-id": last_id}
+    async with client.stream("GET", url, headers=headers) as response:
+        if response.status_code != 200:
+            return response.status_code, [], await response.aread()
+        return 200, await _read(response), b""
+
+
+def _seqs(frames: list[tuple[str | None, bytes]]) -> list[int]:
+    return [int(str(event_id).rsplit(":", 1)[1]) for event_id, _ in frames]
+
+
+def _events(frames: list[tuple[str | None, bytes]]) -> list[BaseEvent]:
+    return [EVENT.validate_json(data) for _, data in frames]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return store_url_for(str(request.param), request, tmp_path)
+
+
+def _app(agent: Any, store: str, grace: float = 5.0) -> tuple[Starlette, AgentEndpoint]:
+    routes = agent_routes("/agent", agent, store=store, detach_grace=grace, keepalive=None)
+    endpoint = routes[0].endpoint
+    assert isinstance(endpoint, AgentEndpoint)
+    return Starlette(routes=routes, lifespan=endpoint.lifespan), endpoint
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_cut_and_resume_while_producing_gives_exactly_the_missed_events(
+    store_url: str, seed: int
+) -> None:
+    agent = Gated()
+    app, _ = _app(agent.run, store_url)
+    cut = random.Random(seed).randint(1, agent.before + 2)  # before the gate: still producing
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            whole = await _post_and_open_gate(client, agent, "whole")
+            got = await _post(client, "/agent", run_input("run-cut"), cut=cut)
+            assert len(got) == cut
+            assert _seqs(got) == list(range(1, cut + 1))
+            # The client is gone; the run waits at its gate, live, and takes the resume.
+            resumed: list[tuple[str | None, bytes]] = []
+
+            async def resume() -> None:
+                status, frames, body = await _get(client, "/agent/runs/run-cut", got[-1][0])
+                assert status == 200, body
+                resumed.extend(frames)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(resume)
+                await anyio.sleep(0.05)
+                agent.gate("run-cut").set()
+            joined = got + resumed
+            seqs = _seqs(joined)
+            assert seqs == list(range(1, len(joined) + 1)), "a gap or a duplicate"
+            assert [e.type for e in _events(joined)] == [e.type for e in _events(whole)]
+            assert _events(joined)[-1].type is EventType.RUN_FINISHED
+            # The log replays the same bytes, ids included.
+            status, replay, _ = await _get(client, "/agent/runs/run-cut")
+            assert status == 200 and replay == joined
+            # Resuming from the last id of an ended run gives nothing more, cleanly.
+            status, rest, _ = await _get(client, "/agent/runs/run-cut", joined[-1][0])
+            assert status == 200 and rest == []
+
+
+async def _post_and_open_gate(
+    client: httpx.AsyncClient, agent: Gated, run_id: str
+) -> list[tuple[str | None, bytes]]:
+    agent.gate(run_id).set()
+    frames = await _post(client, "/agent", run_input(run_id))
+    assert all(event_id is not None for event_id, _ in frames)
+    return frames
+
+
+async def test_cut_after_the_run_ended_resumes_from_the_log(store_url: str) -> None:
+    agent = Gated(before=5, after=5)
+    app, _ = _app(agent.run, store_url)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            whole = await _post_and_open_gate(client, agent, "r1")
+            for cut in (1, len(whole) // 2, len(whole) - 1):
+                status, rest, _ = await _get(client, "/agent/runs/r1", whole[cut - 1][0])
+                assert status == 200
+                assert whole[:cut] + rest == whole
+            # ?after= for clients that cannot set headers
+            response = await client.get(f"/agent/runs/r1?after={whole[2][0]}")
+            buffer = bytearray(response.content)
+            assert _frames(buffer) == whole[3:]
+
+
+async def test_disconnect_without_reconnect_cancels_after_the_grace(store_url: str) -> None:
+    agent = Gated(before=3)
+    grace = 0.4
+    app, endpoint = _app(agent.run, store_url, grace=grace)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            got = await _post(client, "/agent", run_input("left"), cut=2)
+            left = time.monotonic()
+            assert endpoint.durable is not None
+            await anyio.sleep(grace / 3)
+            assert "left" in endpoint.durable.live, "cancelled before the grace"
+            await wait_until(lambda: "left" in agent.stopped, 10, "the run was cancelled")
+            assert agent.stopped["left"] - left >= grace * 0.9
+            await wait_until(lambda: "left" not in endpoint.durable.live, 10, "run ended")
+            status, frames, _ = await _get(client, "/agent/runs/left")
+            assert status == 200
+            assert frames[:2] == got
+            last = _events(frames)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+            assert "detach grace" in last.message
+            assert _seqs(frames) == list(range(1, len(frames) + 1))
+
+
+async def test_a_resume_reader_holds_the_run_past_the_grace() -> None:
+    agent = Gated(before=3, after=4)
+    grace = 0.3
+    app, _ = _app(agent.run, "memory:", grace=grace)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            got = await _post(client, "/agent", run_input("held"), cut=1)
+            resumed: list[tuple[str | None, bytes]] = []
+
+            async def resume() -> None:
+                status, frames, _ = await _get(client, "/agent/runs/held", got[-1][0])
+                assert status == 200
+                resumed.extend(frames)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(resume)
+                await anyio.sleep(grace * 3)  # the reader stays attached past the grace
+                assert "held" not in agent.stopped
+                agent.gate("held").set()
+            assert _events(resumed)[-1].type is EventType.RUN_FINISHED
+            assert _seqs(got + resumed) == list(range(1, len(resumed) + 2))
+
+
+async def test_without_a_store_a_disconnect_still_cancels_at_once() -> None:
+    agent = Gated(before=3)
+    app = Starlette(routes=[agent_route("/agent", agent.run, keepalive=None)])
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            got = await _post(client, "/agent", run_input("plain"), cut=2)
+            assert all(event_id is None for event_id, _ in got)
+            await wait_until(lambda: "plain" in agent.stopped, 5, "cancelled on disconnect")
+            response = await client.get("/agent/runs/plain")
+            assert response.status_code in (404, 405)
+
+
+async def test_stop_cancels_at_once_and_the_client_sees_cancelled(store_url: str) -> None:
+    agent = Gated(before=2)
+    app, _ = _app(agent.run, store_url, grace=30)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            body = json.dumps(run_input("stopped"))
+            async with client.stream("POST", "/agent", content=body, headers=HEADERS) as response:
+                frames: list[tuple[str | None, bytes]] = []
+                buffer = bytearray()
+                stream = response.aiter_raw()
+                while len(frames) < 3:
+                    buffer += await stream.__anext__()
+                    frames.extend(_frames(buffer))
+                started = time.monotonic()
+                stop = await client.post("/agent/runs/stopped/stop")
+                assert stop.status_code == 200, stop.text
+                assert stop.json() == {"runId": "stopped", "status": "cancelled"}
+                assert time.monotonic() - started < 5
+                async for chunk in stream:
+                    buffer += chunk
+                    frames.extend(_frames(buffer))
+            last = _events(frames)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+            assert _seqs(frames) == list(range(1, len(frames) + 1))
+            status, replay, _ = await _get(client, "/agent/runs/stopped")
+            assert status == 200 and replay == frames
+            again = await client.post("/agent/runs/stopped/stop")
+            assert again.status_code == 409 and again.json()["error"] == "run_ended"
+
+
+async def test_bad_ids_unknown_runs_and_threads(store_url: str) -> None:
+    agent = Gated(before=2, after=1)
+    app, _ = _app(agent.run, store_url)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            one = await _post_and_open_gate(client, agent, "one")
+            await _post_and_open_gate(client, agent, "two")
+            status, _, body = await _get(client, "/agent/runs/one", "not an id")
+            assert status == 400 and json.loads(body)["error"] == "bad_event_id"
+            status, _, body = await _get(client, "/agent/runs/nope")
+            assert status == 404 and "nope" in json.loads(body)["message"]
+            status, _, body = await _get(client, "/agent/runs/two", one[1][0])
+            assert status == 409 and "belongs to run 'one'" in json.loads(body)["message"]
+            epoch = str(one[0][0]).split(":", 1)[0]
+            other_epoch = ("0" if epoch[0] != "0" else "1") + epoch[1:]
+            status, _, body = await _get(client, "/agent/runs/one", f"{other_epoch}:one:1")
+            assert status == 409 and "epoch" in json.loads(body)["message"]
+            status, _, _ = await _get(client, "/agent/runs/one", f"{epoch}:one:999")
+            assert status == 409
+            stop = await client.post("/agent/runs/nope/stop")
+            assert stop.status_code == 404
+            status, _, _ = await _get(client, "/agent/threads/no-such-thread")
+            assert status == 404
+            again = await client.post("/agent", content=json.dumps(run_input("one")),
+                                      headers=HEADERS)
+            assert again.status_code == 409 and again.json()["error"] == "run_exists"
+
+
+async def test_thread_history_survives_a_sqlite_restart(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    runs: list[list[BaseEvent]] = []
+    with serve(build_app(agent=DemoAgent(), store=url, path="/agent")) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            for n, city in enumerate(("Lisbon", "Kyoto")):
+                body = demo_input(city, thread_id="t-1", run_id=f"run-{n}")
+                frames = await _post(client, "/agent", json.loads(body.model_dump_json(
+                    by_alias=True, exclude_none=True)))
+                runs.append(_events(frames))
+    expected = fold([event for run in runs for event in run])
+    with serve(build_app(agent=DemoAgent(), store=url, path="/agent")) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            status, frames, body = await _get(client, "/agent/threads/t-1")
+            assert status == 200, body
+            history = _events(frames)
+            assert [e.type for e in history][0] is EventType.RUN_STARTED
+            assert history[-1].type is EventType.RUN_FINISHED
+            got = fold(history)
+            assert got.messages == expected.messages
+            assert got.state == expected.state
+
+
+async def test_thread_history_then_the_live_runs_tail(store_url: str) -> None:
+    agent = Gated(before=3, after=2)
+    app, _ = _app(agent.run, store_url)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            first = await _post_and_open_gate(client, agent, "done-run")
+            got = await _post(client, "/agent", run_input("live-run"), cut=2)
+            loaded: list[tuple[str | None, bytes]] = []
+
+            async def load() -> None:
+                status, frames, body = await _get(client, "/agent/threads/thread-1")
+                assert status == 200, body
+                loaded.extend(frames)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(load)
+                await anyio.sleep(0.05)
+                agent.gate("live-run").set()
+            events = _events(loaded)
+            types = [e.type for e in events]
+            # one history run (no ids), then the live run from its start, with its ids
+            assert types[:2] == [EventType.RUN_STARTED, EventType.MESSAGES_SNAPSHOT]
+            split = types.index(EventType.RUN_FINISHED) + 1
+            assert all(event_id is None for event_id, _ in loaded[:split])
+            tail = loaded[split:]
+            assert tail[:2] == got
+            assert _seqs(tail) == list(range(1, len(tail) + 1))
+            assert _events(tail)[-1].type is EventType.RUN_FINISHED
+            assert fold(events[:split]).messages == fold(_events(first)).messages
+
+
+async def test_agent_route_with_a_store_points_to_agent_routes() -> None:
+    with pytest.raises(TypeError, match="agent_routes"):
+        agent_route("/agent", Gated().run, store="memory:")
+    with pytest.raises(ValueError, match="detach_grace"):
+        AgentEndpoint(Gated().run, store="memory:", detach_grace=-1)
+    with pytest.raises(ValueError, match="sqlite"):
+        AgentEndpoint(Gated().run, store="nosuch://x")
+
+
+async def _aiter(items: list[BaseEvent]) -> AsyncIterator[BaseEvent]:
+    for item in items:
+        yield item
