@@ -132,3 +132,31 @@ def test_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
     with pytest.raises(SystemExit) as exit_info:
         main(["serve", "--demo", "--upstream", "http://127.0.0.1:1/"])
     assert exit_info.value.code == 2
+
+
+def test_serve_demo_with_a_store_records_and_serves_history(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    served = start("--demo", "--store", url, "--detach-grace", "5", "--path", "/agent")
+    try:
+        body = {"threadId": "cli-t", "runId": "cli-r", "messages": []}
+        response = httpx.post(f"{served.url}/agent", json=body, timeout=20)
+        assert response.status_code == 200
+        assert response.text.startswith("id: ")
+        history = httpx.get(f"{served.url}/agent/threads/cli-t", timeout=20)
+        assert history.status_code == 200
+        assert '"type":"MESSAGES_SNAPSHOT"' in history.text
+        missing = httpx.get(f"{served.url}/agent/runs/nope", timeout=20)
+        assert missing.status_code == 404
+    finally:
+        code, err = stop(served)
+    assert code == 0, err
+
+
+def test_serve_store_needs_the_demo_agent_for_now() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "agui_pipes", "serve", "--upstream", "http://x", "--store",
+         "memory:"],
+        capture_output=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert b"--store works with --demo" in result.stderr

@@ -384,3 +384,111 @@ async def test_agent_route_with_a_store_points_to_agent_routes() -> None:
 async def _aiter(items: list[BaseEvent]) -> AsyncIterator[BaseEvent]:
     for item in items:
         yield item
+
+
+async def test_cut_on_one_server_resumed_on_another_sharing_redis(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    url = store_url_for("redis", request, tmp_path)
+    agent = Gated(before=6, after=6)
+    app_a, _ = _app(agent.run, url, grace=30)
+    app_b, _ = _app(agent.run, url, grace=30)
+    with serve(app_a) as a, serve(app_b) as b:
+        async with httpx.AsyncClient(base_url=a.url, timeout=20) as to_a, \
+                httpx.AsyncClient(base_url=b.url, timeout=20) as to_b:
+            got = await _post(to_a, "/agent", run_input("shared"), cut=4)
+            stop = await to_b.post("/agent/runs/shared/stop")
+            assert stop.status_code == 409 and stop.json()["error"] == "run_elsewhere"
+            resumed: list[tuple[str | None, bytes]] = []
+
+            async def resume() -> None:
+                status, frames, body = await _get(to_b, "/agent/runs/shared", got[-1][0])
+                assert status == 200, body
+                resumed.extend(frames)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(resume)
+                await anyio.sleep(0.05)
+                agent.gate("shared").set()
+            joined = got + resumed
+            assert _seqs(joined) == list(range(1, len(joined) + 1))
+            assert _events(joined)[-1].type is EventType.RUN_FINISHED
+            status, replay, _ = await _get(to_a, "/agent/runs/shared")
+            assert status == 200 and replay == joined
+
+
+class _Peer:
+    """A scripted ASGI client: one request; disconnects once ``cut`` frames arrived."""
+
+    def __init__(self, body: bytes = b"", cut: int | None = None) -> None:
+        self._body: bytes | None = body
+        self._cut = cut
+        self._gone = anyio.Event()
+        self.status: int | None = None
+        self.body = bytearray()
+        self.frames: list[tuple[str | None, bytes]] = []
+
+    async def receive(self) -> dict[str, Any]:
+        if self._body is not None:
+            body, self._body = self._body, None
+            return {"type": "http.request", "body": body, "more_body": False}
+        await self._gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if self._gone.is_set():
+            return  # what uvicorn does with a send after the client left
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            return
+        self.body += message.get("body", b"")
+        self.frames.extend(_frames(self.body))
+        if self._cut is not None and len(self.frames) >= self._cut:
+            del self.frames[self._cut:]
+            self._gone.set()
+
+
+def _scope(method: str, path: str, headers: list[tuple[bytes, bytes]] | None = None) -> Any:
+    return {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+        "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+        "query_string": b"", "headers": headers or [], "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+
+
+async def test_detach_and_resume_in_process_on_asyncio_and_trio() -> None:
+    """The server side on the test's own loop (trio too): detach, resume, grace."""
+    agent = Gated(before=4, after=3, pace=0)
+    routes = agent_routes("/agent", agent.run, store="memory:", detach_grace=0.2, keepalive=None)
+    app = Starlette(routes=routes)
+    endpoint = routes[0].endpoint
+    assert isinstance(endpoint, AgentEndpoint)
+    poster = _Peer(json.dumps(run_input("here")).encode(), cut=2)
+    reader = _Peer()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(app, _scope("POST", "/agent"), poster.receive, poster.send)
+        with anyio.fail_after(10):
+            while len(poster.frames) < 2:  # noqa: ASYNC110 - the frames come from send()
+                await anyio.sleep(0.01)
+        last_id = str(poster.frames[-1][0]).encode()
+        tg.start_soon(
+            app, _scope("GET", "/agent/runs/here", [(b"last-event-id", last_id)]),
+            reader.receive, reader.send,
+        )
+        await anyio.sleep(0.5)  # past the grace: the reader holds the run
+        assert "here" not in agent.stopped
+        agent.gate("here").set()
+    joined = poster.frames + reader.frames
+    assert _seqs(joined) == list(range(1, len(joined) + 1))
+    assert _events(joined)[-1].type is EventType.RUN_FINISHED
+    # Without any reader, the same endpoint cancels after its grace.
+    leaver = _Peer(json.dumps(run_input("gone")).encode(), cut=1)
+    with anyio.fail_after(10):
+        await app(_scope("POST", "/agent"), leaver.receive, leaver.send)
+    assert "gone" in agent.stopped
+    tail = _Peer()
+    await app(_scope("GET", "/agent/runs/gone"), tail.receive, tail.send)
+    last = _events(tail.frames)[-1]
+    assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+    await endpoint.aclose()
