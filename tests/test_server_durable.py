@@ -13,19 +13,20 @@ import json
 import random
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 from _servers import EVENT, run_input, serve, wait_until
 from _store_backends import BACKENDS, redis_url, store_url_for
-from ag_ui.core import BaseEvent, EventType, RunErrorEvent
+from ag_ui.core import BaseEvent, EventType, RunErrorEvent, TextMessageContentEvent
 from starlette.applications import Starlette
 
-from agui_pipes import fold
+from agui_pipes import AsyncStreamTransformer, fold
 from agui_pipes.demo import DemoAgent, demo_input
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, agent_route, agent_routes, build_app
@@ -381,11 +382,6 @@ async def test_agent_route_with_a_store_points_to_agent_routes() -> None:
         AgentEndpoint(Gated().run, store="nosuch://x")
 
 
-async def _aiter(items: list[BaseEvent]) -> AsyncIterator[BaseEvent]:
-    for item in items:
-        yield item
-
-
 async def test_cut_on_one_server_resumed_on_another_sharing_redis(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
@@ -492,3 +488,51 @@ async def test_detach_and_resume_in_process_on_asyncio_and_trio() -> None:
     last = _events(tail.frames)[-1]
     assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
     await endpoint.aclose()
+
+
+class _Shout(AsyncStreamTransformer):
+    """An async stage: the chain then runs over the driver's events, not in a sink."""
+
+    async def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
+        await anyio.lowlevel.checkpoint()
+        if isinstance(event, TextMessageContentEvent):
+            return (event.model_copy(update={"delta": event.delta.upper()}),)
+        return (event,)
+
+
+async def test_an_async_chain_is_recorded_resumed_and_stopped() -> None:
+    agent = Gated(before=5, after=3)
+    routes = agent_routes(
+        "/agent", agent.run, chain=lambda: _Shout(), store="memory:", detach_grace=30,
+        keepalive=None,
+    )
+    endpoint = routes[0].endpoint
+    assert isinstance(endpoint, AgentEndpoint)
+    app = Starlette(routes=routes, lifespan=endpoint.lifespan)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            got = await _post(client, "/agent", run_input("chained"), cut=3)
+            resumed: list[tuple[str | None, bytes]] = []
+
+            async def resume() -> None:
+                status, frames, body = await _get(client, "/agent/runs/chained", got[-1][0])
+                assert status == 200, body
+                resumed.extend(frames)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(resume)
+                await anyio.sleep(0.05)
+                agent.gate("chained").set()
+            joined = _events(got + resumed)
+            assert _seqs(got + resumed) == list(range(1, len(joined) + 1))
+            assert joined[-1].type is EventType.RUN_FINISHED
+            deltas = [e.delta for e in joined if isinstance(e, TextMessageContentEvent)]
+            assert deltas and all(d == d.upper() for d in deltas)
+            # stop, on the async chain path: the agent hangs at its gate
+            got = await _post(client, "/agent", run_input("chained-stop"), cut=2)
+            stop = await client.post("/agent/runs/chained-stop/stop")
+            assert stop.status_code == 200 and stop.json()["status"] == "cancelled"
+            status, frames, _ = await _get(client, "/agent/runs/chained-stop")
+            assert status == 200 and frames[:2] == got
+            last = _events(frames)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
