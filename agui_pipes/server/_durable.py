@@ -171,7 +171,8 @@ class RecordingSink:
         if inner.failure is not None:
             raise anyio.BrokenResourceError
         try:
-            data = encode_json(event)
+            # The SSE encoder has the generated fast writers; the JSON is its middle.
+            data = encode_sse(event)[6:-2]
         except Exception as exc:
             raise inner.fail(exc) from exc
         if self._pending:
@@ -405,7 +406,7 @@ class DurableRuns:
                         if event.type in _TERMINAL or event.type is EventType.RUN_STARTED:
                             stats.note_output(event)
                         stats.written += 1
-                        frame = await recorder.frame(encode_json(event))
+                        frame = await recorder.frame(encode_sse(event)[6:-2])
                         live.note(event)
                         yield frame
             except Exception as exc:
