@@ -13,7 +13,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from agui_pipes import AsyncStreamTransformer, fold
 from agui_pipes.demo import DemoAgent, demo_input
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, agent_route, agent_routes, build_app
+from agui_pipes.store import MemoryEventLog
 
 pytestmark = pytest.mark.anyio
 
@@ -536,3 +537,46 @@ async def test_an_async_chain_is_recorded_resumed_and_stopped() -> None:
             assert status == 200 and frames[:2] == got
             last = _events(frames)[-1]
             assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+
+
+class _HeldLog(MemoryEventLog):
+    """A memory log whose appends of events wait until ``release()``: a store falling behind."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = False
+
+    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+        while payloads and not self.released:  # noqa: ASYNC110 - released by the test task
+            await anyio.sleep(0.01)
+        return await super().append(thread_id, run_id, payloads)
+
+
+async def test_a_store_falling_behind_holds_the_agent_and_keeps_the_order() -> None:
+    """More events than the recorder queues (10,000) while the store takes none."""
+    count = 10_300
+
+    async def burst(ctx: RunContext[Any]) -> RunOutcome:
+        with ctx.message() as message:
+            for n in range(count):
+                message.delta(f"{n} ")
+                if n % 1000 == 999:
+                    await anyio.lowlevel.checkpoint()
+        return RunOutcome.success()
+
+    async with _HeldLog() as log:
+        routes = agent_routes("/agent", burst, store=log, keepalive=None)
+        app = Starlette(routes=routes)
+        poster = _Peer(json.dumps(run_input("burst")).encode())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(app, _scope("POST", "/agent"), poster.receive, poster.send)
+            await anyio.sleep(0.5)
+            # the agent is held: the recorder's queue is full and the store took nothing
+            assert 9_000 <= len(poster.frames) <= 10_000
+            log.released = True
+        assert len(poster.frames) == count + 4
+        assert _seqs(poster.frames) == list(range(1, count + 5))
+        deltas = [e.delta for e in _events(poster.frames) if isinstance(e, TextMessageContentEvent)]
+        assert deltas == [f"{n} " for n in range(count)]
+        stored = await log.read("burst")
+        assert [data for _, data in stored] == [data for _, data in poster.frames]
