@@ -16,6 +16,13 @@ from other processes hits all alike); the medians of CPU µs per event
 their ratio to no store. Redis server CPU (``INFO cpu``) is shown apart.
 Without ``--redis`` a ``redis-server`` is started on a free loopback port
 (skipped with a note when there is none).
+
+``--instructions`` counts instructions per event instead (valgrind
+callgrind, fixed hash seed: reproducible where CPU time on a shared machine
+is not): each variant serves one run and then three runs of ``--events``
+events in a fresh process, and the difference per event is shown, so
+start-up, imports and opening the store cancel out. It counts this
+process's threads (SQLite's included), not the Redis server nor the kernel.
 """
 
 from __future__ import annotations
@@ -23,7 +30,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -114,17 +125,65 @@ async def main_async(args: argparse.Namespace, redis_url: str | None) -> None:
         print(f"{name:<20} {median:8.2f} {median / base:12.2f}   {extra}")
 
 
+async def _child(repeat: int, events: int, url: str) -> None:
+    endpoint = AgentEndpoint(make_agent(events), store=url or None, keepalive=None)
+    for _ in range(repeat):
+        await one_run(endpoint)
+    await endpoint.aclose()
+
+
+def _instructions(repeat: int, events: int, url: str) -> int:
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+         __file__, "--child", str(repeat), str(events), url],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def instructions(events: int, redis_url: str | None) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed; --instructions needs it")
+    print(f"endpoint, instructions per event ({events} and {3 * events} events, difference)")
+    with tempfile.TemporaryDirectory() as directory:
+        variants = {"none": "", "memory": "memory:", "sqlite": f"sqlite:///{directory}/r.db"}
+        if redis_url is not None:
+            variants["redis"] = f"{redis_url}?prefix=ins{uuid.uuid4().hex[:8]}:"
+        base = 0.0
+        for variant, url in variants.items():
+            if variant == "sqlite":
+                url = f"sqlite:///{directory}/{uuid.uuid4().hex}.db"
+            once = _instructions(1, events, url)
+            if variant == "sqlite":
+                url = f"sqlite:///{directory}/{uuid.uuid4().hex}.db"
+            thrice = _instructions(3, events, url)
+            per_event = (thrice - once) / (2 * (events + 4))
+            base = base or per_event
+            print(f"{variant:<8} {per_event:>10,.0f} instructions/event  {per_event / base:.2f}×")
+
+
 def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        asyncio.run(_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start one)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per event under callgrind instead")
     args = parser.parse_args()
+    run = (lambda url: instructions(args.events, url)) if args.instructions else (
+        lambda url: asyncio.run(main_async(args, url)))
     if args.redis is not None:
-        asyncio.run(main_async(args, args.redis))
+        run(args.redis)
         return
     with redis_server() as url:
-        asyncio.run(main_async(args, url))
+        run(url)
 
 
 if __name__ == "__main__":

@@ -583,3 +583,22 @@ async def test_a_store_falling_behind_holds_the_agent_and_keeps_the_order() -> N
         assert deltas == [f"{n} " for n in range(count)]
         stored = await log.read("burst")
         assert [data for _, data in stored] == [data for _, data in poster.frames]
+
+
+async def test_a_run_cut_by_a_server_shutdown_is_logged_as_cancelled(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    agent = Gated(before=2)
+    app, _ = _app(agent.run, url, grace=30)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            got = await _post(client, "/agent", run_input("shut"), cut=2)
+    # uvicorn gave up on the detached run at shutdown and cancelled it
+    app, _ = _app(agent.run, url, grace=30)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            status, frames, body = await _get(client, "/agent/runs/shut")
+            assert status == 200, body
+            assert frames[:2] == got
+            last = _events(frames)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+            assert _seqs(frames) == list(range(1, len(frames) + 1))

@@ -278,10 +278,21 @@ class DurableRuns:
         return self._store
 
     async def aclose(self) -> None:
-        """Close the store if it was given as a URL."""
-        if self._owned and self._opened:
-            self._opened = False
-            with anyio.CancelScope(shield=True):
+        """Stop the runs still live here, then close the store if it was given as a URL.
+
+        The runs first: each ends with a recorded RUN_ERROR code CANCELLED
+        before the store goes away (uvicorn cancels the requests still running
+        at shutdown but does not wait for them before the lifespan ends).
+        """
+        with anyio.CancelScope(shield=True):
+            live = list(self.live.values())
+            for run in live:
+                run.stop("the server stopped the run (it is shutting down)")
+            with anyio.move_on_after(self._stop_wait):
+                for run in live:
+                    await run.done.wait()
+            if self._owned and self._opened:
+                self._opened = False
                 await self._store.aclose()
 
     @asynccontextmanager
@@ -318,27 +329,42 @@ class DurableRuns:
                 f"one with GET runs/{run_id}",
             )
         recorder = RunRecorder(store, thread_id, run_id)
-        async with recorder:
-            live = LiveRun(recorder, token, self.detach_grace)
-            self.live[run_id] = live
-            if gone():  # the client left before the run was registered
-                live.detach()
-            try:
+        live = LiveRun(recorder, token, self.detach_grace)
+        try:
+            async with recorder:
+                self.live[run_id] = live
+                if gone():  # the client left before the run was registered
+                    live.detach()
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(live.watch_grace, name=f"agui_pipes detach grace {run_id}")
                     try:
                         yield live
                     finally:
                         tg.cancel_scope.cancel()
+                        if live.terminal is None:
+                            # Cancelled from outside (the server shutting down): the log
+                            # still ends with a terminal event, as the live stream would.
+                            with anyio.CancelScope(shield=True):
+                                await self._record_end(live)
                 await recorder.end(
                     _status_of(live.terminal),
                     live.stop_reason
                     if live.terminal is None or _status_of(live.terminal) is RunStatus.CANCELLED
                     else None,
                 )
-            finally:
-                self.live.pop(run_id, None)
-                live.done.set()
+        finally:
+            # Only once the recorder has stored everything and ended the run: a
+            # stop (or a shutdown closing the store) waits for this.
+            self.live.pop(run_id, None)
+            live.done.set()
+
+    async def _record_end(self, live: LiveRun) -> None:
+        error = RunErrorEvent(
+            code="CANCELLED",
+            message=live.stop_reason or "the server stopped the run (it is shutting down)",
+        )
+        await live.recorder.frame(encode_json(error))
+        live.note(error)
 
     @asynccontextmanager
     async def sunk_run(
