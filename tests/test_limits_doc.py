@@ -12,6 +12,8 @@ from agui_pipes._cli._input import MAX_DOCUMENT_BYTES
 from agui_pipes.codecs import DEFAULT_MAX_FRAME_BYTES
 from agui_pipes.config import _bounds
 from agui_pipes.driver import DEFAULT_BACKPRESSURE
+from agui_pipes.server import AgentEndpoint
+from agui_pipes.server._durable import DEFAULT_DETACH_GRACE
 from agui_pipes.server._frames import DEFAULT_SEND_BUFFER
 from agui_pipes.server._http import DEFAULT_MAX_BODY_BYTES
 from agui_pipes.server._streaming import DEFAULT_SEND_TIMEOUT
@@ -34,6 +36,8 @@ BOUNDS = {
     "DEFAULT_SEND_BUFFER": DEFAULT_SEND_BUFFER,
     "DEFAULT_SEND_TIMEOUT": DEFAULT_SEND_TIMEOUT,
     "DEFAULT_BACKPRESSURE": DEFAULT_BACKPRESSURE,
+    # the endpoint's default is the durable module's (it loads that module only with a store)
+    "DEFAULT_DETACH_GRACE": inspect.signature(AgentEndpoint).parameters["detach_grace"].default,
     **{
         f"RunRecorder.{name}": inspect.signature(RunRecorder).parameters[name].default
         for name in ("max_events", "max_bytes", "stall_timeout", "close_timeout", "max_batch")
@@ -44,3 +48,9 @@ BOUNDS = {
 @pytest.mark.parametrize(("name", "value"), BOUNDS.items())
 def test_the_limits_page_states_the_codes_default(name: str, value: object) -> None:
     assert f"| `{name}` | {value} |" in DOC, f"docs/limits.md: `{name}` should read {value}"
+
+
+def test_the_endpoint_detach_grace_is_the_durable_default() -> None:
+    assert inspect.signature(AgentEndpoint).parameters["detach_grace"].default == (
+        DEFAULT_DETACH_GRACE
+    )
