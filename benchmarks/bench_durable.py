@@ -44,10 +44,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_store import _server_cpu, redis_server  # noqa: E402
+from bench_store import _server_cpu, redis_server
 
-from agui_pipes.driver import RunContext, RunOutcome  # noqa: E402
-from agui_pipes.server import AgentEndpoint  # noqa: E402
+from agui_pipes.driver import RunContext, RunOutcome
+from agui_pipes.server import AgentEndpoint
 
 
 def make_agent(count: int) -> Any:
@@ -103,7 +103,7 @@ async def main_async(args: argparse.Namespace, redis_url: str | None) -> None:
         }
         cpu: dict[str, list[float]] = {name: [] for name in variants}
         server: dict[str, list[float]] = {name: [] for name in variants}
-        for name, endpoint in endpoints.items():  # warm up, open the stores
+        for endpoint in endpoints.values():  # warm up, open the stores
             await one_run(endpoint)
         events = args.events + 4  # RUN_STARTED, TEXT_MESSAGE_START, the deltas, END, RUN_FINISHED
         for _ in range(args.rounds):
