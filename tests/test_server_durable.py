@@ -602,3 +602,26 @@ async def test_a_run_cut_by_a_server_shutdown_is_logged_as_cancelled(tmp_path: P
             last = _events(frames)[-1]
             assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
             assert _seqs(frames) == list(range(1, len(frames) + 1))
+
+
+async def test_a_broken_run_is_410_and_left_out_of_the_history() -> None:
+    agent = Gated(before=2, after=1, pace=0)
+    async with MemoryEventLog() as log:
+        app = Starlette(routes=agent_routes("/agent", agent.run, store=log, keepalive=None))
+        for run_id in ("kept", "lost"):
+            agent.gate(run_id).set()
+            poster = _Peer(json.dumps(run_input(run_id)).encode())
+            await app(_scope("POST", "/agent"), poster.receive, poster.send)
+            assert _events(poster.frames)[-1].type is EventType.RUN_FINISHED
+        await log.mark_broken("lost", "the disk filled up")
+        reader = _Peer()
+        await app(_scope("GET", "/agent/runs/lost"), reader.receive, reader.send)
+        assert reader.status == 410
+        assert json.loads(bytes(reader.body))["error"] == "run_broken"
+        assert "the disk filled up" in json.loads(bytes(reader.body))["message"]
+        history = _Peer()
+        await app(_scope("GET", "/agent/threads/thread-1"), history.receive, history.send)
+        assert history.status == 200
+        events = _events(history.frames)
+        assert events[0].run_id == "history:kept"  # type: ignore[attr-defined]
+        assert events[-1].type is EventType.RUN_FINISHED
