@@ -140,9 +140,9 @@ def _fast_path_caches() -> dict[str, int]:
         if not name.startswith("agui_pipes") or module is None:
             continue
         for attr, value in list(vars(module).items()):
-            if isinstance(value, (dict, list, set)) and not attr.startswith("__"):
-                if len(value) > 8:
-                    sizes[f"{name}.{attr}"] = len(value)
+            if (isinstance(value, (dict, list, set)) and not attr.startswith("__")
+                    and len(value) > 8):
+                sizes[f"{name}.{attr}"] = len(value)
     import linecache
 
     sizes["linecache.cache"] = len(linecache.cache)
@@ -374,8 +374,9 @@ def gateway_runs(args: argparse.Namespace, body_file: Path, chain_file: Path) ->
             rows.append(row)
             line = (f"run {n:>2}: {frames:,} frames{'' if finished else ' (NOT FINISHED)'}, "
                     f"{wall:.1f} s, gateway CPU {row['gateway_cpu_s']:.1f} s, "
-                    f"RSS {row['rss_kib'] / 1024:.1f} MiB (x{row['rss_kib'] / rows[0]['rss_kib']:.3f}"
-                    f" of run 1), peak {row['hwm_kib'] / 1024:.1f} MiB")
+                    f"RSS {row['rss_kib'] / 1024:.1f} MiB "
+                    f"(x{row['rss_kib'] / rows[0]['rss_kib']:.3f} of run 1), "
+                    f"peak {row['hwm_kib'] / 1024:.1f} MiB")
             if args.diagnose:
                 d = row["diagnostics"]
                 mi = d.get("mallinfo") or {}
@@ -395,7 +396,8 @@ def gateway_runs(args: argparse.Namespace, body_file: Path, chain_file: Path) ->
     first, last = rows[0]["rss_kib"], rows[-1]["rss_kib"]
     print(f"RSS after run {len(rows)} / after run 1: {last / first:.3f} (target <= 1.2)",
           flush=True)
-    return {"env": env_extra, "fresh_ids": args.fresh_ids, "clients": args.clients, "idle_rss_kib": idle, "runs": rows, "ratio": round(last / first, 3)}
+    return {"env": env_extra, "fresh_ids": args.fresh_ids, "clients": args.clients,
+            "idle_rss_kib": idle, "runs": rows, "ratio": round(last / first, 3)}
 
 
 # -- agui-pipes run: peak RSS ------------------------------------------------------------
