@@ -459,6 +459,8 @@ def main() -> int:
                         help="environment of the gateway process (repeatable)")
     parser.add_argument("--no-run-rss", action="store_true",
                         help="skip the peak-RSS check of `agui-pipes run`")
+    parser.add_argument("--run-rss-events", default="160000,800000",
+                        help="stream lengths for the peak-RSS check of `agui-pipes run`")
     parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
     parser.add_argument("--fresh-ids", action="store_true",
                         help="every run gets its own run, message and tool-call ids")
@@ -489,11 +491,13 @@ def main() -> int:
         report["gateway"] = gateway_runs(args, body_file, chain_file)
         if not args.no_run_rss:
             peaks = {}
-            for events in (160_000, 800_000):
+            sizes = [int(n) for n in args.run_rss_events.split(",") if n.strip()]
+            for events in sizes:
                 peaks[events] = run_peak_rss(stream_ndjson(events, args.state_heavy), chain_file)
                 print(f"agui-pipes run, {events:,} events: peak RSS {peaks[events] / 1024:.1f} MiB",
                       flush=True)
-            print(f"peak RSS 800k / 160k: {peaks[800_000] / peaks[160_000]:.3f}")
+            print(f"peak RSS {sizes[-1]:,} / {sizes[0]:,} events: "
+                  f"{peaks[sizes[-1]] / peaks[sizes[0]]:.3f}")
             report["run_peak_rss_kib"] = peaks
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
