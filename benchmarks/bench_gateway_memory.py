@@ -21,7 +21,8 @@ what the process holds to a JSON file: the number of live objects by type
 (``mallinfo2``: in use, free in the arenas, mmapped), the RSS before and after
 ``malloc_trim(0)`` when ``--trim-probe`` is given (how much of the growth is
 free memory the allocator has not returned), and, with ``--tracemalloc``,
-the top allocation sites grown since the previous run. ``--env NAME=VALUE``
+the top allocation sites grown since the previous run (tracing starts after
+the first run, so one-time work is not in it). ``--env NAME=VALUE``
 (repeatable) sets the gateway's environment, e.g. ``PYTHONMALLOC=malloc``
 (no pymalloc arenas) or ``MALLOC_ARENA_MAX=2`` (fewer glibc arenas).
 
@@ -154,10 +155,6 @@ def gateway_main(argv: list[str], report_dir: str, trace: bool) -> int:
     import gc
     from collections import Counter
 
-    if trace:
-        import tracemalloc
-
-        tracemalloc.start(10)
     libc = _libc()
     state: dict[str, Any] = {"n": 0, "snapshot": None}
 
@@ -173,8 +170,12 @@ def gateway_main(argv: list[str], report_dir: str, trace: bool) -> int:
             "pymalloc": _pymalloc_summary(),
         }
         if trace:
+            # Tracing starts at the first dump (after run 1: the one-time work is
+            # done), so what later dumps show grown is what the later runs kept.
             import tracemalloc
 
+            if not tracemalloc.is_tracing():
+                tracemalloc.start(10)
             snapshot = tracemalloc.take_snapshot()
             report["traced_kib"] = tracemalloc.get_traced_memory()[0] // 1024
             if state["snapshot"] is not None:
