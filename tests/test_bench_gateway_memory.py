@@ -28,6 +28,7 @@ def test_memory_benchmark_streams_every_run_and_reads_the_gateway(tmp_path: Path
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "bench_gateway_memory.py"),
          "--runs", "2", "--events", "300", "--fresh-ids", "--diagnose", "--trim-probe",
+         "--tracemalloc",
          "--run-rss-events", "300,600", "--json", str(out)],
         capture_output=True, text=True, check=False, timeout=180,
     )
@@ -45,6 +46,9 @@ def test_memory_benchmark_streams_every_run_and_reads_the_gateway(tmp_path: Path
         assert "arenas_now" in diagnostics["pymalloc"]
         if diagnostics["mallinfo"] is not None:  # glibc only
             assert diagnostics["rss_after_trim_kib"] > 0
+    # tracing starts at the first dump: the second has allocation sites to compare
+    assert "grown" not in runs[0]["diagnostics"]
+    assert isinstance(runs[1]["diagnostics"]["grown"], list)
     assert set(report["run_peak_rss_kib"]) == {"300", "600"}
 
 
