@@ -22,7 +22,8 @@ what the process holds to a JSON file: the number of live objects by type
 ``malloc_trim(0)`` when ``--trim-probe`` is given (how much of the growth is
 free memory the allocator has not returned), and, with ``--tracemalloc``,
 the top allocation sites grown since the previous run (tracing starts after
-the first run, so one-time work is not in it). ``--env NAME=VALUE``
+the first run, so one-time work is not in it; once it hooks the allocator,
+``sys._debugmallocstats`` has no pymalloc figures to give). ``--env NAME=VALUE``
 (repeatable) sets the gateway's environment, e.g. ``PYTHONMALLOC=malloc``
 (no pymalloc arenas) or ``MALLOC_ARENA_MAX=2`` (fewer glibc arenas).
 
