@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ._chain import ChainFactory, EventStream, TransformerChain
     from ._consume import Consumer, RunInfo, RunResult, consume, fold
     from ._errors import AguiPipesError, StageError, StreamRejected
+    from ._history import thread_history
     from ._limits import Limits
     from ._limits_scope import using_limits
     from ._patch import LimitExceeded
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from .config import ConfigError, chain_schema, load_chain
     from .driver import CancelToken, RunContext, RunError, RunOutcome, run
     from .events import Event
+    from .transformers.compact import compact
     from .verify import ProtocolViolation, Rule, VerificationError, Verifier
 
     Error = RunError
@@ -55,6 +57,7 @@ else:
             "AguiPipesError": "._errors",
             "StageError": "._errors",
             "StreamRejected": "._errors",
+            "thread_history": "._history",
             "Limits": "._limits",
             "using_limits": "._limits_scope",
             "LimitExceeded": "._patch",
@@ -80,6 +83,7 @@ else:
             "RunOutcome": ".driver",
             "run": ".driver",
             "Event": ".events",
+            "compact": ".transformers.compact",
             "ProtocolViolation": ".verify",
             "Rule": ".verify",
             "VerificationError": ".verify",
@@ -122,6 +126,7 @@ __all__ = [
     "Verifier",
     "__version__",
     "chain_schema",
+    "compact",
     "consume",
     "decode",
     "decode_all",
@@ -129,5 +134,6 @@ __all__ = [
     "fold",
     "load_chain",
     "run",
+    "thread_history",
     "using_limits",
 ]

@@ -21,7 +21,9 @@ process is the client (httpx, concurrent streaming runs on anyio). Paths:
    ``--tokens`` deltas with one ``await`` per token (as a model stream does),
    with each of ``--clients`` concurrent clients; ``driver/tokens`` is the
    same token agent through the run driver alone, in this process, for
-   comparison.
+   comparison. ``--baseline DIR`` serves both agents from the agui_pipes
+   checkout in ``DIR`` too (``baseline/...`` rows, measured right after the
+   ``endpoint/...`` row of the same client count): before/after in one run.
 
 Figures, per phase:
 
@@ -262,11 +264,12 @@ def percentile(values: Sequence[float], q: float) -> float:
 class Server:
     """A server subprocess, up once its /healthz answers."""
 
-    def __init__(self, name: str, argv: list[str], port: int) -> None:
+    def __init__(self, name: str, argv: list[str], port: int,
+                 env: dict[str, str] | None = None) -> None:
         self.name = name
         self.url = f"http://127.0.0.1:{port}"
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -510,6 +513,10 @@ def main() -> int:
     parser.add_argument("--target", type=int,
                         help="events per endpoint phase, at least one run per client "
                              "(default 20000)")
+    parser.add_argument("--baseline", type=Path,
+                        help="a checkout of agui_pipes (its repository root) whose endpoint is "
+                             "measured too, right after this one at each client count: "
+                             "baseline/demo and baseline/tokens rows")
     parser.add_argument("--chain", type=Path,
                         help="gateway chain file (default: the suite's gateway-path stages)")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
@@ -588,12 +595,25 @@ def main() -> int:
                 endpoint = Server(f"endpoint/{agent}", _child(agent, port, "--_arg", str(tokens)),
                                   port)
                 servers.append(endpoint)
+                baseline: Server | None = None
+                if args.baseline is not None:
+                    # the same agent and server code, agui_pipes imported from the other checkout
+                    port = free_port()
+                    baseline = Server(
+                        f"baseline/{agent}", _child(agent, port, "--_arg", str(tokens)), port,
+                        env={**os.environ, "PYTHONPATH": str(args.baseline.resolve())},
+                    )
+                    servers.append(baseline)
                 per_run = tokens + 5 if agent == "tokens" else _demo_events(endpoint.url)
                 for n in clients:
                     runs = max(1, target // (n * per_run))
                     phases.append(measure(f"endpoint/{agent}", endpoint, n, runs))
-                endpoint.stop()
-                servers.remove(endpoint)
+                    if baseline is not None:
+                        phases.append(measure(f"baseline/{agent}", baseline, n, runs))
+                for server in (endpoint, baseline):
+                    if server is not None:
+                        server.stop()
+                        servers.remove(server)
             phases.append(driver_alone(tokens, max(1, target // (tokens + 5))))
         finally:
             for server in servers:

@@ -38,6 +38,7 @@ from agui_pipes import Stage, TransformerChain
 from agui_pipes.events import EVENT_CLASS_BY_TYPE
 from agui_pipes.transformers import (
     CoalesceDeltas,
+    Compact,
     DropEvents,
     FilterToolCalls,
     KeepEvents,
@@ -60,6 +61,7 @@ STAGES: dict[str, Callable[[], Stage]] = {
     "KeepEvents(['text','tool_call','state'])": lambda: KeepEvents(["text", "tool_call", "state"]),
     "StripRawEvents()": StripRawEvents,
     "CoalesceDeltas(max_chars=200)": lambda: CoalesceDeltas(max_chars=200),
+    "Compact()": Compact,
     "Redact(['sk-[A-Za-z0-9]{20,}'])": lambda: Redact([r"sk-[A-Za-z0-9]{20,}"]),
     "StateDiff()": StateDiff,
     "StateFilter(deny=['/status'])": lambda: StateFilter(deny=["/status"]),

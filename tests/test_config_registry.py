@@ -33,6 +33,7 @@ BUILTINS = [
     "keep_events",
     "strip_raw_events",
     "coalesce_deltas",
+    "compact",
     "redact",
     "state_filter",
     "state_diff",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from agui_pipes.driver import DEFAULT_BACKPRESSURE
 from agui_pipes.server._frames import DEFAULT_SEND_BUFFER
 from agui_pipes.server._http import DEFAULT_MAX_BODY_BYTES
 from agui_pipes.server._streaming import DEFAULT_SEND_TIMEOUT
+from agui_pipes.store import RunRecorder
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "limits.md").read_text(encoding="utf-8")
 
@@ -32,6 +34,10 @@ BOUNDS = {
     "DEFAULT_SEND_BUFFER": DEFAULT_SEND_BUFFER,
     "DEFAULT_SEND_TIMEOUT": DEFAULT_SEND_TIMEOUT,
     "DEFAULT_BACKPRESSURE": DEFAULT_BACKPRESSURE,
+    **{
+        f"RunRecorder.{name}": inspect.signature(RunRecorder).parameters[name].default
+        for name in ("max_events", "max_bytes", "stall_timeout", "close_timeout", "max_batch")
+    },
 }
 
 

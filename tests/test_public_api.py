@@ -32,6 +32,7 @@ LAZY_PACKAGES = [
     "agui_pipes.config",
     "agui_pipes.driver",
     "agui_pipes.server",
+    "agui_pipes.store",
     "agui_pipes.testing",
     "agui_pipes.transformers",
 ]

@@ -171,6 +171,7 @@ _BUILTINS: tuple[tuple[str, str, str], ...] = (
     ("keep_events", "KeepEvents", "KeepEventsOptions"),
     ("strip_raw_events", "StripRawEvents", "StripRawEventsOptions"),
     ("coalesce_deltas", "CoalesceDeltas", "CoalesceDeltasOptions"),
+    ("compact", "Compact", "CompactOptions"),
     ("redact", "Redact", "RedactOptions"),
     ("state_filter", "StateFilter", "StateFilterOptions"),
     ("state_diff", "StateDiff", "StateDiffOptions"),

@@ -29,6 +29,7 @@ from ._no_options import NoOptions
 
 __all__ = [
     "CoalesceDeltasOptions",
+    "CompactOptions",
     "DropEventsOptions",
     "EventFamily",
     "ExpandChunksOptions",
@@ -334,6 +335,17 @@ class CoalesceDeltasOptions(_Options):
             "Emit a merged delta once it reaches this many characters (no limit when unset)."
         ),
     )
+
+
+class CompactOptions(_Options):
+    """Merge each closed message's or tool call's deltas into one, and each run of state events.
+
+    The consumer folds the same messages and state from far fewer events: for
+    logs, history and replays. Deltas are held until their item ends, so keep
+    it off live streams a user watches.
+    """
+
+    limits: Limits | None = _limits_field()
 
 
 class RedactOptions(_Options):

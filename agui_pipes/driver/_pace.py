@@ -22,13 +22,21 @@ from __future__ import annotations
 
 import types
 from collections.abc import Awaitable, Generator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
-__all__ = ["Pacer", "paced"]
+__all__ = ["Hold", "Pacer", "paced"]
 
 T = TypeVar("T")
+
+
+class Hold(Protocol):
+    """What ``paced`` asks after each of the agent's awaits: ``Pacer``, or a run's sink."""
+
+    def behind(self) -> bool: ...
+
+    async def wait_for_room(self) -> None: ...
 
 
 class Pacer:
@@ -78,7 +86,7 @@ class Pacer:
 
 
 @types.coroutine
-def paced(awaitable: Awaitable[T], pacer: Pacer) -> Generator[Any, Any, T]:
+def paced(awaitable: Awaitable[T], pacer: Hold) -> Generator[Any, Any, T]:
     """Await ``awaitable``, holding it after each completed suspension while ``pacer`` is behind."""
     inner: Any = awaitable.__await__() if hasattr(awaitable, "__await__") else awaitable
     value: Any = None

@@ -29,7 +29,7 @@ import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
@@ -59,7 +59,7 @@ from ._pace import Pacer, paced
 from ._pipeline import Observe, Pipeline
 from ._verify import producer_observer
 
-__all__ = ["DEFAULT_BACKPRESSURE", "Run", "RunEvents", "Transformers", "run"]
+__all__ = ["DEFAULT_BACKPRESSURE", "Run", "RunEvents", "RunSink", "Transformers", "run"]
 
 _log = logging.getLogger("agui_pipes.driver")
 
@@ -70,6 +70,26 @@ DEFAULT_BACKPRESSURE = 256
 """Events waiting for the consumer at which the agent is held at its next await."""
 _CHECKPOINT_EVERY = 64
 """The consumer side yields to the scheduler at least this often while events are buffered."""
+
+
+class RunSink(Protocol):
+    """Takes a run's events in the agent's own task, instead of the run's event stream.
+
+    For a consumer that would only turn each event into bytes for a socket (the
+    agent endpoint): handing events over through the stream costs a wake-up of
+    the consumer's task per agent wake-up, which is most of the cost of serving
+    an agent that awaits once per token. ``deliver`` must not block; it raises
+    ``anyio.BrokenResourceError`` when nothing can be delivered any more (the run
+    then fails as on a vanished consumer). ``behind``/``wait_for_room`` replace the
+    driver's own backpressure: the agent is held at its next await while
+    ``behind()``.
+    """
+
+    def deliver(self, event: BaseEvent) -> None: ...
+
+    def behind(self) -> bool: ...
+
+    async def wait_for_room(self) -> None: ...
 
 
 def _coerce_input(value: RunAgentInput | Mapping[str, Any]) -> RunAgentInput:
@@ -186,7 +206,12 @@ class RunEvents:
 
 
 class Run:
-    """The async context manager ``run()`` returns; entering it starts the agent."""
+    """The async context manager ``run()`` returns; entering it starts the agent.
+
+    It takes ``run()``'s arguments, and ``sink``: a ``RunSink`` that every
+    event is handed to in the agent's task (the event stream then only ends
+    when the run does) and that paces the agent instead of ``backpressure``.
+    """
 
     def __init__(
         self,
@@ -200,6 +225,7 @@ class Run:
         backpressure: int | None = DEFAULT_BACKPRESSURE,
         cancel_token: CancelToken | None = None,
         limits: Limits | None = None,
+        sink: RunSink | None = None,
     ) -> None:
         if backpressure is not None and (
             not isinstance(backpressure, int) or isinstance(backpressure, bool) or backpressure < 1
@@ -229,6 +255,8 @@ class Run:
         self._buffer = event_buffer
         self._backpressure = backpressure
         self._pacer = Pacer(sys.maxsize if backpressure is None else backpressure)
+        self._sink = sink
+        """Given: every event goes to it, the event stream only ends; it paces the agent."""
         self._token = cancel_token if cancel_token is not None else CancelToken()
         self._task_group: anyio.abc.TaskGroup | None = None
         self._send: MemoryObjectSendStream[BaseEvent] | None = None
@@ -285,7 +313,7 @@ class Run:
         send = self._send
         assert send is not None
         pipeline = Pipeline(
-            send.send_nowait,
+            send.send_nowait if self._sink is None else self._sink.deliver,
             chain=self._chain,
             observe=self._observe,
             token=self._token,
@@ -322,7 +350,9 @@ class Run:
             pending = self._function(ctx)
             if not inspect.isawaitable(pending):
                 raise RunError.agent(not_awaitable(self._function, pending))
-            if self._backpressure is not None:
+            if self._sink is not None:
+                pending = paced(pending, self._sink)
+            elif self._backpressure is not None:
                 pending = paced(pending, self._pacer)
             outcome = await pending
         except RunError as exc:
@@ -371,8 +401,6 @@ class Run:
 
     async def _finish(self, pipeline: Pipeline, terminal: BaseEvent) -> None:
         """Send the terminal event through the transformers and the verifier, with fallbacks."""
-        send = self._send
-        assert send is not None
         outputs: list[BaseEvent]
         try:
             outputs = list(pipeline.tail(terminal))
@@ -390,7 +418,7 @@ class Run:
             if checked is None:
                 continue
             try:
-                await send.send(checked)
+                await self._hand_over(checked)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return  # nobody is reading any more
             ended = checked.type in _TERMINAL
@@ -404,9 +432,16 @@ class Run:
                     "RUN_FINISHED or RUN_ERROR, so the driver ends it here",
                 )
             try:
-                await send.send(fallback)
+                await self._hand_over(fallback)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return
+
+    async def _hand_over(self, event: BaseEvent) -> None:
+        if self._sink is not None:
+            self._sink.deliver(event)
+        else:
+            assert self._send is not None
+            await self._send.send(event)
 
     def _checked(self, pipeline: Pipeline, event: BaseEvent) -> BaseEvent | None:
         """Verify one terminal-phase event: replace a rejected RUN_FINISHED, drop others."""

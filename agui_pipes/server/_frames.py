@@ -8,6 +8,12 @@ waits, which is what stops the agent (through the driver's backpressure) or
 the reading of the upstream (the gateway reads its next chunk only after the
 last one was queued). A frame larger than the whole bound is still accepted
 when the queue is empty, so one big event cannot wedge a run.
+
+A producer that cannot wait — the agent's own task, handing over each frame
+as it emits (``push``) — queues past the bound instead, and is held at its
+next await while the queue is ``full`` until the writer has taken it down to
+half (``wait_for_room``): the bound is then ``limit`` plus what the agent
+emits between two awaits, as the run driver's own backpressure is.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ class FrameQueue:
     """Frames for one writer, from producers of which only one waits for room.
 
     ``offer`` queues without waiting (False when full), ``put`` waits for
-    room; ``take`` joins what is queued, up to a byte budget, into one write.
+    room, ``push`` queues whatever the size (its caller waits for room
+    later, with ``wait_for_room``); ``take`` joins what is queued, up to a
+    byte budget, into one write.
     ``close`` ends the stream once the queued frames are taken.
     """
 
@@ -53,6 +61,30 @@ class FrameQueue:
             self._readable = None
             readable.set()
         return True
+
+    def push(self, frame: bytes) -> None:
+        """Queue ``frame`` even past the bound: for a producer that cannot wait here."""
+        self._frames.append(frame)
+        self.size += len(frame)
+        readable = self._readable
+        if readable is not None:
+            self._readable = None
+            readable.set()
+
+    def full(self) -> bool:
+        """Whether a producer should wait for room before it queues more."""
+        return self.size >= self.limit and not self.closed
+
+    async def wait_for_room(self) -> None:
+        """Return once the writer has taken the queue down to half its bound (or it closed).
+
+        Half, not just below the bound: a producer held until then and a
+        writer taking a batch at a time do not wake each other per frame.
+        """
+        low = self.limit // 2
+        while self.size > low and not self.closed:
+            room = self._room = anyio.Event()
+            await room.wait()
 
     async def put(self, frame: bytes) -> None:
         """Queue ``frame``, waiting while the queue is full."""

@@ -6,11 +6,19 @@ schedules:
 * the *producer* opens the event source (the agent run, or the upstream
   request), pushes it through the chain and encodes each event — or, for a
   source that already yields encoded frames (the gateway relaying a sync
-  chain, one batch per upstream chunk), passes the batches on;
+  chain, one batch per upstream chunk), passes the batches on. An agent run
+  whose chain (if any) runs inside the driver is opened with a ``FrameSink``
+  instead: the agent's own task encodes each event as it emits it and queues
+  the frame, so the producer only waits for the run to end — no hop through
+  the driver's event stream and no wake-up of another task per event;
 * the *writer* sends encoded frames to the client, batching whatever is
   ready into one ASGI message, and sends a keep-alive comment when nothing
   came for ``keepalive`` seconds (so proxies and clients do not time out an
-  agent that is thinking);
+  agent that is thinking). Woken by a frame after it ran dry, it first lets
+  the tasks that are already runnable take their turn (one pass of the
+  scheduler, no timer), so an agent that awaits once per token has its next
+  token or two in the same write rather than one socket write per token,
+  and a frame never waits for anything that is not already running;
 * the *watcher* waits for ``http.disconnect``. A client that goes away trips
   ``on_disconnect`` (the run's cancel token) and cancels the task group, so
   the agent — or the upstream request — is cancelled at its next await,
@@ -20,7 +28,8 @@ Backpressure: producer and writer meet in a ``FrameQueue`` bounded in bytes
 (``send_buffer``). The ASGI server's ``send`` waits while the socket's buffers
 are full, so a client that reads slowly holds the writer, the queue fills,
 and the producer waits — which holds the agent at its next await (the
-driver's backpressure) or stops the gateway reading its upstream. A client
+driver's backpressure, or the ``FrameSink``'s) or stops the gateway reading
+its upstream. A client
 that reads *nothing* for ``send_timeout`` seconds (one write pending that
 long) is treated as gone: the run is cancelled as on a disconnect, and the
 response is abandoned, so the server closes the connection.
@@ -32,11 +41,13 @@ they become a RUN_ERROR event, so the client always sees a well-formed end.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
 from .._chain import TransformerChain
@@ -50,8 +61,10 @@ __all__ = [
     "DEFAULT_SEND_BUFFER",
     "DEFAULT_SEND_TIMEOUT",
     "SSE_HEADERS",
+    "FrameSink",
     "Message",
     "OpenFrames",
+    "OpenRun",
     "OpenSource",
     "Receive",
     "RunFailure",
@@ -71,6 +84,8 @@ OpenSource = Callable[[], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]]
 """Opens the run's event source for the duration of an ``async with``."""
 OpenFrames = Callable[[], AbstractAsyncContextManager[AsyncIterator[bytes]]]
 """Opens a source of SSE bytes, already transformed and encoded, counted in the stats."""
+OpenRun = Callable[["FrameSink"], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]]
+"""Opens an agent run that hands every event to the given sink (``Run(..., sink=)``)."""
 
 SSE_HEADERS: list[tuple[bytes, bytes]] = [
     (b"content-type", SSE_CONTENT_TYPE.encode()),
@@ -119,15 +134,61 @@ def run_error_for(exc: BaseException) -> RunErrorEvent:
     )
 
 
+class FrameSink:
+    """A run's events encoded into the frame queue in the agent's own task (a ``RunSink``).
+
+    What a producer task would do per event — count, encode, queue — done where
+    the event is emitted, so the writer is the only other task a token wakes.
+    A frame that cannot be encoded fails the run: the sink refuses everything
+    after it (the driver then fails the run as disconnected), cancels
+    ``scope`` so an agent blocked in an await stops too, and the producer
+    sends the failure as RUN_ERROR.
+    """
+
+    __slots__ = ("_count_source", "_frames", "_stats", "failure", "scope")
+
+    def __init__(self, frames: FrameQueue, stats: RunStats, *, count_source: bool) -> None:
+        self._frames = frames
+        self._stats = stats
+        self._count_source = count_source
+        self.failure: Exception | None = None
+        self.scope: anyio.CancelScope | None = None
+
+    def deliver(self, event: BaseEvent) -> None:
+        if self.failure is not None:
+            raise anyio.BrokenResourceError
+        try:
+            frame = encode_sse(event)
+        except Exception as exc:
+            self.failure = exc
+            if self.scope is not None:
+                self.scope.cancel()
+            raise anyio.BrokenResourceError from exc
+        stats = self._stats
+        if self._count_source:
+            stats.counts[0] += 1
+        if event.type in _WATCHED:
+            stats.note_output(event)
+        stats.written += 1
+        self._frames.push(frame)
+
+    def behind(self) -> bool:
+        return self._frames.full()
+
+    async def wait_for_room(self) -> None:
+        await self._frames.wait_for_room()
+
+
 class SSERun:
     """ASGI response streaming one run; build one per request.
 
     ``open_source`` opens the events; ``chain`` (already instrumented, or
     None) is applied over them; ``count_source`` counts source events when no
-    chain does it. Alternatively ``open_frames`` (and no ``open_source``)
-    opens a source of encoded SSE batches, written as they are: whoever
-    produces them keeps ``stats`` up to date. ``on_disconnect`` is called
-    once if the client goes away.
+    chain does it. Alternatively ``open_frames`` opens a source of encoded SSE
+    batches, written as they are: whoever produces them keeps ``stats`` up to
+    date. Or ``open_run`` opens an agent run given a ``FrameSink`` (no
+    ``chain`` then: a sync chain runs inside the driver). ``on_disconnect`` is
+    called once if the client goes away.
     """
 
     def __init__(
@@ -135,6 +196,7 @@ class SSERun:
         open_source: OpenSource | None = None,
         *,
         open_frames: OpenFrames | None = None,
+        open_run: OpenRun | None = None,
         stats: RunStats,
         chain: TransformerChain | None = None,
         count_source: bool = False,
@@ -144,11 +206,14 @@ class SSERun:
         on_disconnect: Callable[[], object] | None = None,
         logger: logging.Logger = _log,
     ) -> None:
-        if (open_source is None) == (open_frames is None):
-            raise TypeError("SSERun takes exactly one of open_source and open_frames")
+        if sum(opener is not None for opener in (open_source, open_frames, open_run)) != 1:
+            raise TypeError("SSERun takes exactly one of open_source, open_frames and open_run")
+        if open_run is not None and chain is not None:
+            raise TypeError("SSERun runs no chain over open_run: give it to the run instead")
         check_send_limits(send_buffer, send_timeout)
         self._open = open_source
         self._open_frames = open_frames
+        self._open_run = open_run
         self._chain = chain
         self._count_source = count_source
         self._stats = stats
@@ -237,6 +302,9 @@ class SSERun:
                 async with self._open_frames() as batches:
                     await self._forward_frames(batches, frames)
                 return
+            if self._open_run is not None:
+                await self._run_into(frames)
+                return
             assert self._open is not None
             async with self._open() as events:
                 source: AsyncIterator[BaseEvent] = events
@@ -265,6 +333,19 @@ class SSERun:
             stats.note_output(error)
             stats.written += 1
             await frames.put(encode_sse(error))
+
+    async def _run_into(self, frames: FrameQueue) -> None:
+        """Open the run with a ``FrameSink`` and wait for it to end; raise what the sink refused."""
+        assert self._open_run is not None
+        sink = FrameSink(frames, self._stats, count_source=self._count_source)
+        with anyio.CancelScope() as scope:
+            sink.scope = scope
+            async with self._open_run(sink) as events:
+                # The sink takes every event: the stream only ends. Anything it
+                # did carry would still be sent, in order, after what the sink took.
+                await self._forward(events, frames)
+        if sink.failure is not None:
+            raise sink.failure
 
     async def _forward(self, events: AsyncIterator[BaseEvent], frames: FrameQueue) -> None:
         stats = self._stats
@@ -299,13 +380,13 @@ class SSERun:
         assert self._keepalive is not None
         interval = self._keepalive
         while not frames.closed:
-            idle = anyio.current_time() - self._last_write
+            idle = time.monotonic() - self._last_write
             if idle < interval:
                 await anyio.sleep(interval - idle)
                 continue
             if not frames.size:  # frames are queued: the connection is not idle
                 frames.offer(_KEEPALIVE)
-            self._last_write = anyio.current_time()
+            self._last_write = time.monotonic()
 
     async def _watch_writes(self, run_scope: anyio.CancelScope) -> None:
         """Cancel the run when one write stays pending for ``send_timeout`` seconds.
@@ -320,7 +401,7 @@ class SSERun:
             if started is None:
                 await anyio.sleep(timeout / 2)
                 continue
-            late = anyio.current_time() - (started + timeout)
+            late = time.monotonic() - (started + timeout)
             if late < 0:
                 await anyio.sleep(-late)
                 continue
@@ -329,10 +410,14 @@ class SSERun:
             return
 
     async def _write(self, send: Send, frames: FrameQueue) -> None:
-        self._send_started = anyio.current_time()
+        # time.monotonic, not anyio.current_time: the clocks only measure
+        # durations here (the watchers sleep the difference), and anyio's looks
+        # up the backend per call, twice per write.
+        clock = time.monotonic
+        self._send_started = clock()
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
         self._send_started = None
-        self._last_write = last_write = anyio.current_time()
+        self._last_write = last_write = clock()
         take = frames.take
         waited = False
         while True:
@@ -341,16 +426,21 @@ class SSERun:
                 if frames.closed:
                     break
                 await frames.wait_readable()
+                # Let the tasks already runnable take their turn before writing
+                # (one scheduler pass, no timer): the agent that queued this frame
+                # and awaits once per token queues its next one meanwhile, so a
+                # write carries what is ready then rather than a token each.
+                await anyio.lowlevel.checkpoint()
                 waited = True
                 continue
             # A write that follows the last one at once began when that one
             # ended; after waiting for frames, ask the clock.
-            self._send_started = anyio.current_time() if waited else last_write
+            self._send_started = clock() if waited else last_write
             waited = False
             await send({"type": "http.response.body", "body": body, "more_body": True})
             self._send_started = None
-            self._last_write = last_write = anyio.current_time()
-        self._send_started = anyio.current_time() if waited else last_write
+            self._last_write = last_write = clock()
+        self._send_started = clock() if waited else last_write
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         self._send_started = None
 

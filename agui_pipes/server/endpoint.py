@@ -17,6 +17,12 @@ without waiting for its next emit.
 A chain of synchronous stages runs inside the driver (so the driver's
 producer verification sees the chain's output and its end-of-run guarantees
 hold); a chain with async stages or operators runs over the driver's output.
+
+Without an async chain, the driver hands each event to a ``FrameSink`` in the
+agent's own task — encoded and queued for the writer as it is emitted — rather
+than through its event stream: for an agent that awaits once per token, a
+hop through the stream and a wake-up of a producer task per token were most
+of what serving it cost.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from ._stats import RunStats, instrument
 from ._streaming import (
     DEFAULT_SEND_BUFFER,
     DEFAULT_SEND_TIMEOUT,
+    FrameSink,
     Receive,
     Scope,
     Send,
@@ -171,13 +178,16 @@ class AgentEndpoint:
 
         told = ToldViolations(None, stats, self._log, origin="event", log="server log")
 
-        def open_run() -> Any:
-            if outer is None:
-                return run(agent, run_input, **run_options)
+        def open_applied() -> Any:
+            assert outer is not None
             return _applied(run(agent, run_input, **run_options), outer, told)
 
+        def open_sunk(sink: FrameSink) -> Run:
+            return Run(agent, run_input, sink=sink, **run_options)
+
         response = SSERun(
-            open_run,
+            open_applied if outer is not None else None,
+            open_run=open_sunk if outer is None else None,
             stats=stats,
             count_source=chain is None,
             keepalive=self._keepalive,

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .coalesce_deltas import CoalesceDeltas
+    from .compact import Compact
     from .drop_events import DropEvents, KeepEvents
     from .expand_chunks import ExpandChunks
     from .filter_tool_calls import FilterToolCalls
@@ -22,6 +23,7 @@ else:
         __name__,
         {
             "CoalesceDeltas": ".coalesce_deltas",
+            "Compact": ".compact",
             "DropEvents": ".drop_events",
             "KeepEvents": ".drop_events",
             "ExpandChunks": ".expand_chunks",
@@ -39,6 +41,7 @@ else:
 
 __all__ = [
     "CoalesceDeltas",
+    "Compact",
     "DropEvents",
     "ExpandChunks",
     "FilterToolCalls",

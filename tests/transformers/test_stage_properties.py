@@ -25,6 +25,7 @@ from agui_pipes import Stage
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import (
     CoalesceDeltas,
+    Compact,
     DropEvents,
     ExpandChunks,
     FilterToolCalls,
@@ -62,6 +63,7 @@ STAGES: dict[str, Stage] = {
     "strip-raw": StripRawEvents(),
     "coalesce": CoalesceDeltas(),
     "coalesce-bounded": CoalesceDeltas(max_chars=3),
+    "compact": Compact(),
     "redact": Redact([r"[aeiou]{2}", r"\d+"], replacement="#"),
     "redact-errors-custom": Redact([r"[aeiou]{2}"], replacement="#", errors=True, custom=True),
     "state-diff": StateDiff(),

@@ -1,0 +1,392 @@
+"""What every event log backend shares: the records, retention, and the interface.
+
+The log keeps, per run, the JSON text of each event exactly as the server
+wrote it after ``data:`` (bytes), numbered 1, 2, 3... Storing the wire text
+means a resumed stream is the same bytes as the live one, and resuming never
+decodes or re-encodes an event.
+
+Backends differ in how they store and how a follower waits; the reading
+logic a follower runs (stored entries, then live ones, then stop where the
+run ended, or raise if it broke) is written once here, in ``follow``, on top
+of ``read``, ``run`` and a backend's ``_wait``.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+import anyio
+
+from ._errors import RunBroken, RunEnded, StoreClosed, UnknownRun, WrongRun, WrongThread
+from ._ids import parse_event_id
+
+__all__ = [
+    "ChangeSignals",
+    "EventLog",
+    "Retention",
+    "RunRecord",
+    "RunStatus",
+    "check_appendable",
+    "doomed_runs",
+    "new_epoch",
+]
+
+
+class RunStatus(str, enum.Enum):
+    """Where a run's log stands. Only ``LIVE`` runs take appends."""
+
+    LIVE = "live"
+    FINISHED = "finished"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+    BROKEN = "broken"
+    """A write failed: the log has a hole, so reads raise :class:`RunBroken`."""
+
+    @property
+    def ended(self) -> bool:
+        return self is not RunStatus.LIVE
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as the store knows it.
+
+    ``created`` / ``updated`` / ``ended`` are Unix times in seconds;
+    ``updated`` is the last append or status change, which retention by age
+    measures from (a run still being written is never "old").
+    """
+
+    thread_id: str
+    run_id: str
+    status: RunStatus
+    created: float
+    updated: float
+    ended: float | None
+    last_seq: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long runs are kept. ``None`` everywhere (the default) keeps everything.
+
+    * ``max_age`` — seconds since a run's last write; older runs are deleted,
+      ended or not (a run nobody wrote to for that long belongs to a process
+      that died).
+    * ``max_runs_per_thread`` / ``max_runs`` — the newest ended runs kept per
+      thread / in the whole store; a live run is never deleted for a count.
+    * ``interval`` — at most one sweep per this many seconds per store object.
+
+    Sweeps run when a run is created (its first append), rate-limited by
+    ``interval``, and whenever ``EventLog.prune()`` is awaited (a server can
+    call it on a timer). Redis also sets key expiry from ``max_age``, so
+    runs of a crashed fleet still go away.
+    """
+
+    max_age: float | None = None
+    max_runs_per_thread: int | None = None
+    max_runs: int | None = None
+    interval: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_age", "max_runs_per_thread", "max_runs"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"Retention.{name} must be positive or None, got {value!r}")
+        if not self.interval >= 0:
+            raise ValueError(f"Retention.interval must be >= 0 seconds, got {self.interval!r}")
+
+    @property
+    def keeps_everything(self) -> bool:
+        return self.max_age is None and self.max_runs_per_thread is None and self.max_runs is None
+
+
+class ChangeSignals:
+    """Per-run wake-ups within one process: followers wait, writers signal.
+
+    A follower takes the run's event *before* reading, so an append that
+    lands between its read and its wait still wakes it; the writer pops the
+    event when it signals, so the next follower round gets a fresh one.
+    """
+
+    def __init__(self) -> None:
+        self._events: dict[str, anyio.Event] = {}
+
+    def token(self, run_id: str) -> anyio.Event:
+        event = self._events.get(run_id)
+        if event is None:
+            event = self._events[run_id] = anyio.Event()
+        return event
+
+    def changed(self, run_id: str) -> None:
+        event = self._events.pop(run_id, None)
+        if event is not None:
+            event.set()
+
+    def changed_all(self) -> None:
+        events, self._events = self._events, {}
+        for event in events.values():
+            event.set()
+
+
+def new_epoch() -> str:
+    """A short random token naming one store's lifetime (12 hex digits)."""
+    return secrets.token_hex(6)
+
+
+class EventLog(abc.ABC):
+    """A durable log of runs' events: append, read, follow live, list a thread's runs.
+
+    Use it as an async context manager (``async with open_store(url) as
+    log:``), or ``await log.open()`` / ``await log.aclose()``. One object is
+    meant for one event loop; several objects (processes) may share a SQLite
+    file or a Redis database.
+
+    A run is created by its first ``append`` (an empty batch creates it
+    without events), takes appends while it is live, and is closed by
+    ``end_run`` or ``mark_broken``. Sequence numbers are per run, from 1,
+    without holes.
+    """
+
+    follow_batch = 512
+    """Entries read per round trip while following."""
+
+    def __init__(self, retention: Retention | None = None) -> None:
+        self.retention = retention or Retention()
+        self._epoch: str | None = None
+        self._closed = False
+        self._last_sweep = float("-inf")
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def epoch(self) -> str:
+        """The store's random token, made when the store was first created and kept in it."""
+        if self._epoch is None:
+            raise self._not_open()
+        return self._epoch
+
+    async def open(self) -> None:
+        """Connect and read (or create) the epoch. Idempotent."""
+        if self._closed:
+            raise StoreClosed(f"{self!r} was closed; open a new store object")
+        if self._epoch is None:
+            self._epoch = await self._open()
+
+    async def aclose(self) -> None:
+        """Release connections. Idempotent; the stored runs stay."""
+        if not self._closed:
+            self._closed = True
+            if self._epoch is not None:
+                self._epoch = None
+                await self._close()
+
+    async def __aenter__(self) -> EventLog:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.aclose()
+
+    def _check_open(self) -> None:
+        if self._epoch is None:
+            raise self._not_open()
+
+    def _not_open(self) -> StoreClosed:
+        if self._closed:
+            return StoreClosed(f"{self!r} is closed")
+        return StoreClosed(
+            f"{self!r} is not open: use `async with store:` or `await store.open()` first"
+        )
+
+    # -- the interface ---------------------------------------------------------
+
+    @abc.abstractmethod
+    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+        """Store ``payloads`` (each one event's wire JSON) at the end of the run, in one write.
+
+        Creates the run (status live) on its first append; an empty batch
+        only creates it. Returns the sequence numbers given, consecutive.
+        Raises :class:`WrongThread` if the run belongs to another thread,
+        :class:`RunEnded` if it was ended, :class:`RunBroken` if broken.
+        """
+
+    @abc.abstractmethod
+    async def read(self, run_id: str, after: int = 0, limit: int | None = None) -> list[
+        tuple[int, bytes]
+    ]:
+        """Stored entries of the run with ``seq > after``, in order, at most ``limit``.
+
+        Raises :class:`UnknownRun` for a run the store does not hold and
+        :class:`RunBroken` for a run whose log is incomplete.
+        """
+
+    @abc.abstractmethod
+    async def run(self, run_id: str) -> RunRecord | None:
+        """The run's record, or None."""
+
+    @abc.abstractmethod
+    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+        """The thread's runs, oldest first (the order they were created)."""
+
+    @abc.abstractmethod
+    async def end_run(
+        self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
+    ) -> RunRecord:
+        """Close the run's log with ``status``: followers stop after its last entry.
+
+        Ending an already ended run keeps its first status (and returns it):
+        the first ending is the true one. Raises :class:`UnknownRun`.
+        """
+
+    @abc.abstractmethod
+    async def mark_broken(self, run_id: str, reason: str) -> None:
+        """Record that a write of this run failed: it can no longer be read or resumed.
+
+        Overrides any status (a run that ended cleanly but lost a batch is
+        still broken). A run the store does not hold is created broken, so
+        a client trying to resume it gets "broken", not "unknown".
+        """
+
+    @abc.abstractmethod
+    async def prune(self, now: float | None = None) -> int:
+        """Apply ``self.retention`` now; the number of runs deleted."""
+
+    @abc.abstractmethod
+    async def _open(self) -> str: ...
+
+    @abc.abstractmethod
+    async def _close(self) -> None: ...
+
+    # -- shared behaviour ------------------------------------------------------
+
+    async def follow(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+        """Yield the run's entries after ``after``: stored ones, then live ones as appended.
+
+        Stops after the last entry of an ended run; raises :class:`RunBroken`
+        as soon as the run is marked broken (entries yielded before were
+        stored and are correct; what follows could have a hole) and
+        :class:`UnknownRun` for a run the store does not hold.
+        """
+        while True:
+            change = self._change(run_id)
+            # The record is read before the entries: a run seen ended here
+            # had all its entries stored, so an empty read below is its end.
+            record = await self.run(run_id)
+            if record is None:
+                raise UnknownRun(run_id)
+            if record.status is RunStatus.BROKEN:
+                raise RunBroken(run_id, record.reason or "a write failed")
+            entries = await self.read(run_id, after=after, limit=self.follow_batch)
+            for entry in entries:
+                yield entry
+            if entries:
+                after = entries[-1][0]
+                continue
+            if record.status.ended:
+                return
+            await self._wait(run_id, change)
+
+    def _change(self, run_id: str) -> object:
+        """A token taken before reading, that ``_wait`` waits on (backend-specific)."""
+        return None
+
+    async def _wait(self, run_id: str, change: object) -> None:
+        """Return when the run may have changed since ``change`` was taken."""
+        await anyio.sleep(0.1)
+
+    async def resume_after(self, run_id: str, last_event_id: str | None) -> int:
+        """The seq to read after for a client resuming ``run_id`` from an SSE id.
+
+        ``None`` (no header) means from the start (0). Raises
+        :class:`BadEventId` (400) for an unparsable id, :class:`WrongRun`
+        (409) for an id of another run or of another store epoch (the store
+        was reset: positions in it mean nothing now) or past the end of an
+        ended run, :class:`UnknownRun` (404) for a run not in the store, and
+        :class:`RunBroken` (410) for a run whose log is incomplete.
+        """
+        record = await self.run(run_id)
+        if record is None:
+            raise UnknownRun(run_id)
+        if record.status is RunStatus.BROKEN:
+            raise RunBroken(run_id, record.reason or "a write failed")
+        if last_event_id is None:
+            return 0
+        parsed = parse_event_id(last_event_id)
+        if parsed.epoch != self.epoch:
+            raise WrongRun(
+                f"event id {last_event_id!r} is from another store epoch ({parsed.epoch!r}, "
+                f"this store's is {self.epoch!r}): the store was reset; start the run again"
+            )
+        if parsed.run_id != run_id:
+            raise WrongRun(
+                f"event id {last_event_id!r} belongs to run {parsed.run_id!r}, not {run_id!r}"
+            )
+        if record.status.ended and parsed.seq > record.last_seq:
+            raise WrongRun(
+                f"event id {last_event_id!r} is past the end of run {run_id!r} "
+                f"(its last event is #{record.last_seq})"
+            )
+        return parsed.seq
+
+    def _sweep_due(self, now: float) -> bool:
+        """True at most once per ``retention.interval``: time to prune on this create."""
+        if self.retention.keeps_everything or now - self._last_sweep < self.retention.interval:
+            return False
+        self._last_sweep = now
+        return True
+
+    @staticmethod
+    def _now() -> float:
+        return time.time()
+
+
+def check_appendable(record: RunRecord, thread_id: str) -> None:
+    """Raise what an append to ``record`` under ``thread_id`` must raise, if anything."""
+    if record.status is RunStatus.BROKEN:
+        raise RunBroken(record.run_id, record.reason or "a write failed")
+    if record.thread_id != thread_id:
+        raise WrongThread(
+            f"run {record.run_id!r} belongs to thread {record.thread_id!r}, "
+            f"not {thread_id!r}"
+        )
+    if record.status.ended:
+        raise RunEnded(
+            f"run {record.run_id!r} ended ({record.status.value}); its log takes no more events"
+        )
+
+
+def doomed_runs(records: Sequence[RunRecord], retention: Retention, now: float) -> list[str]:
+    """The run ids ``retention`` deletes among ``records`` (oldest first) at time ``now``.
+
+    Shared by the backends that prune in Python, so ``memory:`` and
+    ``sqlite:`` keep exactly the same runs.
+    """
+    doomed: set[str] = set()
+    if retention.max_age is not None:
+        limit = now - retention.max_age
+        doomed.update(r.run_id for r in records if r.updated < limit)
+    # newest first; creation order, not timestamps, which tie within a clock tick
+    ended = [r for r in reversed(records) if r.status.ended and r.run_id not in doomed]
+    if retention.max_runs_per_thread is not None:
+        seen: dict[str, int] = {}
+        for r in ended:
+            count = seen[r.thread_id] = seen.get(r.thread_id, 0) + 1
+            if count > retention.max_runs_per_thread:
+                doomed.add(r.run_id)
+    if retention.max_runs is not None:
+        kept = [r for r in ended if r.run_id not in doomed]
+        doomed.update(r.run_id for r in kept[retention.max_runs :])
+    return sorted(doomed)

@@ -1,0 +1,89 @@
+"""The exceptions of the event log, each carrying the HTTP status a server maps it to.
+
+Why the status lives on the exception: the resume endpoints (issue 16) must
+answer an unparsable ``Last-Event-ID`` with 400, an unknown run with 404 and
+an id of another run or another store with 409 — never with a stream that
+silently restarts. Putting the status on the class keeps that mapping in one
+place, next to the condition it describes, instead of in every server.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from .._errors import AguiPipesError
+
+__all__ = [
+    "BadEventId",
+    "RunBroken",
+    "RunEnded",
+    "StoreClosed",
+    "StoreError",
+    "UnknownRun",
+    "WrongRun",
+    "WrongThread",
+]
+
+
+class StoreError(AguiPipesError):
+    """Base class of the event log's errors; ``http_status`` is the answer a server gives."""
+
+    http_status: ClassVar[int] = 500
+
+
+class BadEventId(StoreError, ValueError):
+    """An SSE event id (``Last-Event-ID`` / ``?after=``) that cannot be parsed: HTTP 400."""
+
+    http_status: ClassVar[int] = 400
+
+
+class UnknownRun(StoreError, LookupError):
+    """No run (or thread) by that id in the store — never stored, or pruned: HTTP 404."""
+
+    http_status: ClassVar[int] = 404
+
+    def __init__(self, run_id: str, message: str | None = None) -> None:
+        self.run_id = run_id
+        super().__init__(message or f"no run {run_id!r} in the event log (never stored, or pruned)")
+
+
+class WrongRun(StoreError):
+    """An event id of another run or another store epoch than the one asked for: HTTP 409."""
+
+    http_status: ClassVar[int] = 409
+
+
+class WrongThread(StoreError, ValueError):
+    """An append names a run that the store holds under another thread."""
+
+    http_status: ClassVar[int] = 409
+
+
+class RunEnded(StoreError):
+    """An append to a run that was already marked ended: its log is closed."""
+
+    http_status: ClassVar[int] = 409
+
+
+class RunBroken(StoreError):
+    """The run's log is incomplete (a write failed), so it cannot be read or resumed.
+
+    Raised by ``read`` and ``follow`` instead of returning what was stored:
+    a resumed stream with a hole in it would look valid and be wrong. HTTP 410
+    (Gone): the events existed, the log cannot give them back.
+    """
+
+    http_status: ClassVar[int] = 410
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(
+            f"run {run_id!r} cannot be resumed: its event log is incomplete ({reason})"
+        )
+
+
+class StoreClosed(StoreError, RuntimeError):
+    """The store was used before ``open()`` (``async with store``) or after ``aclose()``."""
+
+    http_status: ClassVar[int] = 503

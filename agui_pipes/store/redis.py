@@ -1,0 +1,478 @@
+"""``redis://host:port/db`` — the event log several server processes share, in Redis Streams.
+
+Why Redis: processes behind a load balancer must all see every run, so a
+client cut from process A can resume on process B, and B's follower must
+wake when A appends. Redis Streams give both: an append-only log per run,
+read by range (``XRANGE``) and waited on (``XREAD BLOCK``).
+
+Layout (every key starts with ``prefix``, ``agui:`` by default):
+
+* ``{prefix}run:{runId}`` — a hash: thread, status, created, updated,
+  ended, last_seq, reason, order;
+* ``{prefix}events:{runId}`` — a stream with one entry per appended batch
+  (the payloads joined, their lengths, the first seq: see ``_batches``),
+  whose explicit entry id is ``0-{last seq of the batch}``; so reading after
+  seq N is ``XRANGE (0-N`` (the batch holding N+1 and all later ones) minus
+  what the first batch holds up to N. Ending a run adds one marker entry
+  ``1-*`` (after every batch id), which wakes blocked followers at once;
+* ``{prefix}thread:{threadId}`` — a sorted set of the thread's runs by
+  creation order; ``{prefix}runs`` the same for all runs (for retention);
+  ``{prefix}order`` the counter giving that order; ``{prefix}epoch``.
+
+An append is one Lua script (one round trip, atomic): it creates the run if
+needed, checks it is live and of the same thread, ``XADD``s the batch as one
+entry and advances ``last_seq`` — so two processes can never interleave seqs.
+
+Retention: ``max_age`` becomes key expiry (refreshed by every write), so
+runs of a crashed fleet still go away; counts are applied by ``prune``.
+Streams are never trimmed with ``MAXLEN``: a trimmed run would resume with a
+silent hole, exactly what the log exists to prevent; whole runs go instead.
+
+The ``redis`` package's client (``redis.asyncio``) runs on asyncio only.
+Under trio the store runs it in an asyncio loop of its own, in a thread,
+and awaits each call through a worker thread: the same behaviour, at the
+cost of a thread hop per Redis call (asyncio is the faster choice).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
+
+from ._base import EventLog, Retention, RunRecord, RunStatus, doomed_runs, new_epoch
+from ._batches import join_batch, split_batch
+from ._errors import RunBroken, RunEnded, StoreError, UnknownRun, WrongThread
+
+__all__ = ["RedisEventLog"]
+
+_T = TypeVar("_T")
+
+_LAST_EVENT = "0-18446744073709551615"
+
+_APPEND = """
+local status = redis.call('HGET', KEYS[1], 'status')
+local last = 0
+local created = 0
+if not status then
+  local order = redis.call('INCR', KEYS[5])
+  redis.call('HSET', KEYS[1], 'thread', ARGV[1], 'status', 'live', 'created', ARGV[3],
+             'updated', ARGV[3], 'last_seq', 0, 'order', order)
+  redis.call('ZADD', KEYS[3], order, ARGV[2])
+  redis.call('ZADD', KEYS[4], order, ARGV[2])
+  created = 1
+else
+  if status == 'broken' then
+    return {-1, redis.call('HGET', KEYS[1], 'reason') or ''}
+  end
+  local thread = redis.call('HGET', KEYS[1], 'thread')
+  if thread ~= ARGV[1] then return {-2, thread} end
+  if status ~= 'live' then return {-3, status} end
+  last = tonumber(redis.call('HGET', KEYS[1], 'last_seq'))
+end
+local n = tonumber(ARGV[5])
+if n > 0 then
+  redis.call('XADD', KEYS[2], '0-' .. (last + n), 'f', last + 1, 'd', ARGV[6], 'l', ARGV[7])
+  redis.call('HSET', KEYS[1], 'last_seq', last + n, 'updated', ARGV[3])
+end
+local ttl = tonumber(ARGV[4])
+if ttl > 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('EXPIRE', KEYS[2], ttl)
+  redis.call('EXPIRE', KEYS[3], ttl)
+end
+return {last + 1, created}
+"""
+
+_END = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return nil end
+if status == 'live' then
+  redis.call('HSET', KEYS[1], 'status', ARGV[1], 'ended', ARGV[2], 'updated', ARGV[2])
+  if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'reason', ARGV[3]) end
+  redis.call('XADD', KEYS[2], '1-*', 'end', ARGV[1])
+  local ttl = tonumber(ARGV[5])
+  if ttl > 0 then
+    redis.call('EXPIRE', KEYS[1], ttl)
+    redis.call('EXPIRE', KEYS[2], ttl)
+  end
+end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+_BROKEN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'thread', '', 'created', ARGV[2], 'last_seq', 0, 'order', 0)
+end
+redis.call('HSET', KEYS[1], 'status', 'broken', 'reason', ARGV[1], 'ended', ARGV[2],
+           'updated', ARGV[2])
+redis.call('DEL', KEYS[2])
+redis.call('XADD', KEYS[2], '1-*', 'end', 'broken')
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('EXPIRE', KEYS[2], ttl)
+end
+return 1
+"""
+
+
+async def _close_client(client: Any) -> None:
+    """``aclose()`` from redis 5.0.1 on; ``close()`` (deprecated later) before it."""
+    close = getattr(client, "aclose", None) or client.close
+    await close()
+
+
+def _text(value: bytes | str | None) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _record(run_id: str, fields: dict[bytes, bytes]) -> RunRecord | None:
+    if not fields or b"status" not in fields:
+        return None
+    ended = fields.get(b"ended")
+    return RunRecord(
+        thread_id=fields.get(b"thread", b"").decode(),
+        run_id=run_id,
+        status=RunStatus(fields[b"status"].decode()),
+        created=float(fields.get(b"created", b"0")),
+        updated=float(fields.get(b"updated", fields.get(b"created", b"0"))),
+        ended=None if ended is None else float(ended),
+        last_seq=int(fields.get(b"last_seq", b"0")),
+        reason=_text(fields.get(b"reason")),
+    )
+
+
+@contextmanager
+def _translated(store: RedisEventLog) -> Iterator[None]:
+    """Raise redis-py's own errors (connection lost, timeout) as :class:`StoreError`."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except Exception as exc:
+        import redis.exceptions
+
+        if isinstance(exc, redis.exceptions.RedisError):
+            raise StoreError(f"the Redis event log {store!r} failed: {exc}") from exc
+        raise
+
+
+class _Bridge:
+    """An asyncio loop in a thread of its own, for running redis.asyncio from trio.
+
+    redis.asyncio's connections, locks and pool belong to an asyncio loop.
+    Under trio (or any non-asyncio loop) every Redis call is handed to this
+    loop and awaited through a worker thread: one thread hop per call, so
+    slower than on asyncio, but the same behaviour. Cancelling the caller
+    cancels the call in the bridge loop.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="agui-pipes-redis-bridge", daemon=True
+        )
+        self._thread.start()
+
+    async def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+        except BaseException:
+            future.cancel()
+            raise
+
+    async def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        await anyio.to_thread.run_sync(self._thread.join)
+        self.loop.close()
+
+
+class RedisEventLog(EventLog):
+    """The event log in Redis Streams; see the module docstring.
+
+    ``url`` is a redis-py URL (``redis://[user:pass@]host:port/db``, or
+    ``rediss://`` for TLS). ``block`` is how long one ``XREAD BLOCK`` waits
+    before a follower re-checks the run record (a safety net: ending a run
+    wakes followers at once through the stream's end marker).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        retention: Retention | None = None,
+        prefix: str = "agui:",
+        block: float = 5.0,
+    ) -> None:
+        super().__init__(retention)
+        if not block > 0:
+            raise ValueError(f"block must be a positive number of seconds, got {block!r}")
+        self.url = url
+        self.prefix = prefix
+        self.block = block
+        self._client: Any = None
+        self._scripts: dict[str, Any] = {}
+        self._bridge: _Bridge | None = None
+
+    def __repr__(self) -> str:
+        parts = urlsplit(self.url)
+        host = parts.hostname or "localhost"
+        where = f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path}"
+        return f"RedisEventLog({where!r}, prefix={self.prefix!r})"  # never the password
+
+    def _key(self, kind: str, name: str = "") -> str:
+        return f"{self.prefix}{kind}{name}"
+
+    @property
+    def _ttl(self) -> int:
+        age = self.retention.max_age
+        return 0 if age is None else max(1, math.ceil(age))
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            raise self._not_open()
+        return self._client
+
+    async def _io(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run a redis.asyncio coroutine: here on asyncio, in the bridge loop elsewhere."""
+        with _translated(self):
+            bridge = self._bridge
+            if bridge is None:
+                return await coro
+            return await bridge.run(coro)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def _open(self) -> str:
+        try:
+            import redis.asyncio
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "the Redis event log needs the redis package: pip install 'agui-pipes[redis]'"
+            ) from exc
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # trio: redis.asyncio runs in a bridge loop
+            self._bridge = _Bridge()
+        client = redis.asyncio.Redis.from_url(self.url, decode_responses=False)
+        self._client = client
+
+        async def first_contact() -> bytes | str | None:
+            await client.set(self._key("epoch"), new_epoch(), nx=True)
+            epoch: bytes | str | None = await client.get(self._key("epoch"))
+            return epoch
+
+        try:
+            epoch = await self._io(first_contact())
+        except Exception as exc:
+            await self._close()
+            raise StoreError(f"cannot reach the Redis event log at {self!r}: {exc}") from exc
+        self._scripts = {
+            "append": client.register_script(_APPEND),
+            "end": client.register_script(_END),
+            "broken": client.register_script(_BROKEN),
+        }
+        return str(_text(epoch))
+
+    async def _close(self) -> None:
+        client, self._client = self._client, None
+        bridge = self._bridge
+        try:
+            if client is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._io(_close_client(client))
+        finally:
+            if bridge is not None:
+                self._bridge = None
+                await bridge.stop()
+
+    # -- writes ----------------------------------------------------------------
+
+    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+        self._check_open()
+        now = self._now()
+        keys = [
+            self._key("run:", run_id),
+            self._key("events:", run_id),
+            self._key("thread:", thread_id),
+            self._key("runs"),
+            self._key("order"),
+        ]
+        count = len(payloads)
+        args: list[str | int | bytes] = [thread_id, run_id, repr(now), self._ttl, count]
+        if count:
+            args.extend(join_batch(payloads))
+        code, detail = await self._io(self._scripts["append"](keys=keys, args=args))
+        if code == -1:
+            raise RunBroken(run_id, _text(detail) or "a write failed")
+        if code == -2:
+            raise WrongThread(
+                f"run {run_id!r} belongs to thread {_text(detail)!r}, not {thread_id!r}"
+            )
+        if code == -3:
+            raise RunEnded(f"run {run_id!r} ended ({_text(detail)}); its log takes no more events")
+        first = int(code)
+        if detail == 1 and self._sweep_due(now):
+            await self.prune(now)
+        return list(range(first, first + len(payloads)))
+
+    async def end_run(
+        self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
+    ) -> RunRecord:
+        self._check_open()
+        status = RunStatus(status)
+        flat = await self._io(
+            self._scripts["end"](
+                keys=[self._key("run:", run_id), self._key("events:", run_id)],
+                args=[
+                    status.value,
+                    repr(self._now()),
+                    reason or "",
+                    "0" if reason is None else "1",
+                    self._ttl,
+                ],
+            )
+        )
+        record = _record(run_id, dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
+        if record is None:
+            raise UnknownRun(run_id)
+        return record
+
+    async def mark_broken(self, run_id: str, reason: str) -> None:
+        self._check_open()
+        await self._io(
+            self._scripts["broken"](
+                keys=[self._key("run:", run_id), self._key("events:", run_id)],
+                args=[reason, repr(self._now()), self._ttl],
+            )
+        )
+
+    async def prune(self, now: float | None = None) -> int:
+        self._check_open()
+        return await self._io(self._prune(now))
+
+    async def _prune(self, now: float | None) -> int:
+        when = self._now() if now is None else now
+        client = self._redis()
+        run_ids = [_text(name) or "" for name in await client.zrange(self._key("runs"), 0, -1)]
+        records: list[RunRecord] = []
+        gone: list[str] = []
+        for run_id, record in zip(run_ids, await self._records(run_ids), strict=True):
+            if record is None:
+                gone.append(run_id)  # expired by max_age
+            else:
+                records.append(record)
+        doomed = doomed_runs(records, self.retention, when)
+        by_id = {record.run_id: record for record in records}
+        async with client.pipeline(transaction=False) as pipe:
+            for run_id in doomed:
+                pipe.delete(self._key("run:", run_id), self._key("events:", run_id))
+                pipe.zrem(self._key("thread:", by_id[run_id].thread_id), run_id)
+            if doomed or gone:
+                pipe.zrem(self._key("runs"), *doomed, *gone)
+            await pipe.execute()
+        return len(doomed)
+
+    # -- reads -----------------------------------------------------------------
+
+    async def _records(self, run_ids: Sequence[str]) -> list[RunRecord | None]:
+        if not run_ids:
+            return []
+        async with self._redis().pipeline(transaction=False) as pipe:
+            for run_id in run_ids:
+                pipe.hgetall(self._key("run:", run_id))
+            replies = await pipe.execute()
+        return [_record(run_id, fields) for run_id, fields in zip(run_ids, replies, strict=True)]
+
+    async def run(self, run_id: str) -> RunRecord | None:
+        self._check_open()
+        fields = await self._io(self._redis().hgetall(self._key("run:", run_id)))
+        return _record(run_id, fields)
+
+    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+        self._check_open()
+        return await self._io(self._thread_runs(thread_id))
+
+    async def _thread_runs(self, thread_id: str) -> list[RunRecord]:
+        key = self._key("thread:", thread_id)
+        run_ids = [_text(name) or "" for name in await self._redis().zrange(key, 0, -1)]
+        records = await self._records(run_ids)
+        pairs = zip(run_ids, records, strict=True)
+        expired = [run_id for run_id, record in pairs if record is None]
+        if expired:
+            await self._redis().zrem(key, *expired)
+        return [record for record in records if record is not None]
+
+    async def read(
+        self, run_id: str, after: int = 0, limit: int | None = None
+    ) -> list[tuple[int, bytes]]:
+        self._check_open()
+
+        async def query() -> list[Any]:
+            async with self._redis().pipeline(transaction=False) as pipe:
+                pipe.hmget(self._key("run:", run_id), ["status", "reason"])
+                pipe.xrange(
+                    self._key("events:", run_id), f"(0-{max(after, 0)}", _LAST_EVENT, limit
+                )
+                replies: list[Any] = await pipe.execute()
+                return replies
+
+        (status, reason), entries = await self._io(query())
+        if status is None:
+            raise UnknownRun(run_id)
+        if status == b"broken":
+            raise RunBroken(run_id, _text(reason) or "a write failed")
+        out: list[tuple[int, bytes]] = []
+        for _, fields in entries:
+            out.extend(split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], after))
+        return out if limit is None else out[:limit]
+
+    async def follow(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+        """Stored entries, then live ones through ``XREAD BLOCK``, until the end marker."""
+        self._check_open()
+        record = await self.run(run_id)
+        if record is None:
+            raise UnknownRun(run_id)
+        if record.status is RunStatus.BROKEN:
+            raise RunBroken(run_id, record.reason or "a write failed")
+        stream = self._key("events:", run_id)
+        position = f"0-{max(after, 0)}"
+        block_ms = max(1, int(self.block * 1000))
+        while True:
+            reply = await self._io(
+                self._redis().xread({stream: position}, count=self.follow_batch, block=block_ms)
+            )
+            if not reply:
+                # Timed out: the stream may have expired or been pruned, or its
+                # end marker been lost; the record says which.
+                record = await self.run(run_id)
+                if record is None:
+                    raise UnknownRun(run_id)
+                if record.status is RunStatus.BROKEN:
+                    raise RunBroken(run_id, record.reason or "a write failed")
+                if record.status.ended:
+                    for stored in await self.read(run_id, after=int(position[2:])):
+                        yield stored
+                    return
+                continue
+            for entry_id, fields in reply[0][1]:
+                entry_name = _text(entry_id) or ""
+                if not entry_name.startswith("0-"):  # the end marker: every event came before it
+                    record = await self.run(run_id)
+                    if record is not None and record.status is RunStatus.BROKEN:
+                        raise RunBroken(run_id, record.reason or "a write failed")
+                    return
+                seen = int(position[2:])
+                position = entry_name
+                for entry in split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], seen):
+                    yield entry

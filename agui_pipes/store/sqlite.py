@@ -1,0 +1,367 @@
+"""``sqlite:///runs.db`` — the embedded event log for one server: a file, survives restarts.
+
+Why stdlib ``sqlite3`` and not ``aiosqlite``: no dependency, and the few
+blocking calls are easy to move off the event loop ourselves with
+``anyio.to_thread.run_sync`` — which, unlike aiosqlite's own thread, works
+on trio as well as asyncio.
+
+* WAL mode: readers (followers, resuming clients) never block the writer,
+  and other processes may open the same file to read it (``agui-pipes
+  history``) while a server writes.
+* ``synchronous=NORMAL``: a commit survives a crash of the process; a power
+  loss may lose the last commits (the SQLite default trade-off for WAL).
+* One connection per store object, used from worker threads under a lock:
+  sqlite3 connections must not be used by two threads at once, and a
+  batch append is one transaction (one fsync at most), so the lock is held
+  for one short statement group at a time.
+* Followers in this process wake when an append commits; followers in other
+  processes poll every ``poll_interval`` seconds (0.1 by default), the only
+  notification SQLite offers across processes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+
+from ._base import (
+    ChangeSignals,
+    EventLog,
+    Retention,
+    RunRecord,
+    RunStatus,
+    check_appendable,
+    doomed_runs,
+    new_epoch,
+)
+from ._batches import join_batch, split_batch
+from ._errors import RunBroken, StoreError, UnknownRun
+
+__all__ = ["SQLiteEventLog"]
+
+_T = TypeVar("_T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL UNIQUE,
+    thread_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    ended REAL,
+    last_seq INTEGER NOT NULL,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, id);
+CREATE TABLE IF NOT EXISTS batches (
+    run INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    lengths BLOB NOT NULL,
+    PRIMARY KEY (run, last_seq)
+);
+"""
+
+_FORMAT = "1"
+"""The layout version kept in ``meta``: a file of another layout is refused, not misread."""
+
+_COLUMNS = "id, thread_id, run_id, status, created, updated, ended, last_seq, reason"
+
+_Row = tuple[int, str, str, str, float, float, "float | None", int, "str | None"]
+
+
+def _record(row: _Row) -> RunRecord:
+    _, thread_id, run_id, status, created, updated, ended, last_seq, reason = row
+    return RunRecord(
+        thread_id, run_id, RunStatus(status), created, updated, ended, last_seq, reason
+    )
+
+
+class SQLiteEventLog(EventLog):
+    """The event log in one SQLite file; see the module docstring."""
+
+    def __init__(
+        self, path: str | Path, retention: Retention | None = None, poll_interval: float = 0.1
+    ) -> None:
+        super().__init__(retention)
+        if not poll_interval > 0:
+            raise ValueError(
+                f"poll_interval must be a positive number of seconds, got {poll_interval!r}"
+            )
+        self.path = str(path)
+        self.poll_interval = poll_interval
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self._signals = ChangeSignals()
+
+    def __repr__(self) -> str:
+        return f"SQLiteEventLog({self.path!r})"
+
+    async def _call(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
+        conn = self._conn
+        if conn is None:
+            raise self._not_open()
+
+        def locked() -> _T:
+            with self._lock:
+                return function(conn)
+
+        try:
+            return await anyio.to_thread.run_sync(locked)
+        except sqlite3.Error as exc:
+            # One family of errors for callers, whatever the backend; the
+            # sqlite3 error (locked, disk full, I/O) stays chained.
+            raise StoreError(f"the SQLite event log {self.path!r} failed: {exc}") from exc
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def _open(self) -> str:
+        return await anyio.to_thread.run_sync(self._open_sync)
+
+    def _open_sync(self) -> str:
+        if self.path != ":memory:" and not Path(self.path).parent.is_dir():
+            raise StoreError(
+                f"cannot open the SQLite event log {self.path!r}: its directory "
+                f"{str(Path(self.path).parent)!r} does not exist; create it first"
+            )
+        try:
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the SQLite event log {self.path!r}: {exc}") from exc
+        try:
+            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', ?)", (new_epoch(),))
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (_FORMAT,))
+            (epoch,) = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
+            (layout,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(
+                f"cannot use {self.path!r} as an event log: {exc} (is it a SQLite database "
+                f"this version of agui_pipes wrote?)"
+            ) from exc
+        if layout != _FORMAT:
+            conn.close()
+            raise StoreError(
+                f"the SQLite event log {self.path!r} has layout {layout!r}; this version of "
+                f"agui_pipes reads layout {_FORMAT!r} only: use another file"
+            )
+        self._conn = conn
+        return str(epoch)
+
+    async def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        self._signals.changed_all()
+        if conn is not None:
+
+            def close() -> None:
+                with self._lock:
+                    conn.close()
+
+            await anyio.to_thread.run_sync(close)
+
+    # -- writes ----------------------------------------------------------------
+
+    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+        self._check_open()
+        now = self._now()
+        count = len(payloads)
+        data, lengths = join_batch(payloads) if count else (b"", b"")
+
+        def write(conn: sqlite3.Connection) -> tuple[int, bool]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    f"SELECT {_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                if row is None:
+                    cursor = conn.execute(
+                        "INSERT INTO runs (run_id, thread_id, status, created, updated, last_seq)"
+                        " VALUES (?, ?, 'live', ?, ?, 0)",
+                        (run_id, thread_id, now, now),
+                    )
+                    key, last, created = cursor.lastrowid, 0, True
+                    assert key is not None
+                else:
+                    check_appendable(_record(row), thread_id)
+                    key, last, created = row[0], row[7], False
+                if count:
+                    conn.execute(
+                        "INSERT INTO batches (run, last_seq, first_seq, data, lengths)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (key, last + count, last + 1, data, lengths),
+                    )
+                    conn.execute(
+                        "UPDATE runs SET last_seq = ?, updated = ? WHERE id = ?",
+                        (last + count, now, key),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return last + 1, created
+
+        first, created = await self._call(write)
+        if payloads:
+            self._signals.changed(run_id)
+        if created and self._sweep_due(now):
+            await self.prune(now)
+        return list(range(first, first + len(payloads)))
+
+    async def end_run(
+        self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
+    ) -> RunRecord:
+        self._check_open()
+        status = RunStatus(status)
+        now = self._now()
+
+        def write(conn: sqlite3.Connection) -> _Row | None:
+            conn.execute(
+                "UPDATE runs SET status = ?, ended = ?, updated = ?, reason = ?"
+                " WHERE run_id = ? AND status = 'live'",
+                (status.value, now, now, reason, run_id),
+            )
+            row: _Row | None = conn.execute(
+                f"SELECT {_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            return row
+
+        row = await self._call(write)
+        if row is None:
+            raise UnknownRun(run_id)
+        self._signals.changed(run_id)
+        return _record(row)
+
+    async def mark_broken(self, run_id: str, reason: str) -> None:
+        self._check_open()
+        now = self._now()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(
+                    "INSERT INTO runs (run_id, thread_id, status, created, updated, ended,"
+                    " last_seq, reason) VALUES (?, '', 'broken', ?, ?, ?, 0, ?)"
+                    " ON CONFLICT (run_id) DO UPDATE SET status = 'broken', updated = ?,"
+                    " ended = ?, reason = ?",
+                    (run_id, now, now, now, reason, now, now, reason),
+                )
+                conn.execute(
+                    "DELETE FROM batches WHERE run = (SELECT id FROM runs WHERE run_id = ?)",
+                    (run_id,),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        await self._call(write)
+        self._signals.changed(run_id)
+
+    async def prune(self, now: float | None = None) -> int:
+        self._check_open()
+        when = self._now() if now is None else now
+        retention = self.retention
+
+        def write(conn: sqlite3.Connection) -> list[str]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(f"SELECT {_COLUMNS} FROM runs ORDER BY id").fetchall()
+                doomed = doomed_runs([_record(row) for row in rows], retention, when)
+                for run_id in doomed:
+                    conn.execute(
+                        "DELETE FROM batches WHERE run = (SELECT id FROM runs WHERE run_id = ?)",
+                        (run_id,),
+                    )
+                    conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return doomed
+
+        doomed = await self._call(write)
+        for run_id in doomed:
+            self._signals.changed(run_id)
+        return len(doomed)
+
+    # -- reads -----------------------------------------------------------------
+
+    async def read(
+        self, run_id: str, after: int = 0, limit: int | None = None
+    ) -> list[tuple[int, bytes]]:
+        self._check_open()
+
+        def query(conn: sqlite3.Connection) -> list[tuple[int, bytes]]:
+            row = conn.execute(
+                "SELECT id, status, reason FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is None:
+                raise UnknownRun(run_id)
+            key, status, reason = row
+            if status == RunStatus.BROKEN.value:
+                raise RunBroken(run_id, reason or "a write failed")
+            entries: list[tuple[int, bytes]] = []
+            batches = conn.execute(
+                "SELECT first_seq, data, lengths FROM batches WHERE run = ? AND last_seq > ?"
+                " ORDER BY last_seq",
+                (key, after),
+            )
+            for first_seq, data, lengths in batches:
+                entries.extend(split_batch(first_seq, data, lengths, after))
+                if limit is not None and len(entries) >= limit:
+                    del entries[limit:]
+                    break
+            return entries
+
+        return await self._call(query)
+
+    async def run(self, run_id: str) -> RunRecord | None:
+        self._check_open()
+
+        def query(conn: sqlite3.Connection) -> _Row | None:
+            row: _Row | None = conn.execute(
+                f"SELECT {_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            return row
+
+        row = await self._call(query)
+        return None if row is None else _record(row)
+
+    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+        self._check_open()
+
+        def query(conn: sqlite3.Connection) -> list[_Row]:
+            rows: list[_Row] = conn.execute(
+                f"SELECT {_COLUMNS} FROM runs WHERE thread_id = ? ORDER BY id", (thread_id,)
+            ).fetchall()
+            return rows
+
+        return [_record(row) for row in await self._call(query)]
+
+    def _change(self, run_id: str) -> object:
+        return self._signals.token(run_id)
+
+    async def _wait(self, run_id: str, change: object) -> None:
+        assert isinstance(change, anyio.Event)
+        with anyio.move_on_after(self.poll_interval):
+            await change.wait()
