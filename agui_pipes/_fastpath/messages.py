@@ -88,7 +88,7 @@ def _members(annotation: Any) -> tuple[Any, ...]:
 class _Union:
     """A discriminated union's member shapes, by discriminator value and by class."""
 
-    __slots__ = ("by_class", "by_tag", "tag")
+    __slots__ = ("builders", "by_class", "by_tag", "tag", "writers")
 
     def __init__(self, annotation: Any) -> None:
         members = _members(annotation)
@@ -99,6 +99,14 @@ class _Union:
         self.by_class: dict[type[BaseModel], Shape] = {
             shape.cls: shape for shape in self.by_tag.values()
         }
+        # The members' generated builders by tag and writers by class, compiled on
+        # first use (with the fast path off nothing is generated).
+        self.builders: dict[str, Callable[[Any], BaseModel | None]] = {}
+        self.writers: dict[type[BaseModel], Callable[[Any], dict[str, Any] | None]] = {}
+
+    def compile(self) -> None:
+        self.builders.update({tag: builder(shape) for tag, shape in self.by_tag.items()})
+        self.writers.update({cls: writer(shape) for cls, shape in self.by_class.items()})
 
 
 def _kind(annotation: Any) -> tuple[int, Any]:
@@ -236,6 +244,7 @@ def _nested_builder(kind: int, argument: Any) -> Callable[[Any], Any]:
         return builder(argument)
     if kind is _MODELS:
         return partial(_all, builder(argument))
+    argument.compile()
     if kind is _UNION:
         return partial(_member_of, argument)
     return partial(_members_of, argument)  # _CONTENT
@@ -278,19 +287,26 @@ def _member_of(union: _Union, value: Any) -> BaseModel | None:
     if value.__class__ is not dict:
         return None
     tag = value.get(union.tag)
-    shape = union.by_tag.get(tag) if tag.__class__ is str else None
-    return None if shape is None else builder(shape)(value)
+    build = union.builders.get(tag) if tag.__class__ is str else None
+    return None if build is None else build(value)
 
 
 def _members_of(union: _Union, items: Any) -> list[BaseModel] | None:
     if items.__class__ is not list:
         return None
+    builders = union.builders
+    key = union.tag
     built = []
+    append = built.append
     for item in items:
-        model = _member_of(union, item)
+        if item.__class__ is not dict:
+            return None
+        tag = item.get(key)
+        build = builders.get(tag) if tag.__class__ is str else None
+        model = None if build is None else build(item)
         if model is None:
             return None
-        built.append(model)
+        append(model)
     return built
 
 
@@ -301,6 +317,8 @@ def build_messages(items: Any) -> list[BaseModel] | None:
     otherwise. The parsed values are kept (strings, metadata, activity
     content), as ``model_validate`` keeps equal ones.
     """
+    if not _MESSAGES.builders:
+        _MESSAGES.compile()
     return _members_of(_MESSAGES, items)
 
 
@@ -350,6 +368,7 @@ def _nested_writer(kind: int, argument: Any) -> Callable[[Any], Any]:
         return writer(argument)
     if kind is _MODELS:
         return partial(_all, writer(argument))
+    argument.compile()
     if kind is _UNION:
         return partial(_member_values, argument)
     return partial(_all_members, argument)  # _CONTENT
@@ -372,19 +391,22 @@ def writer(shape: Shape) -> Callable[[Any], dict[str, Any] | None]:
 
 
 def _member_values(union: _Union, model: Any) -> dict[str, Any] | None:
-    shape = union.by_class.get(model.__class__)
-    return None if shape is None else writer(shape)(model)
+    write = union.writers.get(model.__class__)
+    return None if write is None else write(model)
 
 
 def _all_members(union: _Union, items: Any) -> list[dict[str, Any]] | None:
     if items.__class__ is not list:
         return None
+    writers = union.writers
     written = []
+    append = written.append
     for item in items:
-        values = _member_values(union, item)
+        write = writers.get(item.__class__)
+        values = None if write is None else write(item)
         if values is None:
             return None
-        written.append(values)
+        append(values)
     return written
 
 
@@ -395,6 +417,8 @@ def message_values(messages: Any) -> list[dict[str, Any]] | None:
     the reference path, as one with extra fields or a value of another kind
     than its field's does.
     """
+    if not _MESSAGES.writers:
+        _MESSAGES.compile()
     try:
         return _all_members(_MESSAGES, messages)
     except KeyError:
