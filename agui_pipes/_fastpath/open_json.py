@@ -359,7 +359,9 @@ def finish_open(out: dict[str, Any]) -> bytes | None:
         _marshal(out)
     except (TypeError, ValueError):
         return None
-    if b"null" in data and _orjson_loads(data) != out:
+    # (``find``, not ``in``: ``bytes.__contains__`` first tries its operand as an
+    # integer and formats the TypeError it catches, several times the search.)
+    if data.find(b"null") >= 0 and _orjson_loads(data) != out:
         return None
     return data
 
