@@ -296,7 +296,7 @@ def _members_of(union: _Union, items: Any) -> list[BaseModel] | None:
         return None
     builders = union.builders
     key = union.tag
-    built = []
+    built: list[BaseModel] = []
     append = built.append
     for item in items:
         if item.__class__ is not dict:
@@ -399,7 +399,7 @@ def _all_members(union: _Union, items: Any) -> list[dict[str, Any]] | None:
     if items.__class__ is not list:
         return None
     writers = union.writers
-    written = []
+    written: list[dict[str, Any]] = []
     append = written.append
     for item in items:
         write = writers.get(item.__class__)
