@@ -14,6 +14,7 @@ import json
 import uuid
 from typing import Any
 
+import orjson
 import pytest
 from ag_ui.core import (
     ActivityDeltaEvent,
@@ -339,12 +340,19 @@ class _Level(enum.IntEnum):
     HIGH = 3
 
 
+class _Mood(str, enum.Enum):
+    CALM = "calm"
+
+
 _exotic = st.one_of(
     _json_leaf,
     st.floats(),  # NaN and infinities: refused
     st.just(uuid.UUID(int=7)),  # not JSON: refused by the reference path
     st.just(_Colour.RED),
     st.just(_Level.HIGH),  # an int enum: written as its value
+    st.just(_Mood.CALM),  # a str enum: written as its value
+    st.just(orjson.Fragment(b'{"raw":1}')),  # orjson would write it as is: refused
+    st.just(-0.0),
     st.tuples(st.integers(), text),
     st.just(2**65),
     st.just("lone \ud800"),
