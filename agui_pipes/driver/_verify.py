@@ -63,7 +63,7 @@ def producer_observer() -> Observe:
             # .get: an event built with model_construct may lack a field, and then
             # the verifier's own handler is what says so.
             fields: dict[str, Any] = event.__dict__
-            item: str = fields.get(field)
+            item: Any = fields.get(field)
             if item in opened:
                 tag = fields.get("subagent_run_id")
                 if tag is None or owners.get(item, tag) == tag:
