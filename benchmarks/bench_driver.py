@@ -214,8 +214,9 @@ def main() -> None:
         counts = count_instructions(args.events, args.chunk, args.backend, names)
         print(f"{header}; instructions per event (callgrind, {args.events} vs "
               f"{2 * args.events} events)")
-        print(f"  {'variant':<9} {'Ir/event':>9} {'over bare':>10} {'ratio':>6}")
         bare = counts.get("bare")
+        columns = "" if bare is None else f" {'over bare':>10} {'ratio':>6}"
+        print(f"  {'variant':<9} {'Ir/event':>9}{columns}")
         for name, value in counts.items():
             versus = "" if bare is None else f" {value - bare:+10.0f} {value / bare:6.2f}"
             print(f"  {name:<9} {value:9.0f}{versus}")
