@@ -10,6 +10,7 @@ cancelled, the consumer left) the original exception is what propagates.
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 from collections.abc import Callable
 from types import TracebackType
@@ -109,31 +110,36 @@ class ClosesOnExit:
 
 
 _new = object.__new__
-_DEFAULTS: dict[type[BaseEvent], dict[str, Any]] = {}
+_IMMUTABLE = (type(None), str, int, enum.Enum)
 
 
 def _delta_template(
     cls: type[BaseEvent], id_field: str, item_id: str, kw: dict[str, Any]
-) -> tuple[dict[str, Any], frozenset[str]]:
+) -> tuple[dict[str, Any] | None, frozenset[str]]:
     """The ``__dict__`` and fields-set every delta of one open item shares, but the text.
 
     A streamed item emits thousands of deltas that differ only in their text,
-    and every other field (the item's id, its attribution tag) was already
-    accepted by pydantic when the item's start event was built. So a handle
-    assembles a ``str`` delta directly from these: the same ``__dict__``
-    (same keys, in declaration order), fields-set, extras and private slot a
-    validated instance has, so the event is equal to ``cls(**fields)`` and
-    serialises byte for byte as it does, at a fraction of its cost. Anything
-    but an exact ``str`` (a subclass, bytes, a wrong type) still goes through
-    pydantic, so what it accepts, coerces or rejects is unchanged.
+    and every other field (the item's id, its attribution tag) is the same.
+    So the handle validates one sample event when the item opens and keeps
+    its ``__dict__`` and fields-set; each ``str`` delta is then assembled
+    from them: the same keys in the same order, the same fields-set, extras
+    and private slot as a validated instance, so the event is equal to
+    ``cls(**fields)`` and serialises byte for byte as it does, at a fraction
+    of its cost. Anything but an exact ``str`` (a subclass, bytes, a wrong
+    type) still goes through pydantic, so what it accepts, coerces or
+    rejects is unchanged. A template is only shared when every value in it
+    is immutable and the model has no extras or private state; otherwise
+    (``None``) every delta is validated.
     """
-    defaults = _DEFAULTS.get(cls)
-    if defaults is None:
-        defaults = _DEFAULTS[cls] = {name: info.default for name, info in cls.model_fields.items()}
-    template = defaults.copy()
-    template[id_field] = item_id
-    template.update(kw)
-    return template, frozenset((id_field, "delta", *kw))
+    sample = cls(**{id_field: item_id, "delta": "", **kw})
+    template = dict(sample.__dict__)
+    fields = frozenset(sample.model_fields_set)
+    plain = (
+        sample.__pydantic_extra__ == {}
+        and sample.__pydantic_private__ is None
+        and all(isinstance(value, _IMMUTABLE) for value in template.values())
+    )
+    return (template if plain else None), fields
 
 
 class _Closable(ClosesOnExit):
@@ -179,9 +185,10 @@ class _StreamingHandle(_Closable):
 
     def delta(self, text: str) -> None:
         """Emit the content event carrying ``text``."""
-        if text.__class__ is str and self._open:
+        template = self._template
+        if template is not None and text.__class__ is str and self._open:
             # The hot path (see _delta_template): a validated instance, assembled.
-            data = self._template.copy()
+            data = template.copy()
             data["delta"] = text
             event = _new(self._content)
             DICT_SLOT(event, data)
@@ -279,8 +286,9 @@ class ToolCallHandle(_Closable):
 
     def args(self, delta: str) -> None:
         """Emit TOOL_CALL_ARGS with a fragment of the argument text (any string)."""
-        if delta.__class__ is str and self._open:
-            data = self._template.copy()  # assembled, as in _StreamingHandle.delta
+        template = self._template
+        if template is not None and delta.__class__ is str and self._open:
+            data = template.copy()  # assembled, as in _StreamingHandle.delta
             data["delta"] = delta
             event = _new(ToolCallArgsEvent)
             DICT_SLOT(event, data)
