@@ -1,13 +1,14 @@
-"""The gateway's first frame does not wait for the rest of the upstream's first read.
+"""The gateway's serving layer around its relay: when frames leave, what it counts.
 
-A relay batch is one upstream read (up to 64 KiB, hundreds of events). These
-tests watch the ASGI messages the gateway sends against what its chain has
-processed when each is sent: no timings, only order.
+A relay batch is one upstream read (up to 64 KiB, hundreds of events). The
+first-frame tests watch the ASGI messages the gateway sends against what its
+chain has processed when each is sent: no timings, only order.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import anyio
@@ -44,12 +45,16 @@ def wire(run_id: str, deltas: int) -> bytes:
 class Seen(StreamTransformer):
     """Counts the events the chain processed (per run id), passing them on."""
 
-    def __init__(self, counts: dict[str, int], run_id: str) -> None:
+    def __init__(
+        self, counts: dict[str, int], run_id: str, on_event: Callable[[BaseEvent], None]
+    ) -> None:
         self.counts = counts
         self.run_id = run_id
+        self.on_event = on_event
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         self.counts[self.run_id] = self.counts.get(self.run_id, 0) + 1
+        self.on_event(event)
         return (event,)
 
 
@@ -60,17 +65,23 @@ class Served:
     when that run's first body message was sent.
     """
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        logger: logging.Logger | None = None,
+        on_event: Callable[[BaseEvent], None] = lambda event: None,
+    ) -> None:
         self.counts: dict[str, int] = {}
         self.firsts: dict[str, dict[str, int]] = {}
         self.runs: list[str] = []  # run ids in request order, for the chain factory
+        self.on_event = on_event
         self.gateway = Gateway(
             "http://upstream.test/", chain=self.chain, client=client, keepalive=None,
-            send_timeout=None,
+            send_timeout=None, logger=logger,
         )
 
     def chain(self) -> TransformerChain:
-        return TransformerChain([Seen(self.counts, self.runs.pop(0))])
+        return TransformerChain([Seen(self.counts, self.runs.pop(0), self.on_event)])
 
     async def run(self, run_id: str) -> bytes:
         """POST one run to the gateway as ASGI; returns the body it sent."""
@@ -164,3 +175,58 @@ async def test_a_run_waiting_for_its_first_frame_is_not_kept_behind_another_runs
     # B's first frame left while A was still in the middle of its read.
     assert served.firsts["run-b"]["run-b"] >= 1
     assert served.firsts["run-b"]["run-a"] < 5004
+
+
+async def test_a_run_started_without_the_info_line_still_logs_true_counts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Without INFO the relay path does not count per stage (the counters are for
+    that line only); if INFO is switched on mid-run the line still tells the truth:
+    the source and output counts, without the per-stage ones."""
+    payload = wire("run-1", 500)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield payload[:1000]
+        yield payload[1000:]
+
+    logger = logging.getLogger("agui_pipes.tests.serving_layer")
+    logger.setLevel(logging.WARNING)
+
+    def switch_on(event: BaseEvent) -> None:
+        if event.type == "RUN_FINISHED":
+            logger.setLevel(logging.INFO)
+
+    caplog.set_level(logging.INFO, logger=logger.name)
+    logger.setLevel(logging.WARNING)
+    async with httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda request: sse(chunks()))
+    ) as client:
+        served = Served(client, logger, switch_on)
+        out = await served.run("run-1")
+    assert out == payload
+    lines = [r.getMessage() for r in caplog.records if "gateway run run-1 " in r.getMessage()]
+    assert len(lines) == 1
+    # 504 events went in and came out; the deltas mostly took the relay's bypass,
+    # which the source count includes (nothing is counted twice or lost).
+    assert "finished" in lines[0]
+    assert lines[0].endswith("events source 504 → out 504")
+
+
+async def test_with_the_info_line_each_stage_is_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    payload = wire("run-1", 50)
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield payload
+
+    logger = logging.getLogger("agui_pipes.tests.serving_layer_info")
+    caplog.set_level(logging.INFO, logger=logger.name)
+    async with httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda request: sse(chunks()))
+    ) as client:
+        served = Served(client, logger)
+        assert await served.run("run-1") == payload
+    lines = [r.getMessage() for r in caplog.records if "gateway run run-1 " in r.getMessage()]
+    assert len(lines) == 1
+    assert lines[0].endswith("events source 54 → ExpandChunks 54 → Seen 54 → Verify 54 → out 54")
