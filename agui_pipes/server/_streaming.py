@@ -188,7 +188,9 @@ class SSERun:
     batches, written as they are: whoever produces them keeps ``stats`` up to
     date. Or ``open_run`` opens an agent run given a ``FrameSink`` (no
     ``chain`` then: a sync chain runs inside the driver). ``on_disconnect`` is
-    called once if the client goes away.
+    called once if the client goes away; ``on_first_write`` once, when the first
+    body bytes have been handed to the server (what a producer that holds back
+    the rest of its work until its first frame is out waits for).
     """
 
     def __init__(
@@ -204,6 +206,7 @@ class SSERun:
         send_buffer: int = DEFAULT_SEND_BUFFER,
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         on_disconnect: Callable[[], object] | None = None,
+        on_first_write: Callable[[], object] | None = None,
         logger: logging.Logger = _log,
     ) -> None:
         if sum(opener is not None for opener in (open_source, open_frames, open_run)) != 1:
@@ -219,6 +222,7 @@ class SSERun:
         self._stats = stats
         self._keepalive = keepalive
         self._on_disconnect = on_disconnect
+        self._on_first_write = on_first_write
         self._log = logger
         self._send_buffer = send_buffer
         self._send_timeout = send_timeout
@@ -440,6 +444,9 @@ class SSERun:
             await send({"type": "http.response.body", "body": body, "more_body": True})
             self._send_started = None
             self._last_write = last_write = clock()
+            if self._on_first_write is not None:
+                self._on_first_write()
+                self._on_first_write = None
         self._send_started = clock() if waited else last_write
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         self._send_started = None

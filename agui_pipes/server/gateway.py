@@ -290,6 +290,7 @@ class Gateway:
             response = SSERun(
                 open_frames=open_relay,
                 stats=stats,
+                on_first_write=first.wrote,
                 keepalive=self._keepalive,
                 logger=self._log,
                 send_buffer=self._send_buffer,
@@ -528,12 +529,11 @@ class Gateway:
                     if out:
                         yield out
                         if first.pending:
-                            # Let the writer send it before the rest of the read.
-                            # Twice: trio may run this task before the writer in
-                            # the turn after the first; by the second, the writer
-                            # has had its turn. Only then is the frame out.
-                            await anyio.lowlevel.checkpoint()
-                            await anyio.lowlevel.checkpoint()
+                            # Let the writer send it before the rest of the read:
+                            # the response tells when its first body went out
+                            # (counting scheduler turns would depend on how the
+                            # backend and the writer order theirs).
+                            await first.written.wait()
                             first.sent()
                             continue
                     if start < total and first.others():
@@ -580,12 +580,17 @@ class _FirstFrames:
 class _FirstFrame:
     """One run, counted in its gateway's ``_FirstFrames`` until its first frame is out."""
 
-    __slots__ = ("_all", "pending")
+    __slots__ = ("_all", "pending", "written")
 
     def __init__(self, waiting: _FirstFrames) -> None:
         self._all = waiting
         self.pending = True
+        self.written = anyio.Event()
         waiting.waiting += 1
+
+    def wrote(self) -> None:
+        """The response handed its first body to the server (``SSERun(on_first_write=)``)."""
+        self.written.set()
 
     def sent(self) -> None:
         """The first frame is out (or the run ended): stop counting this run."""
