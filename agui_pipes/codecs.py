@@ -546,6 +546,12 @@ class NDJSONDecoder(_ChunkDecoder):
             lines[0] = bytes(self._line) + lines[0]
             self._line.clear()
         tail = lines.pop()
+        if not text and self._plain_lines(chunk, lines):
+            # Every line is already what ``_emit`` would append: keep the non-blank ones.
+            out.extend(filter(bytes.strip, lines))
+            self._line += tail
+            self._check()
+            return out
         for line in lines:
             if len(line) > self.max_line_bytes:
                 self._line[:] = line
@@ -554,6 +560,34 @@ class NDJSONDecoder(_ChunkDecoder):
         self._line += tail
         self._check()
         return out
+
+    def _plain_lines(self, chunk: bytes, lines: list[bytes]) -> bool:
+        """Whether ``_emit`` would pass each of ``lines`` (cut from ``chunk``) through as it is.
+
+        True when no line ends in CR, none is over the cap and all are UTF-8 —
+        checked over the whole chunk in C rather than line by line, which is
+        most of what decoding a long NDJSON file cost. Only ``lines[0]`` can
+        hold bytes from an earlier chunk, so it is checked apart. Anything
+        else (a CR, a long line, bytes that are not UTF-8 — or a character
+        split across chunks, which a chunk-wide check cannot tell from one)
+        goes through ``_emit`` line by line, with its own errors.
+        """
+        first = lines[0]
+        if b"\r" in chunk or first[-1:] == b"\r":
+            return False
+        if max(map(len, lines)) > self.max_line_bytes:
+            return False
+        if chunk.isascii() and first.isascii():
+            return True
+        start = chunk.index(b"\n") + 1
+        end = chunk.rindex(b"\n") + 1
+        try:
+            if not first.isascii():
+                first.decode("utf-8")
+            str(memoryview(chunk)[start:end], "utf-8")
+        except UnicodeDecodeError:
+            return False
+        return True
 
     def _check(self) -> None:
         try:

@@ -24,6 +24,11 @@ process is the client (httpx, concurrent streaming runs on anyio). Paths:
    comparison. ``--baseline DIR`` serves both agents from the agui_pipes
    checkout in ``DIR`` too (``baseline/...`` rows, measured right after the
    ``endpoint/...`` row of the same client count): before/after in one run.
+5. ``in-process`` (with ``--in-process``) — after each gateway phase, the
+   gateway's own loop (SSE decoding of 64 KiB reads, ``Relay`` through the
+   same chain) over the same body in this process: what the gateway's server
+   CPU per event costs beyond it is the serving layer's (``--replay-only``
+   skips the endpoint phases).
 
 Figures, per phase:
 
@@ -430,6 +435,35 @@ def measure(name: str, server: Server, clients: int, runs: int,
     return phase
 
 
+def in_process(body: bytes, chain_file: Path, runs: int, clients: int) -> Phase:
+    """The gateway's own loop over the replayed body in this process, without HTTP.
+
+    What the gateway does per upstream read (``SSEDecoder.feed_bytes`` on 64 KiB,
+    then ``Relay.feed`` through the chain file's stages), with none of the
+    serving layer: no sockets, no ASGI, no per-stage counters for the log line.
+    The gateway's server CPU per event over this is the serving layer's cost.
+    """
+    from agui_pipes.codecs import SSEDecoder
+    from agui_pipes.config import load_chain
+    from agui_pipes.relay import Relay
+
+    factory = load_chain(chain_file)
+    per_run = body.count(b"\n\ndata:") + 1
+    phase = Phase("in-process", clients, per_run)
+    cpu, wall = time.process_time(), time.monotonic()
+    for _ in range(runs):
+        decoder, relay = SSEDecoder(), Relay(factory())
+        for at in range(0, len(body), 65536):
+            relay.feed(decoder.feed_bytes(body[at : at + 65536]))
+        decoder.close()
+        relay.finish()
+        phase.runs += 1
+        phase.events += relay.events_out
+    phase.server_cpu, phase.wall = time.process_time() - cpu, time.monotonic() - wall
+    print(_line(phase.row()), flush=True)
+    return phase
+
+
 def driver_alone(tokens: int, runs: int) -> Phase:
     """The token agent through the run driver alone, in this process (CPU time)."""
     from agui_pipes import run
@@ -519,6 +553,11 @@ def main() -> int:
                              "baseline/demo and baseline/tokens rows")
     parser.add_argument("--chain", type=Path,
                         help="gateway chain file (default: the suite's gateway-path stages)")
+    parser.add_argument("--replay-only", action="store_true",
+                        help="only the replay paths (direct, proxy, gateway): no endpoint phases")
+    parser.add_argument("--in-process", action="store_true",
+                        help="after each gateway phase, the gateway's loop in this process "
+                             "(no HTTP): the serving layer's cost is the difference")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
     parser.add_argument("--_role", help=argparse.SUPPRESS)
@@ -586,11 +625,13 @@ def main() -> int:
                 phases.append(measure("direct", upstream, n, runs, per_run=sent))
                 phases.append(measure("proxy", proxy, n, runs, upstream, sent))
                 phases.append(measure("gateway", gateway, n, runs, upstream, sent))
+                if args.in_process:
+                    phases.append(in_process(body, chain_file, max(2, min(runs * n, 3)), n))
             for server in servers:
                 server.stop()
             servers.clear()
 
-            for agent in ("demo", "tokens"):
+            for agent in () if args.replay_only else ("demo", "tokens"):
                 port = free_port()
                 endpoint = Server(f"endpoint/{agent}", _child(agent, port, "--_arg", str(tokens)),
                                   port)
@@ -614,7 +655,8 @@ def main() -> int:
                     if server is not None:
                         server.stop()
                         servers.remove(server)
-            phases.append(driver_alone(tokens, max(1, target // (tokens + 5))))
+            if not args.replay_only:
+                phases.append(driver_alone(tokens, max(1, target // (tokens + 5))))
         finally:
             for server in servers:
                 server.stop()

@@ -14,6 +14,7 @@ import json
 import uuid
 from typing import Any
 
+import orjson
 import pytest
 from ag_ui.core import (
     ActivityDeltaEvent,
@@ -339,12 +340,19 @@ class _Level(enum.IntEnum):
     HIGH = 3
 
 
+class _Mood(str, enum.Enum):
+    CALM = "calm"
+
+
 _exotic = st.one_of(
     _json_leaf,
     st.floats(),  # NaN and infinities: refused
     st.just(uuid.UUID(int=7)),  # not JSON: refused by the reference path
     st.just(_Colour.RED),
     st.just(_Level.HIGH),  # an int enum: written as its value
+    st.just(_Mood.CALM),  # a str enum: written as its value
+    st.just(orjson.Fragment(b'{"raw":1}')),  # orjson would write it as is: refused
+    st.just(-0.0),
     st.tuples(st.integers(), text),
     st.just(2**65),
     st.just("lone \ud800"),
@@ -511,3 +519,214 @@ def test_a_value_json_cannot_carry_is_refused_on_both_paths(
     fast, reference = _encoded_or_error(event, True), _encoded_or_error(event, False)
     assert fast == reference
     assert isinstance(reference, tuple) is refused, reference
+
+
+# -- messages snapshots -------------------------------------------------------
+
+_objects = st.dictionaries(text, json_values, max_size=2)
+_SOURCES = {
+    "data": {"value": text, "mimeType": text},
+    "url": {"value": text, "mimeType?": text},
+    "file": {"value": text, "provider?": text, "mimeType?": text},
+}
+_PART = {"id?": text, "metadata?": json_values}
+_PARTS = {
+    "text": {**_PART, "text": text},
+    **{kind: {**_PART, "source": "source"} for kind in ("image", "audio", "video", "document")},
+}
+_COMMON = {"id": text, "metadata?": _objects, "subagentRunId?": text}
+_NAMED = {**_COMMON, "name?": text, "encryptedValue?": text}
+_MESSAGES = {
+    "user": {**_NAMED, "content": "content"},
+    "system": {**_NAMED, "content": text},
+    "developer": {**_NAMED, "content": text},
+    "assistant": {**_NAMED, "content?": text, "toolCalls?": "toolCalls"},
+    "tool": {**_COMMON, "content": "content", "toolCallId": text, "error?": text,
+             "encryptedValue?": text},
+    "activity": {**_COMMON, "activityType": text, "content": _objects},
+    "reasoning": {**_COMMON, "content": text, "encryptedValue?": text},
+}
+
+
+def _object(draw: st.DrawFn, tag_key: str, tags: dict[str, dict[str, Any]]) -> Any:
+    """One wire object of a tagged kind, sometimes hostile (each hostility is rare)."""
+    if draw(st.integers(0, 60)) == 0:
+        return draw(st.one_of(st.none(), text, st.integers()))  # not an object
+    tag = draw(st.sampled_from(sorted(tags)))
+    fields = tags[tag]
+    item: dict[str, Any] = {}
+    if draw(st.integers(0, 40)):
+        item[tag_key] = tag if draw(st.integers(0, 40)) else draw(
+            st.sampled_from(["robot", "hologram", None, 7])  # unknown member / wrong type
+        )
+    for key in draw(st.permutations(sorted(fields))):
+        name = key.rstrip("?")
+        if key.endswith("?") and draw(st.booleans()):
+            continue
+        if draw(st.integers(0, 40)) == 0:
+            continue  # a required key missing, sometimes
+        spec = fields[key]
+        if draw(st.integers(0, 40)) == 0:
+            item[name] = draw(st.one_of(st.none(), json_values))  # a wrong kind, or a null
+        elif spec == "source":
+            item[name] = _object(draw, "type", _SOURCES)
+        elif spec == "content":
+            item[name] = draw(text) if draw(st.booleans()) else [
+                _object(draw, "type", _PARTS) for _ in range(draw(st.integers(0, 2)))
+            ]
+        elif spec == "toolCalls":
+            item[name] = [_tool_call(draw) for _ in range(draw(st.integers(0, 2)))]
+        else:
+            item[name] = draw(spec)
+    if draw(st.integers(0, 40)) == 0:
+        item["futureKey"] = draw(json_values)  # an undescribed key: stripped, with a warning
+    return item
+
+
+def _tool_call(draw: st.DrawFn) -> Any:
+    call: dict[str, Any] = {"id": draw(text), "type": "function",
+                            "function": {"name": draw(text), "arguments": draw(text)}}
+    if draw(st.booleans()):
+        call["encryptedValue"] = draw(text)
+    if draw(st.booleans()):
+        call["metadata"] = draw(_objects)
+    if draw(st.integers(0, 30)) == 0:
+        call[draw(st.sampled_from(["type", "function", "id"]))] = draw(json_values)
+    if draw(st.integers(0, 30)) == 0:
+        call["function"] = {"name": draw(text), "arguments": draw(text), "extra": 1}
+    return call
+
+
+@st.composite
+def _messages_wire(draw: st.DrawFn) -> dict[str, Any]:
+    wire: dict[str, Any] = {"type": "MESSAGES_SNAPSHOT"}
+    optional = {"timestamp": st.integers(-(2**54), 2**54), "metadata": _objects,
+                "rawEvent": json_values, "unknownKey": json_values}
+    for key in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=2)):
+        wire[key] = draw(optional[key])
+    if draw(st.integers(0, 30)):
+        wire["messages"] = [
+            _object(draw, "role", _MESSAGES) for _ in range(draw(st.integers(0, 4)))
+        ]
+    return wire
+
+
+@paths
+@settings(max_examples=800, deadline=None)
+@given(_messages_wire(), st.booleans())
+def test_decode_messages_snapshots_equal_checked_path(
+    fast_path: bool, wire: dict[str, Any], ascii_only: bool
+) -> None:
+    # ensure_ascii=True writes every non-ASCII character as a \u escape.
+    line = json.dumps(wire, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    try:
+        parsed = _json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return  # a lone surrogate written raw: not UTF-8, both paths report it alike elsewhere
+    fast_error: DecodeError | None = None
+    try:
+        fast = decode(line, index=2, fast_path=fast_path)
+    except DecodeError as error:
+        fast_error = error
+    if fast_error is not None:
+        with pytest.raises(DecodeError) as checked_error:
+            decode_checked(parsed, "MESSAGES_SNAPSHOT", 2)
+        assert str(fast_error) == str(checked_error.value)
+        assert fast_error.path == checked_error.value.path
+        return
+    checked = decode_checked(parsed, "MESSAGES_SNAPSHOT", 2)
+    assert fast.warnings == checked.warnings
+    assert fast.event == checked.event
+    _same_models(fast.event, checked.event)
+    assert fast.event is not None
+    expected = _encoded(checked.event, False)  # type: ignore[arg-type]
+    assert _encoded(fast.event, fast_path) == expected
+    if isinstance(expected, bytes):
+        assert encode_sse(fast.event, fast_path=fast_path) == b"data: " + expected + b"\n\n"
+
+
+def test_messages_snapshots_take_the_fast_path() -> None:
+    # Not a timing: an ordinary snapshot is built by the messages builders and
+    # written by the open-value writer, equal to what the reference path gives.
+    from agui_pipes._fastpath.open_json import build_open
+    from agui_pipes._fastpath.writers import compile_common_shape
+
+    wire = json.loads(
+        '{"type":"MESSAGES_SNAPSHOT","messages":[{"id":"u1","role":"user","content":['
+        '{"type":"text","text":"hi"},{"type":"image","source":{"type":"url","value":"u"}}]},'
+        '{"id":"a1","role":"assistant","toolCalls":[{"id":"c1","type":"function",'
+        '"function":{"name":"f","arguments":"{}"}}]},'
+        '{"id":"t1","role":"tool","content":"42","toolCallId":"c1"},'
+        '{"id":"x1","role":"activity","activityType":"PLAN","content":{"a":[1]}},'
+        '{"id":"r1","role":"reasoning","content":"hmm"}]}'
+    )
+    checked = decode_checked(json.loads(json.dumps(wire)), "MESSAGES_SNAPSHOT", None).event
+    event = build_open(wire, ("MESSAGES_SNAPSHOT", tuple(wire)))
+    assert event is not None and checked is not None
+    _same_models(event, checked)
+    writer = compile_common_shape(type(event))
+    assert writer is not None
+    assert writer(event.__dict__) == encode_json(checked, fast_path=False)
+
+
+_message_parts = [
+    {"type": "text", "text": "t"},
+    {"type": "document", "source": {"type": "file", "value": "f", "provider": "p"}},
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(exotic_values, st.sampled_from(["message", "call", "part", "activity", "event"]))
+def test_encode_messages_snapshots_with_exotic_values_equal_reference_path(
+    value: Any, where: str
+) -> None:
+    from ag_ui.core import MessagesSnapshotEvent
+
+    meta = {"v": value}
+    messages: list[dict[str, Any]] = [
+        {"id": "u", "role": "user", "content": [
+            {**_message_parts[0], **({"metadata": value} if where == "part" else {})},
+            _message_parts[1],
+        ], **({"metadata": meta} if where == "message" else {})},
+        {"id": "a", "role": "assistant", "content": "c", "toolCalls": [
+            {"id": "c", "type": "function", "function": {"name": "n", "arguments": "{}"},
+             **({"metadata": meta} if where == "call" else {})},
+        ]},
+        {"id": "x", "role": "activity", "activityType": "A",
+         "content": meta if where == "activity" else {}},
+    ]
+    event = MessagesSnapshotEvent.model_validate(
+        {"messages": messages, **({"rawEvent": value} if where == "event" else {})}
+    )
+    assert _encoded(event, True) == _encoded(event, False)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic's, on both paths alike
+def test_message_models_built_without_validation_take_the_reference_path() -> None:
+    # A field missing, an extra field, a value of another kind, a model of
+    # another class: the writer does not guess what pydantic makes of them.
+    from ag_ui.core import AssistantMessage, MessagesSnapshotEvent, ToolCall, UserMessage
+
+    valid = MessagesSnapshotEvent.model_validate({"messages": [
+        {"id": "u", "role": "user", "content": "hi"},
+        {"id": "a", "role": "assistant", "toolCalls": [
+            {"id": "c", "type": "function", "function": {"name": "n", "arguments": "{}"}}]},
+    ]})
+    user, assistant = valid.messages
+    call = assistant.tool_calls[0]  # type: ignore[union-attr]
+    odd: list[Any] = [
+        [UserMessage.model_construct(id="u")],  # content missing
+        [UserMessage.model_construct(id="u", content="x", note="extra")],
+        [UserMessage.model_construct(id="u", content=7)],
+        [UserMessage.model_construct(id="u", role="assistant", content="x")],
+        [user, call],  # a tool call where a message belongs
+        [AssistantMessage.model_construct(id="a", tool_calls=[call, user])],
+        [AssistantMessage.model_construct(id="a", tool_calls=[
+            ToolCall.model_construct(id="c", function={"name": "n", "arguments": "{}"})])],
+        [UserMessage.model_construct(id="u", content=[call])],
+        (user,),
+    ]
+    for messages in [[user, assistant], *odd]:
+        event = MessagesSnapshotEvent.model_construct(messages=messages)
+        assert _encoded(event, True) == _encoded(event, False), messages
+    assert encode_json(valid, fast_path=True) == encode_json(valid, fast_path=False)

@@ -142,7 +142,7 @@ def test_generated_source_shows_open_value_builders_and_writers() -> None:
     assert "# <agui_pipes._fastpath: open-value builder STATE_DELTA (type,delta)>" in source
     assert "operations(raw['delta'])" in source
     assert "# <agui_pipes._fastpath: open-value writer STATE_DELTA>" in source
-    assert "loads(data) == out" in source  # the read-back that keeps it exact
+    assert "return finish(out)" in source  # finish_open: the checks that keep it exact
 
 
 def _show(*args: str) -> subprocess.CompletedProcess[str]:

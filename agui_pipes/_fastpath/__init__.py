@@ -9,8 +9,11 @@ the reference path's specs and checks, the reference path never imports it.
 * ``writers`` — the generated common-shape writer per event class, and
   pydantic's serializer without ``ag_ui``'s per-event hook;
 * ``open_json`` — snapshots, deltas and other events with open JSON values:
-  generated builders per key set (and per patch ``op``) and a writer per
-  class whose orjson output is read back before it is trusted;
+  generated builders per key set (and one for a JSON Patch array) and a
+  writer per class whose values are checked for what orjson writes
+  otherwise than the reference encoder;
+* ``messages`` — the messages of a ``MESSAGES_SNAPSHOT``: a generated
+  builder and writer per message, tool call, content part and source model;
 * ``bypass`` — the relay's bypass: payloads sent on as bytes when every
   stage promises to pass them;
 * ``_promises`` — joining those promises (``StreamTransformer.passes``) for

@@ -3,36 +3,37 @@
 The generated builders and writers take only events whose values are
 strings, choices and integers. ``STATE_SNAPSHOT``, ``STATE_DELTA``,
 ``ACTIVITY_*``, ``RAW`` and ``CUSTOM`` carry open JSON (any value, an object,
-a JSON Patch array) and would otherwise take the reference path both ways:
-every value through its checker and pydantic validation in, pydantic with
-``ag_ui``'s per-model hook (once per patch operation) out.
+a JSON Patch array) and ``MESSAGES_SNAPSHOT`` nested message models; they
+would otherwise take the reference path both ways: every value through its
+checker and pydantic validation in, pydantic with ``ag_ui``'s per-model hook
+(once per patch operation or message) out.
 
 Decoding (``build_open``): a payload is taken only when it provably needs
 nothing but the checks done here — every key described and of its kind, every
 patch operation of a known ``op`` with exactly its keys and JSON Pointers
-that match the spec's pattern. An unknown ``op``, an extra member on an
-operation, a legacy ``null`` or any malformed value returns None, and the
-reference path decides (with its warnings or its error). The values were
-parsed by orjson, which enforces ``Limits.max_depth`` while parsing, as the
-reference path's parser does; open values are kept as they are, as the
-reference path keeps them.
+that match the spec's pattern, every message as ``messages.build_messages``
+takes it. An unknown ``op``, an extra member on an operation, a legacy
+``null`` or any malformed value returns None, and the reference path decides
+(with its warnings or its error). The values were parsed by orjson, which
+enforces ``Limits.max_depth`` while parsing, as the reference path's parser
+does; open values are kept as they are, as the reference path keeps them.
 
 Encoding (``open_writer``): the event as plain values (patch operations as
 dicts in their models' key order, optional fields without value left out, as
 ``ag_ui``'s hook does) written by orjson, whose writing of JSON values is
 pydantic's byte for byte (strings, integers, finite floats: the fast-path
-tests check it on generated values). orjson would write what pydantic or the
-reference checks treat otherwise — a NaN as ``null``, a UUID or an enum as
-its value — so the output is read back and compared with what was written:
-anything that does not come back equal (and anything orjson refuses: deep
-nesting, huge integers, lone surrogates, non-string keys, subclasses,
-dataclasses, dates) returns None for the general path, which raises the
-reference path's errors.
+tests check it on generated values). What orjson would write otherwise than
+the reference path — a NaN as ``null``, a UUID or an enum as its value — is
+caught by ``finish_open``; that, and anything orjson refuses (deep nesting,
+huge integers, lone surrogates, non-string keys, subclasses, dataclasses,
+dates), returns None for the general path, which raises the reference path's
+errors.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from marshal import dumps as _marshal
 from typing import Any, Final, get_args
 
 from ag_ui.core import BaseEvent, StateDeltaEvent
@@ -42,6 +43,7 @@ from .. import _json
 from .._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
 from .._decode import PATCH_OP_KEYS, POINTER, SPECS, EventSpec
 from .builders import BUILDER_LIMIT, NEGATIVE_LIMIT
+from .messages import build_messages, message_values
 from .source import compile_function, origin
 
 __all__ = [
@@ -55,7 +57,7 @@ OPEN_TYPES: Final = frozenset({
 OPEN_CLASSES: Final = frozenset(SPECS[name].cls for name in OPEN_TYPES)
 
 # Value kinds, as the reference specs state them.
-_TYPE, _STR, _INT, _BOOL, _OBJECT, _ANY, _PATCH = range(7)
+_TYPE, _STR, _INT, _BOOL, _OBJECT, _ANY, _PATCH, _MESSAGES = range(8)
 
 _match = POINTER.match
 _new = object.__new__
@@ -82,85 +84,100 @@ def _op_models() -> dict[str, tuple[type[BaseModel], frozenset[str], tuple[tuple
 _OPS: Final = _op_models()
 _OP_CLASSES: Final = {
     cls: (
-        frozenset(attr for _, attr in pairs),
+        tuple(attr for _, attr in pairs),
         None if all(key == attr for key, attr in pairs) else pairs,
     )
     for cls, _, pairs in _OPS.values()
 }
-"""Per op model: its attributes, and None when its wire keys are its attribute names, else
-the (key, attr) pairs."""
+"""Per op model: its attributes in model order, and None when its wire keys are its
+attribute names, else the (key, attr) pairs."""
 
 
-def _op_builder(op: str) -> Callable[[dict[str, Any]], BaseModel | None]:
-    """Generated: the model of one patch operation the reference path keeps as it is, or None.
+def _operations_source() -> tuple[str, dict[str, Any]]:
+    """Generated: the op models of a JSON Patch array the reference path keeps as it is.
 
-    The wire keys must be exactly the op's (a missing one is fatal, an extra
-    one is kept as an extra member: the reference path's cases), each pointer
-    must match the spec's pattern. Without a "~" a string is a pointer when
-    empty or starting with "/"; escapes take the pattern itself (a regex costs
-    a microsecond, most pointers have no escape).
+    One function for the whole array (no call per operation). An operation is
+    taken when its key order is one of its op's (every key, nothing else: a
+    missing key is fatal and an extra one is kept as an extra member, the
+    reference path's cases) and each pointer matches the spec's pattern:
+    without a "~" a string is a pointer when empty or starting with "/";
+    escapes take the pattern itself (a regex costs a microsecond, most
+    pointers have no escape). When the wire order is the model's and the
+    wire keys are the attribute names, the parsed dict itself becomes the
+    model's field dict, as ``model_validate`` would have built it (same keys,
+    same order, same values): the caller hands over a freshly parsed payload
+    and keeps no other use of it.
     """
-    cls, keys, pairs = _OPS[op]
-    lines = ["def build(item):", "    if item.keys() != KEYS: return None"]
-    for i, (key, _) in enumerate(pairs):
-        if key == "op":
-            continue
-        lines.append(f"    v{i} = item[{key!r}]")
-        if key in ("path", "from"):
-            lines.append(
-                f"    if v{i}.__class__ is not str or (v{i} and v{i}[0] != '/') or "
-                f"('~' in v{i} and match(v{i}) is None): return None"
-            )
-    items = ", ".join(
-        f"{attr!r}: {op!r}" if key == "op" else f"{attr!r}: v{i}"
-        for i, (key, attr) in enumerate(pairs)
-    )
-    attrs = ", ".join(repr(attr) for _, attr in pairs)
-    lines += [
-        "    model = new(cls)",
-        f"    set_dict(model, {{{items}}})",
-        f"    set_fields(model, {{{attrs}}})",
-        "    set_extra(model, {})",
-        "    set_private(model, None)",
-        "    return model",
+    lines = [
+        "def operations(items):",
+        "    if items.__class__ is not list: return None",
+        "    out = []",
+        "    append = out.append",
+        "    for item in items:",
+        "        if item.__class__ is not dict: return None",
+        "        op = item.get('op')",
+        "        if op.__class__ is not str: return None",
+        "        order = tuple(item)",
     ]
     namespace: dict[str, Any] = {
-        "KEYS": keys, "match": _match, "new": _new, "cls": cls, "set_dict": DICT_SLOT,
-        "set_fields": FIELDS_SET_SLOT, "set_extra": EXTRA_SLOT, "set_private": PRIVATE_SLOT,
+        "match": _match, "new": _new, "set_dict": DICT_SLOT, "set_fields": FIELDS_SET_SLOT,
+        "set_extra": EXTRA_SLOT, "set_private": PRIVATE_SLOT,
     }
-    built: Callable[[dict[str, Any]], BaseModel | None] = compile_function(
-        "\n".join(lines), origin("patch op", op), namespace, "build"
-    )
-    return built
+    branch = "if"
+    for n, (op, (cls, keys, pairs)) in enumerate(_OPS.items()):
+        namespace[f"CLS{n}"] = cls
+        namespace[f"KEYS{n}"] = keys
+        model_order = tuple(key for key, _ in pairs)
+        same_names = all(key == attr for key, attr in pairs)
+        lines.append(f"        {branch} op == {op!r}:")
+        branch = "elif"
+        lines.append(f"            if order != {model_order!r}:")
+        lines.append(f"                if item.keys() != KEYS{n}: return None")
+        lines.append("                reuse = False")
+        lines.append("            else:")
+        lines.append(f"                reuse = {same_names!r}")
+        for i, (key, _) in enumerate(pairs):
+            if key == "op":
+                continue
+            lines.append(f"            v{i} = item[{key!r}]")
+            if key in ("path", "from"):
+                lines.append(
+                    f"            if v{i}.__class__ is not str or (v{i} and v{i}[0] != '/') or "
+                    f"('~' in v{i} and match(v{i}) is None): return None"
+                )
+        items = ", ".join(
+            f"{attr!r}: op" if key == "op" else f"{attr!r}: v{i}"
+            for i, (key, attr) in enumerate(pairs)
+        )
+        attrs = ", ".join(repr(attr) for _, attr in pairs)
+        lines += [
+            f"            model = new(CLS{n})",
+            f"            set_dict(model, item if reuse else {{{items}}})",
+            f"            set_fields(model, {{{attrs}}})",
+        ]
+    lines += [
+        "        else:",
+        "            return None  # an unknown op: removed with a warning by the reference path",
+        "        set_extra(model, {})",
+        "        set_private(model, None)",
+        "        append(model)",
+        "    return out",
+    ]
+    return "\n".join(lines), namespace
 
 
-_OP_BUILDERS: Final[dict[str, Callable[[dict[str, Any]], BaseModel | None]]] = {}
+_OPERATIONS: list[Callable[[Any], list[BaseModel] | None]] = []
 """Compiled on first use: with the fast path off, nothing is generated."""
 
 
-def _operations(items: Any) -> list[BaseModel] | None:
-    """The op models of a JSON Patch array the reference path would keep as it is, or None."""
-    if items.__class__ is not list:
-        return None
-    out: list[BaseModel] = []
-    append = out.append
-    builders = _OP_BUILDERS
-    for item in items:
-        if item.__class__ is not dict:
-            return None
-        op = item.get("op")
-        if op.__class__ is not str:
-            return None
-        build = builders.get(op)
-        if build is None:
-            if op not in _OPS:
-                return None  # an unknown op: removed with a warning by the reference path
-            build = builders[op] = _op_builder(op)
-        model = build(item)
-        if model is None:
-            return None
-        append(model)
-    return out
+def patch_builder() -> Callable[[Any], list[BaseModel] | None]:
+    """The generated JSON Patch builder (``_operations_source``), compiled once."""
+    if not _OPERATIONS:
+        source, namespace = _operations_source()
+        _OPERATIONS.append(
+            compile_function(source, origin("patch ops", "JSON Patch"), namespace, "operations")
+        )
+    return _OPERATIONS[0]
 
 
 class _Plan:
@@ -178,7 +195,8 @@ class _Plan:
         for key, (attr, low, high) in spec.int_attrs.items():
             kinds[key] = (attr, _INT, low, high)
         for table, kind in ((spec.bool_attrs, _BOOL), (spec.object_attrs, _OBJECT),
-                            (spec.open_attrs, _ANY), (spec.patch_attrs, _PATCH)):
+                            (spec.open_attrs, _ANY), (spec.patch_attrs, _PATCH),
+                            (spec.messages_attrs, _MESSAGES)):
             for key, attr in table.items():
                 kinds[key] = (attr, kind, 0, 0)
         self.kinds = kinds
@@ -186,7 +204,11 @@ class _Plan:
         self.template = {name: info.default for name, info in spec.cls.model_fields.items()}
 
 
-OPEN_BUILDERS: Final = {name: _Plan(SPECS[name]) for name in sorted(OPEN_TYPES)}
+OPEN_BUILDERS: Final = {
+    name: _Plan(SPECS[name]) for name in sorted(OPEN_TYPES | {"MESSAGES_SNAPSHOT"})
+}
+"""The types ``build_open`` takes: ``OPEN_TYPES`` and ``MESSAGES_SNAPSHOT``, whose messages
+are built by ``messages.build_messages``."""
 
 
 OpenBuilder = Callable[[dict[str, Any]], "BaseEvent | None"]
@@ -259,8 +281,9 @@ def _generate(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
         attr, kind, low, high = plan.kinds[key]
         if kind is _TYPE:
             continue
-        if kind is _PATCH:
-            lines.append(f"    v{i} = operations(raw[{key!r}])")
+        if kind is _PATCH or kind is _MESSAGES:
+            build = "operations" if kind is _PATCH else "messages"
+            lines.append(f"    v{i} = {build}(raw[{key!r}])")
             lines.append(f"    if v{i} is None: return None")
         else:
             lines.append(f"    v{i} = raw[{key!r}]")
@@ -283,9 +306,9 @@ def _generate(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
         "    return event",
     ]
     namespace: dict[str, Any] = {
-        "operations": _operations, "TEMPLATE": plan.template, "new": _new, "cls": plan.cls,
-        "set_dict": DICT_SLOT, "set_fields": FIELDS_SET_SLOT, "set_extra": EXTRA_SLOT,
-        "set_private": PRIVATE_SLOT,
+        "operations": patch_builder(), "messages": build_messages, "TEMPLATE": plan.template,
+        "new": _new, "cls": plan.cls, "set_dict": DICT_SLOT, "set_fields": FIELDS_SET_SLOT,
+        "set_extra": EXTRA_SLOT, "set_private": PRIVATE_SLOT,
     }
     built: OpenBuilder = compile_function(
         "\n".join(lines), origin("open-value builder", type_name, keys), namespace, "build"
@@ -295,9 +318,18 @@ def _generate(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
 
 # -- encoding ---------------------------------------------------------------
 
+def _refuse(value: Any) -> Any:
+    raise TypeError(f"not written by the open-value writer: {type(value).__name__}")
+
+
 _PASSTHROUGH = 0
+_orjson_dumps: Callable[..., bytes] = _refuse
+_orjson_loads: Callable[[bytes], Any] = _refuse
 if _json.HAVE_ORJSON:
     import orjson
+
+    _orjson_dumps = orjson.dumps
+    _orjson_loads = orjson.loads
 
     # Dates, dataclasses and subclasses of str / int / dict / list go to
     # ``default``, which refuses them: pydantic and the reference checks decide.
@@ -308,8 +340,30 @@ if _json.HAVE_ORJSON:
     )
 
 
-def _refuse(value: Any) -> Any:
-    raise TypeError(f"not written by the open-value writer: {type(value).__name__}")
+def finish_open(out: dict[str, Any]) -> bytes | None:
+    """The reference encoder's bytes for ``out`` (an event as plain values), or None.
+
+    orjson writes what the reference path refuses or writes otherwise in
+    four cases only once its ``default`` has refused everything else
+    (subclasses, dates, dataclasses, unknown objects): a NaN or an infinity
+    (written as ``null``), a UUID (a string), an enum (its value) and an
+    ``orjson.Fragment`` (raw text). ``marshal`` writes exact builtin types
+    only (every enum, UUID and fragment raises), and costs less than reading
+    the output back; a NaN or an infinity can only hide behind a ``null`` in
+    the output, so only then is the output read back and compared (a NaN is
+    unequal to everything, an infinity to the ``null`` it became). Tuples
+    pass: pydantic writes them as arrays too.
+    """
+    try:
+        data: bytes = _orjson_dumps(out, default=_refuse, option=_PASSTHROUGH)
+        _marshal(out)
+    except (TypeError, ValueError):
+        return None
+    # (``find``, not ``in``: ``bytes.__contains__`` first tries its operand as an
+    # integer and formats the TypeError it catches, several times the search.)
+    if data.find(b"null") >= 0 and _orjson_loads(data) != out:
+        return None
+    return data
 
 
 Writer = Callable[[dict[str, Any]], "bytes | None"]
@@ -334,7 +388,7 @@ def open_writer(cls: type[BaseEvent]) -> Writer | None:
     for attr, _, _ in checked.int_attrs.values():
         kind_of[attr] = _INT
     for table, kind in ((checked.bool_attrs, _BOOL), (checked.object_attrs, _OBJECT),
-                        (checked.patch_attrs, _PATCH)):
+                        (checked.patch_attrs, _PATCH), (checked.messages_attrs, _MESSAGES)):
         for attr in table.values():
             kind_of[attr] = kind
     type_value = cls.model_fields["type"].default.value
@@ -365,24 +419,18 @@ def open_writer(cls: type[BaseEvent]) -> Writer | None:
         else:
             lines.append("    if v is None: return None  # pydantic would warn")
             indent = ""
-        if kind is _PATCH:
-            lines.append(f"{indent}    v = operations(v)")
+        if kind is _PATCH or kind is _MESSAGES:
+            values = "operations" if kind is _PATCH else "messages"
+            lines.append(f"{indent}    v = {values}(v)")
             lines.append(f"{indent}    if v is None: return None")
         elif kind in checks:
             lines.append(indent + checks[kind])
         lines.append(f"{indent}    out[{key!r}] = v")
     lines += [
-        "    try:",
-        "        data = dumps(out, default=refuse, option=OPTION)",
-        "    except (TypeError, ValueError):",
-        "        return None",
-        "    # What orjson writes differently (NaN as null, UUIDs and enums as values)",
-        "    # does not read back as the value written.",
-        "    return data if loads(data) == out else None",
+        "    return finish(out)",
     ]
     namespace: dict[str, Any] = {
-        "dumps": orjson.dumps, "loads": orjson.loads, "refuse": _refuse,
-        "OPTION": _PASSTHROUGH, "operations": _operation_dicts,
+        "finish": finish_open, "operations": _operation_dicts, "messages": message_values,
     }
     write: Writer = compile_function(
         "\n".join(lines), origin("open-value writer", type_value), namespace, "write"
@@ -399,10 +447,12 @@ def _operation_dicts(operations: Any) -> list[dict[str, Any]] | None:
         shape = _OP_CLASSES.get(operation.__class__)
         if shape is None or operation.__pydantic_extra__:
             return None
-        attrs, renamed = shape
+        order, renamed = shape
         values = operation.__dict__
-        if values.keys() != attrs:
-            return None  # a field missing (built without validation): pydantic decides
+        if tuple(values) != order:
+            # A field missing (built without validation: pydantic decides), or the
+            # fields in another order than pydantic writes them.
+            return None
         # The fields in model order, under their wire names: the instance dict
         # itself when those are its keys (orjson only reads it).
         out.append(values if renamed is None else {key: values[attr] for key, attr in renamed})

@@ -108,7 +108,7 @@ class Emitter(Generic[S]):
         if name is not None:
             fields["name"] = name
         self._push(make_event(TextMessageStartEvent, **fields))
-        return MessageHandle(self, message_id)
+        return MessageHandle(self._push, self._core, self._kw, message_id)
 
     # -- reasoning --------------------------------------------------------------
 
@@ -116,7 +116,7 @@ class Emitter(Generic[S]):
         """Open a reasoning span (REASONING_START); add messages with ``think``/``message``."""
         span_id = self._core.message_id()
         self._push(ReasoningStartEvent(message_id=span_id, **self._kw))
-        return ReasoningHandle(self, span_id)
+        return ReasoningHandle(self._push, self._core, self._kw, span_id)
 
     def think(self, text: str) -> str:
         """A whole reasoning span holding one reasoning message. Returns the message id."""
@@ -132,7 +132,7 @@ class Emitter(Generic[S]):
         if parent_message_id is not None:
             fields["parent_message_id"] = parent_message_id
         self._push(make_event(ToolCallStartEvent, **fields))
-        return ToolCallHandle(self, call_id, name)
+        return ToolCallHandle(self._push, self._core, self._kw, call_id, name)
 
     def step(self, name: str) -> StepHandle[S]:
         """Open a step (STEP_STARTED); STEP_FINISHED goes out on ``end()`` or leaving ``with``."""
@@ -262,11 +262,11 @@ class Emitter(Generic[S]):
 
     def is_cancelled(self) -> bool:
         """Whether the run has been cancelled (for loop conditions)."""
-        return self._core.pipeline.token._cancelled
+        return self._core.pipeline.token.is_cancelled()
 
     def check_cancelled(self) -> None:
         """Raise ``RunError`` CANCELLED if the run has been cancelled (a checkpoint)."""
-        if self._core.pipeline.token._cancelled:
+        if self._core.pipeline.token.is_cancelled():
             raise RunError.cancelled()
 
     async def cancelled(self) -> None:
@@ -281,7 +281,7 @@ class Emitter(Generic[S]):
         abandoned (its cleanup runs) rather than left running in the background.
         """
         token = self._core.pipeline.token
-        if token._cancelled:
+        if token.is_cancelled():
             close = getattr(awaitable, "close", None)
             if close is not None:
                 close()  # an un-awaited coroutine would warn "never awaited"

@@ -10,7 +10,9 @@ cancelled, the consumer left) the original exception is what propagates.
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
+from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,10 +30,11 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 
+from .._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
 from ._errors import RunError
 
 if TYPE_CHECKING:
-    from ._context import Emitter
+    from ._core import RunCore
 
 __all__ = [
     "ClosesOnExit",
@@ -41,6 +44,10 @@ __all__ = [
     "ToolCallHandle",
     "make_event",
 ]
+
+Push = Callable[[BaseEvent], None]
+"""Where a handle sends what it emits: its emitter's push (the run's pipeline, or a
+subagent scope's guarded push)."""
 
 _E = TypeVar("_E", bound=BaseEvent)
 
@@ -102,17 +109,54 @@ class ClosesOnExit:
             self._close()
 
 
-class _Closable(ClosesOnExit):
-    """What every item handle holds: the emitter it sends through, its id, its open flag."""
+_new = object.__new__
+_IMMUTABLE = (type(None), str, int, enum.Enum)
 
-    __slots__ = ("_emitter", "_kw", "_open", "_send", "id")
+
+def _delta_template(
+    cls: type[BaseEvent], id_field: str, item_id: str, kw: dict[str, Any]
+) -> tuple[dict[str, Any] | None, frozenset[str]]:
+    """The ``__dict__`` and fields-set every delta of one open item shares, but the text.
+
+    A streamed item emits thousands of deltas that differ only in their text,
+    and every other field (the item's id, its attribution tag) is the same.
+    So the handle validates one sample event when the item opens and keeps
+    its ``__dict__`` and fields-set; each ``str`` delta is then assembled
+    from them: the same keys in the same order, the same fields-set, extras
+    and private slot as a validated instance, so the event is equal to
+    ``cls(**fields)`` and serialises byte for byte as it does, at a fraction
+    of its cost. Anything but an exact ``str`` (a subclass, bytes, a wrong
+    type) still goes through pydantic, so what it accepts, coerces or
+    rejects is unchanged. A template is only shared when every value in it
+    is immutable and the model has no extras or private state; otherwise
+    (``None``) every delta is validated.
+    """
+    sample = cls(**{id_field: item_id, "delta": "", **kw})
+    template = dict(sample.__dict__)
+    fields = frozenset(sample.model_fields_set)
+    plain = (
+        sample.__pydantic_extra__ == {}
+        and sample.__pydantic_private__ is None
+        and all(isinstance(value, _IMMUTABLE) for value in template.values())
+    )
+    return (template if plain else None), fields
+
+
+class _Closable(ClosesOnExit):
+    """What every item handle holds: where it sends, the run, its tag, its id, its open flag.
+
+    Given the pieces rather than the emitter that opened it, so the handle
+    needs nothing of the emitter's internals (and holds no reference to it).
+    """
+
+    __slots__ = ("_core", "_kw", "_open", "_send", "id")
 
     _what = "entity"
 
-    def __init__(self, emitter: Emitter[Any], entity_id: str) -> None:
-        self._emitter = emitter
-        self._send = emitter._push
-        self._kw = emitter._kw
+    def __init__(self, send: Push, core: RunCore, kw: dict[str, Any], entity_id: str) -> None:
+        self._send = send
+        self._core = core
+        self._kw = kw
         self.id = entity_id
         self._open = True
 
@@ -131,12 +175,28 @@ class _Closable(ClosesOnExit):
 class _StreamingHandle(_Closable):
     """An open item that streams deltas: one content class, one terminator class."""
 
-    __slots__ = ()
+    __slots__ = ("_fields", "_template")
     _content: type[TextMessageContentEvent] | type[ReasoningMessageContentEvent]
     _end: type[TextMessageEndEvent] | type[ReasoningMessageEndEvent]
 
+    def __init__(self, send: Push, core: RunCore, kw: dict[str, Any], entity_id: str) -> None:
+        super().__init__(send, core, kw, entity_id)
+        self._template, self._fields = _delta_template(self._content, "message_id", entity_id, kw)
+
     def delta(self, text: str) -> None:
         """Emit the content event carrying ``text``."""
+        template = self._template
+        if template is not None and text.__class__ is str and self._open:
+            # The hot path (see _delta_template): a validated instance, assembled.
+            data = template.copy()
+            data["delta"] = text
+            event = _new(self._content)
+            DICT_SLOT(event, data)
+            FIELDS_SET_SLOT(event, set(self._fields))
+            EXTRA_SLOT(event, {})
+            PRIVATE_SLOT(event, None)
+            self._send(event)
+            return
         if not self._open:
             self._require_open("take more content")
         content = self._content
@@ -183,12 +243,10 @@ class ReasoningHandle(_Closable):
     def message(self) -> ReasoningMessageHandle:
         """Open a reasoning message in this span (REASONING_MESSAGE_START)."""
         self._require_open("open a message")
-        emitter = self._emitter
-        message_id = emitter._core.message_id()
-        emitter._push(
-            ReasoningMessageStartEvent(message_id=message_id, role="reasoning", **emitter._kw)
-        )
-        return ReasoningMessageHandle(emitter, message_id)
+        kw = self._kw
+        message_id = self._core.message_id()
+        self._send(ReasoningMessageStartEvent(message_id=message_id, role="reasoning", **kw))
+        return ReasoningMessageHandle(self._send, self._core, kw, message_id)
 
     def think(self, text: str) -> str:
         """A whole reasoning message: START, one CONTENT, END. Returns its id."""
@@ -213,16 +271,32 @@ class ToolCallHandle(_Closable):
     ``call.args_json({...}); call.result("42")`` is a complete call.
     """
 
-    __slots__ = ("_answered", "name")
+    __slots__ = ("_answered", "_fields", "_template", "name")
     _what = "tool call"
 
-    def __init__(self, emitter: Emitter[Any], entity_id: str, name: str) -> None:
-        super().__init__(emitter, entity_id)
+    def __init__(
+        self, send: Push, core: RunCore, kw: dict[str, Any], entity_id: str, name: str
+    ) -> None:
+        super().__init__(send, core, kw, entity_id)
         self.name = name
         self._answered = False
+        self._template, self._fields = _delta_template(
+            ToolCallArgsEvent, "tool_call_id", entity_id, kw
+        )
 
     def args(self, delta: str) -> None:
         """Emit TOOL_CALL_ARGS with a fragment of the argument text (any string)."""
+        template = self._template
+        if template is not None and delta.__class__ is str and self._open:
+            data = template.copy()  # assembled, as in _StreamingHandle.delta
+            data["delta"] = delta
+            event = _new(ToolCallArgsEvent)
+            DICT_SLOT(event, data)
+            FIELDS_SET_SLOT(event, set(self._fields))
+            EXTRA_SLOT(event, {})
+            PRIVATE_SLOT(event, None)
+            self._send(event)
+            return
         if not self._open:
             self._require_open("take more arguments")
         try:
@@ -251,16 +325,15 @@ class ToolCallHandle(_Closable):
         if self._open:
             self._close()
         self._answered = True
-        emitter = self._emitter
-        message_id = emitter._core.message_id()
-        emitter._push(
+        message_id = self._core.message_id()
+        self._send(
             make_event(
                 ToolCallResultEvent,
                 message_id=message_id,
                 tool_call_id=self.id,
                 content=content,
                 role="tool",
-                **emitter._kw,
+                **self._kw,
             )
         )
         return message_id

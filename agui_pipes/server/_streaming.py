@@ -196,7 +196,9 @@ class SSERun:
     batches, written as they are: whoever produces them keeps ``stats`` up to
     date. Or ``open_run`` opens an agent run given a ``FrameSink`` (no
     ``chain`` then: a sync chain runs inside the driver). ``on_disconnect`` is
-    called once if the client goes away.
+    called once if the client goes away; ``on_first_write`` once, when the first
+    body bytes have been handed to the server (what a producer that holds back
+    the rest of its work until its first frame is out waits for).
 
     ``detach=True`` (a run recorded in an event log): a client that goes away
     or stalls does not cancel the run; only the writing stops, the frames are
@@ -217,6 +219,7 @@ class SSERun:
         send_buffer: int = DEFAULT_SEND_BUFFER,
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         on_disconnect: Callable[[], object] | None = None,
+        on_first_write: Callable[[], object] | None = None,
         detach: bool = False,
         logger: logging.Logger = _log,
     ) -> None:
@@ -233,6 +236,7 @@ class SSERun:
         self._stats = stats
         self._keepalive = keepalive
         self._on_disconnect = on_disconnect
+        self._on_first_write = on_first_write
         self._detach = detach
         self._write_scope: anyio.CancelScope | None = None
         self._log = logger
@@ -467,6 +471,9 @@ class SSERun:
             await send({"type": "http.response.body", "body": body, "more_body": True})
             self._send_started = None
             self._last_write = last_write = clock()
+            if self._on_first_write is not None:
+                self._on_first_write()
+                self._on_first_write = None
         self._send_started = clock() if waited else last_write
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         self._send_started = None
