@@ -301,7 +301,14 @@ class SSEDecoder(_ChunkDecoder):
     split anywhere, including inside a UTF-8 sequence or a CRLF. ``event:``,
     ``id:`` and ``retry:`` fields are parsed as the spec says (the last id and
     retry are kept on the decoder) but do not filter frames: AG-UI puts
-    everything in ``data``. Comments and unknown fields are ignored, and a
+    everything in ``data``.
+
+    Two ids, as the spec has two: ``last_event_id`` is the id *buffer*, set as
+    soon as an ``id:`` line is read, even if the frame it belongs to is then cut;
+    ``dispatched_event_id`` is the spec's *last event ID string*, copied from the
+    buffer only when a frame ends (its blank line). A client resuming a dropped
+    stream must send ``dispatched_event_id``: the id of the last frame it was
+    actually given, never one of a frame it lost. Comments and unknown fields are ignored, and a
     frame with no ``data`` line dispatches nothing.
 
     ``feed_bytes(chunk)`` is the same with each payload as UTF-8 ``bytes`` —
@@ -334,6 +341,7 @@ class SSEDecoder(_ChunkDecoder):
         self.max_frame_bytes = max_frame_bytes
         self._fast = _fastpath.ENABLED if fast_path is None else fast_path
         self.last_event_id = ""
+        self.dispatched_event_id = ""
         self.retry_ms: int | None = None
         self.event_type = ""
         self._data: list[bytes] = []  # data lines of the current frame
@@ -450,6 +458,10 @@ class SSEDecoder(_ChunkDecoder):
                     out.append(payload)
                 else:  # replace what is not UTF-8, as the text form does
                     out.append(payload.decode("utf-8", "replace").encode())
+            # Dispatch sets the last event ID string, data or not (WHATWG). The
+            # fast path never gets here, but only takes frames without an id
+            # line, which leave it as it is.
+            self.dispatched_event_id = self.last_event_id
             self._data = []
             self._frame_size = 0
             self._pending_fields = False

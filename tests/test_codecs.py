@@ -254,7 +254,28 @@ def test_fields_are_recorded_but_do_not_filter() -> None:
     out = decoder.feed(b"event: other\nid: 7\nretry: 1500\ndata: x\n\n")
     assert out == ["x"]
     assert decoder.last_event_id == "7"
+    assert decoder.dispatched_event_id == "7"
     assert decoder.retry_ms == 1500
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_dispatched_event_id_counts_only_frames_that_ended(fast: bool) -> None:
+    # A resuming client must send the id of the last frame it was given: a frame
+    # cut after its id line (the connection dropped mid-frame) must not count.
+    decoder = SSEDecoder(fast_path=fast)
+    assert decoder.feed(b"id: e:r:1\ndata: a\n\nid: e:r:2\ndata: b") == ["a"]
+    assert decoder.last_event_id == "e:r:2"  # the buffer: set at the id line
+    assert decoder.dispatched_event_id == "e:r:1"  # the last frame dispatched
+    assert decoder.feed(b"\n\n") == ["b"]
+    assert decoder.dispatched_event_id == "e:r:2"
+    # Frames without an id (the fast path's) keep the last id, as the spec says.
+    assert decoder.feed(b"data: c\n\ndata: d\n\n") == ["c", "d"]
+    assert decoder.dispatched_event_id == "e:r:2"
+    # An id with no data still sets it at dispatch (WHATWG), and an empty id resets it.
+    assert decoder.feed(b"id: e:r:3\n\n") == []
+    assert decoder.dispatched_event_id == "e:r:3"
+    assert decoder.feed(b"id\ndata: e\n\n") == ["e"]
+    assert decoder.dispatched_event_id == ""
 
 
 def test_truncated_frame_is_reported_on_close() -> None:
@@ -521,7 +542,13 @@ def _decoder_run(
     """Payloads, error, and the decoder's visible state after feeding ``wire``."""
     decoder = SSEDecoder(max_frame_bytes=cap, fast_path=fast)
     payloads, error = _run_decoder(decoder, split_at(wire, cuts), text)
-    state = (decoder.last_event_id, decoder.retry_ms, decoder.event_type, decoder.in_frame)
+    state = (
+        decoder.last_event_id,
+        decoder.dispatched_event_id,
+        decoder.retry_ms,
+        decoder.event_type,
+        decoder.in_frame,
+    )
     return payloads, error, state
 
 
