@@ -23,7 +23,10 @@ under pytest)::
         models or wire dicts) or a mapping with exactly one of
         ``"stream": [...]`` (replayed in-process) or ``"url": "http://..."`` (the
         official ``HttpAgent`` POSTs a RunAgentInput there and reads SSE back;
-        optional ``"headers"``), plus optional ``"deny": [names]`` or
+        optional ``"headers"``; ``"method": "GET"`` makes it GET the url instead,
+        for the durable routes; ``"prefixSse": text`` is SSE its fetch yields before
+        the response body, as a resumed client joins a cut stream), plus optional
+        ``"deny": [names]`` or
         ``"allow": [names]`` (FilterToolCallsMiddleware), ``"threadId"``,
         ``"runId"``, ``"initialMessages"``, ``"initialState"``, ``"tools"``,
         ``"context"``, ``"forwardedProps"``, ``"resume"`` (models or dicts),
@@ -203,6 +206,8 @@ _CASE_KEYS = frozenset(
         "stream",
         "url",
         "headers",
+        "method",
+        "prefixSse",
         "deny",
         "allow",
         "threadId",

@@ -221,3 +221,71 @@ async def test_history_and_stop() -> None:
                 result = events.result()
             assert result.outcome == "error"
             assert result.run_error is not None and result.run_error.get("code") == "CANCELLED"
+
+
+class Stateful(Talker):
+    """A Talker that also keeps a counter in the state (snapshots, then deltas)."""
+
+    async def run(self, ctx: RunContext[Any]) -> RunOutcome:
+        ctx.set_state({"count": 0})
+        with ctx.message() as message:
+            for n in range(self.deltas):
+                message.delta(f"w{n} ")
+                if n % 5 == 4:
+                    ctx.set_state({"count": n + 1})
+                await anyio.sleep(self.pace)
+        return RunOutcome.success()
+
+
+def _frame_ends(raw: bytes) -> list[int]:
+    """The offsets just past each complete SSE frame of ``raw``."""
+    ends, at = [], raw.find(b"\n\n")
+    while at >= 0:
+        ends.append(at + 2)
+        at = raw.find(b"\n\n", at + 2)
+    return ends
+
+
+async def test_the_ts_http_agent_accepts_history_and_resumed_streams(
+    ts_oracle: Any,
+) -> None:
+    agent = Stateful(deltas=20, pace=0.001)
+    with serve(_durable_app(agent)) as server:
+        url = f"{server.url}/agent"
+        async with Client() as client:
+            async with client.run(url, run_input("ts-1")) as events:
+                [_ async for _ in events]
+                expected = events.result()
+            # What a client cut after K frames had seen, and the id it resumes from.
+            raw = (await client.http.get(f"{url}/runs/ts-1")).content
+            cut = _frame_ends(raw)[6]
+            prefix = raw[:cut]
+            decoder = SSEDecoder()
+            decoder.feed_bytes(prefix)
+            last_id = decoder.dispatched_event_id
+            assert last_id.endswith(":ts-1:7")
+            history = await client.history(url, "thread-1")
+        cases = [
+            {"url": f"{url}/threads/thread-1", "method": "GET", "threadId": "thread-1"},
+            {
+                "url": f"{url}/runs/ts-1",
+                "method": "GET",
+                "headers": {"Last-Event-ID": last_id},
+                "prefixSse": prefix.decode(),
+                "threadId": "thread-1",
+            },
+            {"url": f"{url}/runs/ts-1", "method": "GET", "threadId": "thread-1"},
+        ]
+        results = await anyio.to_thread.run_sync(ts_oracle, cases)
+    assert expected.state == {"count": 20}
+    for case, result in zip(cases, results, strict=True):
+        assert result["outcome"] == "completed", (case, result["error"])
+        assert result["state"] == expected.state, case
+        assert [(m["role"], m.get("content")) for m in result["messages"]] == [
+            (m["role"], m.get("content")) for m in expected.messages
+        ], case
+    assert history.result.messages == expected.messages
+    # The resumed case saw every event exactly once, in order.
+    resumed = [e["type"] for e in results[1]["events"]]
+    whole = [e["type"] for e in results[2]["events"]]
+    assert resumed == whole and resumed[0] == "RUN_STARTED" and resumed[-1] == "RUN_FINISHED"

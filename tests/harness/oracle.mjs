@@ -11,6 +11,13 @@
 //   {"stream": [...events...]           replayed in-process, or
 //    "url": "http://...", "headers": {}  run against a live endpoint (HttpAgent:
 //                                        POST RunAgentInput, SSE back),
+//    "method": "GET",                    with "url": HttpAgent GETs the url instead (no
+//                                        body): a durable endpoint's thread history or
+//                                        resume route ("headers" may carry Last-Event-ID),
+//    "prefixSse": "...",                 with "url": SSE text the agent's fetch yields
+//                                        before the response body — what a client that
+//                                        was cut and resumed has seen on its first
+//                                        connection, so the agent sees the joined stream,
 //    "deny": ["tool", ...] | "allow": ["tool", ...],   (FilterToolCallsMiddleware)
 //    "threadId": "...", "runId": "...", "initialMessages": [...], "initialState": {...},
 //    "tools": [...], "context": [...], "forwardedProps": {...}, "resume": [...],
@@ -97,13 +104,52 @@ function threadIdOf(c) {
   return first ? first.threadId : "oracle-thread";
 }
 
+// HttpAgent with its request made a GET (no body): the durable routes stream
+// a run or a thread's history in answer to a GET.
+class GetAgent extends HttpAgent {
+  requestInit(input) {
+    const init = super.requestInit(input);
+    const headers = { ...init.headers };
+    delete headers["Content-Type"];
+    return { method: "GET", headers, signal: init.signal };
+  }
+}
+
+// A fetch whose response body is `prefix` (SSE text) followed by the real body:
+// the bytes a resuming client joins, as one stream for HttpAgent's parser.
+function prefixedFetch(prefix) {
+  return async (url, init) => {
+    const response = await fetch(url, init);
+    if (!response.ok || response.body === null) return response;
+    const reader = response.body.getReader();
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(prefix));
+      },
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+      cancel(reason) {
+        return reader.cancel(reason);
+      },
+    });
+    return new Response(body, { status: response.status, headers: response.headers });
+  };
+}
+
 function makeAgent(c) {
   const config = {
     threadId: threadIdOf(c),
     initialMessages: c.initialMessages ?? [],
     initialState: c.initialState ?? {},
   };
-  if (typeof c.url === "string") return new HttpAgent({ ...config, url: c.url, headers: c.headers ?? {} });
+  if (typeof c.url === "string") {
+    const http = { ...config, url: c.url, headers: c.headers ?? {} };
+    if (typeof c.prefixSse === "string") http.fetch = prefixedFetch(c.prefixSse);
+    return c.method === "GET" ? new GetAgent(http) : new HttpAgent(http);
+  }
   return new ReplayAgent(config, c.stream);
 }
 
