@@ -20,7 +20,7 @@ from ag_ui.core import EventType, TextMessageContentEvent
 from anyio.abc import SocketAttribute, SocketStream
 from starlette.applications import Starlette
 
-from agui_pipes.client import Client, ResumeFailed, ServerError
+from agui_pipes.client import Client, ClientError, ResumeFailed, ServerError
 from agui_pipes.client import history as history_of
 from agui_pipes.client import run as run_once
 from agui_pipes.codecs import SSEDecoder
@@ -155,6 +155,33 @@ async def test_a_server_without_ids_makes_the_drop_an_error_saying_so() -> None:
                 async with run_once(f"{proxy}/agent", run_input("r-noid")) as events:
                     async for _ in events:
                         pass
+
+
+async def test_a_drop_before_the_first_event_without_a_log_is_an_error() -> None:
+    agent = Talker()
+    app = Starlette(routes=[agent_route("/agent", agent.run, keepalive=None)])
+    with serve(app) as server:
+        async with cutting_proxy(server.port, [1]) as proxy:
+            with pytest.raises(ResumeFailed, match="keeps no log of it") as caught:
+                async with run_once(f"{proxy}/agent", run_input("r-early"), backoff=0) as events:
+                    async for _ in events:
+                        pass
+            assert isinstance(caught.value.__cause__, ServerError)
+            assert caught.value.__cause__.status in (404, 405)
+
+
+async def test_without_verification_and_result_before_the_end() -> None:
+    agent = Talker(deltas=3, pace=0)
+    with serve(_durable_app(agent)) as server:
+        async with run_once(f"{server.url}/agent", run_input("r-raw"), verify=False) as events:
+            first = await events.__aiter__().__anext__()
+            assert first.type is EventType.RUN_STARTED
+            with pytest.raises(ClientError, match="read to the end"):
+                events.result()
+            rest = [event async for event in events]
+            result = events.result()
+        assert [first, *rest] == await _logged(server.url, "r-raw")
+        assert result.outcome == "success" and result.messages[-1]["content"] == agent.text()
 
 
 async def test_resumes_are_bounded_when_the_server_is_gone() -> None:
