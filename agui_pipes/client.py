@@ -30,12 +30,18 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
-import httpx
 from ag_ui.core import BaseEvent, EventType, RunAgentInput
 
 from ._consume import Consumer, RunResult, fold
 from ._errors import AguiPipesError
 from .codecs import SSEDecoder, decode
+
+try:
+    import httpx
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "agui_pipes.client needs httpx: pip install 'agui-pipes[http]'"
+    ) from exc
 
 __all__ = [
     "Client",
