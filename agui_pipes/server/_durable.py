@@ -656,12 +656,19 @@ class DurableRuns:
                     self._log.warning("run %s: cannot mark the reader: %s", run_id, exc)
                 await anyio.sleep(every)
 
+        failure: BaseException | None = None
         async with anyio.create_task_group() as tg:
             tg.start_soon(touch, name=f"agui_pipes reader mark {run_id}")
             try:
                 yield
+            except Exception as exc:
+                # Raised again outside the task group, unwrapped: the stream's
+                # RunFailure (RUN_LOST...) must reach SSERun as itself.
+                failure = exc
             finally:
                 tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
 
     async def thread(self, scope: Scope, receive: Receive, send: Send, thread_id: str) -> None:
         """``GET threads/{threadId}``: the ended runs folded into one run, then a live run."""
