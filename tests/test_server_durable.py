@@ -385,6 +385,11 @@ async def test_agent_route_with_a_store_points_to_agent_routes() -> None:
         agent_route("/agent", Gated().run, store="memory:")
     with pytest.raises(ValueError, match="detach_grace"):
         AgentEndpoint(Gated().run, store="memory:", detach_grace=-1)
+    with pytest.raises(ValueError, match="owner_timeout"):
+        AgentEndpoint(Gated().run, store="memory:", owner_timeout=0)
+    endpoint = AgentEndpoint(Gated().run, store=MemoryEventLog(), owner_timeout=2.5)
+    assert endpoint.durable is not None
+    assert (await endpoint.durable.store()).owner_timeout == 2.5
     with pytest.raises(ValueError, match="sqlite"):
         AgentEndpoint(Gated().run, store="nosuch://x")
 
