@@ -638,3 +638,20 @@ async def test_a_heartbeating_writer_or_no_heartbeat_at_all_is_never_lost(
             assert waited.cancelled_caught  # still following, nothing lost
         record = await store.run("plain")
         assert record is not None and record.status is RunStatus.LIVE
+
+
+async def test_pruning_a_run_deletes_its_marks(store_url: str) -> None:
+    async with open_store(store_url) as store:
+        store.retention = Retention(max_runs=1, interval=0)
+        for run in ("old", "new"):
+            await store.append("t", run, [])
+            await store.heartbeat(run)
+            await store.touch_reader(run)
+            await store.request_stop(run, "stop")
+            await store.end_run(run)
+        assert await store.prune() == 1
+        assert await store.heartbeat_seen("old") is None
+        assert await store.reader_seen("old") is None
+        assert await store.stop_requested("old") is None
+        assert await store.heartbeat_seen("new") is not None
+        assert await store.stop_requested("new") == "stop"

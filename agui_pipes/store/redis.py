@@ -20,7 +20,8 @@ Layout (every key starts with ``prefix``, ``agui:`` by default):
   ``{prefix}order`` the counter giving that order; ``{prefix}epoch``;
 * ``{prefix}mark:{kind}:{runId}`` — the cross-process signals (reader seen,
   stop requested, owner heartbeat): plain strings ``SET`` with an expiry
-  (``max_age``, or a day without one), refreshed by every write.
+  (``max_age``, or a day without one), refreshed by every write, and
+  deleted with their run by ``prune``.
 
 An append is one Lua script (one round trip, atomic): it creates the run if
 needed, checks it is live and of the same thread, ``XADD``s the batch as one
@@ -59,6 +60,9 @@ __all__ = ["RedisEventLog"]
 _T = TypeVar("_T")
 
 _LAST_EVENT = "0-18446744073709551615"
+
+_MARKS = ("reader", "stop", "beat")
+"""The kinds of marks ``EventLog`` writes (see ``_base``), deleted with their run."""
 
 _APPEND = """
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -379,7 +383,11 @@ class RedisEventLog(EventLog):
         by_id = {record.run_id: record for record in records}
         async with client.pipeline(transaction=False) as pipe:
             for run_id in doomed:
-                pipe.delete(self._key("run:", run_id), self._key("events:", run_id))
+                pipe.delete(
+                    self._key("run:", run_id),
+                    self._key("events:", run_id),
+                    *(self._key(f"mark:{kind}:", run_id) for kind in _MARKS),
+                )
                 pipe.zrem(self._key("thread:", by_id[run_id].thread_id), run_id)
             if doomed or gone:
                 pipe.zrem(self._key("runs"), *doomed, *gone)
