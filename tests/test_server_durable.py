@@ -10,10 +10,16 @@ cancelled after the detach grace; a stop cancels at once; bad ids get
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -379,6 +385,11 @@ async def test_agent_route_with_a_store_points_to_agent_routes() -> None:
         agent_route("/agent", Gated().run, store="memory:")
     with pytest.raises(ValueError, match="detach_grace"):
         AgentEndpoint(Gated().run, store="memory:", detach_grace=-1)
+    with pytest.raises(ValueError, match="owner_timeout"):
+        AgentEndpoint(Gated().run, store="memory:", owner_timeout=0)
+    endpoint = AgentEndpoint(Gated().run, store=MemoryEventLog(), owner_timeout=2.5)
+    assert endpoint.durable is not None
+    assert (await endpoint.durable.store()).owner_timeout == 2.5
     with pytest.raises(ValueError, match="sqlite"):
         AgentEndpoint(Gated().run, store="nosuch://x")
 
@@ -394,8 +405,6 @@ async def test_cut_on_one_server_resumed_on_another_sharing_redis(
         async with httpx.AsyncClient(base_url=a.url, timeout=20) as to_a, \
                 httpx.AsyncClient(base_url=b.url, timeout=20) as to_b:
             got = await _post(to_a, "/agent", run_input("shared"), cut=4)
-            stop = await to_b.post("/agent/runs/shared/stop")
-            assert stop.status_code == 409 and stop.json()["error"] == "run_elsewhere"
             resumed: list[tuple[str | None, bytes]] = []
 
             async def resume() -> None:
@@ -625,3 +634,166 @@ async def test_a_broken_run_is_410_and_left_out_of_the_history() -> None:
         events = _events(history.frames)
         assert events[0].run_id == "history:kept"  # type: ignore[attr-defined]
         assert events[-1].type is EventType.RUN_FINISHED
+
+
+# -- several server processes sharing one store ------------------------------------------
+
+_SERVER_SCRIPT = Path(__file__).with_name("_xproc_server.py")
+
+
+@contextmanager
+def _server_process(store: str, grace: float, owner_timeout: float) -> Iterator[
+    tuple[str, subprocess.Popen[bytes]]
+]:
+    """A real uvicorn server process (tests/_xproc_server.py) on a free port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen(
+        [sys.executable, str(_SERVER_SCRIPT), str(port), store, str(grace), str(owner_timeout)],
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"the server process did not start ({process.poll()})"
+                    ) from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
+
+
+@pytest.fixture(params=["redis", "sqlite"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return store_url_for(str(request.param), request, tmp_path)
+
+
+async def _follow_for(
+    client: httpx.AsyncClient, url: str, last_id: str | None, seconds: float
+) -> tuple[Frames, bool]:
+    """Follow ``url`` for ``seconds``: the frames, and whether the stream ended by itself."""
+    got: Frames = []
+    headers = {} if last_id is None else {"last-event-id": last_id}
+    with anyio.move_on_after(seconds):
+        async with client.stream("GET", url, headers=headers) as response:
+            assert response.status_code == 200, await response.aread()
+            buffer = bytearray()
+            async for chunk in response.aiter_raw():
+                buffer += chunk
+                got.extend(_frames(buffer))
+            return got, True
+    return got, False
+
+
+async def test_a_reader_on_another_process_holds_the_run_past_the_grace(
+    shared_store: str,
+) -> None:
+    grace = 1.0
+    with _server_process(shared_store, grace, 5.0) as (a, _), \
+            _server_process(shared_store, grace, 5.0) as (b, _):
+        async with httpx.AsyncClient(base_url=a, timeout=20) as to_a, \
+                httpx.AsyncClient(base_url=b, timeout=20) as to_b:
+            got = await _post(to_a, "/agent", run_input("held"), cut=3)
+            # B follows for three graces: A must not cancel the run meanwhile
+            followed, ended = await _follow_for(to_b, "/agent/runs/held", got[-1][0], 3 * grace)
+            assert not ended, _events(followed)[-1:]
+            assert len(followed) > 20
+            assert _seqs(got + followed) == list(range(1, len(got) + len(followed) + 1))
+            # The reader left: A cancels the run one grace after its last mark. (Any
+            # reader holds the run, so look only once it should have ended.)
+            await anyio.sleep(3 * grace)
+            with anyio.fail_after(20):
+                status, whole, body = await _get(to_b, "/agent/runs/held")
+            assert status == 200, body
+            # the run went on after the reader left (one delta per 20 ms at most)
+            assert len(whole) > len(got) + len(followed) + 10
+            last = _events(whole)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+            assert whole[: len(got) + len(followed)] == got + followed
+
+
+async def test_a_stop_sent_to_another_process_stops_the_run(shared_store: str) -> None:
+    with _server_process(shared_store, 30.0, 5.0) as (a, _), \
+            _server_process(shared_store, 30.0, 5.0) as (b, _):
+        async with httpx.AsyncClient(base_url=a, timeout=20) as to_a, \
+                httpx.AsyncClient(base_url=b, timeout=20) as to_b:
+            live: Frames = []
+
+            async def watch() -> None:
+                async with to_a.stream(
+                    "POST", "/agent", content=json.dumps(run_input("stopped")), headers=HEADERS
+                ) as response:
+                    live.extend(await _read(response))
+
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(watch)
+                    while True:  # the run is in the store once its first events are
+                        probe = await to_b.get("/agent/runs/stopped?after=x")
+                        if probe.status_code != 404:
+                            break
+                        await anyio.sleep(0.05)
+                    stop = await to_b.post("/agent/runs/stopped/stop")
+                    assert stop.status_code == 200, stop.text
+                    assert stop.json() == {"runId": "stopped", "status": "cancelled"}
+            last = _events(live)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+            assert "POST runs/{runId}/stop" in last.message
+            again = await to_b.post("/agent/runs/stopped/stop")
+            assert again.status_code == 409 and again.json()["error"] == "run_ended"
+
+
+async def test_a_follower_of_a_killed_owner_ends_with_run_lost(shared_store: str) -> None:
+    owner_timeout = 1.5
+    with _server_process(shared_store, 30.0, owner_timeout) as (a, process), \
+            _server_process(shared_store, 30.0, owner_timeout) as (b, _):
+        async with httpx.AsyncClient(base_url=a, timeout=20) as to_a, \
+                httpx.AsyncClient(base_url=b, timeout=20) as to_b:
+            got = await _post(to_a, "/agent", run_input("doomed"), cut=3)
+            followed: Frames = []
+            killed = anyio.Event()
+            done_at: list[float] = []
+
+            async def follow() -> None:
+                async with to_b.stream(
+                    "GET", "/agent/runs/doomed", headers={"last-event-id": str(got[-1][0])}
+                ) as response:
+                    assert response.status_code == 200
+                    buffer = bytearray()
+                    async for chunk in response.aiter_raw():
+                        buffer += chunk
+                        followed.extend(_frames(buffer))
+                        if len(followed) >= 5 and not killed.is_set():
+                            process.kill()  # SIGKILL: no shutdown, no last write
+                            killed.set()
+                done_at.append(time.monotonic())
+
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(follow)
+                    await killed.wait()
+                    killed_at = time.monotonic()
+            assert done_at and done_at[0] - killed_at <= owner_timeout * 2 + 5
+            last = _events(followed)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "RUN_LOST", last
+            assert "stopped heartbeating" in last.message
+            seqs = _seqs(got + followed[:-1])
+            assert seqs == list(range(1, len(seqs) + 1))  # no gap before the error
+            stop = await to_b.post("/agent/runs/doomed/stop")
+            assert stop.status_code == 409 and "lost" in stop.json()["message"]
+            status, replay, _ = await _get(to_b, "/agent/runs/doomed")
+            assert status == 200 and replay[:-1] == got + followed[:-1]

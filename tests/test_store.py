@@ -27,6 +27,7 @@ from agui_pipes.store import (
     Retention,
     RunBroken,
     RunEnded,
+    RunLost,
     RunStatus,
     StoreClosed,
     StoreError,
@@ -559,3 +560,98 @@ async def test_a_redis_that_goes_away_is_a_store_error(tmp_path: Path) -> None:
             await store.read("r")
     finally:
         await store.aclose()
+
+
+# -- signals between processes ---------------------------------------------------------
+
+
+async def test_reader_stop_and_heartbeat_marks_are_shared(store_url: str) -> None:
+    async with open_store(store_url) as store:
+        await store.append("t", "r", payloads("r", 1))
+        assert await store.reader_seen("r") is None
+        assert await store.stop_requested("r") is None
+        assert await store.heartbeat_seen("r") is None
+        before = time.time()
+        await store.touch_reader("r")
+        await store.heartbeat("r")
+        await store.request_stop("r", "stopped by a client")
+        seen = await store.reader_seen("r")
+        beat = await store.heartbeat_seen("r")
+        assert seen is not None and before - 1 <= seen <= time.time() + 1
+        assert beat is not None and before - 1 <= beat <= time.time() + 1
+        assert await store.stop_requested("r") == "stopped by a client"
+        assert await store.stop_requested("other") is None
+        if not store_url.startswith("memory:"):
+            # another store object (another process) sees the same marks
+            async with open_store(store_url) as other:
+                assert await other.reader_seen("r") == seen
+                assert await other.stop_requested("r") == "stopped by a client"
+
+
+async def test_a_follower_of_a_run_whose_writer_died_gets_run_lost(store_url: str) -> None:
+    async with open_store(store_url) as store:
+        store.owner_timeout = 0.3
+        await store.append("t", "r", payloads("r", 2))
+        await store.heartbeat("r")  # then the writer "dies": no more heartbeats
+        got: list[tuple[int, bytes]] = []
+        with anyio.fail_after(20):
+            with pytest.raises(RunLost, match="stopped heartbeating") as caught:
+                async for entry in store.follow("r"):
+                    got.append(entry)
+        assert caught.value.http_status == 410
+        assert got == list(enumerate(payloads("r", 2), 1))
+        record = await store.run("r")
+        assert record is not None and record.status is RunStatus.LOST
+        assert record.reason is not None and "owner timeout 0.3" in record.reason
+        # the log stays readable, and a later follower learns at once that the run is lost
+        assert [seq for seq, _ in await store.read("r")] == [1, 2]
+        with anyio.fail_after(5), pytest.raises(RunLost):
+            await collect(store, "r", after=1)
+        with pytest.raises(RunEnded):
+            await store.append("t", "r", payloads("r", 1, 3))
+
+
+async def test_a_heartbeating_writer_or_no_heartbeat_at_all_is_never_lost(
+    store_url: str,
+) -> None:
+    async with open_store(store_url) as store:
+        store.owner_timeout = 0.3
+        await store.append("t", "beating", [])
+        await store.append("t", "plain", [])  # written without heartbeats: never judged
+        got: list[int] = []
+
+        async def follower() -> None:
+            async for seq, _ in store.follow("beating"):
+                got.append(seq)
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(follower)
+                for n in range(1, 8):
+                    await store.heartbeat("beating")
+                    await anyio.sleep(0.15)
+                    await store.append("t", "beating", payloads("beating", 1, n))
+                await store.end_run("beating")
+            assert got == list(range(1, 8))
+            with anyio.move_on_after(1.0) as waited:
+                await collect(store, "plain")
+            assert waited.cancelled_caught  # still following, nothing lost
+        record = await store.run("plain")
+        assert record is not None and record.status is RunStatus.LIVE
+
+
+async def test_pruning_a_run_deletes_its_marks(store_url: str) -> None:
+    async with open_store(store_url) as store:
+        store.retention = Retention(max_runs=1, interval=0)
+        for run in ("old", "new"):
+            await store.append("t", run, [])
+            await store.heartbeat(run)
+            await store.touch_reader(run)
+            await store.request_stop(run, "stop")
+            await store.end_run(run)
+        assert await store.prune() == 1
+        assert await store.heartbeat_seen("old") is None
+        assert await store.reader_seen("old") is None
+        assert await store.stop_requested("old") is None
+        assert await store.heartbeat_seen("new") is not None
+        assert await store.stop_requested("new") == "stop"

@@ -17,10 +17,12 @@ log (``store=``), kept apart from where the events come from:
 * the routes: ``GET runs/{runId}`` (resume with ``Last-Event-ID`` or
   ``?after=``), ``POST runs/{runId}/stop``, ``GET threads/{threadId}``.
 
-Readers and stop requests are known **in this process only**: the event log
-has no cross-process signal, so a resume reader on another process sharing
-the store does not hold the run past its grace, and a stop sent to another
-process than the one running the run is answered 409 (see docs/durable.md).
+Processes sharing the store see each other through its marks (see
+docs/durable.md, "Several processes"): a resume reader on another process
+refreshes ``touch_reader`` so the owner's grace check holds the run; a stop
+sent to another process is a ``request_stop`` the owner polls for; and the
+owner heartbeats its live runs so followers elsewhere learn when it died.
+These are timers per run, never work per event.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -42,6 +44,7 @@ from ..driver import CancelToken
 from ..store import (
     EventLog,
     RunBroken,
+    RunLost,
     RunRecorder,
     RunStatus,
     StoreError,
@@ -67,12 +70,21 @@ from ._streaming import (
 if TYPE_CHECKING:
     from starlette.routing import Route
 
-__all__ = ["DEFAULT_DETACH_GRACE", "DurableRuns", "LiveRun", "RecordingSink"]
+__all__ = [
+    "DEFAULT_DETACH_GRACE",
+    "DEFAULT_STOP_POLL",
+    "DurableRuns",
+    "LiveRun",
+    "RecordingSink",
+]
 
 _log = logging.getLogger("agui_pipes.server")
 
 DEFAULT_DETACH_GRACE = 30.0
 """Seconds a run whose client left goes on waiting for a resume reader."""
+
+DEFAULT_STOP_POLL = 1.0
+"""Seconds between two checks, by the process running a run, for a stop sent elsewhere."""
 
 _TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
 
@@ -93,6 +105,8 @@ class LiveRun:
         self.stop_reason: str | None = None
         self.done = anyio.Event()
         self._changed = anyio.Event()
+        self.remote_reader: Callable[[], Awaitable[float | None]] | None = None
+        """When a reader on another process last said it follows the run (Unix time)."""
 
     @property
     def run_id(self) -> str:
@@ -137,6 +151,14 @@ class LiveRun:
                 await changed.wait()
                 continue
             left = self.last_left + self.grace - time.monotonic()
+            if left <= 0 and self.remote_reader is not None:
+                # Nobody here: a reader on another process may hold the run.
+                try:
+                    seen = await self.remote_reader()
+                except StoreError:
+                    seen = None
+                if seen is not None:
+                    left = seen + self.grace - time.time()
             if left > 0:
                 with anyio.move_on_after(left):
                     await changed.wait()
@@ -236,11 +258,22 @@ class DurableRuns:
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         stop_wait: float = 10.0,
         logger: logging.Logger | None = None,
+        owner_timeout: float | None = None,
+        stop_poll: float = DEFAULT_STOP_POLL,
     ) -> None:
         if not (isinstance(detach_grace, int | float) and detach_grace >= 0):
             raise ValueError(
                 f"detach_grace must be a number of seconds >= 0, got {detach_grace!r}"
             )
+        if owner_timeout is not None and not (
+            isinstance(owner_timeout, int | float) and owner_timeout > 0
+        ):
+            raise ValueError(
+                f"owner_timeout must be a positive number of seconds or None, "
+                f"got {owner_timeout!r}"
+            )
+        if not (isinstance(stop_poll, int | float) and stop_poll > 0):
+            raise ValueError(f"stop_poll must be a positive number of seconds, got {stop_poll!r}")
         if isinstance(store, str):
             self._store = open_store(store)  # a bad URL fails here, at configuration
             self._owned = True
@@ -253,6 +286,9 @@ class DurableRuns:
                 f"'sqlite:///runs.db', got {type(store).__name__}"
             )
         self.detach_grace = float(detach_grace)
+        if owner_timeout is not None:
+            self._store.owner_timeout = float(owner_timeout)
+        self.stop_poll = float(stop_poll)
         self._keepalive = keepalive
         self._send_buffer = send_buffer
         self._send_timeout = send_timeout
@@ -335,8 +371,12 @@ class DurableRuns:
                 self.live[run_id] = live
                 if gone():  # the client left before the run was registered
                     live.detach()
+                live.remote_reader = lambda: store.reader_seen(run_id)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(live.watch_grace, name=f"agui_pipes detach grace {run_id}")
+                    tg.start_soon(
+                        self._watch_store, store, live, name=f"agui_pipes run watch {run_id}"
+                    )
                     try:
                         yield live
                     finally:
@@ -357,6 +397,38 @@ class DurableRuns:
             # stop (or a shutdown closing the store) waits for this.
             self.live.pop(run_id, None)
             live.done.set()
+
+    def _heartbeat_interval(self, store: EventLog) -> float:
+        """A fifth of the owner timeout (3 s at 15 s): four beats may be late or lost."""
+        timeout = store.owner_timeout
+        return 5.0 if timeout is None else max(0.05, timeout / 5)
+
+    async def _watch_store(self, store: EventLog, live: LiveRun) -> None:
+        """Heartbeat the run and poll for a stop sent to another process, while it lives.
+
+        A failing store is logged and retried on the next tick: the run
+        itself goes on (its recorder reports the store's failure).
+        """
+        beat_every = self._heartbeat_interval(store)
+        next_beat = time.monotonic()
+        failed = False
+        while True:
+            try:
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + beat_every
+                    await store.heartbeat(live.run_id)
+                reason = await store.stop_requested(live.run_id)
+                failed = False
+            except StoreError as exc:
+                if not failed:
+                    self._log.warning("run %s: the event log failed a heartbeat: %s",
+                                      live.run_id, exc)
+                failed = True
+                reason = None
+            if reason is not None:
+                live.stop(reason)
+                return
+            await anyio.sleep(min(self.stop_poll, max(0.0, next_beat - time.monotonic())))
 
     async def _record_end(self, live: LiveRun) -> None:
         error = RunErrorEvent(
@@ -495,10 +567,13 @@ class DurableRuns:
         epoch = store.epoch
         live = self.live.get(run_id)
 
+        remote = live is None and record is not None and not record.status.ended
+
         @asynccontextmanager
         async def open_frames() -> AsyncIterator[AsyncIterator[bytes]]:
             with live.reader() if live is not None else _nothing():
-                yield _followed(store, epoch, run_id, start)
+                async with self._touching(store, run_id if remote else None):
+                    yield _followed(store, epoch, run_id, start)
 
         response = SSERun(
             open_frames=open_frames,
@@ -529,12 +604,7 @@ class DurableRuns:
                     f"run {run_id!r} already ended ({record.status.value}); nothing to stop",
                 ))
             else:
-                await send_json_error(send, BadRequest(
-                    409, "run_elsewhere",
-                    f"run {run_id!r} is live but served by another process sharing the event "
-                    "log; stop requests reach only the process running the run (send the stop "
-                    "there)",
-                ))
+                await self._stop_elsewhere(send, store, run_id)
             return
         live.stop("stopped by a client (POST runs/{runId}/stop)")
         with anyio.move_on_after(self._stop_wait):
@@ -543,6 +613,62 @@ class DurableRuns:
         status = record.status.value if record is not None else "cancelled"
         code = 200 if live.done.is_set() else 202
         await _send_json(send, code, {"runId": run_id, "status": status})
+
+    async def _stop_elsewhere(self, send: Send, store: EventLog, run_id: str) -> None:
+        """Stop a run another process serves: a request in the store, then wait for its end.
+
+        The owner notices within ``stop_poll`` seconds. A run whose owner
+        died is marked lost here (``check_owner``) rather than waited for.
+        """
+        try:
+            await store.request_stop(run_id, "stopped by a client (POST runs/{runId}/stop)")
+            record = await store.check_owner(run_id)
+            with anyio.move_on_after(self._stop_wait):
+                while record is not None and not record.status.ended:
+                    await anyio.sleep(0.05)
+                    record = await store.run(run_id)
+        except StoreError as exc:
+            await _send_store_error(send, exc)
+            return
+        if record is None:
+            await _send_store_error(send, UnknownRun(run_id))
+            return
+        code = 200 if record.status.ended else 202
+        await _send_json(send, code, {"runId": run_id, "status": record.status.value})
+
+    @asynccontextmanager
+    async def _touching(self, store: EventLog, run_id: str | None) -> AsyncIterator[None]:
+        """While a reader follows ``run_id`` (served elsewhere), say so in the store.
+
+        Refreshed every third of the grace (at most 5 s), so the owner's
+        check, made when its own grace runs out, always finds a fresh mark.
+        """
+        if run_id is None:
+            yield
+            return
+        every = max(0.05, min(self.detach_grace / 3, 5.0))
+
+        async def touch() -> None:
+            while True:
+                try:
+                    await store.touch_reader(run_id)
+                except StoreError as exc:
+                    self._log.warning("run %s: cannot mark the reader: %s", run_id, exc)
+                await anyio.sleep(every)
+
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(touch, name=f"agui_pipes reader mark {run_id}")
+            try:
+                yield
+            except Exception as exc:
+                # Raised again outside the task group, unwrapped: the stream's
+                # RunFailure (RUN_LOST...) must reach SSERun as itself.
+                failure = exc
+            finally:
+                tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
 
     async def thread(self, scope: Scope, receive: Receive, send: Send, thread_id: str) -> None:
         """``GET threads/{threadId}``: the ended runs folded into one run, then a live run."""
@@ -553,8 +679,8 @@ class DurableRuns:
                 raise UnknownRun(thread_id, f"no thread {thread_id!r} in the event log")
             wire: list[list[bytes]] = []
             for record in runs:
-                if not record.status.ended or record.status is RunStatus.BROKEN:
-                    continue
+                if not record.status.ended or record.status in (RunStatus.BROKEN, RunStatus.LOST):
+                    continue  # a lost run was cut anywhere: its events may not fold
                 try:
                     wire.append([data for _, data in await store.read(record.run_id)])
                 except (RunBroken, UnknownRun):
@@ -574,10 +700,15 @@ class DurableRuns:
         epoch = store.epoch
         live = None if tail is None else self.live.get(tail.run_id)
 
+        remote = None if tail is None or live is not None else tail.run_id
+
         @asynccontextmanager
         async def open_frames() -> AsyncIterator[AsyncIterator[bytes]]:
             with live.reader() if live is not None else _nothing():
-                yield _history_frames(store, epoch, head, None if tail is None else tail.run_id)
+                async with self._touching(store, remote):
+                    yield _history_frames(
+                        store, epoch, head, None if tail is None else tail.run_id
+                    )
 
         response = SSERun(
             open_frames=open_frames,
@@ -611,6 +742,8 @@ async def _followed(store: EventLog, epoch: str, run_id: str, after: int) -> Asy
     try:
         async for seq, data in store.follow(run_id, after):
             yield sse_frame(data, format_event_id(epoch, run_id, seq))
+    except RunLost as exc:
+        raise RunFailure("RUN_LOST", str(exc)) from exc
     except StoreError as exc:
         raise RunFailure("RUN_NOT_RESUMABLE", str(exc)) from exc
 

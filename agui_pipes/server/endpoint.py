@@ -112,6 +112,7 @@ class AgentEndpoint:
         limits: Limits | None = None,
         store: EventLog | str | None = None,
         detach_grace: float = 30.0,
+        owner_timeout: float | None = None,
     ) -> None:
         if (agent is None) == (agent_factory is None):
             raise TypeError(
@@ -143,6 +144,7 @@ class AgentEndpoint:
             self.durable = DurableRuns(
                 store,
                 detach_grace=detach_grace,
+                owner_timeout=owner_timeout,
                 keepalive=keepalive,
                 send_buffer=send_buffer,
                 send_timeout=send_timeout,

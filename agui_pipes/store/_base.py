@@ -23,7 +23,15 @@ from types import TracebackType
 
 import anyio
 
-from ._errors import RunBroken, RunEnded, StoreClosed, UnknownRun, WrongRun, WrongThread
+from ._errors import (
+    RunBroken,
+    RunEnded,
+    RunLost,
+    StoreClosed,
+    UnknownRun,
+    WrongRun,
+    WrongThread,
+)
 from ._ids import parse_event_id
 
 __all__ = [
@@ -47,6 +55,9 @@ class RunStatus(str, enum.Enum):
     CANCELLED = "cancelled"
     BROKEN = "broken"
     """A write failed: the log has a hole, so reads raise :class:`RunBroken`."""
+    LOST = "lost"
+    """The writing process stopped heartbeating (it died): the stored events are
+    readable, and a follower raises :class:`RunLost` after them."""
 
     @property
     def ended(self) -> bool:
@@ -157,6 +168,11 @@ class EventLog(abc.ABC):
     follow_batch = 512
     """Entries read per round trip while following."""
 
+    owner_timeout: float | None = 15.0
+    """Seconds without a heartbeat (``heartbeat``) after which a follower declares a
+    live run lost (``None``: never). Only runs that were heartbeated at least once
+    are judged, so a log written without heartbeats is never declared lost."""
+
     def __init__(self, retention: Retention | None = None) -> None:
         self.retention = retention or Retention()
         self._epoch: str | None = None
@@ -265,10 +281,83 @@ class EventLog(abc.ABC):
         """Apply ``self.retention`` now; the number of runs deleted."""
 
     @abc.abstractmethod
+    async def _put_mark(self, run_id: str, kind: str, value: str) -> None:
+        """Set the run's ``kind`` mark (shared by every process using the store)."""
+
+    @abc.abstractmethod
+    async def _get_mark(self, run_id: str, kind: str) -> str | None:
+        """The run's ``kind`` mark, or None."""
+
+    @abc.abstractmethod
     async def _open(self) -> str: ...
 
     @abc.abstractmethod
     async def _close(self) -> None: ...
+
+    # -- signals between processes ----------------------------------------------
+    #
+    # Why marks in the store: several processes share one log, and only the
+    # process running a run can cancel it or tell it is alive. Each mark is
+    # one small value per run, written on a timer (never per event), so the
+    # cost does not grow with the events.
+
+    async def touch_reader(self, run_id: str) -> None:
+        """Say a reader (on any process) follows the run now: it holds the run past its grace."""
+        self._check_open()
+        await self._put_mark(run_id, "reader", repr(self._now()))
+
+    async def reader_seen(self, run_id: str) -> float | None:
+        """When a reader last called ``touch_reader`` for the run (Unix time), or None."""
+        self._check_open()
+        return _time(await self._get_mark(run_id, "reader"))
+
+    async def request_stop(self, run_id: str, reason: str) -> None:
+        """Ask the process running the run to stop it (it polls ``stop_requested``)."""
+        self._check_open()
+        await self._put_mark(run_id, "stop", reason)
+
+    async def stop_requested(self, run_id: str) -> str | None:
+        """The reason of a pending stop request for the run, or None."""
+        self._check_open()
+        return await self._get_mark(run_id, "stop")
+
+    async def heartbeat(self, run_id: str) -> None:
+        """Say the process writing the run is alive (call it every few seconds)."""
+        self._check_open()
+        await self._put_mark(run_id, "beat", repr(self._now()))
+
+    async def heartbeat_seen(self, run_id: str) -> float | None:
+        """When the run's writer last called ``heartbeat`` (Unix time), or None."""
+        self._check_open()
+        return _time(await self._get_mark(run_id, "beat"))
+
+    async def check_owner(self, run_id: str) -> RunRecord | None:
+        """Mark a live run lost if its writer's heartbeat is older than ``owner_timeout``.
+
+        Returns the run's record after the check (``LOST`` if this call or
+        another process declared it lost). The first ending wins, so when
+        several followers notice at once the run is marked once.
+        """
+        record = await self.run(run_id)
+        timeout = self.owner_timeout
+        if record is None or record.status.ended or timeout is None:
+            return record
+        beat = await self.heartbeat_seen(run_id)
+        if beat is None:
+            return record
+        silent = self._now() - beat
+        if silent <= timeout:
+            return record
+        return await self.end_run(
+            run_id,
+            RunStatus.LOST,
+            f"the process writing it stopped heartbeating {silent:.1f} s ago "
+            f"(owner timeout {timeout} s): it died or lost the event log",
+        )
+
+    def _owner_check_interval(self) -> float | None:
+        timeout = self.owner_timeout
+        return None if timeout is None else max(0.05, timeout / 3)
 
     # -- shared behaviour ------------------------------------------------------
 
@@ -277,9 +366,14 @@ class EventLog(abc.ABC):
 
         Stops after the last entry of an ended run; raises :class:`RunBroken`
         as soon as the run is marked broken (entries yielded before were
-        stored and are correct; what follows could have a hole) and
+        stored and are correct; what follows could have a hole),
+        :class:`RunLost` after the last entry of a run whose writer died
+        (checked with ``check_owner`` whenever the follower has waited
+        ``owner_timeout / 3`` seconds with nothing new) and
         :class:`UnknownRun` for a run the store does not hold.
         """
+        check_every = self._owner_check_interval()
+        next_check = time.monotonic() if check_every is None else time.monotonic() + check_every
         while True:
             change = self._change(run_id)
             # The record is read before the entries: a run seen ended here
@@ -295,9 +389,20 @@ class EventLog(abc.ABC):
             if entries:
                 after = entries[-1][0]
                 continue
+            if record.status is RunStatus.LOST:
+                raise RunLost(run_id, record.reason or "its writer died")
             if record.status.ended:
                 return
-            await self._wait(run_id, change)
+            if check_every is None:
+                await self._wait(run_id, change)
+                continue
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + check_every
+                await self.check_owner(run_id)
+                continue
+            with anyio.move_on_after(next_check - now):
+                await self._wait(run_id, change)
 
     def _change(self, run_id: str) -> object:
         """A token taken before reading, that ``_wait`` waits on (backend-specific)."""
@@ -351,6 +456,10 @@ class EventLog(abc.ABC):
     @staticmethod
     def _now() -> float:
         return time.time()
+
+
+def _time(value: str | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def check_appendable(record: RunRecord, thread_id: str) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "BadEventId",
     "RunBroken",
     "RunEnded",
+    "RunLost",
     "StoreClosed",
     "StoreError",
     "UnknownRun",
@@ -81,6 +82,22 @@ class RunBroken(StoreError):
         super().__init__(
             f"run {run_id!r} cannot be resumed: its event log is incomplete ({reason})"
         )
+
+
+class RunLost(StoreError):
+    """The process writing the run stopped heartbeating: it died, the run will never end.
+
+    Raised by ``follow`` after the events that were stored (they are correct;
+    nothing more will come), so a reader learns the run is lost instead of
+    waiting forever. HTTP 410: the rest of the run is gone.
+    """
+
+    http_status: ClassVar[int] = 410
+
+    def __init__(self, run_id: str, reason: str) -> None:
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(f"run {run_id!r} is lost: {reason}")
 
 
 class StoreClosed(StoreError, RuntimeError):

@@ -42,6 +42,7 @@ class MemoryEventLog(EventLog):
         self._runs: dict[str, _Run] = {}
         self._threads: dict[str, list[str]] = {}
         self._signals = ChangeSignals()
+        self._marks: dict[tuple[str, str], str] = {}
 
     def __repr__(self) -> str:
         return f"MemoryEventLog(runs={len(self._runs)})"
@@ -145,7 +146,17 @@ class MemoryEventLog(EventLog):
                 if not runs:
                     del self._threads[record.thread_id]
             self._signals.changed(run_id)
+        if doomed:
+            self._marks = {k: v for k, v in self._marks.items() if k[0] not in doomed}
         return len(doomed)
+
+    async def _put_mark(self, run_id: str, kind: str, value: str) -> None:
+        self._marks[run_id, kind] = value
+        await anyio.lowlevel.checkpoint()
+
+    async def _get_mark(self, run_id: str, kind: str) -> str | None:
+        await anyio.lowlevel.checkpoint()
+        return self._marks.get((run_id, kind))
 
     def _change(self, run_id: str) -> object:
         return self._signals.token(run_id)

@@ -17,7 +17,11 @@ Layout (every key starts with ``prefix``, ``agui:`` by default):
   ``1-*`` (after every batch id), which wakes blocked followers at once;
 * ``{prefix}thread:{threadId}`` — a sorted set of the thread's runs by
   creation order; ``{prefix}runs`` the same for all runs (for retention);
-  ``{prefix}order`` the counter giving that order; ``{prefix}epoch``.
+  ``{prefix}order`` the counter giving that order; ``{prefix}epoch``;
+* ``{prefix}mark:{kind}:{runId}`` — the cross-process signals (reader seen,
+  stop requested, owner heartbeat): plain strings ``SET`` with an expiry
+  (``max_age``, or a day without one), refreshed by every write, and
+  deleted with their run by ``prune``.
 
 An append is one Lua script (one round trip, atomic): it creates the run if
 needed, checks it is live and of the same thread, ``XADD``s the batch as one
@@ -49,13 +53,16 @@ import anyio.to_thread
 
 from ._base import EventLog, Retention, RunRecord, RunStatus, doomed_runs, new_epoch
 from ._batches import join_batch, split_batch
-from ._errors import RunBroken, RunEnded, StoreError, UnknownRun, WrongThread
+from ._errors import RunBroken, RunEnded, RunLost, StoreError, UnknownRun, WrongThread
 
 __all__ = ["RedisEventLog"]
 
 _T = TypeVar("_T")
 
 _LAST_EVENT = "0-18446744073709551615"
+
+_MARKS = ("reader", "stop", "beat")
+"""The kinds of marks ``EventLog`` writes (see ``_base``), deleted with their run."""
 
 _APPEND = """
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -376,12 +383,29 @@ class RedisEventLog(EventLog):
         by_id = {record.run_id: record for record in records}
         async with client.pipeline(transaction=False) as pipe:
             for run_id in doomed:
-                pipe.delete(self._key("run:", run_id), self._key("events:", run_id))
+                pipe.delete(
+                    self._key("run:", run_id),
+                    self._key("events:", run_id),
+                    *(self._key(f"mark:{kind}:", run_id) for kind in _MARKS),
+                )
                 pipe.zrem(self._key("thread:", by_id[run_id].thread_id), run_id)
             if doomed or gone:
                 pipe.zrem(self._key("runs"), *doomed, *gone)
             await pipe.execute()
         return len(doomed)
+
+    # -- marks -----------------------------------------------------------------
+
+    _MARK_TTL = 86400
+    """Expiry of a mark without ``max_age``: a day after its last refresh."""
+
+    async def _put_mark(self, run_id: str, kind: str, value: str) -> None:
+        ttl = self._ttl or self._MARK_TTL
+        await self._io(self._redis().set(self._key(f"mark:{kind}:", run_id), value, ex=ttl))
+
+    async def _get_mark(self, run_id: str, kind: str) -> str | None:
+        value = await self._io(self._redis().get(self._key(f"mark:{kind}:", run_id)))
+        return _text(value)
 
     # -- reads -----------------------------------------------------------------
 
@@ -447,15 +471,17 @@ class RedisEventLog(EventLog):
             raise RunBroken(run_id, record.reason or "a write failed")
         stream = self._key("events:", run_id)
         position = f"0-{max(after, 0)}"
-        block_ms = max(1, int(self.block * 1000))
+        check_every = self._owner_check_interval()
+        block = self.block if check_every is None else min(self.block, check_every)
+        block_ms = max(1, int(block * 1000))
         while True:
             reply = await self._io(
                 self._redis().xread({stream: position}, count=self.follow_batch, block=block_ms)
             )
             if not reply:
                 # Timed out: the stream may have expired or been pruned, or its
-                # end marker been lost; the record says which.
-                record = await self.run(run_id)
+                # end marker been lost, or its writer died; the record says which.
+                record = await self.check_owner(run_id)
                 if record is None:
                     raise UnknownRun(run_id)
                 if record.status is RunStatus.BROKEN:
@@ -463,6 +489,8 @@ class RedisEventLog(EventLog):
                 if record.status.ended:
                     for stored in await self.read(run_id, after=int(position[2:])):
                         yield stored
+                    if record.status is RunStatus.LOST:
+                        raise RunLost(run_id, record.reason or "its writer died")
                     return
                 continue
             for entry_id, fields in reply[0][1]:
@@ -471,6 +499,8 @@ class RedisEventLog(EventLog):
                     record = await self.run(run_id)
                     if record is not None and record.status is RunStatus.BROKEN:
                         raise RunBroken(run_id, record.reason or "a write failed")
+                    if record is not None and record.status is RunStatus.LOST:
+                        raise RunLost(run_id, record.reason or "its writer died")
                     return
                 seen = int(position[2:])
                 position = entry_name

@@ -69,6 +69,12 @@ CREATE TABLE IF NOT EXISTS batches (
     lengths BLOB NOT NULL,
     PRIMARY KEY (run, last_seq)
 );
+CREATE TABLE IF NOT EXISTS marks (
+    run_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, kind)
+);
 """
 
 _FORMAT = "1"
@@ -292,6 +298,7 @@ class SQLiteEventLog(EventLog):
                         (run_id,),
                     )
                     conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                    conn.execute("DELETE FROM marks WHERE run_id = ?", (run_id,))
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -357,6 +364,25 @@ class SQLiteEventLog(EventLog):
             return rows
 
         return [_record(row) for row in await self._call(query)]
+
+    async def _put_mark(self, run_id: str, kind: str, value: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO marks (run_id, kind, value) VALUES (?, ?, ?)"
+                " ON CONFLICT (run_id, kind) DO UPDATE SET value = excluded.value",
+                (run_id, kind, value),
+            )
+
+        await self._call(write)
+
+    async def _get_mark(self, run_id: str, kind: str) -> str | None:
+        def query(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT value FROM marks WHERE run_id = ? AND kind = ?", (run_id, kind)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._call(query)
 
     def _change(self, run_id: str) -> object:
         return self._signals.token(run_id)
