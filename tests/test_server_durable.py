@@ -723,6 +723,7 @@ async def test_a_reader_on_another_process_holds_the_run_past_the_grace(
             assert len(whole) > len(got) + len(followed) + 10
             last = _events(whole)[-1]
             assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+            assert "detach grace" in last.message  # the token carries the reason
             assert whole[: len(got) + len(followed)] == got + followed
 
 

@@ -23,14 +23,24 @@ __all__ = ["CancelToken"]
 class CancelToken:
     """Cancellation shared by everyone holding the same token; it trips once, for good."""
 
-    __slots__ = ("_callbacks", "_cancelled")
+    __slots__ = ("_callbacks", "_cancelled", "reason")
 
     def __init__(self) -> None:
         self._cancelled = False
         self._callbacks: dict[int, Callable[[], object]] = {}
+        self.reason: str | None = None
+        """Why the token tripped, if whoever cancelled said (the first reason given wins):
+        the run's RUN_ERROR CANCELLED carries it as its message, so a client reads
+        *why* ("stopped by the user", "nobody reconnected within 30 s") rather than
+        only that the run was cancelled."""
 
-    def cancel(self) -> None:
-        """Trip the token. Idempotent; wakes every waiter and runs every callback once."""
+    def cancel(self, reason: str | None = None) -> None:
+        """Trip the token. Idempotent; wakes every waiter and runs every callback once.
+
+        ``reason`` becomes the message of the run's RUN_ERROR CANCELLED.
+        """
+        if self.reason is None and reason is not None:
+            self.reason = reason
         if self._cancelled:
             return
         self._cancelled = True

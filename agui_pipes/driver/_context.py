@@ -266,8 +266,9 @@ class Emitter(Generic[S]):
 
     def check_cancelled(self) -> None:
         """Raise ``RunError`` CANCELLED if the run has been cancelled (a checkpoint)."""
-        if self._core.pipeline.token.is_cancelled():
-            raise RunError.cancelled()
+        token = self._core.pipeline.token
+        if token.is_cancelled():
+            raise RunError.cancelled(token.reason)
 
     async def cancelled(self) -> None:
         """Return once the run is cancelled."""

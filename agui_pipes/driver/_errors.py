@@ -82,9 +82,9 @@ class RunError(AguiPipesError):
         return cls(ErrorCode.PROTOCOL_VIOLATION, message, verification=verification)
 
     @classmethod
-    def cancelled(cls) -> RunError:
-        """The run's cancel token tripped (code CANCELLED)."""
-        return cls(ErrorCode.CANCELLED, "the run was cancelled")
+    def cancelled(cls, reason: str | None = None) -> RunError:
+        """The run's cancel token tripped (code CANCELLED), with the canceller's reason if any."""
+        return cls(ErrorCode.CANCELLED, reason or "the run was cancelled")
 
     @classmethod
     def disconnected(cls) -> RunError:

@@ -106,7 +106,7 @@ class Pipeline:
         if self.failure is not None:
             raise self.failure
         if self.token._cancelled:
-            raise RunError.cancelled()
+            raise RunError.cancelled(self.token.reason)
         transform = self._transform
         if transform is None:
             self._deliver(event)

@@ -381,7 +381,7 @@ class Run:
                     "(RunOutcome.success(), .interrupt([...]) or .cancelled())"
                 )
             elif pipeline.token.is_cancelled() and outcome.kind != "cancelled":
-                error = RunError.cancelled()
+                error = RunError.cancelled(pipeline.token.reason)
             elif core.open_scopes:
                 sub_id, name = next(iter(core.open_scopes.items()))
                 error = unfinished_scope(sub_id, name)

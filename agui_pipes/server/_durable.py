@@ -139,7 +139,7 @@ class LiveRun:
         """Cancel the run now: it ends in RUN_ERROR code CANCELLED, recorded."""
         if self.stop_reason is None and self.terminal is None:
             self.stop_reason = reason
-        self.token.cancel()
+        self.token.cancel(self.stop_reason)
         if self.scope is not None:
             self.scope.cancel()
 

@@ -115,6 +115,40 @@ async def test_a_token_cancelled_before_the_run_still_gives_a_well_formed_stream
     assert events[-1].code == "CANCELLED"
 
 
+@pytest.mark.parametrize("where", ["outside", "before", "in the agent"])
+async def test_the_reason_given_to_cancel_is_the_run_errors_message(where: str) -> None:
+    token = CancelToken()
+    if where == "before":
+        token.cancel("stopped by the operator")
+    agent = Endless()
+    received: list[BaseEvent] = []
+
+    async def stops_itself(ctx: RunContext[Any]) -> RunOutcome:
+        ctx.cancel_token.cancel("stopped by the operator")
+        return RunOutcome.success()
+
+    chosen: Any = stops_itself if where == "in the agent" else agent
+    async with run(chosen, INPUT, cancel_token=token) as events:
+        async for event in events:
+            received.append(event)
+            if where == "outside" and len(received) == 7:
+                token.cancel("stopped by the operator")
+                token.cancel("a later reason")  # the first reason given wins
+    last = received[-1]
+    assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+    assert last.message == "stopped by the operator"
+    assert token.reason == "stopped by the operator"
+
+
+async def test_a_cancel_without_reason_keeps_the_generic_message() -> None:
+    token = CancelToken()
+    token.cancel()
+    assert token.reason is None
+    events = await collect(Endless(), INPUT, cancel_token=token)
+    assert isinstance(events[-1], RunErrorEvent)
+    assert events[-1].message == "the run was cancelled"
+
+
 async def test_an_agent_ignoring_cancellation_still_ends_cancelled() -> None:
     async def stubborn(ctx: RunContext[Any]) -> RunOutcome:
         ctx.cancel_token.cancel()
