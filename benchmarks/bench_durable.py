@@ -53,8 +53,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_store import _server_cpu, redis_server
-
 import httpx
 from ag_ui.core import (
     BaseEvent,
@@ -64,6 +62,7 @@ from ag_ui.core import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
+from bench_store import _server_cpu, redis_server
 
 from agui_pipes.codecs import encode_sse
 from agui_pipes.driver import RunContext, RunOutcome
