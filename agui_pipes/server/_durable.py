@@ -1,7 +1,7 @@
 """Durable runs over HTTP: recording a served run, detaching it, and the resume routes.
 
-What the agent endpoint (and, next, the gateway) adds when it has an event
-log (``store=``), kept apart from where the events come from:
+What the agent endpoint and the gateway add when they have an event log
+(``store=``), kept apart from where the events come from:
 
 * ``DurableRuns.recording`` — a served run's ``LiveRun``: its
   ``RunRecorder``, its cancel token and scope, and the *detach grace*: a
@@ -14,6 +14,9 @@ log (``store=``), kept apart from where the events come from:
   event is encoded once, numbered and queued for the store in the agent's
   own task, and its frame carries ``id: <epoch>:<runId>:<seq>``, the same
   bytes a replay from the log gives.
+* ``recorded_frames`` / ``recorded_batches`` — a source of events (the
+  endpoint's async chain, the gateway's apply path) or of byte batches of
+  SSE frames (the gateway's relay) recorded, each frame given its id.
 * the routes: ``GET runs/{runId}`` (resume with ``Last-Event-ID`` or
   ``?after=``), ``POST runs/{runId}/stop``, ``GET threads/{threadId}``.
 
@@ -712,6 +715,12 @@ async def _record_frames(recorder: RunRecorder, batch: bytes) -> bytes:
     """``batch`` (whole ``data: <json>\n\n`` frames) with each frame recorded and given its id."""
     parts = batch.split(b"\n\n")
     tail = parts.pop()  # empty after a batch of whole frames
+    # Every part a `data: ` frame (the relay's batches are): record the batch in one call.
+    # Exact: a JSON payload holds no raw line break, so "\n\ndata: " only separates frames.
+    if not tail and batch.startswith(b"data: ") and batch.count(b"\n\ndata: ") == len(parts) - 1:
+        framed = recorder.frames_nowait([part[6:] for part in parts])
+        if framed is not None:
+            return framed
     out: list[bytes] = []
     frame_nowait = recorder.frame_nowait
     for part in parts:
