@@ -30,7 +30,7 @@ from starlette.applications import Starlette
 
 from agui_pipes import AsyncStreamTransformer
 from agui_pipes.driver import RunContext, RunOutcome
-from agui_pipes.server import Gateway, agent_route, build_app
+from agui_pipes.server import Gateway, agent_route, build_app, gateway_route
 
 pytestmark = pytest.mark.anyio
 
@@ -318,3 +318,5 @@ def test_gateway_store_arguments_are_checked() -> None:
         Gateway("http://127.0.0.1:1/", store="memory:", detach_grace=-1)
     with pytest.raises(ValueError, match="sqlite"):
         Gateway("http://127.0.0.1:1/", store="postgres://x")
+    with pytest.raises(TypeError, match=r"routes\(path\)"):
+        gateway_route("/chat", "http://127.0.0.1:1/", store="memory:")

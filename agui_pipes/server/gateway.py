@@ -853,8 +853,17 @@ def gateway_route(path: str, upstream: str, **options: Any) -> Any:
     """A Starlette ``Route`` (POST only) serving ``Gateway(upstream, **options)``.
 
     The gateway is the route's ``endpoint`` attribute; close it at shutdown
-    (``route.endpoint.aclose()`` or its ``lifespan``).
+    (``route.endpoint.aclose()`` or its ``lifespan``). With ``store=`` a gateway
+    serves more than one route: use ``Gateway(...).routes(path)`` or ``build_app``.
     """
     from starlette.routing import Route
+
+    if options.get("store") is not None:
+        raise TypeError(
+            "gateway_route() returns the one POST route; with store=... the gateway also "
+            "serves runs/{runId}, runs/{runId}/stop and threads/{threadId}: use "
+            "Gateway(upstream, store=...).routes(path) (a list of routes) or "
+            "build_app(upstream=..., store=...)"
+        )
 
     return Route(path, Gateway(upstream, **options), methods=["POST"])
