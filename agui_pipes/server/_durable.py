@@ -718,7 +718,11 @@ async def _record_frames(recorder: RunRecorder, batch: bytes) -> bytes:
     # Every part a `data: ` frame (the relay's batches are): record the batch in one call.
     # Exact: a JSON payload holds no raw line break, so "\n\ndata: " only separates frames.
     if not tail and batch.startswith(b"data: ") and batch.count(b"\n\ndata: ") == len(parts) - 1:
-        framed = recorder.frames_nowait([part[6:] for part in parts])
+        framed = (
+            recorder.frame_nowait(batch[6:-2])  # one frame per read: no list, no join
+            if len(parts) == 1
+            else recorder.frames_nowait([part[6:] for part in parts])
+        )
         if framed is not None:
             return framed
     out: list[bytes] = []
