@@ -1,6 +1,7 @@
-"""The event log's cost on the agent endpoint: CPU per event with no store, memory, SQLite, Redis.
+"""The event log's cost on the agent endpoint or the gateway: CPU per event, no store vs stores.
 
     python benchmarks/bench_durable.py [--events 20000] [--rounds 7] [--redis redis://host:port/db]
+    python benchmarks/bench_durable.py --gateway [--frames-per-read 16] ...
 
 What is measured is the whole endpoint (``AgentEndpoint`` driven as an ASGI
 app in-process, no HTTP): body validation, the run driver, the frame sink in
@@ -16,6 +17,14 @@ from other processes hits all alike); the medians of CPU µs per event
 their ratio to no store. Redis server CPU (``INFO cpu``) is shown apart.
 Without ``--redis`` a ``redis-server`` is started on a free loopback port
 (skipped with a note when there is none).
+
+``--gateway`` measures the gateway instead (``Gateway`` driven as an ASGI
+app, its relay path: no chain): its upstream is an in-process httpx
+transport replaying the same run's SSE, pre-encoded, in reads of
+``--frames-per-read`` frames (yielding to the loop between reads, as a
+socket would), so what is counted is the gateway's own work — decoding,
+the relay, re-encoding and, with a store, splitting each batch per frame,
+numbering and recording it.
 
 ``--instructions`` counts instructions per event instead (valgrind
 callgrind, fixed hash seed: reproducible where CPU time on a shared machine
@@ -44,10 +53,20 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import httpx
+from ag_ui.core import (
+    BaseEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+)
 from bench_store import _server_cpu, redis_server
 
+from agui_pipes.codecs import encode_sse
 from agui_pipes.driver import RunContext, RunOutcome
-from agui_pipes.server import AgentEndpoint
+from agui_pipes.server import AgentEndpoint, Gateway
 
 
 def make_agent(count: int) -> Any:
@@ -61,7 +80,49 @@ def make_agent(count: int) -> Any:
     return agent
 
 
-async def one_run(endpoint: AgentEndpoint) -> int:
+def upstream_sse(count: int) -> list[bytes]:
+    """The frames an upstream agent sends for one message of ``count`` deltas."""
+    events: list[BaseEvent] = [
+        RunStartedEvent(thread_id="bench", run_id="upstream"),
+        TextMessageStartEvent(message_id="m", role="assistant"),
+        *(TextMessageContentEvent(message_id="m", delta=f"token{n % 97} ") for n in range(count)),
+        TextMessageEndEvent(message_id="m"),
+        RunFinishedEvent(thread_id="bench", run_id="upstream"),
+    ]
+    return [encode_sse(event) for event in events]
+
+
+class _Reads(httpx.AsyncByteStream):
+    def __init__(self, reads: list[bytes]) -> None:
+        self._reads = reads
+
+    async def __aiter__(self) -> Any:
+        for read in self._reads:
+            await asyncio.sleep(0)
+            yield read
+
+
+class ReplayUpstream(httpx.AsyncBaseTransport):
+    """An upstream answering every POST with the same SSE, in reads of ``per_read`` frames."""
+
+    def __init__(self, frames: list[bytes], per_read: int) -> None:
+        self._reads = [b"".join(frames[i:i + per_read]) for i in range(0, len(frames), per_read)]
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, stream=_Reads(self._reads)
+        )
+
+
+def make_subject(gateway: bool, events: int, url: str | None, per_read: int) -> Any:
+    """The ASGI app measured: the endpoint with its agent, or the gateway with its upstream."""
+    if not gateway:
+        return AgentEndpoint(make_agent(events), store=url, keepalive=None)
+    client = httpx.AsyncClient(transport=ReplayUpstream(upstream_sse(events), per_read))
+    return Gateway("http://upstream.invalid/", client=client, store=url, keepalive=None)
+
+
+async def one_run(endpoint: AgentEndpoint | Gateway) -> int:
     """Serve one run to a null client; the bytes it was sent."""
     body = json.dumps({"threadId": "bench", "runId": uuid.uuid4().hex, "messages": []}).encode()
     sent = 0
@@ -96,9 +157,8 @@ async def main_async(args: argparse.Namespace, redis_url: str | None) -> None:
             variants["redis"] = f"{redis_url}?prefix=b{uuid.uuid4().hex[:8]}:"
         else:
             print("(no redis-server: Redis not measured)")
-        agent = make_agent(args.events)
         endpoints = {
-            name: AgentEndpoint(agent, store=url, keepalive=None)
+            name: make_subject(args.gateway, args.events, url, args.frames_per_read)
             for name, url in variants.items()
         }
         cpu: dict[str, list[float]] = {name: [] for name in variants}
@@ -118,24 +178,25 @@ async def main_async(args: argparse.Namespace, redis_url: str | None) -> None:
         for endpoint in endpoints.values():
             await endpoint.aclose()
     base = statistics.median(cpu["none"])
-    print("endpoint, per event   CPU µs   × no store   Redis server CPU µs")
+    what = f"gateway ({args.frames_per_read} frames/read)" if args.gateway else "endpoint"
+    print(f"{what}, per event   CPU µs   × no store   Redis server CPU µs")
     for name in variants:
         median = statistics.median(cpu[name])
         extra = f"{statistics.median(server[name]):.2f}" if name == "redis" else "-"
         print(f"{name:<20} {median:8.2f} {median / base:12.2f}   {extra}")
 
 
-async def _child(repeat: int, events: int, url: str) -> None:
-    endpoint = AgentEndpoint(make_agent(events), store=url or None, keepalive=None)
+async def _child(repeat: int, events: int, url: str, gateway: bool, per_read: int) -> None:
+    endpoint = make_subject(gateway, events, url or None, per_read)
     for _ in range(repeat):
         await one_run(endpoint)
     await endpoint.aclose()
 
 
-def _instructions(repeat: int, events: int, url: str) -> int:
+def _instructions(repeat: int, events: int, url: str, gateway: bool, per_read: int) -> int:
     done = subprocess.run(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         __file__, "--child", str(repeat), str(events), url],
+         __file__, "--child", str(repeat), str(events), url, str(int(gateway)), str(per_read)],
         capture_output=True, text=True, check=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
@@ -145,10 +206,11 @@ def _instructions(repeat: int, events: int, url: str) -> int:
     return int(found.group(1))
 
 
-def instructions(events: int, redis_url: str | None) -> None:
+def instructions(events: int, redis_url: str | None, gateway: bool, per_read: int) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed; --instructions needs it")
-    print(f"endpoint, instructions per event ({events} and {3 * events} events, difference)")
+    what = f"gateway ({per_read} frames/read)" if gateway else "endpoint"
+    print(f"{what}, instructions per event ({events} and {3 * events} events, difference)")
     with tempfile.TemporaryDirectory() as directory:
         variants = {"none": "", "memory": "memory:", "sqlite": f"sqlite:///{directory}/r.db"}
         if redis_url is not None:
@@ -157,18 +219,19 @@ def instructions(events: int, redis_url: str | None) -> None:
         for variant, url in variants.items():
             if variant == "sqlite":
                 url = f"sqlite:///{directory}/{uuid.uuid4().hex}.db"
-            once = _instructions(1, events, url)
+            once = _instructions(1, events, url, gateway, per_read)
             if variant == "sqlite":
                 url = f"sqlite:///{directory}/{uuid.uuid4().hex}.db"
-            thrice = _instructions(3, events, url)
+            thrice = _instructions(3, events, url, gateway, per_read)
             per_event = (thrice - once) / (2 * (events + 4))
             base = base or per_event
             print(f"{variant:<8} {per_event:>10,.0f} instructions/event  {per_event / base:.2f}×")
 
 
 def main() -> None:
-    if len(sys.argv) == 5 and sys.argv[1] == "--child":
-        asyncio.run(_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
+    if len(sys.argv) == 7 and sys.argv[1] == "--child":
+        asyncio.run(_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
+                           sys.argv[5] == "1", int(sys.argv[6])))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
@@ -176,8 +239,15 @@ def main() -> None:
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start one)")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions per event under callgrind instead")
+    parser.add_argument("--gateway", action="store_true",
+                        help="measure the gateway's relay path instead of the agent endpoint")
+    parser.add_argument("--frames-per-read", type=int, default=16,
+                        help="gateway: frames per read from the replayed upstream (default 16)")
     args = parser.parse_args()
-    run = (lambda url: instructions(args.events, url)) if args.instructions else (
+    if args.frames_per_read < 1:
+        parser.error("--frames-per-read must be >= 1")
+    run = (lambda url: instructions(args.events, url, args.gateway, args.frames_per_read)) \
+        if args.instructions else (
         lambda url: asyncio.run(main_async(args, url)))
     if args.redis is not None:
         run(args.redis)

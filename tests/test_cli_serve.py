@@ -152,11 +152,27 @@ def test_serve_demo_with_a_store_records_and_serves_history(tmp_path: Path) -> N
     assert code == 0, err
 
 
-def test_serve_store_needs_the_demo_agent_for_now() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "agui_pipes", "serve", "--upstream", "http://x", "--store",
-         "memory:"],
-        capture_output=True, timeout=60,
-    )
-    assert result.returncode == 2
-    assert b"--store works with --demo" in result.stderr
+def test_serve_gateway_with_a_store_records_and_serves_history(tmp_path: Path) -> None:
+    demo = start("--demo")
+    try:
+        url = f"sqlite:///{tmp_path / 'gateway.db'}"
+        gateway = start("--upstream", f"{demo.url}/", "--store", url, "--detach-grace", "5",
+                        "--path", "/chat")
+        try:
+            body = {"threadId": "gw-t", "runId": "gw-r", "messages": []}
+            response = httpx.post(f"{gateway.url}/chat", json=body, timeout=20)
+            assert response.status_code == 200
+            frames = [f for f in response.text.split("\n\n") if f]
+            assert frames and all(f.startswith("id: ") and ":gw-r:" in f for f in frames)
+            again = httpx.post(f"{gateway.url}/chat", json=body, timeout=20)
+            assert again.status_code == 409
+            assert again.json()["error"] == "run_exists"
+            resumed = httpx.get(f"{gateway.url}/chat/runs/gw-r", timeout=20)
+            assert resumed.text == response.text
+            history = httpx.get(f"{gateway.url}/chat/threads/gw-t", timeout=20)
+            assert '"type":"MESSAGES_SNAPSHOT"' in history.text
+        finally:
+            code, err = stop(gateway)
+        assert code == 0, err
+    finally:
+        stop(demo)

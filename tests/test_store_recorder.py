@@ -241,6 +241,26 @@ async def test_frames_carry_the_ids_a_resume_accepts() -> None:
         assert replay == frames[1:]
 
 
+async def test_a_batch_of_frames_is_numbered_and_stored_as_one_frame_each_would_be() -> None:
+    async with open_store("memory:") as store:
+        async with RunRecorder(store, "t", "r") as recorder:
+            first = await recorder.frame(events(1)[0])
+            batch = recorder.frames_nowait(events(4)[1:])
+        assert batch is not None
+        whole = [sse_frame(data, f"{store.epoch}:r:{seq}") for seq, data in enumerate(events(4), 1)]
+        assert first + batch == b"".join(whole)
+        assert [data for _, data in await store.read("r")] == events(4)
+
+
+async def test_a_batch_that_does_not_fit_is_not_taken() -> None:
+    async with _StuckLog() as store, RunRecorder(
+        store, "t", "r", max_events=4, stall_timeout=0.05, close_timeout=0.05
+    ) as recorder:
+        assert recorder.frames_nowait(events(6)) is not None  # an empty queue takes it
+        assert recorder.frames_nowait(events(1)) is None  # full: nothing taken
+        assert recorder.next_seq == 7
+
+
 async def test_a_broken_run_sends_frames_without_ids() -> None:
     async with _FailingLog(good=0) as store:
         async with RunRecorder(store, "t", "r", linger=0) as recorder:

@@ -10,7 +10,7 @@ Two modes:
 
 The agent endpoint is ``POST --path`` (``/`` by default); ``GET /healthz``
 answers ``ok``. One log line per run at INFO shows what each stage did.
-With ``--store URL`` (the demo agent) every run is recorded in that event
+With ``--store URL`` (the demo agent or a gateway) every run is recorded in that event
 log, and ``--path`` also serves ``runs/{runId}`` (resume), ``runs/{runId}/stop``
 and ``threads/{threadId}`` (see docs/durable.md).
 
@@ -91,7 +91,7 @@ def register(subparsers: Any) -> None:
         "--store",
         metavar="URL",
         help=(
-            "demo: record every run in this event log (memory:, sqlite:///runs.db, "
+            "record every run (demo or gateway) in this event log (memory:, sqlite:///runs.db, "
             "redis://host:6379/0) so clients can resume runs and load thread history"
         ),
     )
@@ -144,11 +144,6 @@ def _serve(args: argparse.Namespace) -> int:
         return _usage(
             f"--send-buffer must be a positive number of bytes (got {args.send_buffer}) and "
             f"--send-timeout a number of seconds >= 0 (got {args.send_timeout})"
-        )
-    if args.store is not None and not args.demo:
-        return _usage(
-            "--store works with --demo (the agent endpoint) for now; the gateway does not "
-            "record runs yet"
         )
     if not args.detach_grace >= 0:
         return _usage(f"--detach-grace must be a number of seconds >= 0, got {args.detach_grace}")
@@ -209,6 +204,7 @@ def _serve(args: argparse.Namespace) -> int:
                 verify=not args.no_verify,
                 **sending,
                 limits=limits_of(args),
+                **durable,
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:

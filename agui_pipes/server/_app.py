@@ -36,7 +36,7 @@ def build_app(
 
     Exactly one of ``agent`` and ``upstream``. ``options`` go to
     ``AgentEndpoint`` or ``Gateway``. The gateway's HTTP client is closed at
-    shutdown by the app's lifespan. With ``store=`` (agent only, for now) the
+    shutdown by the app's lifespan. With ``store=`` (agent or gateway) the
     app also serves ``{path}/runs/{runId}`` (resume), ``{path}/runs/{runId}/stop``
     and ``{path}/threads/{threadId}``, and its lifespan opens the event log at
     startup and closes it at shutdown.
@@ -61,7 +61,7 @@ def build_app(
         from .gateway import Gateway
 
         gateway = Gateway(upstream, chain=chain, keepalive=keepalive, **options)
-        routes.append(Route(path, gateway, methods=["POST"]))
+        routes.extend(gateway.routes(path))
 
         @asynccontextmanager
         async def lifespan(app: object) -> AsyncIterator[None]:

@@ -1,7 +1,7 @@
 """Durable runs over HTTP: recording a served run, detaching it, and the resume routes.
 
-What the agent endpoint (and, next, the gateway) adds when it has an event
-log (``store=``), kept apart from where the events come from:
+What the agent endpoint and the gateway add when they have an event log
+(``store=``), kept apart from where the events come from:
 
 * ``DurableRuns.recording`` — a served run's ``LiveRun``: its
   ``RunRecorder``, its cancel token and scope, and the *detach grace*: a
@@ -14,6 +14,9 @@ log (``store=``), kept apart from where the events come from:
   event is encoded once, numbered and queued for the store in the agent's
   own task, and its frame carries ``id: <epoch>:<runId>:<seq>``, the same
   bytes a replay from the log gives.
+* ``recorded_frames`` / ``recorded_batches`` — a source of events (the
+  endpoint's async chain, the gateway's apply path) or of byte batches of
+  SSE frames (the gateway's relay) recorded, each frame given its id.
 * the routes: ``GET runs/{runId}`` (resume with ``Last-Event-ID`` or
   ``?after=``), ``POST runs/{runId}/stop``, ``GET threads/{threadId}``.
 
@@ -518,6 +521,90 @@ class DurableRuns:
             live.note(error)
             yield frame
 
+    async def check_new_run(self, run_id: str) -> None:
+        """Raise ``BadRequest`` 409 for a run id the store holds, 503 if the store fails.
+
+        Called before a response starts, so a refused run is a JSON error,
+        not a stream that opens and dies.
+        """
+        try:
+            store = await self.store()
+            exists = run_id in self.live or await store.run(run_id) is not None
+        except Exception as exc:
+            self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
+            raise BadRequest(
+                503, "store_unavailable", f"the event log is unavailable: {exc}"
+            ) from exc
+        if exists:
+            raise BadRequest(
+                409,
+                "run_exists",
+                f"run {run_id!r} is already in the event log: a run id names one run; "
+                f"start a new run with a new runId, or resume this one with GET "
+                f"runs/{run_id}",
+            )
+
+    @asynccontextmanager
+    async def recorded_batches(
+        self,
+        thread_id: str,
+        run_id: str,
+        token: CancelToken,
+        open_batches: Callable[
+            [Callable[[BaseEvent], None]], AbstractAsyncContextManager[AsyncIterator[bytes]]
+        ],
+        stats: RunStats,
+        gone: Callable[[], bool] = lambda: False,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Batches of SSE frames (the gateway's relay path), each frame recorded and given an id.
+
+        ``open_batches(note)`` opens the source of batches; it calls ``note``
+        with each RUN_STARTED / RUN_FINISHED / RUN_ERROR it puts in a batch
+        (what tells how the run ended) — the batches themselves are not
+        decoded: each frame ``data: <json>\n\n`` is split off, its JSON
+        recorded as it is, and the frame re-sent with its ``id:`` line.
+        """
+        async with self.recording(thread_id, run_id, token, gone) as live:
+            batches = self._batches(live, open_batches, stats)
+            try:
+                yield batches
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await batches.aclose()
+
+    async def _batches(
+        self,
+        live: LiveRun,
+        open_batches: Callable[
+            [Callable[[BaseEvent], None]], AbstractAsyncContextManager[AsyncIterator[bytes]]
+        ],
+        stats: RunStats,
+    ) -> AsyncGenerator[bytes, None]:
+        recorder = live.recorder
+        seen: list[BaseEvent] = []
+        failure: Exception | None = None
+        with anyio.CancelScope() as scope:
+            live.scope = scope
+            try:
+                async with open_batches(seen.append) as batches:
+                    async for batch in batches:
+                        framed = await _record_frames(recorder, batch)
+                        # Noted once recorded: a run is only "ended" by a stored terminal.
+                        for event in seen:
+                            live.note(event)
+                        seen.clear()
+                        yield framed
+            except Exception as exc:
+                failure = exc
+        error = self._error_after(live, failure)
+        if error is not None:
+            stats.note_output(error)
+            stats.written += 1
+            with anyio.CancelScope(shield=True):
+                frame = await recorder.frame(encode_json(error))
+            live.note(error)
+            yield frame
+
     def _error_after(self, live: LiveRun, failure: Exception | None) -> RunErrorEvent | None:
         """The RUN_ERROR that ends a run which ended without a terminal event, if any."""
         if live.terminal is not None:
@@ -755,6 +842,36 @@ async def _history_frames(
     if live_run is not None:
         async for frame in _followed(store, epoch, live_run, 0):
             yield frame
+
+
+async def _record_frames(recorder: RunRecorder, batch: bytes) -> bytes:
+    """``batch`` (whole ``data: <json>\n\n`` frames) with each frame recorded and given its id."""
+    parts = batch.split(b"\n\n")
+    tail = parts.pop()  # empty after a batch of whole frames
+    # Every part a `data: ` frame (the relay's batches are): record the batch in one call.
+    # Exact: a JSON payload holds no raw line break, so "\n\ndata: " only separates frames.
+    if not tail and batch.startswith(b"data: ") and batch.count(b"\n\ndata: ") == len(parts) - 1:
+        framed = (
+            recorder.frame_nowait(batch[6:-2])  # one frame per read: no list, no join
+            if len(parts) == 1
+            else recorder.frames_nowait([part[6:] for part in parts])
+        )
+        if framed is not None:
+            return framed
+    out: list[bytes] = []
+    frame_nowait = recorder.frame_nowait
+    for part in parts:
+        if not part.startswith(b"data: "):
+            out.append(part + b"\n\n")  # not an event (a comment): sent, not recorded
+            continue
+        data = part[6:]
+        frame = frame_nowait(data)
+        if frame is None:  # the recorder's queue is full: wait for room, in order
+            frame = await recorder.frame(data)
+        out.append(frame)
+    if tail:
+        out.append(tail)
+    return b"".join(out)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -43,15 +43,19 @@ RUN_ERROR whose ``code`` says what happened, and is logged:
 ==========================  =====================================================
 
 A client that disconnects cancels the run, which closes the upstream request
-(and so cancels the upstream agent, if it is one of ours).
+(and so cancels the upstream agent, if it is one of ours). With an event log
+(``store=``) each run is recorded and every frame carries an SSE id, a client
+that disconnects only detaches (the upstream is read on for ``detach_grace``
+seconds, for a resume), and the gateway serves the resume, stop and thread
+routes (see ``routes`` and docs/durable.md).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -94,6 +98,10 @@ from ._streaming import (
 )
 from ._withheld import ToldViolations as _ToldViolations
 from ._withheld import WithheldViolation
+
+if TYPE_CHECKING:
+    from ..store import EventLog
+    from ._durable import DurableRuns
 
 publish(__name__, WithheldViolation)
 
@@ -152,6 +160,13 @@ class Gateway:
     ``limits`` is the default of the stages the chain factory builds
     (``StateDiff``, ``ToolResultToState``: the state they follow; None: the
     limits in effect, normally ``DEFAULT_LIMITS``).
+
+    ``store`` (an ``EventLog`` or a store URL) records every run under the
+    runId of its RunAgentInput, as the agent endpoint does: frames carry
+    ``id: <epoch>:<runId>:<seq>``, a client that disconnects detaches (the
+    upstream is read on until nobody has been attached for ``detach_grace``
+    seconds, then its request is closed and the run recorded as cancelled),
+    and ``routes(path)`` adds the resume, stop and thread routes.
     """
 
     def __init__(
@@ -170,6 +185,8 @@ class Gateway:
         client: httpx.AsyncClient | None = None,
         logger: logging.Logger | None = None,
         limits: Limits | None = None,
+        store: EventLog | str | None = None,
+        detach_grace: float = 30.0,
     ) -> None:
         url = httpx.URL(upstream)
         if url.scheme not in ("http", "https") or not url.host:
@@ -197,6 +214,19 @@ class Gateway:
         self._log = logger or _log
         self._limits = resolve_limits(limits)
         self._first_frames = _FirstFrames()
+        self.durable: DurableRuns | None = None
+        """The event log's side of the gateway (``store=``), or None."""
+        if store is not None:
+            from ._durable import DurableRuns  # the store's code loads only when used
+
+            self.durable = DurableRuns(
+                store,
+                detach_grace=detach_grace,
+                keepalive=keepalive,
+                send_buffer=send_buffer,
+                send_timeout=send_timeout,
+                logger=self._log,
+            )
 
     def __repr__(self) -> str:
         # What an operator needs to recognise the gateway in a log or a debugger;
@@ -223,16 +253,40 @@ class Gateway:
             )
         return self._client
 
+    def routes(self, path: str) -> list[Any]:
+        """Starlette routes: ``POST path``, and with a store the resume, stop and thread routes.
+
+        The durable routes hang under ``path`` as a folder (``/chat`` gives
+        ``/chat/runs/{runId}``, ``/chat/runs/{runId}/stop`` and
+        ``/chat/threads/{threadId}``), as on the agent endpoint.
+        """
+        from starlette.routing import Route
+
+        routes: list[Any] = [Route(path, self, methods=["POST"])]
+        if self.durable is not None:
+            routes.extend(self.durable.routes(path))
+        return routes
+
     async def aclose(self) -> None:
-        """Close the upstream HTTP client (if the gateway created it)."""
-        client, self._client = self._client, None
-        if client is not None and self._owns_client:
-            await client.aclose()
+        """Stop the runs still recorded here and close the event log it opened; close the client.
+
+        The runs first: each is recorded as cancelled while the upstream
+        client can still be closed under it.
+        """
+        try:
+            if self.durable is not None:
+                await self.durable.aclose()
+        finally:
+            client, self._client = self._client, None
+            if client is not None and self._owns_client:
+                await client.aclose()
 
     @asynccontextmanager
     async def lifespan(self, app: object) -> AsyncIterator[None]:
-        """A Starlette/FastAPI ``lifespan`` that closes the client at shutdown."""
+        """A Starlette/FastAPI ``lifespan``: opens the event log (if any), closes at shutdown."""
         try:
+            if self.durable is not None:
+                await self.durable.store()
             yield
         finally:
             await self.aclose()
@@ -282,6 +336,12 @@ class Gateway:
         headers = _hop_headers(scope.get("headers", ()), self._forward)
 
         told = _ToldViolations(final, stats, self._log, origin="upstream event", log="gateway log")
+        if self.durable is not None:
+            await self._serve_recorded(
+                scope, receive, send, self.durable, run_input.thread_id, run_input.run_id,
+                body, headers, chain, stats, told, first,
+            )
+            return
         if chain.is_sync:
 
             def open_relay() -> Any:
@@ -311,6 +371,74 @@ class Gateway:
             )
         await response(scope, receive, send)
 
+    async def _serve_recorded(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        durable: DurableRuns,
+        thread_id: str,
+        run_id: str,
+        body: bytes,
+        headers: Mapping[str, str],
+        chain: TransformerChain,
+        stats: RunStats,
+        told: _ToldViolations,
+        first: _FirstFrame,
+    ) -> None:
+        """Serve the run recorded in the event log; a client that leaves only detaches it."""
+        try:
+            await durable.check_new_run(run_id)
+        except BadRequest as error:
+            await send_json_error(send, error)
+            return
+        from ..driver import CancelToken
+
+        token = CancelToken()  # tripped by a stop or the grace; the upstream closes with the run
+        live_runs = durable.live
+
+        def on_disconnect() -> None:
+            # The relay may wait for its first frame to be written: it never will be.
+            first.wrote()
+            live = live_runs.get(run_id)
+            if live is not None:
+                live.detach()
+
+        def gone() -> bool:
+            return response.disconnected
+
+        if chain.is_sync:
+
+            def open_relayed(note: Any) -> Any:
+                return self._relayed(body, headers, chain, stats, told, first, note)
+
+            def open_frames() -> Any:
+                return durable.recorded_batches(
+                    thread_id, run_id, token, open_relayed, stats, gone
+                )
+        else:
+
+            def open_applied() -> Any:
+                return self._applied(body, headers, chain, told, first)
+
+            def open_frames() -> Any:
+                return durable.recorded_frames(
+                    thread_id, run_id, token, open_applied, stats, gone
+                )
+
+        response = SSERun(
+            open_frames=open_frames,
+            stats=stats,
+            on_first_write=first.wrote,
+            keepalive=self._keepalive,
+            logger=self._log,
+            send_buffer=self._send_buffer,
+            send_timeout=self._send_timeout,
+            on_disconnect=on_disconnect,
+            detach=True,
+        )
+        await response(scope, receive, send)
+
     @asynccontextmanager
     async def _applied(
         self,
@@ -336,9 +464,10 @@ class Gateway:
         stats: RunStats,
         told: _ToldViolations,
         first: _FirstFrame,
+        note: Callable[[BaseEvent], None] | None = None,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         async with self._upstream(body, headers) as response:
-            yield self._relay(response, chain, stats, told, first)
+            yield self._relay(response, chain, stats, told, first, note)
 
     @asynccontextmanager
     async def _upstream(
@@ -469,6 +598,7 @@ class Gateway:
         stats: RunStats,
         told: _ToldViolations,
         first: _FirstFrame,
+        note: Callable[[BaseEvent], None] | None = None,
     ) -> AsyncIterator[bytes]:
         """``_decode`` + ``chain.apply`` + encoding, one batch per upstream chunk.
 
@@ -487,10 +617,18 @@ class Gateway:
         upstream = _UpstreamRun()
         # The hooks watch only the run's own events, so the relay's bypass stays
         # on for the deltas that make up most of the stream.
+        on_event = stats.note_output
+        if note is not None:
+            note_output = stats.note_output
+
+            def on_event(event: BaseEvent) -> None:
+                note_output(event)
+                note(event)
+
         relay = Relay(
             chain,
             on_warning=self._log_warning,
-            on_event=stats.note_output,
+            on_event=on_event,
             output_types=_RUN_CLASSES,
             on_input=upstream.see,
             input_types=_RUN_CLASSES,
@@ -715,8 +853,17 @@ def gateway_route(path: str, upstream: str, **options: Any) -> Any:
     """A Starlette ``Route`` (POST only) serving ``Gateway(upstream, **options)``.
 
     The gateway is the route's ``endpoint`` attribute; close it at shutdown
-    (``route.endpoint.aclose()`` or its ``lifespan``).
+    (``route.endpoint.aclose()`` or its ``lifespan``). With ``store=`` a gateway
+    serves more than one route: use ``Gateway(...).routes(path)`` or ``build_app``.
     """
     from starlette.routing import Route
+
+    if options.get("store") is not None:
+        raise TypeError(
+            "gateway_route() returns the one POST route; with store=... the gateway also "
+            "serves runs/{runId}, runs/{runId}/stop and threads/{threadId}: use "
+            "Gateway(upstream, store=...).routes(path) (a list of routes) or "
+            "build_app(upstream=..., store=...)"
+        )
 
     return Route(path, Gateway(upstream, **options), methods=["POST"])

@@ -157,6 +157,44 @@ class RunRecorder:
             )
         return b"data: " + data + b"\n\n"
 
+    def frames_nowait(self, payloads: list[bytes]) -> bytes | None:
+        """``frame`` of each payload, joined, when all fit without waiting; else None.
+
+        For a source that produces events in batches (the gateway's relay
+        reads several frames at once): one call per batch instead of one per
+        event. All or nothing: on None nothing was taken, and the caller
+        records the batch one ``frame`` at a time. An empty queue takes a
+        whole batch even past ``max_events`` / ``max_bytes`` (as ``record``
+        takes one oversized event), so the queue exceeds its bounds by at most
+        one batch.
+        """
+        if self._recording:
+            queue = self._queue
+            count = len(payloads)
+            size = sum(map(len, payloads))
+            if queue and (
+                len(queue) + count > self.max_events or self._queued_bytes + size > self.max_bytes
+            ):
+                return None
+            seq = self.next_seq
+            self.next_seq = seq + count
+            queue.extend(payloads)
+            self._queued_bytes += size
+            wake = self._wake
+            if wake is not None:
+                self._wake = None
+                wake.set()
+            prefix = self._id_prefix
+            return b"".join([
+                b"%s%d\ndata: %s\n\n" % (prefix, n, data)
+                for n, data in zip(range(seq, seq + count), payloads, strict=True)
+            ])
+        if self._tasks is None and not self._ended and self.broken is None:
+            raise RuntimeError(
+                f"{self!r} is not started: use `async with RunRecorder(...) as recorder:`"
+            )
+        return b"".join([b"data: " + data + b"\n\n" for data in payloads])
+
     # -- lifecycle -------------------------------------------------------------
 
     async def __aenter__(self) -> RunRecorder:

@@ -1,0 +1,322 @@
+"""Durable runs through the gateway: a real upstream, a real gateway, real stores.
+
+The upstream is an agent endpoint without a store, served by uvicorn; the
+gateway in front of it records each run (``store=``). On both of the
+gateway's paths — the relay (byte batches of frames) and the apply path (an
+async chain) — a client cut at a random event while the upstream still
+produces, resumed with ``Last-Event-ID``, must get exactly what it missed; a
+client that leaves for good has the upstream request closed after the grace
+and the run recorded as cancelled; a stop cancels at once; bad ids get
+400/404/409.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from _servers import EVENT, Running, run_input, serve, wait_until
+from _store_backends import BACKENDS, redis_url, store_url_for
+from ag_ui.core import BaseEvent, EventType, RunErrorEvent
+from starlette.applications import Starlette
+
+from agui_pipes import AsyncStreamTransformer
+from agui_pipes.driver import RunContext, RunOutcome
+from agui_pipes.server import Gateway, agent_route, build_app, gateway_route
+
+pytestmark = pytest.mark.anyio
+
+__all__ = ["redis_url"]  # the session fixture, used through store_url_for
+
+HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
+Frames = list[tuple[str | None, bytes]]
+
+
+class Gated:
+    """An upstream agent: ``before`` deltas, then waits for its gate, then ``after`` more.
+
+    ``burst`` deltas are emitted between two sleeps, so the gateway's relay
+    gets reads holding several frames (the batches it must split per frame).
+    """
+
+    def __init__(self, before: int = 12, after: int = 12, burst: int = 3) -> None:
+        self.before = before
+        self.after = after
+        self.burst = burst
+        self.gates: dict[str, threading.Event] = {}
+        self.stopped: dict[str, float] = {}
+
+    def gate(self, run_id: str) -> threading.Event:
+        return self.gates.setdefault(run_id, threading.Event())
+
+    async def run(self, ctx: RunContext[Any]) -> RunOutcome:
+        gate = self.gate(ctx.run_id)
+        try:
+            with ctx.message() as message:
+                for n in range(self.before):
+                    message.delta(f"a{n} ")
+                    if n % self.burst == self.burst - 1:
+                        await anyio.sleep(0.003)
+                while not gate.is_set():  # noqa: ASYNC110 - set from the test's thread
+                    await anyio.sleep(0.005)
+                for n in range(self.after):
+                    message.delta(f"b{n} ")
+                    if n % self.burst == self.burst - 1:
+                        await anyio.sleep(0.003)
+        finally:
+            self.stopped[ctx.run_id] = time.monotonic()
+        return RunOutcome.success()
+
+
+def _take_frames(buffer: bytearray) -> Frames:
+    out: Frames = []
+    while (end := buffer.find(b"\n\n")) >= 0:
+        block = bytes(buffer[:end])
+        del buffer[: end + 2]
+        event_id: str | None = None
+        data: bytes | None = None
+        for line in block.split(b"\n"):
+            if line.startswith(b"id: "):
+                event_id = line[4:].decode()
+            elif line.startswith(b"data: "):
+                data = line[6:]
+        if data is not None:
+            out.append((event_id, data))
+    return out
+
+
+async def _read(response: httpx.Response, limit: int | None = None) -> Frames:
+    got: Frames = []
+    buffer = bytearray()
+    async for chunk in response.aiter_raw():
+        buffer += chunk
+        got.extend(_take_frames(buffer))
+        if limit is not None and len(got) >= limit:
+            return got[:limit]
+    return got
+
+
+async def _post(client: httpx.AsyncClient, run_id: str, cut: int | None = None) -> Frames:
+    body = json.dumps(run_input(run_id))
+    async with client.stream("POST", "/chat", content=body, headers=HEADERS) as response:
+        assert response.status_code == 200, await response.aread()
+        return await _read(response, cut)
+
+
+async def _get(
+    client: httpx.AsyncClient, url: str, last_id: str | None = None
+) -> tuple[int, Frames, bytes]:
+    headers = {} if last_id is None else {"last-event-id": last_id}
+    async with client.stream("GET", url, headers=headers) as response:
+        if response.status_code != 200:
+            return response.status_code, [], await response.aread()
+        return 200, await _read(response), b""
+
+
+def _seqs(frames: Frames) -> list[int]:
+    return [int(str(event_id).rsplit(":", 1)[1]) for event_id, _ in frames]
+
+
+def _events(frames: Frames) -> list[BaseEvent]:
+    return [EVENT.validate_json(data) for _, data in frames]
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return store_url_for(str(request.param), request, tmp_path)
+
+
+@pytest.fixture(params=["relay", "apply"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """The gateway's relay path (no chain: byte batches) or apply path (an async chain)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def upstream_agent() -> Iterator[tuple[Gated, Running]]:
+    agent = Gated()
+    app = Starlette(routes=[agent_route("/agent", agent.run, keepalive=None)])
+    with serve(app) as server:
+        yield agent, server
+
+
+def _gateway(upstream: Running, store: str, mode: str, grace: float = 5.0) -> Gateway:
+    chain = AsyncStreamTransformer if mode == "apply" else None
+    return Gateway(f"{upstream.url}/agent", chain=chain, store=store, detach_grace=grace,
+                   keepalive=None)
+
+
+def _app(gateway: Gateway) -> Starlette:
+    return Starlette(routes=gateway.routes("/chat"), lifespan=gateway.lifespan)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_cut_and_resume_while_the_upstream_produces(
+    upstream_agent: tuple[Gated, Running], store_url: str, mode: str, seed: int
+) -> None:
+    agent, upstream = upstream_agent
+    gateway = _gateway(upstream, store_url, mode)
+    cut = random.Random(seed).randint(1, agent.before + 2)  # before the gate: still producing
+    with serve(_app(gateway)) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            agent.gate("whole").set()
+            whole = await _post(client, "whole")
+            assert _seqs(whole) == list(range(1, len(whole) + 1))
+            got = await _post(client, "run-cut", cut=cut)
+            assert _seqs(got) == list(range(1, cut + 1))
+            resumed: Frames = []
+
+            async def resume() -> None:
+                status, frames, body = await _get(client, "/chat/runs/run-cut", got[-1][0])
+                assert status == 200, body
+                resumed.extend(frames)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(resume)
+                await anyio.sleep(0.05)
+                assert "run-cut" not in agent.stopped, "the upstream was closed on detach"
+                agent.gate("run-cut").set()
+            joined = got + resumed
+            assert _seqs(joined) == list(range(1, len(joined) + 1)), "a gap or a duplicate"
+            # The same run as an uninterrupted one: the same events at the same seqs.
+            # (The upstream names its message after the run id.)
+            assert [data.replace(b"run-cut", b"whole") for _, data in joined] == [
+                data for _, data in whole
+            ]
+            assert _events(joined)[-1].type is EventType.RUN_FINISHED
+            status, replay, _ = await _get(client, "/chat/runs/run-cut")
+            assert status == 200 and replay == joined
+
+
+async def test_disconnect_without_reconnect_closes_the_upstream_after_the_grace(
+    upstream_agent: tuple[Gated, Running], store_url: str, mode: str
+) -> None:
+    agent, upstream = upstream_agent
+    grace = 0.4
+    gateway = _gateway(upstream, store_url, mode, grace=grace)
+    assert gateway.durable is not None
+    live = gateway.durable.live
+    with serve(_app(gateway)) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            got = await _post(client, "left", cut=2)
+            left = time.monotonic()
+            await anyio.sleep(grace / 3)
+            assert "left" in live and "left" not in agent.stopped, "cancelled before the grace"
+            await wait_until(lambda: "left" in agent.stopped, 10, "the upstream was closed")
+            assert agent.stopped["left"] - left >= grace * 0.9
+            await wait_until(lambda: "left" not in live, 10, "the run ended")
+            status, frames, _ = await _get(client, "/chat/runs/left")
+            assert status == 200 and frames[:2] == got
+            last = _events(frames)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+            assert "detach grace" in last.message
+            assert _seqs(frames) == list(range(1, len(frames) + 1))
+
+
+async def test_stop_cancels_at_once(
+    upstream_agent: tuple[Gated, Running], store_url: str, mode: str
+) -> None:
+    agent, upstream = upstream_agent
+    gateway = _gateway(upstream, store_url, mode, grace=30)
+    with serve(_app(gateway)) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            body = json.dumps(run_input("stopped"))
+            async with client.stream("POST", "/chat", content=body, headers=HEADERS) as response:
+                frames: Frames = []
+                buffer = bytearray()
+                stream = response.aiter_raw()
+                while len(frames) < 3:
+                    buffer += await stream.__anext__()
+                    frames.extend(_take_frames(buffer))
+                started = time.monotonic()
+                stop = await client.post("/chat/runs/stopped/stop")
+                assert stop.status_code == 200, stop.text
+                assert stop.json() == {"runId": "stopped", "status": "cancelled"}
+                assert time.monotonic() - started < 5
+                async for chunk in stream:
+                    buffer += chunk
+                    frames.extend(_take_frames(buffer))
+            last = _events(frames)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+            assert _seqs(frames) == list(range(1, len(frames) + 1))
+            await wait_until(lambda: "stopped" in agent.stopped, 10, "the upstream was closed")
+            status, replay, _ = await _get(client, "/chat/runs/stopped")
+            assert status == 200 and replay == frames
+            again = await client.post("/chat/runs/stopped/stop")
+            assert again.status_code == 409 and again.json()["error"] == "run_ended"
+
+
+async def test_bad_ids_unknown_runs_and_a_reused_run_id(
+    upstream_agent: tuple[Gated, Running], store_url: str
+) -> None:
+    agent, upstream = upstream_agent
+    gateway = _gateway(upstream, store_url, "relay")
+    with serve(_app(gateway)) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            agent.gate("one").set()
+            agent.gate("two").set()
+            one = await _post(client, "one")
+            await _post(client, "two")
+            status, _, body = await _get(client, "/chat/runs/one", "not an id")
+            assert status == 400 and json.loads(body)["error"] == "bad_event_id"
+            status, _, _ = await _get(client, "/chat/runs/nope")
+            assert status == 404
+            status, _, body = await _get(client, "/chat/runs/two", one[1][0])
+            assert status == 409 and "belongs to run 'one'" in json.loads(body)["message"]
+            assert (await client.post("/chat/runs/nope/stop")).status_code == 404
+            status, _, _ = await _get(client, "/chat/threads/no-such-thread")
+            assert status == 404
+            again = await client.post("/chat", content=json.dumps(run_input("one")),
+                                      headers=HEADERS)
+            assert again.status_code == 409 and again.json()["error"] == "run_exists"
+            # Nothing was forwarded for the refused run: the upstream saw two runs.
+            assert sorted(agent.stopped) == ["one", "two"]
+            status, history, _ = await _get(client, "/chat/threads/thread-1")
+            assert status == 200
+            kinds = [e.type for e in _events(history)]
+            assert EventType.MESSAGES_SNAPSHOT in kinds
+
+
+async def test_upstream_failure_is_recorded_as_the_runs_end(store_url: str) -> None:
+    closed = "http://127.0.0.1:9/agent"  # discard port: nothing listens
+    gateway = Gateway(closed, store=store_url, keepalive=None)
+    with serve(_app(gateway)) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            frames = await _post(client, "failed")
+            last = _events(frames)[-1]
+            assert isinstance(last, RunErrorEvent) and last.code == "UPSTREAM_UNREACHABLE"
+            assert _seqs(frames) == list(range(1, len(frames) + 1))
+            status, replay, _ = await _get(client, "/chat/runs/failed")
+            assert status == 200 and replay == frames
+
+
+async def test_build_app_serves_the_gateway_routes(
+    upstream_agent: tuple[Gated, Running]
+) -> None:
+    agent, upstream = upstream_agent
+    app = build_app(upstream=f"{upstream.url}/agent", store="memory:", path="/chat",
+                    keepalive=None)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            agent.gate("built").set()
+            frames = await _post(client, "built")
+            assert all(event_id is not None for event_id, _ in frames)
+            status, replay, _ = await _get(client, "/chat/runs/built")
+            assert status == 200 and replay == frames
+
+
+def test_gateway_store_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="detach_grace"):
+        Gateway("http://127.0.0.1:1/", store="memory:", detach_grace=-1)
+    with pytest.raises(ValueError, match="sqlite"):
+        Gateway("http://127.0.0.1:1/", store="postgres://x")
+    with pytest.raises(TypeError, match=r"routes\(path\)"):
+        gateway_route("/chat", "http://127.0.0.1:1/", store="memory:")
