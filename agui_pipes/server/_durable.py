@@ -846,18 +846,22 @@ async def _history_frames(
 
 async def _record_frames(recorder: RunRecorder, batch: bytes) -> bytes:
     """``batch`` (whole ``data: <json>\n\n`` frames) with each frame recorded and given its id."""
+    # Every frame a `data: ` frame (the relay's batches are): its payloads are the batch
+    # split on the separators, recorded in one call. Exact: with no "\n\n" but the frames'
+    # own ends (counted) and no run of three line breaks, each "\n\ndata: " ends one frame
+    # and starts the next; anything else (a comment, a blank line) takes the general path.
+    if batch.startswith(b"data: ") and batch.endswith(b"\n\n") and b"\n\n\n" not in batch:
+        payloads = batch[6:-2].split(b"\n\ndata: ")
+        if len(payloads) == batch.count(b"\n\n"):
+            framed = (
+                recorder.frame_nowait(payloads[0])  # one frame per read: no join
+                if len(payloads) == 1
+                else recorder.frames_nowait(payloads)
+            )
+            if framed is not None:
+                return framed
     parts = batch.split(b"\n\n")
     tail = parts.pop()  # empty after a batch of whole frames
-    # Every part a `data: ` frame (the relay's batches are): record the batch in one call.
-    # Exact: a JSON payload holds no raw line break, so "\n\ndata: " only separates frames.
-    if not tail and batch.startswith(b"data: ") and batch.count(b"\n\ndata: ") == len(parts) - 1:
-        framed = (
-            recorder.frame_nowait(batch[6:-2])  # one frame per read: no list, no join
-            if len(parts) == 1
-            else recorder.frames_nowait([part[6:] for part in parts])
-        )
-        if framed is not None:
-            return framed
     out: list[bytes] = []
     frame_nowait = recorder.frame_nowait
     for part in parts:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from itertools import islice
+from itertools import islice, repeat
 from types import TracebackType
 
 import anyio
@@ -184,11 +184,11 @@ class RunRecorder:
             if wake is not None:
                 self._wake = None
                 wake.set()
-            prefix = self._id_prefix
-            return b"".join([
-                b"%s%d\ndata: %s\n\n" % (prefix, n, data)
-                for n, data in zip(range(seq, seq + count), payloads, strict=True)
-            ])
+            # Formatted by map in C: no Python bytecode per frame.
+            return b"".join(map(
+                b"%s%d\ndata: %s\n\n".__mod__,
+                zip(repeat(self._id_prefix), range(seq, seq + count), payloads),
+            ))
         if self._tasks is None and not self._ended and self.broken is None:
             raise RuntimeError(
                 f"{self!r} is not started: use `async with RunRecorder(...) as recorder:`"
