@@ -846,13 +846,14 @@ async def _history_frames(
 
 async def _record_frames(recorder: RunRecorder, batch: bytes) -> bytes:
     """``batch`` (whole ``data: <json>\n\n`` frames) with each frame recorded and given its id."""
-    # Every frame a `data: ` frame (the relay's batches are): its payloads are the batch
-    # split on the separators, recorded in one call. Exact: with no "\n\n" but the frames'
-    # own ends (counted) and no run of three line breaks, each "\n\ndata: " ends one frame
-    # and starts the next; anything else (a comment, a blank line) takes the general path.
-    if batch.startswith(b"data: ") and batch.endswith(b"\n\n") and b"\n\n\n" not in batch:
+    # Every frame a one-line `data: ` frame (the relay's batches are: JSON holds no raw
+    # line break): its payloads are the batch split on the separators, recorded in one
+    # call. Exact: when the batch's line breaks are only the separators' and the last
+    # frame's end (counted, one pass), each "\n\ndata: " ends one frame and starts the
+    # next; anything else (a comment, a multi-line frame) takes the general path.
+    if batch.startswith(b"data: ") and batch.endswith(b"\n\n"):
         payloads = batch[6:-2].split(b"\n\ndata: ")
-        if len(payloads) == batch.count(b"\n\n"):
+        if 2 * len(payloads) == batch.count(b"\n"):
             framed = (
                 recorder.frame_nowait(payloads[0])  # one frame per read: no join
                 if len(payloads) == 1
