@@ -252,6 +252,26 @@ async def test_a_batch_of_frames_is_numbered_and_stored_as_one_frame_each_would_
         assert [data for _, data in await store.read("r")] == events(4)
 
 
+async def test_batches_of_changing_sizes_keep_a_percent_in_the_run_id_literal() -> None:
+    # frames_nowait formats a whole batch at once: a "%" in the run id or a payload is
+    # text, and a batch of another size than the last gets its own frames.
+    run_id = "r%s%d%%1"
+    sizes = (2, 3, 2, 1, 5)
+    sent = [b'{"n":"%%s%d"}' % size for size in sizes for _ in range(size)]
+    async with open_store("memory:") as store:
+        got = b""
+        async with RunRecorder(store, "t", run_id) as recorder:
+            for size in sizes:
+                batch = recorder.frames_nowait([b'{"n":"%%s%d"}' % size] * size)
+                assert batch is not None
+                got += batch
+        whole = [
+            sse_frame(data, f"{store.epoch}:{run_id}:{seq}") for seq, data in enumerate(sent, 1)
+        ]
+        assert got == b"".join(whole)
+        assert [data for _, data in await store.read(run_id)] == sent
+
+
 async def test_a_batch_that_does_not_fit_is_not_taken() -> None:
     async with _StuckLog() as store, RunRecorder(
         store, "t", "r", max_events=4, stall_timeout=0.05, close_timeout=0.05
