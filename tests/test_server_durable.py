@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,7 +26,13 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
-from _servers import EVENT, run_input, serve, wait_until
+from _durable_http import HEADERS, Frames, Gated
+from _durable_http import events as _events
+from _durable_http import get_frames as _get
+from _durable_http import read_frames as _read
+from _durable_http import seqs as _seqs
+from _durable_http import take_frames as _frames
+from _servers import run_input, serve, wait_until
 from _store_backends import BACKENDS, redis_url, store_url_for
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent, TextMessageContentEvent
 from starlette.applications import Starlette
@@ -42,72 +47,6 @@ pytestmark = pytest.mark.anyio
 
 __all__ = ["redis_url"]  # the session fixture, used through store_url_for
 
-HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
-
-
-class Gated:
-    """Streams ``before`` deltas, waits for its gate (set by the test), then ``after`` more."""
-
-    def __init__(self, before: int = 12, after: int = 12, pace: float = 0.002) -> None:
-        self.before = before
-        self.after = after
-        self.pace = pace
-        self.gates: dict[str, threading.Event] = {}
-        self.stopped: dict[str, float] = {}
-
-    def gate(self, run_id: str) -> threading.Event:
-        return self.gates.setdefault(run_id, threading.Event())
-
-    async def run(self, ctx: RunContext[Any]) -> RunOutcome:
-        gate = self.gate(ctx.run_id)
-        try:
-            with ctx.message() as message:
-                for n in range(self.before):
-                    message.delta(f"a{n} ")
-                    await anyio.sleep(self.pace)
-                while not gate.is_set():  # noqa: ASYNC110 - set from the test's thread
-                    await anyio.sleep(0.005)
-                for n in range(self.after):
-                    message.delta(f"b{n} ")
-                    await anyio.sleep(self.pace)
-        finally:
-            self.stopped[ctx.run_id] = time.monotonic()
-        return RunOutcome.success()
-
-
-def _frames(buffer: bytearray) -> list[tuple[str | None, bytes]]:
-    """Complete SSE frames taken off ``buffer``: (id, data); comments skipped."""
-    out: list[tuple[str | None, bytes]] = []
-    while True:
-        end = buffer.find(b"\n\n")
-        if end < 0:
-            return out
-        block = bytes(buffer[:end])
-        del buffer[: end + 2]
-        event_id: str | None = None
-        data: bytes | None = None
-        for line in block.split(b"\n"):
-            if line.startswith(b"id: "):
-                event_id = line[4:].decode()
-            elif line.startswith(b"data: "):
-                data = line[6:]
-        if data is not None:
-            out.append((event_id, data))
-
-
-Frames = list[tuple[str | None, bytes]]
-
-
-async def _read(response: httpx.Response, limit: int | None = None) -> Frames:
-    got: Frames = []
-    buffer = bytearray()
-    async for chunk in response.aiter_raw():
-        buffer += chunk
-        got.extend(_frames(buffer))
-        if limit is not None and len(got) >= limit:
-            return got[:limit]
-    return got
-
 
 async def _post(
     client: httpx.AsyncClient, url: str, body: dict[str, Any], cut: int | None = None
@@ -115,24 +54,6 @@ async def _post(
     async with client.stream("POST", url, content=json.dumps(body), headers=HEADERS) as response:
         assert response.status_code == 200, await response.aread()
         return await _read(response, cut)
-
-
-async def _get(
-    client: httpx.AsyncClient, url: str, last_id: str | None = None
-) -> tuple[int, list[tuple[str | None, bytes]], bytes]:
-    headers = {} if last_id is None else {"last-event-id": last_id}
-    async with client.stream("GET", url, headers=headers) as response:
-        if response.status_code != 200:
-            return response.status_code, [], await response.aread()
-        return 200, await _read(response), b""
-
-
-def _seqs(frames: list[tuple[str | None, bytes]]) -> list[int]:
-    return [int(str(event_id).rsplit(":", 1)[1]) for event_id, _ in frames]
-
-
-def _events(frames: list[tuple[str | None, bytes]]) -> list[BaseEvent]:
-    return [EVENT.validate_json(data) for _, data in frames]
 
 
 @pytest.fixture(params=BACKENDS)

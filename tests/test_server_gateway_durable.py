@@ -14,94 +14,30 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
 import pytest
-from _servers import EVENT, Running, run_input, serve, wait_until
+from _durable_http import HEADERS, Frames, Gated
+from _durable_http import events as _events
+from _durable_http import get_frames as _get
+from _durable_http import read_frames as _read
+from _durable_http import seqs as _seqs
+from _durable_http import take_frames as _take_frames
+from _servers import Running, run_input, serve, wait_until
 from _store_backends import BACKENDS, redis_url, store_url_for
-from ag_ui.core import BaseEvent, EventType, RunErrorEvent
+from ag_ui.core import EventType, RunErrorEvent
 from starlette.applications import Starlette
 
 from agui_pipes import AsyncStreamTransformer
-from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import Gateway, agent_route, build_app, gateway_route
 
 pytestmark = pytest.mark.anyio
 
 __all__ = ["redis_url"]  # the session fixture, used through store_url_for
-
-HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
-Frames = list[tuple[str | None, bytes]]
-
-
-class Gated:
-    """An upstream agent: ``before`` deltas, then waits for its gate, then ``after`` more.
-
-    ``burst`` deltas are emitted between two sleeps, so the gateway's relay
-    gets reads holding several frames (the batches it must split per frame).
-    """
-
-    def __init__(self, before: int = 12, after: int = 12, burst: int = 3) -> None:
-        self.before = before
-        self.after = after
-        self.burst = burst
-        self.gates: dict[str, threading.Event] = {}
-        self.stopped: dict[str, float] = {}
-
-    def gate(self, run_id: str) -> threading.Event:
-        return self.gates.setdefault(run_id, threading.Event())
-
-    async def run(self, ctx: RunContext[Any]) -> RunOutcome:
-        gate = self.gate(ctx.run_id)
-        try:
-            with ctx.message() as message:
-                for n in range(self.before):
-                    message.delta(f"a{n} ")
-                    if n % self.burst == self.burst - 1:
-                        await anyio.sleep(0.003)
-                while not gate.is_set():  # noqa: ASYNC110 - set from the test's thread
-                    await anyio.sleep(0.005)
-                for n in range(self.after):
-                    message.delta(f"b{n} ")
-                    if n % self.burst == self.burst - 1:
-                        await anyio.sleep(0.003)
-        finally:
-            self.stopped[ctx.run_id] = time.monotonic()
-        return RunOutcome.success()
-
-
-def _take_frames(buffer: bytearray) -> Frames:
-    out: Frames = []
-    while (end := buffer.find(b"\n\n")) >= 0:
-        block = bytes(buffer[:end])
-        del buffer[: end + 2]
-        event_id: str | None = None
-        data: bytes | None = None
-        for line in block.split(b"\n"):
-            if line.startswith(b"id: "):
-                event_id = line[4:].decode()
-            elif line.startswith(b"data: "):
-                data = line[6:]
-        if data is not None:
-            out.append((event_id, data))
-    return out
-
-
-async def _read(response: httpx.Response, limit: int | None = None) -> Frames:
-    got: Frames = []
-    buffer = bytearray()
-    async for chunk in response.aiter_raw():
-        buffer += chunk
-        got.extend(_take_frames(buffer))
-        if limit is not None and len(got) >= limit:
-            return got[:limit]
-    return got
 
 
 async def _post(client: httpx.AsyncClient, run_id: str, cut: int | None = None) -> Frames:
@@ -109,24 +45,6 @@ async def _post(client: httpx.AsyncClient, run_id: str, cut: int | None = None) 
     async with client.stream("POST", "/chat", content=body, headers=HEADERS) as response:
         assert response.status_code == 200, await response.aread()
         return await _read(response, cut)
-
-
-async def _get(
-    client: httpx.AsyncClient, url: str, last_id: str | None = None
-) -> tuple[int, Frames, bytes]:
-    headers = {} if last_id is None else {"last-event-id": last_id}
-    async with client.stream("GET", url, headers=headers) as response:
-        if response.status_code != 200:
-            return response.status_code, [], await response.aread()
-        return 200, await _read(response), b""
-
-
-def _seqs(frames: Frames) -> list[int]:
-    return [int(str(event_id).rsplit(":", 1)[1]) for event_id, _ in frames]
-
-
-def _events(frames: Frames) -> list[BaseEvent]:
-    return [EVENT.validate_json(data) for _, data in frames]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -142,7 +60,8 @@ def mode(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def upstream_agent() -> Iterator[tuple[Gated, Running]]:
-    agent = Gated()
+    # bursts of 3 deltas between sleeps: the relay gets reads holding several frames
+    agent = Gated(pace=0.003, burst=3)
     app = Starlette(routes=[agent_route("/agent", agent.run, keepalive=None)])
     with serve(app) as server:
         yield agent, server
