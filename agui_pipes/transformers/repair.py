@@ -294,6 +294,10 @@ class Repair(StreamTransformer):
         """Offer ``event`` to the verifier: append it when accepted, repair it when not."""
         if event is None:
             return
+        cls = event.__class__
+        if self._pending and cls in _TERMINALS and self._verifier.run_open:
+            # The CUSTOM events of this run's fixes go before its terminal event.
+            self._pending_into(out)
         try:
             self._verifier.observe(event)
         except VerificationError as error:
@@ -302,10 +306,6 @@ class Repair(StreamTransformer):
             else:
                 self._fix(error.rule.value, "dropped", f"{error.message}; the event is dropped")
             return
-        cls = event.__class__
-        if self._pending and cls in _TERMINALS:
-            # The CUSTOM events of this run's fixes go before its terminal event.
-            self._pending_into(out)
         out.append(event)
         after = self._after.get(cls)
         if after is not None:
