@@ -23,7 +23,6 @@ from ag_ui.core import (
     BaseEvent,
     CustomEvent,
     RunErrorEvent,
-    RunFinishedEvent,
     RunStartedEvent,
     StateDeltaEvent,
     StateSnapshotEvent,
@@ -61,7 +60,6 @@ from agui_pipes.testing import (
     run_finished,
     run_started,
     run_transformer,
-    step,
     subagent,
     text,
     tool_call,
@@ -303,6 +301,7 @@ def test_steps_and_subagents_closed_without_an_opener_are_dropped() -> None:
     ])
     out, report = repaired(events)
     assert rules(report) == [("step-not-started", "dropped"), ("subagent-not-started", "dropped")]
+    assert types(out).count("SUBAGENT_FINISHED") == 1 and "STEP_FINISHED" not in types(out)
 
 
 def test_a_continuation_tagged_with_another_owner_keeps_the_openers() -> None:
@@ -386,7 +385,8 @@ def test_operations_that_cannot_apply_are_dropped_and_an_empty_delta_with_them()
 def test_a_failing_test_operation_is_the_producers_own_condition() -> None:
     events = run_events([
         StateSnapshotEvent(snapshot={"a": 1}),
-        _delta({"op": "test", "path": "/a", "value": 2}, {"op": "replace", "path": "/a", "value": 3}),
+        _delta({"op": "test", "path": "/a", "value": 2},
+               {"op": "replace", "path": "/a", "value": 3}),
         _delta({"op": "replace", "path": "/b", "value": 1}),
     ])
     out, report = repaired(events)
@@ -409,6 +409,7 @@ def test_an_input_echo_with_state_is_the_base_of_the_deltas() -> None:
     events = [*run_started(input=echo), _delta({"op": "remove", "path": "/m"}), *run_finished()]
     out, report = repaired(events)
     assert rules(report) == [("state-op-unappliable", "dropped"), ("state-delta-empty", "dropped")]
+    assert "STATE_DELTA" not in types(out)
 
 
 # -- the report, the limit, emission, logging, YAML --------------------------
