@@ -39,7 +39,7 @@ from ag_ui.core import BaseEvent
 from .._chunks import ChunkExpander
 from .._construct import construct, replace
 from .._patch import JsonDocument, LimitExceeded, PatchError, clone_json
-from .._transformer import StreamTransformer
+from .._transformer import StreamTransformer, Transform
 from ..verify import Rule, VerificationError, Verifier
 from ._repair_report import RepairFix, RepairLimitExceeded, RepairReport
 
@@ -182,7 +182,12 @@ class Repair(StreamTransformer):
         self.report = RepairReport(report_limit)
         """Every fix made so far (see :class:`RepairReport`)."""
         self._verifier = Verifier("consumer")
-        self._expander = ChunkExpander()
+        self._expander = ChunkExpander(self._chunks_changed)
+        self._chunking = False
+        self._slow = True
+        """Whether the next event needs the full path: between runs (the verifier's
+        sequence checks), a chunk stream open, or an item Repair reopened. Only the
+        full path or a run's end can make it true, and each sets it."""
         self._index = -1
         self._open: dict[_Key, BaseEvent] = {}
         """Open items of the current run, by (opener class, id), in opening order."""
@@ -209,6 +214,8 @@ class Repair(StreamTransformer):
             ag.SubagentFinishedEvent: self._subagent_closed,
             ag.SubagentErrorEvent: self._subagent_closed,
             ag.RunStartedEvent: self._run_started,
+            ag.RunFinishedEvent: self._run_ended,
+            ag.RunErrorEvent: self._run_ended,
             ag.StateSnapshotEvent: self._snapshot,
         }
 
@@ -221,8 +228,72 @@ class Repair(StreamTransformer):
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         self._index += 1
+        out = self._process(event)
+        self._settle()
+        return out
+
+    def route(self, event_class: type[BaseEvent]) -> Transform | None:
+        # Every event is counted (fix positions are input positions), so no
+        # class is skipped; what ``route`` saves is the verifier's dispatch.
+        # Mid-run, with nothing reopened and no chunk stream open, an event is
+        # checked by the verifier's per-class check directly, and a delta of
+        # an open item whose tag agrees needs no check at all (what
+        # ``Verify.route`` does, for the same reason: most of a stream is deltas).
+        if event_class in _CHUNKS or event_class is ag.StateDeltaEvent:
+            return self.transform
+        check = self._verifier.mid_run_check(event_class)
+        if check is None:
+            return self.transform
+        transform = self.transform
+        refused = self._refused_alone
+        after = self._after.get(event_class)
+        table = self._verifier.open_items(event_class)
+
+        def checked(event: BaseEvent) -> Iterable[BaseEvent]:
+            if self._slow:
+                return transform(event)
+            self._index += 1
+            try:
+                check(event)
+            except VerificationError as error:
+                out = refused(event, error)
+                self._settle()
+                return out
+            if after is not None:
+                after(event)
+            return (event,)
+
+        if table is None:
+            return checked
+        opened, owners = table.ids, table.owners
+
+        if table.by_tool_call:
+
+            def args(event: Any) -> Iterable[BaseEvent]:
+                call_id = event.tool_call_id
+                if call_id in opened and not self._slow:
+                    tag = event.subagent_run_id
+                    if tag is None or owners.get(call_id, tag) == tag:
+                        self._index += 1
+                        return (event,)
+                return checked(event)
+
+            return args
+
+        def delta(event: Any) -> Iterable[BaseEvent]:
+            message_id = event.message_id
+            if message_id in opened and not self._slow:
+                tag = event.subagent_run_id
+                if tag is None or owners.get(message_id, tag) == tag:
+                    self._index += 1
+                    return (event,)
+            return checked(event)
+
+        return delta
+
+    def _process(self, event: BaseEvent) -> Iterable[BaseEvent]:
         cls = event.__class__
-        if cls in _CHUNKS or self._expander.is_open:
+        if cls in _CHUNKS or self._chunking:
             return self._expanded(event)
         if self._reopened and _OPENER.get(cls) not in self._reopened_kinds():
             out: list[BaseEvent] = []
@@ -236,16 +307,30 @@ class Repair(StreamTransformer):
         try:
             self._verifier.observe(event)
         except VerificationError as error:
-            out = []
-            self._refused(event, error, out)
-            return self._flush(out)
+            return self._refused_alone(event, error)
         after = self._after.get(cls)
         if after is not None:
             after(event)
         return (event,)
 
+    def _refused_alone(self, event: BaseEvent, error: VerificationError) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        self._refused(event, error, out)
+        return self._flush(out)
+
+    def _settle(self) -> None:
+        """Work out ``_slow`` again after the full path ran (it may have changed any of it)."""
+        self._slow = self._chunking or bool(self._reopened) or self._verifier.between_runs
+
+    def _run_ended(self, event: BaseEvent) -> None:
+        self._slow = True  # between runs: the next event needs the sequence checks
+
+    def _chunks_changed(self) -> None:
+        self._chunking = self._expander.is_open
+
     def finish(self) -> Iterable[BaseEvent]:
         self._index += 1
+        self._slow = True
         if not self._verifier.run_open:
             return ()
         out: list[BaseEvent] = []
