@@ -659,3 +659,26 @@ def test_streams_the_reference_rejects_for_their_order_are_accepted_after_repair
         if theirs["outcome"] != "completed"
     ]
     assert not problems, f"{len(problems)} repaired streams rejected; first:\n" + problems[0]
+    # And both clients fold the repaired streams into the same messages.
+    for out, theirs in zip(outputs, results, strict=True):
+        consumer = Consumer()
+        consumer.push_many(out)
+        mine = consumer.finish().messages
+        assert json.dumps(mine, sort_keys=True) == json.dumps(theirs["messages"], sort_keys=True)
+
+
+@pytest.mark.node
+def test_the_ts_client_folds_the_repaired_pydantic_ai_stream_as_the_producer_meant(
+    ts_oracle: Callable[..., list[dict[str, Any]]],
+) -> None:
+    events = _sse_events("pydantic-ai-parallel-tools.sse")
+    ours = fold(run_transformer(Repair(), events))
+    (theirs,) = ts_oracle([[to_wire(e) for e in run_transformer(Repair(), events)]])
+    assert theirs["outcome"] == "completed", theirs["error"]
+    assert json.dumps(theirs["messages"], sort_keys=True) == json.dumps(ours, sort_keys=True)
+    calls = {c["id"]: c["function"]["arguments"]
+             for m in theirs["messages"] for c in m.get("toolCalls", [])}
+    assert calls == {
+        "call-internal-1": '{"key": "SECRET-ARG-7f3a"}',
+        "call-weather-1": '{"city": "Paris"}',
+    }
