@@ -280,14 +280,41 @@ def test_a_missing_run_started_takes_the_configured_ids() -> None:
     assert out[1:] == events
 
 
-def test_a_missing_run_started_takes_the_first_events_ids_or_generated_ones() -> None:
+def test_a_missing_run_started_takes_the_ids_of_an_event_that_carries_them() -> None:
     out, _ = repaired(run_finished("t9", "r9"))
     assert out[0] == RunStartedEvent(thread_id="t9", run_id="r9")
-    out, _ = repaired([*text("m1", "hi"), *run_finished()])
+    events = [*text("m1", "hi"), *run_finished("t9", "r9")]
+    out, report = repaired(events)
+    assert out == [RunStartedEvent(thread_id="t9", run_id="r9"), *events]
+    assert report.fixes[0].index == 0
+
+
+def test_a_missing_run_started_is_looked_for_a_few_events_then_generated() -> None:
+    events = [TextMessageStartEvent(message_id="m1")] + [
+        TextMessageContentEvent(message_id="m1", delta=str(i)) for i in range(12)
+    ]
+    out, report = repaired(events)
     started = out[0]
     assert isinstance(started, RunStartedEvent)
     assert started.thread_id.startswith("repair-thread-")
     assert started.run_id.startswith("repair-run-")
+    assert out[1:-1] == events
+    assert rules(report) == [("missing-run-started", "synthesized"), ("truncated", "synthesized")]
+    # Decided after eight events, not at the end of the stream.
+    stage = Repair()
+    assert list(stage.transform(events[0])) == []
+    for event in events[1:7]:
+        assert list(stage.transform(event)) == []
+    assert len(list(stage.transform(events[7]))) == 9
+
+
+def test_a_run_started_that_comes_late_is_moved_first() -> None:
+    events = run_events(text("m1", "hi"))
+    swapped = [events[1], events[0], *events[2:]]
+    out, report = repaired(swapped)
+    assert out == events
+    assert rules(report) == [("missing-run-started", "moved")]
+    assert report.fixes[0].index == 1
 
 
 def test_a_truncated_run_ends_with_a_run_error() -> None:
