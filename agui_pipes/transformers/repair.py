@@ -14,6 +14,13 @@ rule it broke (docs/repair.md lists every fix and why it is the nearest
 meaning), and the repaired events are offered to the verifier in turn, so
 what comes out is always a stream the consumer verifier accepts.
 
+Content after its item's END is the one refusal that changes what Repair
+does next: the late content reopens the item (1.0 allows it; content
+appends), and from then on the run's ENDs of that kind are held back until
+an event of another kind, so each goes out after all of its item's content.
+A stream that does not open with RUN_STARTED is held for a few events while
+Repair looks for a late one to move first.
+
 Two fixes do not come from a refusal: ``STATE_DELTA`` operations that
 cannot apply to the state tracked since the last snapshot (a 1.0 client
 would skip the whole delta), and the end of a stream that leaves its run
@@ -175,6 +182,10 @@ class Repair(StreamTransformer):
     ``report_limit``: how many fixes ``report`` lists (all are counted).
     ``thread_id`` / ``run_id``: the ids of a RUN_STARTED Repair must
     synthesize (a server passes the request's).
+
+    Put it first in a chain (it expands chunks itself). It makes no
+    ``passes`` promise: fix positions are input positions, so it must see
+    every event.
     """
 
     def __init__(
@@ -201,8 +212,9 @@ class Repair(StreamTransformer):
         self._chunking = False
         self._slow = True
         """Whether the next event needs the full path: between runs (the verifier's
-        sequence checks), a chunk stream open, or an item Repair reopened. Only the
-        full path or a run's end can make it true, and each sets it."""
+        sequence checks), a chunk stream open, an item Repair reopened, or ENDs
+        being held. Only the full path or a run's end can make it true, and each
+        sets it (``_settle`` / ``_run_ended``)."""
         self._index = -1
         self._open: dict[_Key, BaseEvent] = {}
         """Open items of the current run, by (opener class, id), in opening order."""
