@@ -572,6 +572,24 @@ def test_fresh_starts_with_an_empty_report() -> None:
     assert again.report.count == 0 and stage.report.count == 3
 
 
+@pytest.mark.anyio
+async def test_repairs_the_same_in_an_async_chain() -> None:
+    from collections.abc import AsyncIterator
+
+    from agui_pipes import TransformerChain
+
+    events = _sse_events("pydantic-ai-parallel-tools.sse")
+
+    async def source() -> AsyncIterator[BaseEvent]:
+        for event in events:
+            yield event
+
+    stage = Repair()
+    out = [e async for e in TransformerChain([stage]).apply(source())]
+    assert out == run_transformer(Repair(), events)
+    assert stage.report.counts() == {"content-after-end": 1}
+
+
 def test_a_tool_result_is_never_touched() -> None:
     events = run_events(tool_call("c1", "f", {"a": 1}, result="ok"))
     assert isinstance(events[-2], ToolCallResultEvent)
