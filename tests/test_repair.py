@@ -221,6 +221,18 @@ def test_content_for_an_item_never_opened() -> None:
         ("content-not-started", "dropped"),  # a tool call's name cannot be guessed
     ]
     assert fold(out) == [{"id": "m1", "role": "assistant", "content": "hi"}]
+    # A lost START is not late content: later ENDs are not held.
+    events = run_events([
+        TextMessageContentEvent(message_id="m1", delta="hi"),
+        TextMessageEndEvent(message_id="m1"),
+        TextMessageStartEvent(message_id="m2"),
+        TextMessageStartEvent(message_id="m3"),
+        TextMessageEndEvent(message_id="m2"),
+        TextMessageEndEvent(message_id="m3"),
+    ])
+    out, report = repaired(events)
+    assert rules(report) == [("content-not-started", "synthesized")]
+    assert out[2:] == events[1:]
 
 
 def test_ends_without_an_open_item_are_dropped() -> None:

@@ -735,7 +735,9 @@ class Repair(StreamTransformer):
         if len(out) == before:
             return
         self._reopened[key] = reopen
-        self._hold_kinds.add(opener)
+        if start is not None:
+            # This run's producer sends content after END: hold its later ENDs.
+            self._hold_kinds.add(opener)
         self._feed(event, out, retry=False)
 
     def _close_all(self, event: Any, out: list[BaseEvent]) -> None:
