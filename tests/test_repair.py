@@ -667,15 +667,13 @@ def _ends_moved_early(events: list[BaseEvent], rng: random.Random) -> list[BaseE
         end = out[position]
         if not isinstance(end, _ITEM_ENDS) or rng.random() < 0.5:
             continue
-        same = (
-            (lambda e: getattr(e, "tool_call_id", None) == end.tool_call_id)
-            if isinstance(end, ToolCallEndEvent)
-            else (lambda e: getattr(e, "message_id", None) == end.message_id)
-        )
+        field = "tool_call_id" if isinstance(end, ToolCallEndEvent) else "message_id"
+        item = getattr(end, field)
         start = position - 1
-        while not (same(out[start]) and isinstance(
-            out[start], (TextMessageStartEvent, ToolCallStartEvent)
-        )):
+        while not (
+            isinstance(out[start], (TextMessageStartEvent, ToolCallStartEvent))
+            and getattr(out[start], field, None) == item
+        ):
             start -= 1
         target = rng.randint(start + 1, position)
         out.insert(target, out.pop(position))
