@@ -609,6 +609,36 @@ def test_a_tool_result_is_never_touched() -> None:
     assert out == events and report.count == 0
 
 
+# -- the conformance corpus --------------------------------------------------
+
+CONFORMANCE = sorted((Path(__file__).parent / "conformance" / "streams").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", CONFORMANCE, ids=[p.stem for p in CONFORMANCE])
+def test_conformance_cases_valid_ones_untouched_ordering_ones_repaired(path: Path) -> None:
+    case = json.loads(path.read_text())
+    try:
+        events, _ = decode_all(case["stream"])
+    except DecodeError:
+        assert case["expect"]["outcome"] == "failed"
+        return  # malformed, not misordered: refused before any stage
+    stage = Repair()
+    out = run_transformer(stage, events)
+    consumer = Consumer()
+    consumer.push_many([to_wire(e) for e in out])
+    consumer.finish()  # every case decodes to a stream Repair makes acceptable
+    if case["expect"]["outcome"] == "completed":
+        expanded = run_transformer(ExpandChunks(), events)
+        if path.stem == "truncated-run-reported-as-completed":
+            assert stage.report.counts() == {"truncated": 1}
+            assert out[:-1] == expanded
+        else:
+            assert stage.report.count == 0
+            assert out == expanded
+    else:
+        assert stage.report.count > 0
+
+
 # -- property: the identity on valid streams ----------------------------------
 
 
