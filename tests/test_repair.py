@@ -22,6 +22,7 @@ from _wire_streams import mutate, valid_stream
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    RawEvent,
     RunErrorEvent,
     RunStartedEvent,
     StateDeltaEvent,
@@ -205,6 +206,18 @@ def test_held_ends_are_bounded_by_the_next_event_of_another_kind() -> None:
         "TOOL_CALL_END", "TOOL_CALL_END",  # c1 (synthesized) and c2 (held) at the text
         "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
     ]
+    # RAW closes nothing, so it does not release a held END either.
+    raw = RawEvent(event={"provider": "delta"})
+    events = run_events([
+        *late, _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2"), raw,
+        ToolCallArgsEvent(tool_call_id="c2", delta="{}"),
+    ])
+    out, report = repaired(events)
+    assert ("content-after-end", "moved") in rules(report)
+    assert types(out)[5:] == [
+        "TOOL_CALL_START", "RAW", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_END", "RUN_FINISHED"
+    ]
+    assert [e.tool_call_id for e in out[8:10]] == ["c2", "c1"]  # type: ignore[attr-defined]
     truncated = [*run_started(), *late, _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2")]
     out, report = repaired(truncated)
     assert types(out)[-3:] == ["TOOL_CALL_END", "TOOL_CALL_END", "RUN_ERROR"]
