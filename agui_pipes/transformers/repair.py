@@ -422,7 +422,7 @@ class Repair(StreamTransformer):
                     "another kind",
                     held.index,
                 )
-            self._feed(held.end, out, retry=False)
+            self._feed(held.end, out)  # the producer's own END: repaired like any other
         if only is None:
             self._close_reopened(out)
 
