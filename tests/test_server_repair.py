@@ -142,6 +142,30 @@ async def test_gateway_repair_logs_the_fix_count(
     assert "→ Repair " in lines[0] or "→ repair " in lines[0]
 
 
+@pytest.mark.anyio
+async def test_recording_gateway_repairs_what_it_records(upstream: Running) -> None:
+    """With an event log the run goes through the same repaired chain, and the thread
+    history the gateway serves afterwards holds the calls as the producer meant them."""
+    app = build_app(upstream=upstream.url + "/", store="memory:", repair=True)
+    with serve(app) as running:
+        async with httpx.AsyncClient(timeout=30) as client:
+            response, events = await post_run(client, running.url + "/", REQUEST)
+            assert response.status_code == 200
+            history = await client.get(f"{running.url}/threads/{REQUEST['threadId']}")
+    assert isinstance(events[-1], RunFinishedEvent), events[-1]
+    assert history.status_code == 200
+    consumer = Consumer()
+    for payload in _payloads(history.content):
+        consumer.push(payload)
+    calls = consumer.finish().tool_calls
+    assert {c["id"]: (c["name"], c["arguments"]) for c in calls} == INTENDED
+
+
+def test_gateway_repr_says_it_repairs() -> None:
+    assert "verify=True, repair=True," in repr(Gateway("http://127.0.0.1:9/", repair=True))
+    assert "repair=False" in repr(Gateway("http://127.0.0.1:9/"))
+
+
 # -- the agent endpoint ------------------------------------------------------------
 
 

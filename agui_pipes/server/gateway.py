@@ -242,7 +242,7 @@ class Gateway:
         # the forwarded headers only the names are known here.
         return (
             f"Gateway({_masked_url(self.upstream)!r}, chain={_chain_repr(self._chain_factory)}, "
-            f"verify={self._verify}, "
+            f"verify={self._verify}, repair={self._repair}, "
             f"forward_headers={sorted(self._forward)}, limits={self._limits!r}, "
             f"keepalive={self._keepalive}, send_buffer={self._send_buffer}, "
             f"send_timeout={self._send_timeout}, max_body_bytes={self._max_body}, "
