@@ -326,3 +326,26 @@ def test_decode_of_the_repaired_output_is_lossless(cli: Any, tmp_path: Path) -> 
         decoded = decode(line, index=index)
         assert decoded.event is not None
         assert not decoded.warnings
+
+
+@pytest.mark.parametrize("fmt", ["json", "sse", "ndjson"])
+def test_every_fix_is_named_at_its_own_line(cli: Any, tmp_path: Path, fmt: str) -> None:
+    """Many fixes, one read of the file for their lines: each line is its event's."""
+    events = [*SECOND_TERMINAL, SECOND_TERMINAL[-1], SECOND_TERMINAL[-1]]
+    path = tmp_path / f"broken.{fmt}"
+    if fmt == "json":
+        # Elements of 5 lines (3 fields) but RUN_ERROR's 4: "{" of #2 is on line 11.
+        path.write_text(json.dumps(events, indent=2))
+        expected = [11, 16, 21]
+    elif fmt == "sse":
+        path.write_text("".join(f": comment\ndata: {json.dumps(e)}\n\n" for e in events))
+        expected = [2 + 3 * i for i in (2, 3, 4)]
+    else:
+        path.write_text("\n".join(json.dumps(e) + "\n" for e in events))  # a blank line each
+        expected = [1 + 2 * i for i in (2, 3, 4)]
+    code, _, err = cli(["repair", str(path)])
+    assert code == 0, err
+    fixes = [line for line in err.splitlines() if line.startswith("fix: ")]
+    assert [line.split(": second-terminal")[0] for line in fixes] == [
+        f"fix: event #{i} ({path}:{line})" for i, line in zip((2, 3, 4), expected, strict=True)
+    ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from typing import IO, TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ from ._input import (
     Progress,
     input_name,
     line_of_event,
+    lines_of_events,
     no_events_message,
     open_input,
     payloads_of,
@@ -62,9 +63,9 @@ from ._input import (
 from ._limits import add_limit_options, limits_of
 
 if TYPE_CHECKING:
-    from ..transformers.repair import Repair, RepairFix
+    from ..transformers.repair import Repair
 
-__all__ = ["RepairPass", "fix_lines", "register"]
+__all__ = ["RepairPass", "fix_lines", "new_repair", "register", "summary", "verdict_line"]
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -193,9 +194,27 @@ class RepairPass:
 
 
 def fix_lines(
-    fixes: Sequence[RepairFix], where: Callable[[int], str], *, prefix: str = "fix: "
+    rpass: RepairPass, path: str | None, fmt: str | None, *, prefix: str = "fix: "
 ) -> list[str]:
-    """One human line per fix: ``fix: event #8 (run.sse:25): rule — action: detail``."""
+    """One human line per listed fix: ``fix: event #8 (run.sse:25): rule — action: detail``.
+
+    Positions are the input's (wire) ones, with the file line when the input is a
+    file (all looked up in one read). A fix made at the end of the stream (a
+    truncated run closed) has the count of events as its index: it is named
+    ``end of stream (after N events)``.
+    """
+    fixes = rpass.repair.report.fixes
+    lines = lines_of_events(
+        path, fmt, (rpass.wire_position(fix.index) for fix in fixes if fix.index < rpass.events)
+    )
+
+    def where(index: int) -> str:
+        if index >= rpass.events:
+            return f"end of stream (after {rpass.items} event{'s' if rpass.items != 1 else ''})"
+        position = rpass.wire_position(index)
+        line = lines.get(position)
+        return f"event #{position}" + ("" if line is None else f" ({path}:{line})")
+
     return [f"{prefix}{where(fix.index)}: {fix.rule} — {fix.action}: {fix.detail}" for fix in fixes]
 
 
@@ -207,23 +226,6 @@ def summary(repair: Repair) -> str:
     by_rule = ", ".join(f"{rule} {n}" for rule, n in sorted(report.counts().items()))
     shown = f"; the first {len(report.fixes)} listed" if report.truncated else ""
     return f"repaired: {report.count} fix{'es' if report.count != 1 else ''} ({by_rule}){shown}"
-
-
-def where_in(path: str | None, fmt: str | None, rpass: RepairPass) -> Callable[[int], str]:
-    """How a fix names its input event: ``event #N`` plus ``(FILE:LINE)`` for a file.
-
-    A fix made at the end of the stream (a truncated run closed) has the count of
-    events as its index: it is named ``end of stream``.
-    """
-
-    def where(index: int) -> str:
-        if index >= rpass.events:
-            return f"end of stream (after {rpass.items} event{'s' if rpass.items != 1 else ''})"
-        position = rpass.wire_position(index)
-        line = line_of_event(path, fmt, position)
-        return f"event #{position}" + ("" if line is None else f" ({path}:{line})")
-
-    return where
 
 
 def verdict_line(rpass: RepairPass) -> str:
@@ -346,7 +348,6 @@ def _repair_checked(args: argparse.Namespace) -> int:
                 out.close()
     if rejection is None and rpass.events == 0:
         raise InputError(no_events_message(input_name(args.input), progress, rpass.items))
-    where = where_in(args.input, progress.format, rpass)
     if rejection is None and rpass.violation is not None:
         rejection = verdict_line(rpass)
     if args.report_json:
@@ -361,7 +362,7 @@ def _repair_checked(args: argparse.Namespace) -> int:
         }
         print(_json.dumps_text(document, ensure_ascii=False), file=sys.stderr)
     elif not args.quiet:
-        for line in fix_lines(rpass.repair.report.fixes, where):
+        for line in fix_lines(rpass, args.input, progress.format):
             print(line, file=sys.stderr)
         if rejection is None:
             print(f"{summary(rpass.repair)}; {verdict_line(rpass)}", file=sys.stderr)

@@ -214,7 +214,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace, kept: _Kept, out: Any) -> None:
     """What ``Repair`` would make of the stream, and whether its output verifies."""
-    from .repair import RepairPass, fix_lines, new_repair, summary, verdict_line, where_in
+    from .repair import RepairPass, fix_lines, new_repair, summary, verdict_line
 
     rpass = RepairPass(
         new_repair(args),
@@ -227,8 +227,7 @@ def _explain(args: argparse.Namespace, kept: _Kept, out: Any) -> None:
     except (ProtocolViolation, CodecError) as failure:
         print(f"explain: repair cannot make this stream valid: {failure}", file=out)
         return
-    lines = fix_lines(rpass.repair.report.fixes, where_in(args.input, kept.format, rpass),
-                      prefix="explain: fix: ")
+    lines = fix_lines(rpass, args.input, kept.format, prefix="explain: fix: ")
     for line in lines:
         print(line, file=out)
     print(f"explain: {summary(rpass.repair)}; {verdict_line(rpass)}", file=out)
