@@ -153,6 +153,63 @@ def test_an_explicit_end_after_late_content_closes_the_reopened_item() -> None:
     assert types(out).count("TOOL_CALL_START") == 2
 
 
+def _call(call_id: str, name: str) -> ToolCallStartEvent:
+    return ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name, parent_message_id="m")
+
+
+def test_after_late_content_the_runs_later_ends_wait_for_their_content() -> None:
+    # Three parallel calls, each one's last ARGS after its END (pydantic-ai with
+    # OpenAI's interleaved deltas). The first late delta can only reopen its call;
+    # from then on the run's TOOL_CALL_ENDs are held until the calls' content is
+    # done, so each END is sent once, after all of its call's arguments.
+    events = run_events([
+        _call("c1", "f"), ToolCallArgsEvent(tool_call_id="c1", delta='{"a":'),
+        ToolCallEndEvent(tool_call_id="c1"),
+        _call("c2", "g"), ToolCallArgsEvent(tool_call_id="c1", delta="1}"),
+        ToolCallArgsEvent(tool_call_id="c2", delta='{"b":'), ToolCallEndEvent(tool_call_id="c2"),
+        _call("c3", "h"), ToolCallArgsEvent(tool_call_id="c2", delta="2}"),
+        ToolCallArgsEvent(tool_call_id="c3", delta="{}"), ToolCallEndEvent(tool_call_id="c3"),
+        ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="x"),
+    ])
+    out, report = repaired(events)
+    assert [(f.rule, f.action, f.index) for f in report.fixes] == [
+        ("content-after-end", "reopened", 5),
+        ("content-after-end", "moved", 7),  # c2's END, held past its late delta
+    ]
+    ends = [e.tool_call_id for e in out if isinstance(e, ToolCallEndEvent)]
+    assert ends == ["c1", "c2", "c3", "c1"]
+    assert types(out)[-4:] == ["TOOL_CALL_END", "TOOL_CALL_END", "TOOL_CALL_RESULT", "RUN_FINISHED"]
+    calls = {c["id"]: c["function"]["arguments"] for m in fold(out) for c in m.get("toolCalls", [])}
+    assert calls == {"c1": '{"a":1}', "c2": '{"b":2}', "c3": "{}"}
+
+
+def test_held_ends_are_bounded_by_the_next_event_of_another_kind() -> None:
+    late = [
+        _call("c1", "f"), ToolCallEndEvent(tool_call_id="c1"),
+        ToolCallArgsEvent(tool_call_id="c1", delta="{}"),  # hold mode from here
+    ]
+    # Released at the run's end, at a text message, and when the producer
+    # reopens the call itself; a second END while held is a duplicate.
+    events = run_events([
+        *late,
+        _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2"), ToolCallEndEvent(tool_call_id="c2"),
+        _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2"),
+        *text("m9", "hi"),
+    ])
+    out, report = repaired(events)
+    assert ("duplicate-end", "dropped") in rules(report)
+    assert types(out)[3:] == [
+        "TOOL_CALL_START", "TOOL_CALL_ARGS",  # c1 reopened
+        "TOOL_CALL_START", "TOOL_CALL_END",  # c2, its END released by its own re-open
+        "TOOL_CALL_START",
+        "TOOL_CALL_END", "TOOL_CALL_END",  # c1 (synthesized) and c2 (held) at the text
+        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
+    ]
+    truncated = [*run_started(), *late, _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2")]
+    out, report = repaired(truncated)
+    assert types(out)[-3:] == ["TOOL_CALL_END", "TOOL_CALL_END", "RUN_ERROR"]
+
+
 def test_content_for_an_item_never_opened() -> None:
     events = run_events([
         TextMessageContentEvent(message_id="m1", delta="hi"),

@@ -39,7 +39,7 @@ from ag_ui.core import BaseEvent
 from .._chunks import ChunkExpander
 from .._construct import construct, replace
 from .._patch import JsonDocument, LimitExceeded, PatchError, clone_json
-from .._transformer import StreamTransformer
+from .._transformer import StreamTransformer, Transform
 from ..verify import Rule, VerificationError, Verifier
 from ._repair_report import RepairFix, RepairLimitExceeded, RepairReport
 
@@ -102,6 +102,18 @@ _CLOSE_ORDER: Final = (
     ag.StepStartedEvent,
     ag.SubagentStartedEvent,
 )
+
+
+class _Held:
+    """An END held back, with what happened while it waited."""
+
+    __slots__ = ("end", "index", "late", "moved")
+
+    def __init__(self, end: BaseEvent, index: int) -> None:
+        self.end = end
+        self.index = index
+        self.late = False  # content of its own item arrived after it
+        self.moved = False  # other events went out before it
 
 
 def _item_id(event: Any) -> Any:
@@ -182,7 +194,12 @@ class Repair(StreamTransformer):
         self.report = RepairReport(report_limit)
         """Every fix made so far (see :class:`RepairReport`)."""
         self._verifier = Verifier("consumer")
-        self._expander = ChunkExpander()
+        self._expander = ChunkExpander(self._chunks_changed)
+        self._chunking = False
+        self._slow = True
+        """Whether the next event needs the full path: between runs (the verifier's
+        sequence checks), a chunk stream open, or an item Repair reopened. Only the
+        full path or a run's end can make it true, and each sets it."""
         self._index = -1
         self._open: dict[_Key, BaseEvent] = {}
         """Open items of the current run, by (opener class, id), in opening order."""
@@ -190,6 +207,10 @@ class Repair(StreamTransformer):
         """The first opener of every message, tool call and reasoning item of the run."""
         self._reopened: dict[_Key, BaseEvent] = {}
         """Items Repair (re)opened itself; closed at the first event of another kind."""
+        self._hold_kinds: set[type] = set()
+        """Kinds whose ENDs this run holds back: its producer sent content after an END."""
+        self._held: dict[_Key, _Held] = {}
+        """ENDs held back, by item; at most one per open item."""
         self._state: JsonDocument | None = None
         """The run's state since a snapshot (or the input echo); None while unknown."""
         self._pending: list[RepairFix] = []
@@ -209,6 +230,8 @@ class Repair(StreamTransformer):
             ag.SubagentFinishedEvent: self._subagent_closed,
             ag.SubagentErrorEvent: self._subagent_closed,
             ag.RunStartedEvent: self._run_started,
+            ag.RunFinishedEvent: self._run_ended,
+            ag.RunErrorEvent: self._run_ended,
             ag.StateSnapshotEvent: self._snapshot,
         }
 
@@ -221,35 +244,181 @@ class Repair(StreamTransformer):
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         self._index += 1
+        out = self._process(event)
+        self._settle()
+        return out
+
+    def route(self, event_class: type[BaseEvent]) -> Transform | None:
+        # Every event is counted (fix positions are input positions), so no
+        # class is skipped; what ``route`` saves is the verifier's dispatch.
+        # Mid-run, with nothing reopened and no chunk stream open, an event is
+        # checked by the verifier's per-class check directly, and a delta of
+        # an open item whose tag agrees needs no check at all (what
+        # ``Verify.route`` does, for the same reason: most of a stream is deltas).
+        if event_class in _CHUNKS or event_class is ag.StateDeltaEvent:
+            return self.transform
+        check = self._verifier.mid_run_check(event_class)
+        if check is None:
+            return self.transform
+        transform = self.transform
+        refused = self._refused_alone
+        after = self._after.get(event_class)
+        table = self._verifier.open_items(event_class)
+
+        def checked(event: BaseEvent) -> Iterable[BaseEvent]:
+            if self._slow:
+                return transform(event)
+            self._index += 1
+            try:
+                check(event)
+            except VerificationError as error:
+                out = refused(event, error)
+                self._settle()
+                return out
+            if after is not None:
+                after(event)
+            return (event,)
+
+        if table is None:
+            return checked
+        opened, owners = table.ids, table.owners
+
+        if table.by_tool_call:
+
+            def args(event: Any) -> Iterable[BaseEvent]:
+                call_id = event.tool_call_id
+                if call_id in opened and not self._slow:
+                    tag = event.subagent_run_id
+                    if tag is None or owners.get(call_id, tag) == tag:
+                        self._index += 1
+                        return (event,)
+                return checked(event)
+
+            return args
+
+        def delta(event: Any) -> Iterable[BaseEvent]:
+            message_id = event.message_id
+            if message_id in opened and not self._slow:
+                tag = event.subagent_run_id
+                if tag is None or owners.get(message_id, tag) == tag:
+                    self._index += 1
+                    return (event,)
+            return checked(event)
+
+        return delta
+
+    def _process(self, event: BaseEvent) -> Iterable[BaseEvent]:
         cls = event.__class__
-        if cls in _CHUNKS or self._expander.is_open:
+        if cls in _CHUNKS or self._chunking:
             return self._expanded(event)
-        if self._reopened and _OPENER.get(cls) not in self._reopened_kinds():
+        if (
+            self._reopened
+            or self._hold_kinds
+            or (cls is ag.StateDeltaEvent and self._state is not None)
+        ):
             out: list[BaseEvent] = []
-            self._close_reopened(out)
-            self._feed(event, out)
-            return self._flush(out)
-        if cls is ag.StateDeltaEvent and self._state is not None and self._verifier.run_open:
-            out = []
-            self._feed(self._delta(event), out)
+            self._one(event, out)
             return self._flush(out)
         try:
             self._verifier.observe(event)
         except VerificationError as error:
-            out = []
-            self._refused(event, error, out)
-            return self._flush(out)
+            return self._refused_alone(event, error)
         after = self._after.get(cls)
         if after is not None:
             after(event)
         return (event,)
 
+    def _one(self, event: BaseEvent, out: list[BaseEvent]) -> None:
+        """The full path for one (expanded) event: held ENDs, reopened items, state."""
+        cls = event.__class__
+        kind = _OPENER.get(cls)
+        if self._held or self._reopened:
+            if kind is None or kind not in self._pending_kinds():
+                self._release(out)  # a boundary: an event of another kind
+            elif kind is cls and (kind, _item_id(event)) in self._held:
+                self._release(out, (kind, _item_id(event)))  # the producer reopens it
+        if kind is not None and kind in self._hold_kinds:
+            key = (kind, _item_id(event))
+            if cls in _ENDS:
+                if key in self._held:
+                    self._fix("duplicate-end", "dropped",
+                              f"{event.type.value} for {_described(key)}, already closed")
+                    return
+                if key in self._open:
+                    # This producer sends content after END: hold the END until
+                    # the item's kind gives way to another (see _release).
+                    self._held[key] = _Held(event, self._index)
+                    self._reopened.pop(key, None)
+                    return
+            elif cls in _CONTENT:
+                held = self._held.get(key)
+                if held is not None:
+                    held.late = True
+        fed: BaseEvent | None = event
+        if cls is ag.StateDeltaEvent and self._state is not None and self._verifier.run_open:
+            fed = self._delta(event)
+        before = len(out)
+        self._feed(fed, out)
+        if self._held and len(out) > before:
+            for held in self._held.values():
+                held.moved = True
+
+    def _pending_kinds(self) -> set[type]:
+        return {kind for kind, _ in self._held} | {kind for kind, _ in self._reopened}
+
+    def _release(self, out: list[BaseEvent], only: _Key | None = None) -> None:
+        """Send the held ENDs (or the one of ``only``), then close what Repair reopened."""
+        keys = list(self._held) if only is None else [only]
+        for key in keys:
+            held = self._held.pop(key)
+            if held.late:
+                self._fix(
+                    "content-after-end",
+                    "moved",
+                    f"{held.end.type.value} for {_described(key)} came before content of "
+                    "its own; it is moved after that content",
+                    held.index,
+                )
+            elif held.moved:
+                self._fix(
+                    "end-held",
+                    "moved",
+                    f"{held.end.type.value} for {_described(key)} was held back (this "
+                    "producer sends content after END) and is sent at the next event of "
+                    "another kind",
+                    held.index,
+                )
+            self._feed(held.end, out, retry=False)
+        if only is None:
+            self._close_reopened(out)
+
+    def _refused_alone(self, event: BaseEvent, error: VerificationError) -> list[BaseEvent]:
+        out: list[BaseEvent] = []
+        self._refused(event, error, out)
+        return self._flush(out)
+
+    def _settle(self) -> None:
+        """Work out ``_slow`` again after the full path ran (it may have changed any of it)."""
+        self._slow = (
+            self._chunking
+            or bool(self._reopened)
+            or bool(self._hold_kinds)
+            or self._verifier.between_runs
+        )
+
+    def _run_ended(self, event: BaseEvent) -> None:
+        self._slow = True  # between runs: the next event needs the sequence checks
+
+    def _chunks_changed(self) -> None:
+        self._chunking = self._expander.is_open
+
     def finish(self) -> Iterable[BaseEvent]:
         self._index += 1
+        self._slow = True
         if not self._verifier.run_open:
             return ()
         out: list[BaseEvent] = []
-        self._close_reopened(out)
+        self._release(out)
         self._fix(
             "truncated",
             "synthesized",
@@ -278,16 +447,7 @@ class Repair(StreamTransformer):
             return self._flush([])
         out: list[BaseEvent] = []
         for item in expanded:
-            if self._reopened and _OPENER.get(item.__class__) not in self._reopened_kinds():
-                self._close_reopened(out)
-            fed: BaseEvent | None = item
-            if (
-                item.__class__ is ag.StateDeltaEvent
-                and self._state is not None
-                and self._verifier.run_open
-            ):
-                fed = self._delta(item)
-            self._feed(fed, out)
+            self._one(item, out)
         return self._flush(out)
 
     def _feed(self, event: BaseEvent | None, out: list[BaseEvent], retry: bool = True) -> None:
@@ -326,8 +486,8 @@ class Repair(StreamTransformer):
             self._verifier.observe(custom)  # CUSTOM is accepted anywhere in a run
             out.append(custom)
 
-    def _fix(self, rule: str, action: str, detail: str) -> None:
-        fix = RepairFix(rule, max(self._index, 0), action, detail)
+    def _fix(self, rule: str, action: str, detail: str, index: int | None = None) -> None:
+        fix = RepairFix(rule, max(self._index if index is None else index, 0), action, detail)
         self.report.add(fix)
         logger.warning("repaired event #%d: %s (%s, %s)", fix.index, detail, rule, action)
         limit = self._max_fixes
@@ -363,6 +523,8 @@ class Repair(StreamTransformer):
         self._open.clear()
         self._openers.clear()
         self._reopened.clear()
+        self._hold_kinds.clear()
+        self._held.clear()
         echo = event.input
         state = None if echo is None else echo.state
         if state is not None:
@@ -382,9 +544,6 @@ class Repair(StreamTransformer):
                 self._state.reset(value)
         except LimitExceeded:
             self._state = None  # too big to track: deltas pass unchecked, as before a snapshot
-
-    def _reopened_kinds(self) -> set[type]:
-        return {opener for opener, _ in self._reopened}
 
     def _close_reopened(self, out: list[BaseEvent]) -> None:
         """End the items Repair reopened: the producer had closed them already."""
@@ -515,6 +674,7 @@ class Repair(StreamTransformer):
         if len(out) == before:
             return
         self._reopened[key] = reopen
+        self._hold_kinds.add(opener)
         self._feed(event, out, retry=False)
 
     def _close_all(self, event: Any, out: list[BaseEvent]) -> None:
