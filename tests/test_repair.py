@@ -221,6 +221,18 @@ def test_content_for_an_item_never_opened() -> None:
         ("content-not-started", "dropped"),  # a tool call's name cannot be guessed
     ]
     assert fold(out) == [{"id": "m1", "role": "assistant", "content": "hi"}]
+    # A lost START is not late content: later ENDs are not held.
+    events = run_events([
+        TextMessageContentEvent(message_id="m1", delta="hi"),
+        TextMessageEndEvent(message_id="m1"),
+        TextMessageStartEvent(message_id="m2"),
+        TextMessageStartEvent(message_id="m3"),
+        TextMessageEndEvent(message_id="m2"),
+        TextMessageEndEvent(message_id="m3"),
+    ])
+    out, report = repaired(events)
+    assert rules(report) == [("content-not-started", "synthesized")]
+    assert out[2:] == events[1:]
 
 
 def test_ends_without_an_open_item_are_dropped() -> None:
@@ -280,14 +292,41 @@ def test_a_missing_run_started_takes_the_configured_ids() -> None:
     assert out[1:] == events
 
 
-def test_a_missing_run_started_takes_the_first_events_ids_or_generated_ones() -> None:
+def test_a_missing_run_started_takes_the_ids_of_an_event_that_carries_them() -> None:
     out, _ = repaired(run_finished("t9", "r9"))
     assert out[0] == RunStartedEvent(thread_id="t9", run_id="r9")
-    out, _ = repaired([*text("m1", "hi"), *run_finished()])
+    events = [*text("m1", "hi"), *run_finished("t9", "r9")]
+    out, report = repaired(events)
+    assert out == [RunStartedEvent(thread_id="t9", run_id="r9"), *events]
+    assert report.fixes[0].index == 0
+
+
+def test_a_missing_run_started_is_looked_for_a_few_events_then_generated() -> None:
+    events = [TextMessageStartEvent(message_id="m1")] + [
+        TextMessageContentEvent(message_id="m1", delta=str(i)) for i in range(12)
+    ]
+    out, report = repaired(events)
     started = out[0]
     assert isinstance(started, RunStartedEvent)
     assert started.thread_id.startswith("repair-thread-")
     assert started.run_id.startswith("repair-run-")
+    assert out[1:-1] == events
+    assert rules(report) == [("missing-run-started", "synthesized"), ("truncated", "synthesized")]
+    # Decided after eight events, not at the end of the stream.
+    stage = Repair()
+    assert list(stage.transform(events[0])) == []
+    for event in events[1:7]:
+        assert list(stage.transform(event)) == []
+    assert len(list(stage.transform(events[7]))) == 9
+
+
+def test_a_run_started_that_comes_late_is_moved_first() -> None:
+    events = run_events(text("m1", "hi"))
+    swapped = [events[1], events[0], *events[2:]]
+    out, report = repaired(swapped)
+    assert out == events
+    assert rules(report) == [("missing-run-started", "moved")]
+    assert report.fixes[0].index == 1
 
 
 def test_a_truncated_run_ends_with_a_run_error() -> None:
@@ -545,6 +584,24 @@ def test_fresh_starts_with_an_empty_report() -> None:
     assert again.report.count == 0 and stage.report.count == 3
 
 
+@pytest.mark.anyio
+async def test_repairs_the_same_in_an_async_chain() -> None:
+    from collections.abc import AsyncIterator
+
+    from agui_pipes import TransformerChain
+
+    events = _sse_events("pydantic-ai-parallel-tools.sse")
+
+    async def source() -> AsyncIterator[BaseEvent]:
+        for event in events:
+            yield event
+
+    stage = Repair()
+    out = [e async for e in TransformerChain([stage]).apply(source())]
+    assert out == run_transformer(Repair(), events)
+    assert stage.report.counts() == {"content-after-end": 1}
+
+
 def test_a_tool_result_is_never_touched() -> None:
     events = run_events(tool_call("c1", "f", {"a": 1}, result="ok"))
     assert isinstance(events[-2], ToolCallResultEvent)
@@ -659,3 +716,26 @@ def test_streams_the_reference_rejects_for_their_order_are_accepted_after_repair
         if theirs["outcome"] != "completed"
     ]
     assert not problems, f"{len(problems)} repaired streams rejected; first:\n" + problems[0]
+    # And both clients fold the repaired streams into the same messages.
+    for out, theirs in zip(outputs, results, strict=True):
+        consumer = Consumer()
+        consumer.push_many(out)
+        mine = consumer.finish().messages
+        assert json.dumps(mine, sort_keys=True) == json.dumps(theirs["messages"], sort_keys=True)
+
+
+@pytest.mark.node
+def test_the_ts_client_folds_the_repaired_pydantic_ai_stream_as_the_producer_meant(
+    ts_oracle: Callable[..., list[dict[str, Any]]],
+) -> None:
+    events = _sse_events("pydantic-ai-parallel-tools.sse")
+    ours = fold(run_transformer(Repair(), events))
+    (theirs,) = ts_oracle([[to_wire(e) for e in run_transformer(Repair(), events)]])
+    assert theirs["outcome"] == "completed", theirs["error"]
+    assert json.dumps(theirs["messages"], sort_keys=True) == json.dumps(ours, sort_keys=True)
+    calls = {c["id"]: c["function"]["arguments"]
+             for m in theirs["messages"] for c in m.get("toolCalls", [])}
+    assert calls == {
+        "call-internal-1": '{"key": "SECRET-ARG-7f3a"}',
+        "call-weather-1": '{"city": "Paris"}',
+    }

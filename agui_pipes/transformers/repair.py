@@ -14,6 +14,13 @@ rule it broke (docs/repair.md lists every fix and why it is the nearest
 meaning), and the repaired events are offered to the verifier in turn, so
 what comes out is always a stream the consumer verifier accepts.
 
+Content after its item's END is the one refusal that changes what Repair
+does next: the late content reopens the item (1.0 allows it; content
+appends), and from then on the run's ENDs of that kind are held back until
+an event of another kind, so each goes out after all of its item's content.
+A stream that does not open with RUN_STARTED is held for a few events while
+Repair looks for a late one to move first.
+
 Two fixes do not come from a refusal: ``STATE_DELTA`` operations that
 cannot apply to the state tracked since the last snapshot (a 1.0 client
 would skip the whole delta), and the end of a stream that leaves its run
@@ -50,6 +57,9 @@ logger.addHandler(logging.NullHandler())
 
 REPAIR_EVENT_NAME: Final = "agui_pipes.repair"
 """The ``name`` of the CUSTOM event ``emit=True`` sends per fix (value: ``fix.as_dict()``)."""
+
+_LOOKAHEAD: Final = 8
+"""How many events a stream that does not open with RUN_STARTED is held, looking for one."""
 
 TRUNCATED_CODE: Final = "STREAM_TRUNCATED"
 """The ``code`` of the RUN_ERROR Repair appends to a stream that ends mid-run."""
@@ -172,6 +182,10 @@ class Repair(StreamTransformer):
     ``report_limit``: how many fixes ``report`` lists (all are counted).
     ``thread_id`` / ``run_id``: the ids of a RUN_STARTED Repair must
     synthesize (a server passes the request's).
+
+    Put it first in a chain (it expands chunks itself). It makes no
+    ``passes`` promise: fix positions are input positions, so it must see
+    every event.
     """
 
     def __init__(
@@ -198,8 +212,9 @@ class Repair(StreamTransformer):
         self._chunking = False
         self._slow = True
         """Whether the next event needs the full path: between runs (the verifier's
-        sequence checks), a chunk stream open, or an item Repair reopened. Only the
-        full path or a run's end can make it true, and each sets it."""
+        sequence checks), a chunk stream open, an item Repair reopened, or ENDs
+        being held. Only the full path or a run's end can make it true, and each
+        sets it (``_settle`` / ``_run_ended``)."""
         self._index = -1
         self._open: dict[_Key, BaseEvent] = {}
         """Open items of the current run, by (opener class, id), in opening order."""
@@ -207,6 +222,8 @@ class Repair(StreamTransformer):
         """The first opener of every message, tool call and reasoning item of the run."""
         self._reopened: dict[_Key, BaseEvent] = {}
         """Items Repair (re)opened itself; closed at the first event of another kind."""
+        self._opening: list[tuple[int, BaseEvent]] | None = None
+        """The first events, held while looking for a late RUN_STARTED (None: not looking)."""
         self._hold_kinds: set[type] = set()
         """Kinds whose ENDs this run holds back: its producer sent content after an END."""
         self._held: dict[_Key, _Held] = {}
@@ -312,7 +329,8 @@ class Repair(StreamTransformer):
         if cls in _CHUNKS or self._chunking:
             return self._expanded(event)
         if (
-            self._reopened
+            self._opening is not None
+            or self._reopened
             or self._hold_kinds
             or (cls is ag.StateDeltaEvent and self._state is not None)
         ):
@@ -330,6 +348,9 @@ class Repair(StreamTransformer):
 
     def _one(self, event: BaseEvent, out: list[BaseEvent]) -> None:
         """The full path for one (expanded) event: held ENDs, reopened items, state."""
+        if self._opening is not None:
+            self._buffered(event, out)
+            return
         cls = event.__class__
         kind = _OPENER.get(cls)
         if self._held or self._reopened:
@@ -415,9 +436,11 @@ class Repair(StreamTransformer):
     def finish(self) -> Iterable[BaseEvent]:
         self._index += 1
         self._slow = True
-        if not self._verifier.run_open:
-            return ()
         out: list[BaseEvent] = []
+        if self._opening is not None:
+            self._synthesize_start(None, out)
+        if not self._verifier.run_open:
+            return self._flush(out)
         self._release(out)
         self._fix(
             "truncated",
@@ -605,19 +628,57 @@ class Repair(StreamTransformer):
             self._fix(rule.value, "dropped", f"{error.message}; the event is dropped")
 
     def _start_run(self, event: Any, out: list[BaseEvent]) -> None:
-        thread_id = self._thread_id or getattr(event, "thread_id", None)
-        run_id = self._run_id or getattr(event, "run_id", None)
+        """The stream does not open with RUN_STARTED: look a few events ahead for it."""
+        self._opening = [(self._index, event)]
+        self._buffered(event, out)
+
+    def _buffered(self, event: Any, out: list[BaseEvent]) -> None:
+        """While the opening is held: wait for the RUN_STARTED, or for ids, a few events."""
+        opening = self._opening
+        assert opening is not None
+        cls = event.__class__
+        if cls is ag.RunStartedEvent:
+            self._fix(
+                "missing-run-started",
+                "moved",
+                f"RUN_STARTED came after {len(opening)} other event(s); it is moved first",
+            )
+            self._open_run(event, out)
+            return
+        if event is not opening[-1][1]:
+            opening.append((self._index, event))
+        carries = getattr(event, "thread_id", None) is not None
+        if carries or len(opening) >= _LOOKAHEAD:
+            self._synthesize_start(event if carries else None, out)
+
+    def _synthesize_start(self, source: Any, out: list[BaseEvent]) -> None:
+        opening = self._opening
+        assert opening is not None
+        thread_id = self._thread_id or getattr(source, "thread_id", None)
+        run_id = self._run_id or getattr(source, "run_id", None)
         thread_id = thread_id or f"repair-thread-{uuid.uuid4()}"
         run_id = run_id or f"repair-run-{uuid.uuid4()}"
         self._fix(
             "missing-run-started",
             "synthesized",
-            f"the stream opened with {event.type.value}, not RUN_STARTED; a RUN_STARTED "
-            f"(thread '{thread_id}', run '{run_id}') is put first",
+            f"the stream opened with {opening[0][1].type.value}, not RUN_STARTED; a "
+            f"RUN_STARTED (thread '{thread_id}', run '{run_id}') is put first",
+            opening[0][0],
         )
         started = construct(ag.RunStartedEvent, {"thread_id": thread_id, "run_id": run_id})
+        self._open_run(started, out)
+
+    def _open_run(self, started: BaseEvent, out: list[BaseEvent]) -> None:
+        """Send the RUN_STARTED, then the held opening events, each at its own position."""
+        opening = self._opening
+        assert opening is not None
+        self._opening = None
         self._feed(started, out, retry=False)
-        self._feed(event, out)
+        now = self._index
+        for index, event in opening:
+            self._index = index
+            self._one(event, out)
+        self._index = now
 
     def _not_open(self, event: Any, out: list[BaseEvent]) -> None:
         cls = event.__class__
@@ -674,7 +735,9 @@ class Repair(StreamTransformer):
         if len(out) == before:
             return
         self._reopened[key] = reopen
-        self._hold_kinds.add(opener)
+        if start is not None:
+            # This run's producer sends content after END: hold its later ENDs.
+            self._hold_kinds.add(opener)
         self._feed(event, out, retry=False)
 
     def _close_all(self, event: Any, out: list[BaseEvent]) -> None:
