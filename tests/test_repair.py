@@ -657,6 +657,49 @@ def test_on_the_valid_wire_corpus_repair_changes_nothing(seed: int) -> None:
             assert all(a is b or a == b for a, b in zip(out, expanded, strict=True))
 
 
+_ITEM_ENDS = (TextMessageEndEvent, ToolCallEndEvent)
+
+
+def _ends_moved_early(events: list[BaseEvent], rng: random.Random) -> list[BaseEvent]:
+    """Each text/tool END moved, at random, to before some of its own item's content."""
+    out = list(events)
+    for position in range(len(out) - 1, -1, -1):
+        end = out[position]
+        if not isinstance(end, _ITEM_ENDS) or rng.random() < 0.5:
+            continue
+        field = "tool_call_id" if isinstance(end, ToolCallEndEvent) else "message_id"
+        item = getattr(end, field)
+        start = position - 1
+        while not (
+            isinstance(out[start], (TextMessageStartEvent, ToolCallStartEvent))
+            and getattr(out[start], field, None) == item
+        ):
+            start -= 1
+        target = rng.randint(start + 1, position)
+        out.insert(target, out.pop(position))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=_identity_streams(), seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_ends_sent_before_their_content_fold_as_the_producer_meant(
+    events: list[BaseEvent], seed: int
+) -> None:
+    # The pydantic-ai breakage generalised: text and tool-call ENDs sent before
+    # some of their own content. Repaired, the stream folds into the very
+    # messages and state the well-ordered stream does.
+    expanded = run_transformer(ExpandChunks(), events)
+    early = _ends_moved_early(expanded, random.Random(seed))
+    out, _ = repaired(early, max_fixes=None)
+    Verifier("consumer").finish()
+    mine, meant = Consumer(), Consumer()
+    mine.push_many([to_wire(e) for e in out])
+    meant.push_many([to_wire(e) for e in expanded])
+    got, want = mine.finish(), meant.finish()
+    assert json.dumps(got.messages, sort_keys=True) == json.dumps(want.messages, sort_keys=True)
+    assert json.dumps(got.state, sort_keys=True) == json.dumps(want.state, sort_keys=True)
+
+
 # -- property: accepted by the TS client after repair --------------------------
 
 ORDERING_BATCHES = 3
