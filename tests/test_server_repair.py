@@ -123,7 +123,7 @@ async def test_gateway_repair_logs_the_fix_count(
 ) -> None:
     gateway = Gateway(upstream.url + "/", repair=True,
                       chain=lambda: FunctionTransformer(lambda e: e))
-    app = Starlette(routes=[Route("/", gateway, methods=["POST"])])
+    app = Starlette(routes=[Route("/", gateway, methods=["POST"])], lifespan=gateway.lifespan)
     with serve(app) as running, caplog.at_level(logging.INFO, logger="agui_pipes.server"):
         async with httpx.AsyncClient(timeout=30) as client:
             response, events = await post_run(client, running.url + "/", REQUEST)
