@@ -22,6 +22,7 @@ from _wire_streams import mutate, valid_stream
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    RawEvent,
     RunErrorEvent,
     RunStartedEvent,
     StateDeltaEvent,
@@ -205,6 +206,18 @@ def test_held_ends_are_bounded_by_the_next_event_of_another_kind() -> None:
         "TOOL_CALL_END", "TOOL_CALL_END",  # c1 (synthesized) and c2 (held) at the text
         "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
     ]
+    # RAW closes nothing, so it does not release a held END either.
+    raw = RawEvent(event={"provider": "delta"})
+    events = run_events([
+        *late, _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2"), raw,
+        ToolCallArgsEvent(tool_call_id="c2", delta="{}"),
+    ])
+    out, report = repaired(events)
+    assert ("content-after-end", "moved") in rules(report)
+    assert types(out)[5:] == [
+        "TOOL_CALL_START", "RAW", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_END", "RUN_FINISHED"
+    ]
+    assert [e.tool_call_id for e in out[8:10]] == ["c2", "c1"]  # type: ignore[attr-defined]
     truncated = [*run_started(), *late, _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2")]
     out, report = repaired(truncated)
     assert types(out)[-3:] == ["TOOL_CALL_END", "TOOL_CALL_END", "RUN_ERROR"]
@@ -607,6 +620,36 @@ def test_a_tool_result_is_never_touched() -> None:
     assert isinstance(events[-2], ToolCallResultEvent)
     out, report = repaired(events)
     assert out == events and report.count == 0
+
+
+# -- the conformance corpus --------------------------------------------------
+
+CONFORMANCE = sorted((Path(__file__).parent / "conformance" / "streams").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", CONFORMANCE, ids=[p.stem for p in CONFORMANCE])
+def test_conformance_cases_valid_ones_untouched_ordering_ones_repaired(path: Path) -> None:
+    case = json.loads(path.read_text())
+    try:
+        events, _ = decode_all(case["stream"])
+    except DecodeError:
+        assert case["expect"]["outcome"] == "failed"
+        return  # malformed, not misordered: refused before any stage
+    stage = Repair()
+    out = run_transformer(stage, events)
+    consumer = Consumer()
+    consumer.push_many([to_wire(e) for e in out])
+    consumer.finish()  # every case decodes to a stream Repair makes acceptable
+    if case["expect"]["outcome"] == "completed":
+        expanded = run_transformer(ExpandChunks(), events)
+        if path.stem == "truncated-run-reported-as-completed":
+            assert stage.report.counts() == {"truncated": 1}
+            assert out[:-1] == expanded
+        else:
+            assert stage.report.count == 0
+            assert out == expanded
+    else:
+        assert stage.report.count > 0
 
 
 # -- property: the identity on valid streams ----------------------------------

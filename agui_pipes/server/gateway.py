@@ -100,7 +100,7 @@ from ._withheld import ToldViolations as _ToldViolations
 from ._withheld import WithheldViolation
 
 if TYPE_CHECKING:
-    from ..store import EventLog
+    from ..store import EventLog, RunRecorder
     from ._durable import DurableRuns
 
 publish(__name__, WithheldViolation)
@@ -419,8 +419,8 @@ class Gateway:
 
         if chain.is_sync:
 
-            def open_relayed(note: Any) -> Any:
-                return self._relayed(body, headers, chain, stats, told, first, note)
+            def open_relayed(note: Any, recorder: Any) -> Any:
+                return self._relayed(body, headers, chain, stats, told, first, note, recorder)
 
             def open_frames() -> Any:
                 return durable.recorded_batches(
@@ -475,9 +475,10 @@ class Gateway:
         told: _ToldViolations,
         first: _FirstFrame,
         note: Callable[[BaseEvent], None] | None = None,
+        recorder: RunRecorder | None = None,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         async with self._upstream(body, headers) as response:
-            yield self._relay(response, chain, stats, told, first, note)
+            yield self._relay(response, chain, stats, told, first, note, recorder)
 
     @asynccontextmanager
     async def _upstream(
@@ -609,8 +610,14 @@ class Gateway:
         told: _ToldViolations,
         first: _FirstFrame,
         note: Callable[[BaseEvent], None] | None = None,
+        recorder: RunRecorder | None = None,
     ) -> AsyncIterator[bytes]:
         """``_decode`` + ``chain.apply`` + encoding, one batch per upstream chunk.
+
+        With ``recorder`` (a recorded run) every event is recorded and its
+        frame carries its ``id:`` line: the relay hands the recorder each
+        batch's events apart, so they are framed once, with their ids,
+        rather than framed, split and framed again.
 
         Fails exactly as that path does: the same ``UpstreamError`` codes and
         messages, the chain's own exceptions as they are. When an event fails
@@ -663,10 +670,19 @@ class Gateway:
                     part = payloads if end - start == total else payloads[start:end]
                     start = end
                     try:
-                        out = relay.feed(part)
+                        if recorder is None:
+                            out = relay.feed(part)
+                        else:
+                            items = relay.feed_payloads(part)
+                            framed = recorder.frames_nowait(items) if items else b""
+                            # None: the recorder's queue is full: wait for room, in order.
+                            out = await recorder.frames(items) if framed is None else framed
                     except Exception as exc:
                         # What the events before the failing one gave.
-                        unsent = relay.take_unsent()
+                        if recorder is None:
+                            unsent = relay.take_unsent()
+                        else:
+                            unsent = await recorder.frames(relay.take_unsent_payloads())
                         stats.written = relay.events_out
                         if unsent:
                             first.sent()
@@ -701,7 +717,11 @@ class Gateway:
         upstream.seen_any = relay.events_in > relay.events_unknown
         upstream.check_ended()
         try:
-            out = relay.finish()
+            if recorder is None:
+                out = relay.finish()
+            else:
+                items = relay.finish_payloads()
+                out = await recorder.frames(items) if items else b""
         except Exception as exc:
             told.check(exc)
             raise

@@ -95,6 +95,16 @@ _CHUNKS: Final = frozenset(
     {ag.TextMessageChunkEvent, ag.ToolCallChunkEvent, ag.ReasoningMessageChunkEvent}
 )
 _TERMINALS: Final = frozenset({ag.RunFinishedEvent, ag.RunErrorEvent})
+# Events that close nothing (as for chunk streams, PROTOCOL.md §5): they do not
+# release held ENDs either.
+_NEUTRAL: Final = frozenset(
+    {
+        ag.RawEvent,
+        ag.ActivitySnapshotEvent,
+        ag.ActivityDeltaEvent,
+        ag.ReasoningEncryptedValueEvent,
+    }
+)
 _LABEL: Final[dict[type, str]] = {
     ag.TextMessageStartEvent: "text message",
     ag.ToolCallStartEvent: "tool call",
@@ -354,8 +364,11 @@ class Repair(StreamTransformer):
         cls = event.__class__
         kind = _OPENER.get(cls)
         if self._held or self._reopened:
-            if kind is None or kind not in self._pending_kinds():
-                self._release(out)  # a boundary: an event of another kind
+            if kind is None:
+                if cls not in _NEUTRAL:
+                    self._release(out)  # a boundary: an event of another kind
+            elif kind not in self._pending_kinds():
+                self._release(out)
             elif kind is cls and (kind, _item_id(event)) in self._held:
                 self._release(out, (kind, _item_id(event)))  # the producer reopens it
         if kind is not None and kind in self._hold_kinds:
@@ -409,7 +422,7 @@ class Repair(StreamTransformer):
                     "another kind",
                     held.index,
                 )
-            self._feed(held.end, out, retry=False)
+            self._feed(held.end, out)  # the producer's own END: repaired like any other
         if only is None:
             self._close_reopened(out)
 
