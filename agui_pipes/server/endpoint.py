@@ -37,6 +37,7 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from .._chain import ChainFactory, TransformerChain
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
+from .._transformer import Stage
 from ..driver import AgentLike, CancelToken, Run, run
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
@@ -94,6 +95,11 @@ class AgentEndpoint:
     ``limits`` bounds the state each run publishes (see ``run(..., limits=)``) and
     is the default of the stages the chain factory builds (None: the limits in
     effect, normally ``DEFAULT_LIMITS``).
+
+    ``repair=True`` runs a fresh ``Repair`` (ids: the request's) on the agent's
+    events before the chain, inside the driver, so its verification sees the
+    repaired stream; the per-run log line gives the number of fixes (see
+    docs/repair.md).
     """
 
     def __init__(
@@ -113,6 +119,7 @@ class AgentEndpoint:
         store: EventLog | str | None = None,
         detach_grace: float = 30.0,
         owner_timeout: float | None = None,
+        repair: bool = False,
     ) -> None:
         if (agent is None) == (agent_factory is None):
             raise TypeError(
@@ -136,6 +143,7 @@ class AgentEndpoint:
         self._echo_input = echo_input
         self._log = logger or _log
         self._limits = resolve_limits(limits)
+        self._repair = repair
         self.durable: DurableRuns | None = None
         """The event log's side of the endpoint (``store=``), or None."""
         if store is not None:
@@ -196,6 +204,8 @@ class AgentEndpoint:
                 agent = self._agent
             with using_limits(self._limits):
                 chain = None if self._chain_factory is None else self._chain_factory()
+            if self._repair:
+                chain = _with_repair(chain, run_input, stats)
         except Exception as exc:
             self._log.error("cannot set up run %s: %s", run_input.run_id, exc, exc_info=exc)
             await send_json_error(
@@ -212,6 +222,10 @@ class AgentEndpoint:
             chain = instrument(chain, stats)
             if chain.is_sync:
                 inner = chain
+            elif stats.repair is not None:
+                # Repair (with its counters) runs in the driver, before its verification.
+                inner = TransformerChain(chain.stages[:3])
+                outer = TransformerChain(chain.stages[3:])
             else:
                 outer = chain
         token = CancelToken()
@@ -322,6 +336,17 @@ class AgentEndpoint:
             logger=self._log,
         )
         await response(scope, receive, send)
+
+
+def _with_repair(
+    chain: Stage | None, run_input: RunAgentInput, stats: RunStats
+) -> TransformerChain:
+    """``Repair | chain``: a fresh ``Repair`` with the request's ids, known to the stats."""
+    from ..transformers.repair import Repair  # loads only for a repairing endpoint
+
+    repair = Repair(thread_id=run_input.thread_id, run_id=run_input.run_id)
+    stats.repair = repair
+    return TransformerChain([repair] if chain is None else [repair, chain])
 
 
 @asynccontextmanager

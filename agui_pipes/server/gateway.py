@@ -167,6 +167,12 @@ class Gateway:
     upstream is read on until nobody has been attached for ``detach_grace``
     seconds, then its request is closed and the run recorded as cancelled),
     and ``routes(path)`` adds the resume, stop and thread routes.
+
+    ``repair=True`` puts a fresh ``Repair`` (ids: the request's) right after chunk
+    expansion, before your chain: a producer that breaks the ordering rules (late
+    arguments of a parallel tool call, a second terminal event, ...) reaches the
+    client repaired instead of as a ``PROTOCOL_VIOLATION``; the per-run log line
+    gives the number of fixes (see docs/repair.md).
     """
 
     def __init__(
@@ -187,6 +193,7 @@ class Gateway:
         limits: Limits | None = None,
         store: EventLog | str | None = None,
         detach_grace: float = 30.0,
+        repair: bool = False,
     ) -> None:
         url = httpx.URL(upstream)
         if url.scheme not in ("http", "https") or not url.host:
@@ -214,6 +221,7 @@ class Gateway:
         self._log = logger or _log
         self._limits = resolve_limits(limits)
         self._first_frames = _FirstFrames()
+        self._repair = repair
         self.durable: DurableRuns | None = None
         """The event log's side of the gateway (``store=``), or None."""
         if store is not None:
@@ -234,7 +242,7 @@ class Gateway:
         # the forwarded headers only the names are known here.
         return (
             f"Gateway({_masked_url(self.upstream)!r}, chain={_chain_repr(self._chain_factory)}, "
-            f"verify={self._verify}, "
+            f"verify={self._verify}, repair={self._repair}, "
             f"forward_headers={sorted(self._forward)}, limits={self._limits!r}, "
             f"keepalive={self._keepalive}, send_buffer={self._send_buffer}, "
             f"send_timeout={self._send_timeout}, max_body_bytes={self._max_body}, "
@@ -319,6 +327,8 @@ class Gateway:
                 with using_limits(self._limits):
                     configured.append(self._chain_factory())
             stages, final = _consumer_chain(TransformerChain(configured).stages, self._verify)
+            if self._repair:
+                stages.insert(1, _repair_stage(run_input.thread_id, run_input.run_id, stats))
             chain = TransformerChain(stages)
             if not chain.is_sync or self._log.isEnabledFor(logging.INFO):
                 # The counters are for the INFO line only; on the relay path
@@ -836,6 +846,15 @@ def _consumer_chain(
     ):
         final = Verify(profile="consumer", on_violation="raise")
     return [ExpandChunks(), *stages, *([final] if final is not None else [])], final
+
+
+def _repair_stage(thread_id: str, run_id: str, stats: RunStats) -> Stage:
+    """A fresh ``Repair`` for one run, known to the run's stats (for the log line)."""
+    from ..transformers.repair import Repair  # loads only for a repairing gateway
+
+    repair = Repair(thread_id=thread_id, run_id=run_id)
+    stats.repair = repair
+    return repair
 
 
 def _plain(stage: Stage, cls: type[Stage]) -> bool:
