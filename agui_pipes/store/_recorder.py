@@ -21,8 +21,6 @@ never a stream with a hole.
 from __future__ import annotations
 
 import logging
-from collections import deque
-from itertools import islice
 from types import TracebackType
 
 import anyio
@@ -113,7 +111,7 @@ class RunRecorder:
         *,
         max_events: int = 10_000,
         max_bytes: int = 8 * 1024 * 1024,
-        max_batch: int = 512,
+        max_batch: int = 4096,
         stall_timeout: float = 5.0,
         close_timeout: float = 10.0,
         linger: float = 0.005,
@@ -145,7 +143,8 @@ class RunRecorder:
         self.broken: str | None = None
         """Why the run stopped being recorded, or None while it is recorded."""
         self.next_seq = 1
-        self._queue: deque[bytes] = deque()
+        # A list, not a deque: a stored batch leaves it in one slice deletion.
+        self._queue: list[bytes] = []
         self._queued_bytes = 0
         self._stored = 0  # last seq the store confirmed
         self._wake: anyio.Event | None = None  # the flusher waits for work
@@ -425,7 +424,7 @@ class RunRecorder:
                     await anyio.sleep(self.linger)
                 self._lingering = None
             count = min(len(queue), self.max_batch)
-            batch = list(queue) if count == len(queue) else list(islice(queue, count))
+            batch = queue[:count]
             first = self._stored + 1
             try:
                 seqs = await self.store.append(self.thread_id, self.run_id, batch)
@@ -440,11 +439,7 @@ class RunRecorder:
                 return
             self._stored = seqs[-1]
             self._queued_bytes -= sum(map(len, batch))
-            if count == len(queue):
-                queue.clear()
-            else:
-                for _ in range(count):
-                    queue.popleft()
+            del queue[:count]
             room = self._room
             if room is not None:
                 self._room = None
