@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .subagent_visibility import SubagentVisibility
     from .timestamp import Timestamp
     from .tool_result_to_state import ToolResultToState
+    from .trace import Trace
     from .verify import Verify
 else:
     from .._lazy import attach
@@ -35,6 +36,7 @@ else:
             "SubagentVisibility": ".subagent_visibility",
             "Timestamp": ".timestamp",
             "ToolResultToState": ".tool_result_to_state",
+            "Trace": ".trace",
             "Verify": ".verify",
         },
     )
@@ -53,5 +55,6 @@ __all__ = [
     "SubagentVisibility",
     "Timestamp",
     "ToolResultToState",
+    "Trace",
     "Verify",
 ]
