@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -76,8 +77,9 @@ class Instruments:
 
 
 _LOCK = threading.Lock()
-_INSTRUMENTS: dict[int, tuple[object, Instruments]] = {}
-_TRACERS: dict[int, tuple[object, Tracer]] = {}
+_INSTRUMENTS: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
+_TRACERS: weakref.WeakKeyDictionary[Any, Tracer] = weakref.WeakKeyDictionary()
+# Weak: a provider that is shut down and dropped (a test's, a reloaded app's) goes.
 
 
 def instruments_for(provider: MeterProvider | None) -> Instruments:
@@ -86,9 +88,9 @@ def instruments_for(provider: MeterProvider | None) -> Instruments:
 
     if provider is None:
         provider = metrics.get_meter_provider()
-    cached = _INSTRUMENTS.get(id(provider))
-    if cached is not None and cached[0] is provider:
-        return cached[1]
+    cached = _INSTRUMENTS.get(provider)
+    if cached is not None:
+        return cached
     with _LOCK:
         meter = provider.get_meter(_SCOPE, __version__)
         made = Instruments(
@@ -126,7 +128,7 @@ def instruments_for(provider: MeterProvider | None) -> Instruments:
                 description="From RUN_STARTED to the event that ended the run.",
             ),
         )
-        _INSTRUMENTS[id(provider)] = (provider, made)
+        _INSTRUMENTS[provider] = made
         return made
 
 
@@ -136,12 +138,12 @@ def tracer_for(provider: TracerProvider | None) -> Tracer:
 
     if provider is None:
         provider = trace.get_tracer_provider()
-    cached = _TRACERS.get(id(provider))
-    if cached is not None and cached[0] is provider:
-        return cached[1]
+    cached = _TRACERS.get(provider)
+    if cached is not None:
+        return cached
     with _LOCK:
         tracer = provider.get_tracer(_SCOPE, __version__)
-        _TRACERS[id(provider)] = (provider, tracer)
+        _TRACERS[provider] = tracer
         return tracer
 
 
