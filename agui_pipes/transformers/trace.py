@@ -249,6 +249,8 @@ class Trace(StreamTransformer):
         self._book = _Book(instruments_for(meter_provider) if metrics else None, agent_name)
         self._first_pending: set[str] = set()
         """Open messages whose first delta has not come yet (live: the relay tests it)."""
+        self.route_key: bool = False
+        """Whether a message awaits its first delta: only then are deltas routed here."""
         weakref.finalize(self, _abandon, self._book)
         self._handlers: dict[type[BaseEvent], _Handler] = {
             RunStartedEvent: self._run_started,
@@ -270,9 +272,6 @@ class Trace(StreamTransformer):
         if self._delta_stats:
             self._handlers[TextMessageContentEvent] = self._content_counted
             self._handlers[ReasoningMessageContentEvent] = self._content_counted
-        else:
-            self._handlers[TextMessageContentEvent] = self._content
-            self._handlers[ReasoningMessageContentEvent] = self._content
         if self._capture or self._delta_stats:
             self._handlers[ToolCallArgsEvent] = self._tool_args
 
@@ -307,6 +306,10 @@ class Trace(StreamTransformer):
         handler = self._handlers.get(event_class)
         if handler is not None:
             return handler
+        if event_class is TextMessageContentEvent or event_class is ReasoningMessageContentEvent:
+            # Deltas matter only for a first-token time: while no message awaits its
+            # first delta, the chain does not even call the stage for them.
+            return self._content if self.route_key else None
         if event_class is ToolCallArgsEvent:
             return None  # neither captured nor counted: the stage never needs to see them
         return self._other
@@ -327,6 +330,7 @@ class Trace(StreamTransformer):
 
     def finish(self) -> Iterable[BaseEvent]:
         self._first_pending.clear()
+        self._pending_changed()
         self._book.end_incomplete("truncated", self._clock())
         return ()
 
@@ -335,6 +339,13 @@ class Trace(StreamTransformer):
     def _time(self, event: BaseEvent) -> int:
         stamp = event.timestamp
         return stamp * 1_000_000 if stamp is not None else self._clock()
+
+    def _pending_changed(self) -> None:
+        """Reroute when messages start or stop awaiting their first delta (boundaries only)."""
+        awaiting = bool(self._first_pending)
+        if awaiting is not self.route_key:
+            self.route_key = awaiting
+            self.reroute()
 
     def _seen(self, event: BaseEvent, at: int | None = None) -> _Run | None:
         """Count the event; the first event after RUN_STARTED gives the time to it."""
@@ -394,6 +405,7 @@ class Trace(StreamTransformer):
         if self._book.run is not None:
             self._book.end_incomplete("truncated", at)  # a new run while one is open
         self._first_pending.clear()
+        self._pending_changed()
         self._seen(event)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
@@ -417,6 +429,7 @@ class Trace(StreamTransformer):
         """Close the run's children, record usage; returns the usage after any roll-up."""
         self._book.run = None
         self._first_pending.clear()
+        self._pending_changed()
         self._book.close_children(run, at, closed_by)
         rolled = usage
         if self._roll_up and run.subagent_usage:
@@ -668,6 +681,7 @@ class Trace(StreamTransformer):
                 reasoning, event.subagent_run_id, role, at
             )
             self._first_pending.add(event.message_id)
+            self._pending_changed()
         return (event,)
 
     def _content(
@@ -675,6 +689,7 @@ class Trace(StreamTransformer):
     ) -> Sequence[BaseEvent]:
         if event.message_id in self._first_pending:
             self._first_pending.discard(event.message_id)
+            self._pending_changed()
             # Not counted (the events metric counts deltas only with delta_stats),
             # and never a run's first event: a START came before it.
             run = self._book.run
@@ -692,6 +707,7 @@ class Trace(StreamTransformer):
             if message is not None:
                 if message.first is None:
                     self._first_pending.discard(event.message_id)
+                    self._pending_changed()
                     message.first = self._time(event)
                 message.chars += len(event.delta)
                 message.deltas += 1
@@ -704,7 +720,9 @@ class Trace(StreamTransformer):
         run = self._seen(event, at)
         if run is None:
             return (event,)
-        self._first_pending.discard(event.message_id)
+        if event.message_id in self._first_pending:
+            self._first_pending.discard(event.message_id)
+            self._pending_changed()
         message = run.messages.pop(event.message_id, None)
         if message is None:
             return (event,)
