@@ -38,6 +38,7 @@ BUILTINS = [
     "state_filter",
     "state_diff",
     "timestamp",
+    "opentelemetry",
 ]
 
 PLUGIN_MODULE = '''

@@ -309,7 +309,8 @@ class Trace(StreamTransformer):
         if event_class is TextMessageContentEvent or event_class is ReasoningMessageContentEvent:
             # Deltas matter only for a first-token time: while no message awaits its
             # first delta, the chain does not even call the stage for them.
-            return self._content if self.route_key else None
+            content: _Handler = self._content
+            return content if self.route_key else None
         if event_class is ToolCallArgsEvent:
             return None  # neither captured nor counted: the stage never needs to see them
         return self._other
