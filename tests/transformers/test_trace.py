@@ -519,3 +519,31 @@ def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.MonkeyPat
         Trace()
     with pytest.raises(ConfigError, match=r"agui-pipes\[otel\]"):
         load_chain("transformers:\n  - type: opentelemetry\n")
+
+
+def test_attribution_without_lifecycle_events_falls_back_to_the_run() -> None:
+    """A tag with no SUBAGENT_STARTED is legal: the call is the run's child, tagged work."""
+    recorder = Recorder()
+    TransformerChain([recorder.stage()]).apply_sync(
+        run_events(tool_call("c1", "fetch", "{}", result="ok", subagent="ghost"))
+    )
+    assert recorder.outline() == ["invoke_agent", "  execute_tool fetch"]
+
+
+def test_a_suspended_subagent_and_an_interrupted_run() -> None:
+    recorder = Recorder()
+    events = [
+        *run_started(),
+        *subagent("s1", "approver")[:-1],
+        SubagentFinishedEvent(subagent_run_id="s1", outcome={"type": "suspended"}),
+        *run_finished(outcome={"type": "interrupt", "interrupts": [
+            {"id": "i1", "reason": "approval"}
+        ]}),
+    ]
+    TransformerChain([recorder.stage()]).apply_sync(events)
+    assert dict(recorder.named("invoke_agent approver").attributes or {})[
+        "agui.subagent.outcome"
+    ] == "suspended"
+    assert dict(recorder.named("invoke_agent").attributes or {})["agui.run.outcome"] == (
+        "interrupt"
+    )
