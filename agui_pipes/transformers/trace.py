@@ -251,29 +251,9 @@ class Trace(StreamTransformer):
         """Open messages whose first delta has not come yet (live: the relay tests it)."""
         self.route_key: bool = False
         """Whether a message awaits its first delta: only then are deltas routed here."""
+        # No bound method is stored on the stage: without a reference cycle, it is
+        # freed (and an abandoned run closed) as soon as the server drops the chain.
         weakref.finalize(self, _abandon, self._book)
-        self._handlers: dict[type[BaseEvent], _Handler] = {
-            RunStartedEvent: self._run_started,
-            RunFinishedEvent: self._run_finished,
-            RunErrorEvent: self._run_error,
-            SubagentStartedEvent: self._subagent_started,
-            SubagentFinishedEvent: self._subagent_finished,
-            SubagentErrorEvent: self._subagent_error,
-            StepStartedEvent: self._step_started,
-            StepFinishedEvent: self._step_finished,
-            ToolCallStartEvent: self._tool_start,
-            ToolCallEndEvent: self._tool_end,
-            ToolCallResultEvent: self._tool_result,
-            TextMessageStartEvent: self._message_start,
-            TextMessageEndEvent: self._message_end,
-            ReasoningMessageStartEvent: self._message_start,
-            ReasoningMessageEndEvent: self._message_end,
-        }
-        if self._delta_stats:
-            self._handlers[TextMessageContentEvent] = self._content_counted
-            self._handlers[ReasoningMessageContentEvent] = self._content_counted
-        if self._capture or self._delta_stats:
-            self._handlers[ToolCallArgsEvent] = self._tool_args
 
     def fresh(self) -> Trace:
         # Providers are shared, not deep-copied, and the parent context is the
@@ -303,16 +283,22 @@ class Trace(StreamTransformer):
     # -- routing -----------------------------------------------------------------
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        handler = self._handlers.get(event_class)
-        if handler is not None:
+        name = _HANDLERS.get(event_class)
+        if name is not None:
+            handler: _Handler = getattr(self, name)
             return handler
         if event_class is TextMessageContentEvent or event_class is ReasoningMessageContentEvent:
+            counted: _Handler = self._content_counted
+            if self._delta_stats:
+                return counted
             # Deltas matter only for a first-token time: while no message awaits its
             # first delta, the chain does not even call the stage for them.
             content: _Handler = self._content
             return content if self.route_key else None
         if event_class is ToolCallArgsEvent:
-            return None  # neither captured nor counted: the stage never needs to see them
+            # Neither captured nor counted: the stage never needs to see them.
+            args: _Handler = self._tool_args
+            return args if self._capture or self._delta_stats else None
         return self._other
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
@@ -746,6 +732,26 @@ class Trace(StreamTransformer):
     def _other(self, event: BaseEvent) -> Sequence[BaseEvent]:
         self._seen(event)
         return (event,)
+
+
+_HANDLERS: dict[type[BaseEvent], str] = {
+    RunStartedEvent: "_run_started",
+    RunFinishedEvent: "_run_finished",
+    RunErrorEvent: "_run_error",
+    SubagentStartedEvent: "_subagent_started",
+    SubagentFinishedEvent: "_subagent_finished",
+    SubagentErrorEvent: "_subagent_error",
+    StepStartedEvent: "_step_started",
+    StepFinishedEvent: "_step_finished",
+    ToolCallStartEvent: "_tool_start",
+    ToolCallEndEvent: "_tool_end",
+    ToolCallResultEvent: "_tool_result",
+    TextMessageStartEvent: "_message_start",
+    TextMessageEndEvent: "_message_end",
+    ReasoningMessageStartEvent: "_message_start",
+    ReasoningMessageEndEvent: "_message_end",
+}
+"""The handler of each event class the stage acts on (others are only counted)."""
 
 
 def _request_context() -> Context | None:

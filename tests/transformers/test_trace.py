@@ -500,9 +500,18 @@ def test_with_delta_stats_the_stage_makes_no_promise() -> None:
 def test_fresh_shares_the_providers_and_starts_clean() -> None:
     recorder = Recorder()
     stage = recorder.stage(agent_name="x", capture_content=True)
-    stage.fresh().transform(RunStartedEvent(thread_id="t", run_id="r"))
-    TransformerChain([stage.fresh()]).apply_sync(run_events())
-    assert [s.name for s in recorder.finished()] == ["invoke_agent x"]
+    left = stage.fresh()
+    left.transform(RunStartedEvent(thread_id="t", run_id="left-open"))
+    TransformerChain([stage.fresh()]).apply_sync(run_events(run_id="done"))
+    assert [dict(s.attributes or {})["agui.run.id"] for s in recorder.finished()] == ["done"]
+    del left
+    gc.collect()
+    outcomes = {
+        dict(s.attributes or {})["agui.run.id"]: dict(s.attributes or {})["agui.run.outcome"]
+        for s in recorder.finished()
+    }
+    assert outcomes == {"left-open": "abandoned", "done": "success"}
+    assert {s.name for s in recorder.finished()} == {"invoke_agent x"}
     assert "capture_content=True" in repr(stage.fresh())
 
 
