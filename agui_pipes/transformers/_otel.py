@@ -22,11 +22,18 @@ from ag_ui.core import TokenUsage
 from .._version import __version__
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import Counter, Histogram, MeterProvider
+    from opentelemetry.metrics import (
+        CallbackOptions,
+        Counter,
+        Histogram,
+        MeterProvider,
+        Observation,
+    )
     from opentelemetry.trace import Tracer, TracerProvider
 
 __all__ = [
     "INSTALL_HINT",
+    "EventTotals",
     "Instruments",
     "instruments_for",
     "merge_usage",
@@ -61,6 +68,40 @@ def _absent(module: str) -> bool:
         return True
 
 
+class EventTotals:
+    """Events seen so far, by agent name and type, read by the ``agui.events`` callback.
+
+    The events metric is an observable counter: stages add their per-run
+    counts here (a few dict updates per run) and the SDK reads the totals when
+    it collects, so counting costs no SDK call per event, nor per event type
+    per run.
+    """
+
+    __slots__ = ("_lock", "_totals")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._totals: dict[tuple[str | None, str], int] = {}
+
+    def add(self, agent_name: str | None, counts: dict[str, int]) -> None:
+        with self._lock:
+            totals = self._totals
+            for event_type, count in counts.items():
+                key = (agent_name, event_type)
+                totals[key] = totals.get(key, 0) + count
+
+    def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        from opentelemetry.metrics import Observation
+
+        with self._lock:
+            items = list(self._totals.items())
+        for (agent_name, event_type), total in items:
+            attributes = {"agui.event.type": event_type}
+            if agent_name is not None:
+                attributes["gen_ai.agent.name"] = agent_name
+            yield Observation(total, attributes)
+
+
 @dataclass(frozen=True)
 class Instruments:
     """The stage's metrics (see docs/observability.md for names, units and attributes)."""
@@ -69,7 +110,7 @@ class Instruments:
     runs_finished: Counter
     runs_errored: Counter
     runs_incomplete: Counter
-    events: Counter
+    events: EventTotals
     tool_calls: Counter
     tokens: Counter
     time_to_first_event: Histogram
@@ -93,6 +134,11 @@ def instruments_for(provider: MeterProvider | None) -> Instruments:
         return cached
     with _LOCK:
         meter = provider.get_meter(_SCOPE, __version__)
+        events = EventTotals()
+        meter.create_observable_counter(
+            "agui.events", callbacks=[events.observe], unit="{event}",
+            description="Events seen, by type.",
+        )
         made = Instruments(
             runs_started=meter.create_counter(
                 "agui.runs.started", unit="{run}", description="Runs that started."
@@ -109,9 +155,7 @@ def instruments_for(provider: MeterProvider | None) -> Instruments:
                 "agui.runs.incomplete", unit="{run}",
                 description="Runs whose stream ended or was abandoned with the run still open.",
             ),
-            events=meter.create_counter(
-                "agui.events", unit="{event}", description="Events seen, by type."
-            ),
+            events=events,
             tool_calls=meter.create_counter(
                 "agui.tool_calls", unit="{call}", description="Tool calls started, by tool name."
             ),

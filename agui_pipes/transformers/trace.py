@@ -140,16 +140,13 @@ class _Book:
         return {} if self.agent_name is None else {"gen_ai.agent.name": self.agent_name}
 
     def flush_counts(self) -> None:
-        """Hand the events counted since the last flush to the events counter.
+        """Hand the events counted since the last flush to the events metric.
 
-        Counted in a dict and added per run: a counter ``add`` per event would
+        Counted in a dict and handed over per run: an SDK call per event would
         cost more than the rest of the stage.
         """
-        if self.instruments is None or not self.counts:
-            self.counts.clear()
-            return
-        for event_type, count in self.counts.items():
-            self.instruments.events.add(count, {"agui.event.type": event_type})
+        if self.instruments is not None and self.counts:
+            self.instruments.events.add(self.agent_name, self.counts)
         self.counts.clear()
 
     def close_children(self, run: _Run, at: int, closed_by: str) -> None:
@@ -245,6 +242,11 @@ class Trace(StreamTransformer):
         self._explicit_context = context
         self._clock = clock or _now_ns
         self._tracer: Tracer = tracer_for(tracer_provider)
+        # Imported once here (a function, not a bound method: no reference cycle).
+        from opentelemetry.trace import SpanKind, set_span_in_context
+
+        self._kind = SpanKind.INTERNAL
+        self._in_context = set_span_in_context
         self._parent: Context | None = context if context is not None else _request_context()
         self._book = _Book(instruments_for(meter_provider) if metrics else None, agent_name)
         self._first_pending: set[str] = set()
@@ -368,12 +370,10 @@ class Trace(StreamTransformer):
         self, name: str, parent: Context | None, attributes: dict[str, Any], at: int,
         owner: str | None,
     ) -> _Node:
-        from opentelemetry.trace import SpanKind, set_span_in_context
-
         span = self._tracer.start_span(
-            name, context=parent, kind=SpanKind.INTERNAL, attributes=attributes, start_time=at
+            name, context=parent, kind=self._kind, attributes=attributes, start_time=at
         )
-        return _Node(span, set_span_in_context(span), owner)
+        return _Node(span, self._in_context(span), owner)
 
     @staticmethod
     def _error(span: Span, code: str | None, message: str) -> None:
