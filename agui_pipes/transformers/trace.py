@@ -80,6 +80,10 @@ def _now_ns() -> int:
     return time.time_ns()
 
 
+_MAX_STAMP_MS = (2**63 - 1) // 1_000_000
+"""The latest ``timestamp`` whose nanoseconds fit the signed 64 bits exporters write."""
+
+
 @dataclass(slots=True)
 class _Node:
     """An open span and the context that parents its children."""
@@ -327,7 +331,10 @@ class Trace(StreamTransformer):
 
     def _time(self, event: BaseEvent) -> int:
         stamp = event.timestamp
-        return stamp * 1_000_000 if stamp is not None else self._clock()
+        if stamp is not None and 0 <= stamp <= _MAX_STAMP_MS:
+            return stamp * 1_000_000
+        # Absent, or not milliseconds since the epoch a span can hold: arrival time.
+        return self._clock()
 
     def _pending_changed(self) -> None:
         """Reroute when messages start or stop awaiting their first delta (boundaries only)."""

@@ -556,3 +556,15 @@ def test_a_suspended_subagent_and_an_interrupted_run() -> None:
     assert dict(recorder.named("invoke_agent").attributes or {})["agui.run.outcome"] == (
         "interrupt"
     )
+
+
+def test_a_timestamp_no_span_can_hold_falls_back_to_arrival_time() -> None:
+    recorder = Recorder()
+    events = [
+        *run_started(timestamp=-5),
+        *run_finished(timestamp=9_007_199_254_740_991),  # the largest the protocol allows
+    ]
+    TransformerChain([recorder.stage()]).apply_sync(events)
+    span = recorder.named("invoke_agent")
+    assert span.start_time is not None and span.end_time is not None
+    assert 1_700_000_000_000_000_000 <= span.start_time < span.end_time < 2**63
