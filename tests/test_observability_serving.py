@@ -8,6 +8,7 @@ join the same trace.
 
 from __future__ import annotations
 
+import anyio
 import httpx
 import pytest
 from _otel import Recorder
@@ -94,3 +95,24 @@ async def test_the_gateway_parents_its_run_and_forwards_the_traceparent_upstream
         "      invoke_agent weather",
         "        execute_tool get_forecast",
     ]
+
+
+@pytest.mark.anyio
+async def test_concurrent_requests_keep_their_own_parents() -> None:
+    """Each request's traceparent parents its own run, however the requests interleave."""
+    recorder = Recorder()
+    app = build_app(agent=DemoAgent(pace=0.001), chain=lambda: TransformerChain([recorder.stage()]))
+    parents = {f"r-{i}": (f"{i + 1:032x}", f"{i + 1:016x}") for i in range(3)}
+    with serve(app) as running:
+        async with anyio.create_task_group() as group:
+            for run_id, (trace_id, span_id) in parents.items():
+                headers = {**HEADERS, "traceparent": f"00-{trace_id}-{span_id}-01"}
+                group.start_soon(_post, running.url + "/", headers, run_id)
+    for run_id, (trace_id, span_id) in parents.items():
+        assert _run_span_parent(recorder, run_id)[:2] == (int(trace_id, 16), int(span_id, 16))
+        mine = [
+            s for s in recorder.finished()
+            if s.context is not None and s.context.trace_id == int(trace_id, 16)
+        ]
+        assert sum(s.name == "invoke_agent" for s in mine) == 1  # no other run's spans
+        assert sum(s.name == "invoke_agent weather" for s in mine) == 1
