@@ -15,7 +15,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ag_ui.core import TokenUsage
 
@@ -117,6 +117,7 @@ class Instruments:
     run_duration: Histogram
 
 
+_V = TypeVar("_V")
 _LOCK = threading.Lock()
 _INSTRUMENTS: weakref.WeakKeyDictionary[Any, Instruments] = weakref.WeakKeyDictionary()
 _TRACERS: weakref.WeakKeyDictionary[Any, Tracer] = weakref.WeakKeyDictionary()
@@ -129,7 +130,7 @@ def instruments_for(provider: MeterProvider | None) -> Instruments:
 
     if provider is None:
         provider = metrics.get_meter_provider()
-    cached = _INSTRUMENTS.get(provider)
+    cached = _cached(_INSTRUMENTS, provider)
     if cached is not None:
         return cached
     with _LOCK:
@@ -172,7 +173,7 @@ def instruments_for(provider: MeterProvider | None) -> Instruments:
                 description="From RUN_STARTED to the event that ended the run.",
             ),
         )
-        _INSTRUMENTS[provider] = made
+        _remember(_INSTRUMENTS, provider, made)
         return made
 
 
@@ -182,13 +183,27 @@ def tracer_for(provider: TracerProvider | None) -> Tracer:
 
     if provider is None:
         provider = trace.get_tracer_provider()
-    cached = _TRACERS.get(provider)
-    if cached is not None:
-        return cached
+    cached_tracer = _cached(_TRACERS, provider)
+    if cached_tracer is not None:
+        return cached_tracer
     with _LOCK:
         tracer = provider.get_tracer(_SCOPE, __version__)
-        _TRACERS[provider] = tracer
+        _remember(_TRACERS, provider, tracer)
         return tracer
+
+
+def _cached(cache: weakref.WeakKeyDictionary[Any, _V], provider: object) -> _V | None:
+    try:
+        return cache.get(provider)
+    except TypeError:  # a provider that cannot be weakly referenced: made per stage
+        return None
+
+
+def _remember(cache: weakref.WeakKeyDictionary[Any, _V], provider: object, value: _V) -> None:
+    try:
+        cache[provider] = value
+    except TypeError:
+        pass
 
 
 # -- usage ------------------------------------------------------------------------
