@@ -7,6 +7,7 @@ stage's public surface (a chain, the run driver, a relay).
 from __future__ import annotations
 
 import gc
+import random
 import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -23,6 +24,8 @@ from ag_ui.core import (
     TextMessageContentEvent,
     TokenUsage,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from opentelemetry.trace import StatusCode
 
 from agui_pipes import TransformerChain
@@ -42,6 +45,7 @@ from agui_pipes.testing import (
     text,
     tool_call,
 )
+from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import FilterToolCalls, SubagentVisibility, Trace
 
 DEMO_TREE = [
@@ -568,3 +572,42 @@ def test_a_timestamp_no_span_can_hold_falls_back_to_arrival_time() -> None:
     span = recorder.named("invoke_agent")
     assert span.start_time is not None and span.end_time is not None
     assert 1_700_000_000_000_000_000 <= span.start_time < span.end_time < 2**63
+
+
+_PROPERTY = settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@_PROPERTY
+@given(streams())
+def test_any_valid_stream_passes_unchanged_and_every_span_ends(
+    events: list[BaseEvent],
+) -> None:
+    recorder = Recorder()
+    out = TransformerChain([recorder.stage()]).apply_sync(events)
+    assert len(out) == len(events) and all(a is b for a, b in zip(out, events, strict=True))
+    runs = [s for s in recorder.finished() if s.name == "invoke_agent"]
+    starts = sum(isinstance(e, RunStartedEvent) for e in events)
+    assert starts <= len(runs) <= starts + sum(e.type.value == "RUN_ERROR" for e in events)
+    ids = {s.context.span_id for s in recorder.finished() if s.context is not None}
+    for span in recorder.finished():
+        # Every span is a run (a root here) or hangs under a span of the same stream.
+        assert span.parent is None or span.parent.span_id in ids
+
+
+@_PROPERTY
+@given(streams(), st.randoms(use_true_random=False), st.booleans())
+def test_a_shuffled_stream_never_crashes_the_stage(
+    events: list[BaseEvent], rng: random.Random, every_option: bool
+) -> None:
+    """Out-of-order and unmatched events are bad input: traced as far as they make sense."""
+    shuffled = list(events)
+    rng.shuffle(shuffled)
+    options = (
+        {"capture_content": True, "delta_stats": True, "roll_up_usage": True}
+        if every_option else {}
+    )
+    recorder = Recorder()
+    out = TransformerChain([recorder.stage(**options)]).apply_sync(shuffled)
+    assert [e.type for e in out] == [e.type for e in shuffled]
