@@ -143,3 +143,17 @@ def _installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:
         return False
+
+
+def test_otel_sdk_disabled_sets_nothing_up() -> None:
+    script = (
+        "from agui_pipes._cli._otel import configure_from_environment\n"
+        "from opentelemetry import trace\n"
+        "print(configure_from_environment(print))\n"
+        "print(type(trace.get_tracer_provider()).__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60,
+        env={**os.environ, "OTEL_SDK_DISABLED": "true"},
+    )
+    assert done.stdout.splitlines() == ["nowhere (OTEL_SDK_DISABLED=true)", "ProxyTracerProvider"]

@@ -3,7 +3,8 @@
 
 The SDK ships no "configure from the environment" entry point of its own
 (that is the job of the separate distro package), so ``serve --otel``
-reads the standard variables it needs itself: ``OTEL_TRACES_EXPORTER`` /
+reads the standard variables it needs itself: ``OTEL_SDK_DISABLED``,
+``OTEL_TRACES_EXPORTER`` /
 ``OTEL_METRICS_EXPORTER`` (``otlp`` by default, ``console``, ``none``) and
 ``OTEL_EXPORTER_OTLP_PROTOCOL``; the exporters, the resource
 (``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``) and the batch and
@@ -71,6 +72,9 @@ def configure_from_environment(warn: Callable[[str], None]) -> str:
     OTLP was asked for but is not installed.
     """
     _require_sdk()
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        # The standard off switch: the stage still runs, on the API's no-op providers.
+        return "nowhere (OTEL_SDK_DISABLED=true)"
     from opentelemetry import metrics, trace
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import (
