@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .driver import CancelToken, RunContext, RunError, RunOutcome, run
     from .events import Event
     from .transformers.compact import compact
+    from .transformers.repair import Repair, RepairFix, RepairLimitExceeded, RepairReport
     from .verify import ProtocolViolation, Rule, VerificationError, Verifier
 
     Error = RunError
@@ -84,6 +85,10 @@ else:
             "run": ".driver",
             "Event": ".events",
             "compact": ".transformers.compact",
+            "Repair": ".transformers.repair",
+            "RepairFix": ".transformers.repair",
+            "RepairLimitExceeded": ".transformers.repair",
+            "RepairReport": ".transformers.repair",
             "ProtocolViolation": ".verify",
             "Rule": ".verify",
             "VerificationError": ".verify",
@@ -109,6 +114,10 @@ __all__ = [
     "LimitExceeded",
     "Limits",
     "ProtocolViolation",
+    "Repair",
+    "RepairFix",
+    "RepairLimitExceeded",
+    "RepairReport",
     "Rule",
     "RunContext",
     "RunError",

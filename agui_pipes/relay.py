@@ -149,7 +149,7 @@ class Relay:
         self._forwarded = 0
         self._sent = 0
         self._unknown = 0
-        self._unsent = b""
+        self._unsent: list[bytes] = []  # JSON items (fast path) or frames (reference)
         self._finished = False
 
     @property
@@ -186,7 +186,36 @@ class Relay:
         identical to encoding every event).
         """
         if not self._fast:
-            return self._feed_reference(payloads)
+            return b"".join(self._feed_reference(payloads))
+        return self._joined(self._feed_fast(payloads))
+
+    def feed_payloads(self, payloads: Iterable[bytes | str]) -> list[bytes]:
+        """``feed``, but each output event's JSON apart, unframed (in order).
+
+        For a caller that frames the events itself — the gateway recording a
+        run gives every frame its ``id:`` line — and would otherwise split
+        ``feed``'s bytes back into events. Only with the built-in SSE or
+        NDJSON encoder, whose framing is known.
+        """
+        if not self._fast:
+            prefix, suffix = self._known_framing()
+            end = -len(suffix)
+            start = len(prefix)
+            return [frame[start:end] for frame in self._feed_reference(payloads)]
+        if self._framing is None:
+            self._known_framing()  # raises: a custom encoder's framing is unknown
+        return self._feed_fast(payloads)
+
+    def _known_framing(self) -> tuple[bytes, bytes]:
+        for encoder, framing in _FRAMING.items():
+            if self._encode is encoder or self._encode is _REFERENCE_ENCODERS[encoder]:
+                return framing
+        raise TypeError(
+            "Relay.feed_payloads() needs the built-in encode_sse or encode_ndjson encoder "
+            "(their framing is known); with a custom encoder use Relay.feed()"
+        )
+
+    def _feed_fast(self, payloads: Iterable[bytes | str]) -> list[bytes]:
         segment = sync_segment(self._chain)
         transform = _pass_on if segment is None else segment.push
         encode = self._encode
@@ -320,16 +349,16 @@ class Relay:
                 if bypasses is not None:
                     bypasses = segment.state_cache  # type: ignore[union-attr]  # a stage may have rerouted
         except BaseException:
-            self._unsent = self._joined(out)
+            self._unsent = out
             raise
         finally:
             self._index = index
             self._forwarded = forwarded
             self._sent = sent
-        return self._joined(out)
+        return out
 
-    def _feed_reference(self, payloads: Iterable[bytes | str]) -> bytes:
-        """``feed`` by the reference path: each payload decoded, pushed and encoded."""
+    def _feed_reference(self, payloads: Iterable[bytes | str]) -> list[bytes]:
+        """``feed`` by the reference path: each payload decoded, pushed and encoded (frames)."""
         segment = sync_segment(self._chain)
         transform = _pass_on if segment is None else segment.push
         encode = self._encode
@@ -363,11 +392,11 @@ class Relay:
                         on_event(output)
                     out.append(encode(output))
         except BaseException:
-            self._unsent = b"".join(out)
+            self._unsent = out
             raise
         finally:
             self._index = index
-        return b"".join(out)
+        return out
 
     def _joined(self, out: list[bytes]) -> bytes:
         if self._framing is None or not out:
@@ -383,19 +412,35 @@ class Relay:
         produced up to it (exactly what ``chain.apply`` would have yielded):
         send this before reporting the error. Empty when nothing is owed.
         """
-        unsent, self._unsent = self._unsent, b""
-        return unsent
+        unsent, self._unsent = self._unsent, []
+        return self._joined(unsent) if self._fast else b"".join(unsent)
+
+    def take_unsent_payloads(self) -> list[bytes]:
+        """``take_unsent`` for ``feed_payloads``: each owed event's JSON apart."""
+        unsent, self._unsent = self._unsent, []
+        if self._fast:
+            return unsent
+        prefix, suffix = self._known_framing()
+        return [frame[len(prefix) : -len(suffix)] for frame in unsent]
 
     def finish(self) -> bytes:
         """The stages' end-of-stream output, encoded (call once, after the last ``feed``)."""
+        return b"".join(self._finish_frames())
+
+    def finish_payloads(self) -> list[bytes]:
+        """``finish``, each event's JSON apart and unframed (see ``feed_payloads``)."""
+        prefix, suffix = self._known_framing()
+        return [frame[len(prefix) : -len(suffix)] for frame in self._finish_frames()]
+
+    def _finish_frames(self) -> list[bytes]:
         if self._finished:
             raise RuntimeError("Relay.finish() was already called for this stream")
         self._finished = True
-        out = []
+        out: list[bytes] = []
         types = self._output_types
         for output in self._chain.finish_at(self._index):
             self._sent += 1
             if self._on_event is not None and (types is None or output.__class__ in types):
                 self._on_event(output)
             out.append(self._encode(output))
-        return b"".join(out)
+        return out

@@ -206,7 +206,9 @@ def _instructions(repeat: int, events: int, url: str, gateway: bool, per_read: i
     return int(found.group(1))
 
 
-def instructions(events: int, redis_url: str | None, gateway: bool, per_read: int) -> None:
+def instructions(
+    events: int, redis_url: str | None, gateway: bool, per_read: int, only: list[str] | None
+) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed; --instructions needs it")
     what = f"gateway ({per_read} frames/read)" if gateway else "endpoint"
@@ -217,6 +219,8 @@ def instructions(events: int, redis_url: str | None, gateway: bool, per_read: in
             variants["redis"] = f"{redis_url}?prefix=ins{uuid.uuid4().hex[:8]}:"
         base = 0.0
         for variant, url in variants.items():
+            if only and variant != "none" and variant not in only:
+                continue
             if variant == "sqlite":
                 url = f"sqlite:///{directory}/{uuid.uuid4().hex}.db"
             once = _instructions(1, events, url, gateway, per_read)
@@ -243,10 +247,14 @@ def main() -> None:
                         help="measure the gateway's relay path instead of the agent endpoint")
     parser.add_argument("--frames-per-read", type=int, default=16,
                         help="gateway: frames per read from the replayed upstream (default 16)")
+    parser.add_argument("--only", default="",
+                        help="--instructions: the stores to count besides none, comma-separated "
+                             "(memory,sqlite,redis; default all)")
     args = parser.parse_args()
     if args.frames_per_read < 1:
         parser.error("--frames-per-read must be >= 1")
-    run = (lambda url: instructions(args.events, url, args.gateway, args.frames_per_read)) \
+    only = [name for name in args.only.split(",") if name]
+    run = (lambda url: instructions(args.events, url, args.gateway, args.frames_per_read, only)) \
         if args.instructions else (
         lambda url: asyncio.run(main_async(args, url)))
     if args.redis is not None:

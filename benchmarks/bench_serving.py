@@ -16,6 +16,10 @@ process is the client (httpx, concurrent streaming runs on anyio). Paths:
 3. ``gateway``  — ``agui-pipes serve --upstream URL --config CHAIN`` (the real
    CLI) in front of the same upstream; the default chain has the stages of
    the in-process suite's gateway path (``suite.py``), so the two compare;
+   With ``--store URL`` (repeatable) a ``gateway+<scheme>`` row follows it:
+   the same gateway recording every run in that event log (ids on every
+   frame, the recorder's batched appends), so the store's cost per event on
+   the real gateway path is the difference between the two rows;
 4. ``endpoint/demo`` and ``endpoint/tokens`` — ``AgentEndpoint`` (via
    ``build_app``, no chain) serving the demo agent, and an agent streaming
    ``--tokens`` deltas with one ``await`` per token (as a model stream does),
@@ -74,6 +78,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -383,7 +388,9 @@ async def one_run(client: httpx.AsyncClient, url: str, run_id: str, phase: Phase
                 buffer = frames.pop()
                 for frame in frames:
                     if not frame.startswith(b"data:"):
-                        continue  # a keep-alive comment
+                        if not frame.startswith(b"id:"):
+                            continue  # a keep-alive comment
+                        frame = frame.partition(b"\n")[2]  # a recorded run's frame: id line
                     if previous is None:
                         phase.ttfe_ms.append((now - sent) / 1e6)
                     else:
@@ -410,7 +417,9 @@ async def load(url: str, clients: int, runs: int, phase: Phase) -> None:
 
         async def worker(index: int) -> None:
             for n in range(runs):
-                await one_run(client, url, f"{phase.name}-{index}-{n}", phase)
+                # Unique across phases: a gateway with an event log refuses a run id twice.
+                await one_run(client, url, f"{phase.name}-{index}-{n}-{uuid.uuid4().hex[:8]}",
+                              phase)
 
         start = time.monotonic()
         async with anyio.create_task_group() as tg:
@@ -558,6 +567,10 @@ def main() -> int:
     parser.add_argument("--in-process", action="store_true",
                         help="after each gateway phase, the gateway's loop in this process "
                              "(no HTTP): the serving layer's cost is the difference")
+    parser.add_argument("--store", action="append", default=[], metavar="URL",
+                        help="also measure the gateway recording every run in this event log "
+                             "(memory:, sqlite:///PATH, redis://...); repeatable, each a "
+                             "'gateway+<scheme>' row measured right after 'gateway'")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
     parser.add_argument("--_role", help=argparse.SUPPRESS)
@@ -618,6 +631,17 @@ def main() -> int:
                 gw_port,
             )
             servers.append(gateway)
+            recorded: list[Server] = []
+            for store_url in args.store:
+                port = free_port()
+                recorded.append(Server(
+                    f"gateway+{store_url.split(':', 1)[0]}",
+                    [sys.executable, "-m", "agui_pipes", "serve", "--upstream",
+                     upstream.url + "/", "--config", str(chain_file), "--port", str(port),
+                     "--log-level", "warning", "--keepalive", "0", "--store", store_url],
+                    port,
+                ))
+                servers.append(recorded[-1])
             for n in replay_clients:
                 # interleaved: the three paths back to back for each client count
                 sent = report["config"]["stream_events"]
@@ -625,6 +649,8 @@ def main() -> int:
                 phases.append(measure("direct", upstream, n, runs, per_run=sent))
                 phases.append(measure("proxy", proxy, n, runs, upstream, sent))
                 phases.append(measure("gateway", gateway, n, runs, upstream, sent))
+                for server in recorded:
+                    phases.append(measure(server.name, server, n, runs, upstream, sent))
                 if args.in_process:
                     phases.append(in_process(body, chain_file, max(2, min(runs * n, 3)), n))
             for server in servers:

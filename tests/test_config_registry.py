@@ -26,6 +26,7 @@ from agui_pipes.testing import run_events, text
 BUILTINS = [
     "expand_chunks",
     "verify",
+    "repair",
     "filter_tool_calls",
     "tool_result_to_state",
     "subagent_visibility",

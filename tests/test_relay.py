@@ -79,6 +79,39 @@ def test_relay_equals_apply_sync(events: list[BaseEvent], batch: int, style: str
     assert relay.events_in == len(lines)
 
 
+@settings(max_examples=100, deadline=None)
+@given(streams(max_runs=2, tool_names=["search", "internal_debug"]), st.integers(1, 7))
+def test_feed_payloads_is_feed_unframed(events: list[BaseEvent], batch: int) -> None:
+    """What the gateway records: the same events as ``feed``, each JSON apart, in order."""
+    lines = wire(events, "sorted")
+    framed, apart = Relay(chain()), Relay(chain())
+    for i in range(0, len(lines), batch):
+        items = apart.feed_payloads(lines[i : i + batch])
+        assert framed.feed(lines[i : i + batch]) == b"".join(
+            b"data: " + item + b"\n\n" for item in items
+        )
+    assert framed.finish() == b"".join(b"data: " + i + b"\n\n" for i in apart.finish_payloads())
+
+
+def test_payloads_owed_after_a_failure_come_apart_too() -> None:
+    lines = wire(run_events(text("m1", "hi")))
+    bad = [*lines[:3], b'{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": 5}']
+    framed, apart = Relay(chain()), Relay(chain())
+    for relay in (framed, apart):
+        with pytest.raises(DecodeError):
+            relay.feed(bad) if relay is framed else relay.feed_payloads(bad)
+    items = apart.take_unsent_payloads()
+    assert len(items) == 3 and all(item.startswith(b"{") for item in items)
+    assert framed.take_unsent() == b"".join(b"data: " + i + b"\n\n" for i in items)
+    assert apart.take_unsent_payloads() == []  # taken once
+
+
+def test_feed_payloads_needs_a_known_framing() -> None:
+    relay = Relay(chain(), encode=lambda event: b"<" + encode_sse(event) + b">")
+    with pytest.raises(TypeError, match="encode_sse or encode_ndjson"):
+        relay.feed_payloads(wire(run_events()))
+
+
 def test_relay_reports_positions() -> None:
     lines = wire(run_events(text("m1", "hi")))
     bad = [*lines[:2], b'{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": 5}']

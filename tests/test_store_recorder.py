@@ -272,6 +272,27 @@ async def test_batches_of_changing_sizes_keep_a_percent_in_the_run_id_literal() 
         assert [data for _, data in await store.read(run_id)] == sent
 
 
+async def test_ids_stay_exact_across_thousands_of_frames_in_odd_batches() -> None:
+    # The numbers come from a shared table built in blocks: batches that straddle a
+    # block's end, single frames and large seqs all get their own seq.
+    sizes = [7, 1, 1000, 3, 1, 2048, 13, 1]
+    sent = [b'{"i":%d}' % n for n in range(sum(sizes))]
+    async with open_store("memory:") as store:
+        got: list[bytes] = []
+        async with RunRecorder(store, "t", "r", max_events=5000) as recorder:
+            position = 0
+            for size in sizes:
+                part = sent[position : position + size]
+                position += size
+                framed = (
+                    recorder.frame_nowait(part[0]) if size == 1 else recorder.frames_nowait(part)
+                )
+                assert framed is not None
+                got.append(framed)
+        whole = [sse_frame(data, f"{store.epoch}:r:{seq}") for seq, data in enumerate(sent, 1)]
+        assert b"".join(got) == b"".join(whole)
+
+
 async def test_a_batch_that_does_not_fit_is_not_taken() -> None:
     async with _StuckLog() as store, RunRecorder(
         store, "t", "r", max_events=4, stall_timeout=0.05, close_timeout=0.05

@@ -33,6 +33,7 @@ _COMMANDS: dict[str, str] = {
     "serve": "serve a chain over HTTP in front of an upstream agent (or the demo agent)",
     "history": "print a thread's history from an event log (ndjson, sse or a transcript)",
     "verify": "check that a recorded or piped stream is valid AG-UI 1.0 (exit 0/1/2)",
+    "repair": "repair a recorded or piped stream that breaks the ordering rules (exit 0/1/2)",
 }
 """Modules under agui_pipes._cli that provide a subcommand, in help order, with the
 summary ``--help`` lists (the same text the module's ``register`` gives)."""

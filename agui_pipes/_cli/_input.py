@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +39,7 @@ __all__ = [
     "decode_events",
     "input_name",
     "line_of_event",
+    "lines_of_events",
     "no_events_message",
     "open_input",
     "open_input_sync",
@@ -416,15 +417,34 @@ def line_of_event(path: str | None, fmt: str | None, index: int) -> int | None:
     every event pay for line counting. ``None`` for standard input (it cannot
     be read twice), a corpus case, or when the event is not found.
     """
-    if path in (None, "-") or fmt not in ("ndjson", "sse", "json") or index < 0:
-        return None
+    return lines_of_events(path, fmt, (index,)).get(index)
+
+
+def lines_of_events(path: str | None, fmt: str | None, indices: Iterable[int]) -> dict[int, int]:
+    """``line_of_event`` for many events in one read of the file: ``{index: line}``.
+
+    A report naming a hundred events (``agui-pipes repair``) must not read a
+    large recording a hundred times. Events not found are left out.
+    """
+    wanted = {index for index in indices if index >= 0}
+    if path in (None, "-") or fmt not in ("ndjson", "sse", "json") or not wanted:
+        return {}
+    last = max(wanted)
+    found: dict[int, int] = {}
     try:
         with open(str(path), "rb") as source:
             if fmt == "json":
-                return _json_line(source.read(), index)
-            return _ndjson_line(source, index) if fmt == "ndjson" else _sse_line(source, index)
+                starts: Iterator[int] = _json_starts(source.read())
+            else:
+                starts = _ndjson_starts(source) if fmt == "ndjson" else _sse_starts(source)
+            for index, line in enumerate(starts):
+                if index in wanted:
+                    found[index] = line
+                if index >= last:
+                    break
     except (OSError, ValueError):
-        return None
+        pass  # what was found before the unreadable part stays
+    return found
 
 
 def _lines(source: Any) -> Any:
@@ -443,54 +463,53 @@ def _lines(source: Any) -> Any:
             yield number, part
 
 
-def _ndjson_line(source: Any, index: int) -> int | None:
-    seen = 0
+def _ndjson_starts(source: Any) -> Iterator[int]:
+    """The line of each NDJSON event, in order."""
     # NDJSON lines end with LF only (a CR before it is dropped).
     for number, raw in enumerate(source, 1):
         if number == 1:
             raw = raw.removeprefix(_BOM)
         if raw.strip():
-            if seen == index:
-                return number
-            seen += 1
-    return None
+            yield number
 
 
-def _sse_line(source: Any, index: int) -> int | None:
-    """The line of the first ``data`` field of the ``index``-th frame that has data."""
-    seen = 0
+def _sse_starts(source: Any) -> Iterator[int]:
+    """The line of the first ``data`` field of each frame that has data, in order."""
     start: int | None = None
     for number, line in _lines(source):
         if not line:
             if start is not None:
-                if seen == index:
-                    return start
-                seen += 1
+                yield start
                 start = None
             continue
         field = line.split(b":", 1)[0]
         if field == b"data" and start is None:
             start = number
-    return start if start is not None and seen == index else None
+    if start is not None:
+        yield start
 
 
-def _json_line(data: bytes, index: int) -> int | None:
+def _json_starts(data: bytes) -> Iterator[int]:
+    """The line where each element of a JSON array starts, in order."""
     text = data.decode("utf-8-sig")
     decoder = json.JSONDecoder()
     position = _skip_space(text, 0)
     if not text.startswith("[", position):
-        return None
+        return
     position += 1
-    for current in range(index + 1):
+    line, counted = 1, 0
+    while True:
         position = _skip_space(text, position)
-        if current == index:
-            return text.count("\n", 0, position) + 1
+        if position >= len(text) or text.startswith("]", position):
+            return
+        line += text.count("\n", counted, position)
+        counted = position
+        yield line
         _, position = decoder.raw_decode(text, position)
         position = _skip_space(text, position)
         if not text.startswith(",", position):
-            return None
+            return
         position += 1
-    return None  # pragma: no cover - the loop returns at current == index
 
 
 def _skip_space(text: str, position: int) -> int:

@@ -10,6 +10,10 @@ Two modes:
 
 The agent endpoint is ``POST --path`` (``/`` by default); ``GET /healthz``
 answers ``ok``. One log line per run at INFO shows what each stage did.
+With ``--repair`` a fresh ``Repair`` stage (the request's thread and run ids)
+runs before the chain on every run — after chunk expansion in a gateway, on the
+agent's events for the demo — and the per-run line ends with its fix count
+(``; repaired 2 (content-after-end 2)``).
 With ``--store URL`` (the demo agent or a gateway) every run is recorded in that event
 log, and ``--path`` also serves ``runs/{runId}`` (resume), ``runs/{runId}/stop``
 and ``threads/{threadId}`` (see docs/durable.md). ``--otel`` traces every run
@@ -116,6 +120,14 @@ def register(subparsers: Any) -> None:
         help="gateway: do not verify the upstream's events (chunks are still expanded)",
     )
     parser.add_argument(
+        "--repair",
+        action="store_true",
+        help=(
+            "repair each run's events before the chain (late tool-call arguments, a second "
+            "terminal event, items left open, ...); the per-run log line counts the fixes"
+        ),
+    )
+    parser.add_argument(
         "--pace",
         type=float,
         default=0.0,
@@ -218,6 +230,7 @@ def _serve(args: argparse.Namespace) -> int:
                 keepalive=keepalive,
                 **sending,
                 limits=limits_of(args),
+                repair=args.repair,
                 **durable,
             )
             what = "the demo agent"
@@ -231,6 +244,7 @@ def _serve(args: argparse.Namespace) -> int:
                 verify=not args.no_verify,
                 **sending,
                 limits=limits_of(args),
+                repair=args.repair,
                 **durable,
             )
             what = f"a gateway to {args.upstream}"
@@ -243,12 +257,13 @@ def _serve(args: argparse.Namespace) -> int:
     # httpx logs every upstream request at INFO; the per-run line says more.
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     logging.getLogger(__name__).info(
-        "serving %s at http://%s:%s%s%s",
+        "serving %s at http://%s:%s%s%s%s",
         what,
         args.host,
         args.port,
         args.path,
         f" through {chain!r}" if chain is not None else "",
+        ", repairing each run first" if args.repair else "",
     )
     if traced_to is not None:
         logging.getLogger(__name__).info(

@@ -10,7 +10,10 @@ Options: ``--profile consumer|producer`` (default consumer: exactly what AG-UI
 ``--allow-truncated`` (a stream that stops mid-run is accepted, outcome
 ``truncated``), ``--result`` (print the folded result as one JSON object:
 ``{"outcome", "messages", "state", "interrupts", "runError", "usage"}``),
-``--quiet`` (no warnings, no summary).
+``--quiet`` (no warnings, no summary), ``--explain`` (also run the stream
+through the ``Repair`` stage and tell what it would change, one ``fix:`` line
+per fix, and whether the repaired stream verifies; on stdout, or on stderr
+with ``--result``; the exit status is still the verdict on the stream as given).
 
 Exit status: 0 accepted; 1 rejected, with one stderr line starting
 ``rejected:`` (where: ``event #N``, counted from 0, and for a file
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -76,6 +80,10 @@ def register(subparsers: Any) -> None:
                         help="no warnings and no summary (the rejection line still prints)")
     parser.add_argument("--input-format", choices=FORMATS, default="auto",
                         help="input encoding (default: by extension, else by content)")
+    parser.add_argument("--explain", action="store_true",
+                        help="also show what the repair stage would change and whether the "
+                             "repaired stream verifies (the exit status stays the verdict on "
+                             "the stream as given)")
     add_limit_options(parser)
     parser.set_defaults(handler=_verify)
 
@@ -90,7 +98,22 @@ def _warn(warning: DecodeWarning | str) -> None:
     print(f"warning: {warning}", file=sys.stderr)
 
 
-async def _consume(args: argparse.Namespace) -> tuple[RunResult, int]:
+@dataclass
+class _Kept:
+    """The input's wire events and settled format, kept for ``--explain``."""
+
+    payloads: list[Any] = field(default_factory=list)
+    format: str | None = None
+    broken: CodecError | None = None
+    """What stopped the reading (bad framing), raised after the events before it."""
+
+
+async def _consume(args: argparse.Namespace, kept: _Kept | None) -> tuple[RunResult, int]:
+    """The verdict on the input; with ``kept``, every wire event is also kept there.
+
+    Kept ones are all of them, even after a rejection: ``--explain`` repairs the
+    whole stream, not the part the verdict needed.
+    """
     consumer = Consumer(
         allow_truncated=args.allow_truncated, profile=args.profile, limits=limits_of(args)
     )
@@ -104,7 +127,16 @@ async def _consume(args: argparse.Namespace) -> tuple[RunResult, int]:
             open_input(args.input, input_format=args.input_format, progress=progress) as opened,
             aclosing(payloads_of(opened)) as payloads,
         ):
-            async for payload in payloads:
+            source: Any = payloads
+            if kept is not None:
+                kept.format = opened.format
+                try:
+                    async for payload in payloads:
+                        kept.payloads.append(payload)
+                except CodecError as error:
+                    kept.broken = error
+                source = _listed(kept)
+            async for payload in source:
                 try:
                     delivered = bool(consumer.push(payload)) or delivered
                 except DecodeError as error:
@@ -133,6 +165,13 @@ async def _consume(args: argparse.Namespace) -> tuple[RunResult, int]:
     return result, count
 
 
+async def _listed(kept: _Kept) -> Any:
+    for item in kept.payloads:
+        yield item
+    if kept.broken is not None:
+        raise kept.broken
+
+
 def _located(violation: ProtocolViolation, path: str | None, fmt: str | None) -> str:
     """The violation's message, plus ``(FILE:LINE)`` when it is at an event of a file."""
     text = str(violation)
@@ -144,14 +183,21 @@ def _located(violation: ProtocolViolation, path: str | None, fmt: str | None) ->
 
 
 def _verify(args: argparse.Namespace) -> int:
+    kept = _Kept() if args.explain else None
     try:
-        result, count = anyio.run(_consume, args)
+        result, count = anyio.run(_consume, args, kept)
     except InputError as error:
         print(f"agui-pipes verify: {error}", file=sys.stderr)
         return EXIT_USAGE
     except _Rejected as rejected:
         print(f"rejected: {rejected.message}", file=sys.stderr)
+        if kept is not None:
+            _explain(args, kept, sys.stderr if args.result else sys.stdout)
         return EXIT_REJECTED
+    if kept is not None:
+        # The summary or the result comes first; the explanation never mixes into
+        # --result's JSON on stdout.
+        explain_to = sys.stderr if args.result else sys.stdout
     if args.result:
         sys.stdout.write(_json.dumps_text(result.to_json(), ensure_ascii=False) + "\n")
     elif not args.quiet:
@@ -161,4 +207,27 @@ def _verify(args: argparse.Namespace) -> int:
             f"run{'s' if runs != 1 else ''}, outcome {result.outcome}"
             f" ({args.profile} profile)"
         )
+    if kept is not None:
+        _explain(args, kept, explain_to)
     return EXIT_ACCEPTED
+
+
+def _explain(args: argparse.Namespace, kept: _Kept, out: Any) -> None:
+    """What ``Repair`` would make of the stream, and whether its output verifies."""
+    from .repair import RepairPass, fix_lines, new_repair, summary, verdict_line
+
+    rpass = RepairPass(
+        new_repair(args),
+        consumer=Consumer(allow_truncated=args.allow_truncated, limits=limits_of(args)),
+    )
+    try:
+        for payload in kept.payloads:
+            rpass.push(payload)
+        rpass.finish()
+    except (ProtocolViolation, CodecError) as failure:
+        print(f"explain: repair cannot make this stream valid: {failure}", file=out)
+        return
+    lines = fix_lines(rpass, args.input, kept.format, prefix="explain: fix: ")
+    for line in lines:
+        print(line, file=out)
+    print(f"explain: {summary(rpass.repair)}; {verdict_line(rpass)}", file=out)

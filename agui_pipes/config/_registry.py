@@ -164,6 +164,7 @@ _BUILTINS: tuple[tuple[str, str, str], ...] = (
     # (YAML name, stage class in agui_pipes.transformers, options model in .options)
     ("expand_chunks", "ExpandChunks", "ExpandChunksOptions"),
     ("verify", "Verify", "VerifyOptions"),
+    ("repair", "Repair", "RepairOptions"),
     ("filter_tool_calls", "FilterToolCalls", "FilterToolCallsOptions"),
     ("tool_result_to_state", "ToolResultToState", "ToolResultToStateOptions"),
     ("subagent_visibility", "SubagentVisibility", "SubagentVisibilityOptions"),

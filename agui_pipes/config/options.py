@@ -38,6 +38,7 @@ __all__ = [
     "NoOptions",
     "OpenTelemetryOptions",
     "RedactOptions",
+    "RepairOptions",
     "StateDiffOptions",
     "StateFilterOptions",
     "StripRawEventsOptions",
@@ -103,6 +104,43 @@ class ExpandChunksOptions(NoOptions):
     Put it first in a chain when the source may send chunks, so every later
     stage sees one shape.
     """
+
+
+class RepairOptions(_Options):
+    """Rewrite a producer's broken stream into a valid one, recording every change.
+
+    Each fix (an END moved or synthesized, a second terminal dropped, a state
+    operation rewritten, ...) is listed in the stage's report and logged;
+    past `max_fixes` the stream is rejected instead. See docs/repair.md.
+    """
+
+    model_config = _example({"max_fixes": 20, "emit": True})
+
+    max_fixes: int = Field(
+        100,
+        ge=0,
+        description=(
+            "Reject the stream (rule `repair-limit`) once it needs more fixes than this "
+            "(in Python, `None` means no limit)."
+        ),
+    )
+    emit: bool = Field(
+        False,
+        description="Also send one CUSTOM event `agui_pipes.repair` per fix, inside its run.",
+    )
+    report_limit: int = Field(
+        1000, ge=0, description="How many fixes the report lists (all are counted)."
+    )
+    thread_id: str | None = Field(
+        None,
+        description="Thread id of a RUN_STARTED that must be synthesized (default: the "
+        "first event's, else generated).",
+    )
+    run_id: str | None = Field(
+        None,
+        description="Run id of a RUN_STARTED that must be synthesized (default: the first "
+        "event's, else generated).",
+    )
 
 
 class VerifyOptions(_Options):

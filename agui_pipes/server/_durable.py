@@ -551,18 +551,19 @@ class DurableRuns:
         run_id: str,
         token: CancelToken,
         open_batches: Callable[
-            [Callable[[BaseEvent], None]], AbstractAsyncContextManager[AsyncIterator[bytes]]
+            [Callable[[BaseEvent], None], RunRecorder],
+            AbstractAsyncContextManager[AsyncIterator[bytes]],
         ],
         stats: RunStats,
         gone: Callable[[], bool] = lambda: False,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """Batches of SSE frames (the gateway's relay path), each frame recorded and given an id.
 
-        ``open_batches(note)`` opens the source of batches; it calls ``note``
-        with each RUN_STARTED / RUN_FINISHED / RUN_ERROR it puts in a batch
-        (what tells how the run ended) — the batches themselves are not
-        decoded: each frame ``data: <json>\n\n`` is split off, its JSON
-        recorded as it is, and the frame re-sent with its ``id:`` line.
+        ``open_batches(note, recorder)`` opens the source of batches, which
+        records each event with ``recorder`` and frames it with its ``id:``
+        line itself (the relay has the events apart before it joins them);
+        it calls ``note`` with each RUN_STARTED / RUN_FINISHED / RUN_ERROR it
+        puts in a batch (what tells how the run ended).
         """
         async with self.recording(thread_id, run_id, token, gone) as live:
             batches = self._batches(live, open_batches, stats)
@@ -576,7 +577,8 @@ class DurableRuns:
         self,
         live: LiveRun,
         open_batches: Callable[
-            [Callable[[BaseEvent], None]], AbstractAsyncContextManager[AsyncIterator[bytes]]
+            [Callable[[BaseEvent], None], RunRecorder],
+            AbstractAsyncContextManager[AsyncIterator[bytes]],
         ],
         stats: RunStats,
     ) -> AsyncGenerator[bytes, None]:
@@ -586,14 +588,14 @@ class DurableRuns:
         with anyio.CancelScope() as scope:
             live.scope = scope
             try:
-                async with open_batches(seen.append) as batches:
+                async with open_batches(seen.append, recorder) as batches:
                     async for batch in batches:
-                        framed = await _record_frames(recorder, batch)
                         # Noted once recorded: a run is only "ended" by a stored terminal.
-                        for event in seen:
-                            live.note(event)
-                        seen.clear()
-                        yield framed
+                        if seen:
+                            for event in seen:
+                                live.note(event)
+                            seen.clear()
+                        yield batch
             except Exception as exc:
                 failure = exc
         error = self._error_after(live, failure)
@@ -842,41 +844,6 @@ async def _history_frames(
     if live_run is not None:
         async for frame in _followed(store, epoch, live_run, 0):
             yield frame
-
-
-async def _record_frames(recorder: RunRecorder, batch: bytes) -> bytes:
-    """``batch`` (whole ``data: <json>\n\n`` frames) with each frame recorded and given its id."""
-    # Every frame a one-line `data: ` frame (the relay's batches are: JSON holds no raw
-    # line break): its payloads are the batch split on the separators, recorded in one
-    # call. Exact: when the batch's line breaks are only the separators' and the last
-    # frame's end (counted, one pass), each "\n\ndata: " ends one frame and starts the
-    # next; anything else (a comment, a multi-line frame) takes the general path.
-    if batch.startswith(b"data: ") and batch.endswith(b"\n\n"):
-        payloads = batch[6:-2].split(b"\n\ndata: ")
-        if 2 * len(payloads) == batch.count(b"\n"):
-            framed = (
-                recorder.frame_nowait(payloads[0])  # one frame per read: no join
-                if len(payloads) == 1
-                else recorder.frames_nowait(payloads)
-            )
-            if framed is not None:
-                return framed
-    parts = batch.split(b"\n\n")
-    tail = parts.pop()  # empty after a batch of whole frames
-    out: list[bytes] = []
-    frame_nowait = recorder.frame_nowait
-    for part in parts:
-        if not part.startswith(b"data: "):
-            out.append(part + b"\n\n")  # not an event (a comment): sent, not recorded
-            continue
-        data = part[6:]
-        frame = frame_nowait(data)
-        if frame is None:  # the recorder's queue is full: wait for room, in order
-            frame = await recorder.frame(data)
-        out.append(frame)
-    if tail:
-        out.append(tail)
-    return b"".join(out)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -12,11 +12,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ag_ui.core import BaseEvent, EventType
 
 from .._chain import TransformerChain
 from .._transformer import Condition, StreamTransformer
+
+if TYPE_CHECKING:
+    from ..transformers.repair import Repair
 
 __all__ = ["RunStats", "instrument"]
 
@@ -64,6 +68,9 @@ class RunStats:
         """Events a relay forwarded unseen: they passed every counted position."""
         self.outcome = "incomplete"
         self.detail = ""
+        self.repair: Repair | None = None
+        """The run's ``Repair`` stage when the server repairs (``repair=True``): its
+        report's count goes into the line, so a producer that needs repairs shows."""
         self._started = time.monotonic()
         self._logged = False
 
@@ -93,6 +100,16 @@ class RunStats:
         parts.append(f"out {self.written}")
         return " → ".join(parts)
 
+    def repair_note(self) -> str:
+        """``; repaired 2 (content-after-end 2)``, ``; repaired 0``, or nothing without repair."""
+        if self.repair is None:
+            return ""
+        report = self.repair.report
+        if not report.count:
+            return "; repaired 0"
+        by_rule = ", ".join(f"{rule} {n}" for rule, n in sorted(report.counts().items()))
+        return f"; repaired {report.count} ({by_rule})"
+
     def log(self, logger: logging.Logger = _log) -> None:
         if self._logged:
             return
@@ -100,7 +117,7 @@ class RunStats:
         duration = time.monotonic() - self._started
         detail = f" ({self.detail})" if self.detail else ""
         logger.info(
-            "%s run %s thread %s: %s%s in %.3fs; events %s",
+            "%s run %s thread %s: %s%s in %.3fs; events %s%s",
             self.kind,
             self.run_id,
             self.thread_id,
@@ -108,6 +125,7 @@ class RunStats:
             detail,
             duration,
             self.stages_line(),
+            self.repair_note(),
         )
 
 

@@ -38,6 +38,7 @@ from .._chain import ChainFactory, TransformerChain
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
 from .._trace_context import using_trace_headers
+from .._transformer import Stage
 from ..driver import AgentLike, CancelToken, Run, run
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,
@@ -95,6 +96,11 @@ class AgentEndpoint:
     ``limits`` bounds the state each run publishes (see ``run(..., limits=)``) and
     is the default of the stages the chain factory builds (None: the limits in
     effect, normally ``DEFAULT_LIMITS``).
+
+    ``repair=True`` runs a fresh ``Repair`` (ids: the request's) on the agent's
+    events before the chain, inside the driver, so its verification sees the
+    repaired stream; the per-run log line gives the number of fixes (see
+    docs/repair.md).
     """
 
     def __init__(
@@ -114,6 +120,7 @@ class AgentEndpoint:
         store: EventLog | str | None = None,
         detach_grace: float = 30.0,
         owner_timeout: float | None = None,
+        repair: bool = False,
     ) -> None:
         if (agent is None) == (agent_factory is None):
             raise TypeError(
@@ -137,6 +144,7 @@ class AgentEndpoint:
         self._echo_input = echo_input
         self._log = logger or _log
         self._limits = resolve_limits(limits)
+        self._repair = repair
         self.durable: DurableRuns | None = None
         """The event log's side of the endpoint (``store=``), or None."""
         if store is not None:
@@ -198,6 +206,8 @@ class AgentEndpoint:
             # The request's traceparent parents the spans of a tracing stage.
             with using_limits(self._limits), using_trace_headers(scope.get("headers", ())):
                 chain = None if self._chain_factory is None else self._chain_factory()
+            if self._repair:
+                chain = _with_repair(chain, run_input, stats)
         except Exception as exc:
             self._log.error("cannot set up run %s: %s", run_input.run_id, exc, exc_info=exc)
             await send_json_error(
@@ -214,6 +224,10 @@ class AgentEndpoint:
             chain = instrument(chain, stats)
             if chain.is_sync:
                 inner = chain
+            elif stats.repair is not None:
+                # Repair (with its counters) runs in the driver, before its verification.
+                inner = TransformerChain(chain.stages[:3])
+                outer = TransformerChain(chain.stages[3:])
             else:
                 outer = chain
         token = CancelToken()
@@ -324,6 +338,17 @@ class AgentEndpoint:
             logger=self._log,
         )
         await response(scope, receive, send)
+
+
+def _with_repair(
+    chain: Stage | None, run_input: RunAgentInput, stats: RunStats
+) -> TransformerChain:
+    """``Repair | chain``: a fresh ``Repair`` with the request's ids, known to the stats."""
+    from ..transformers.repair import Repair  # loads only for a repairing endpoint
+
+    repair = Repair(thread_id=run_input.thread_id, run_id=run_input.run_id)
+    stats.repair = repair
+    return TransformerChain([repair] if chain is None else [repair, chain])
 
 
 @asynccontextmanager

@@ -101,7 +101,7 @@ from ._withheld import ToldViolations as _ToldViolations
 from ._withheld import WithheldViolation
 
 if TYPE_CHECKING:
-    from ..store import EventLog
+    from ..store import EventLog, RunRecorder
     from ._durable import DurableRuns
 
 publish(__name__, WithheldViolation)
@@ -169,6 +169,12 @@ class Gateway:
     upstream is read on until nobody has been attached for ``detach_grace``
     seconds, then its request is closed and the run recorded as cancelled),
     and ``routes(path)`` adds the resume, stop and thread routes.
+
+    ``repair=True`` puts a fresh ``Repair`` (ids: the request's) right after chunk
+    expansion, before your chain: a producer that breaks the ordering rules (late
+    arguments of a parallel tool call, a second terminal event, ...) reaches the
+    client repaired instead of as a ``PROTOCOL_VIOLATION``; the per-run log line
+    gives the number of fixes (see docs/repair.md).
     """
 
     def __init__(
@@ -189,6 +195,7 @@ class Gateway:
         limits: Limits | None = None,
         store: EventLog | str | None = None,
         detach_grace: float = 30.0,
+        repair: bool = False,
     ) -> None:
         url = httpx.URL(upstream)
         if url.scheme not in ("http", "https") or not url.host:
@@ -216,6 +223,7 @@ class Gateway:
         self._log = logger or _log
         self._limits = resolve_limits(limits)
         self._first_frames = _FirstFrames()
+        self._repair = repair
         self.durable: DurableRuns | None = None
         """The event log's side of the gateway (``store=``), or None."""
         if store is not None:
@@ -236,7 +244,7 @@ class Gateway:
         # the forwarded headers only the names are known here.
         return (
             f"Gateway({_masked_url(self.upstream)!r}, chain={_chain_repr(self._chain_factory)}, "
-            f"verify={self._verify}, "
+            f"verify={self._verify}, repair={self._repair}, "
             f"forward_headers={sorted(self._forward)}, limits={self._limits!r}, "
             f"keepalive={self._keepalive}, send_buffer={self._send_buffer}, "
             f"send_timeout={self._send_timeout}, max_body_bytes={self._max_body}, "
@@ -322,6 +330,8 @@ class Gateway:
                 with using_limits(self._limits), using_trace_headers(scope.get("headers", ())):
                     configured.append(self._chain_factory())
             stages, final = _consumer_chain(TransformerChain(configured).stages, self._verify)
+            if self._repair:
+                stages.insert(1, _repair_stage(run_input.thread_id, run_input.run_id, stats))
             chain = TransformerChain(stages)
             if not chain.is_sync or self._log.isEnabledFor(logging.INFO):
                 # The counters are for the INFO line only; on the relay path
@@ -412,8 +422,8 @@ class Gateway:
 
         if chain.is_sync:
 
-            def open_relayed(note: Any) -> Any:
-                return self._relayed(body, headers, chain, stats, told, first, note)
+            def open_relayed(note: Any, recorder: Any) -> Any:
+                return self._relayed(body, headers, chain, stats, told, first, note, recorder)
 
             def open_frames() -> Any:
                 return durable.recorded_batches(
@@ -468,9 +478,10 @@ class Gateway:
         told: _ToldViolations,
         first: _FirstFrame,
         note: Callable[[BaseEvent], None] | None = None,
+        recorder: RunRecorder | None = None,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         async with self._upstream(body, headers) as response:
-            yield self._relay(response, chain, stats, told, first, note)
+            yield self._relay(response, chain, stats, told, first, note, recorder)
 
     @asynccontextmanager
     async def _upstream(
@@ -602,8 +613,14 @@ class Gateway:
         told: _ToldViolations,
         first: _FirstFrame,
         note: Callable[[BaseEvent], None] | None = None,
+        recorder: RunRecorder | None = None,
     ) -> AsyncIterator[bytes]:
         """``_decode`` + ``chain.apply`` + encoding, one batch per upstream chunk.
+
+        With ``recorder`` (a recorded run) every event is recorded and its
+        frame carries its ``id:`` line: the relay hands the recorder each
+        batch's events apart, so they are framed once, with their ids,
+        rather than framed, split and framed again.
 
         Fails exactly as that path does: the same ``UpstreamError`` codes and
         messages, the chain's own exceptions as they are. When an event fails
@@ -656,10 +673,19 @@ class Gateway:
                     part = payloads if end - start == total else payloads[start:end]
                     start = end
                     try:
-                        out = relay.feed(part)
+                        if recorder is None:
+                            out = relay.feed(part)
+                        else:
+                            items = relay.feed_payloads(part)
+                            framed = recorder.frames_nowait(items) if items else b""
+                            # None: the recorder's queue is full: wait for room, in order.
+                            out = await recorder.frames(items) if framed is None else framed
                     except Exception as exc:
                         # What the events before the failing one gave.
-                        unsent = relay.take_unsent()
+                        if recorder is None:
+                            unsent = relay.take_unsent()
+                        else:
+                            unsent = await recorder.frames(relay.take_unsent_payloads())
                         stats.written = relay.events_out
                         if unsent:
                             first.sent()
@@ -694,7 +720,11 @@ class Gateway:
         upstream.seen_any = relay.events_in > relay.events_unknown
         upstream.check_ended()
         try:
-            out = relay.finish()
+            if recorder is None:
+                out = relay.finish()
+            else:
+                items = relay.finish_payloads()
+                out = await recorder.frames(items) if items else b""
         except Exception as exc:
             told.check(exc)
             raise
@@ -819,6 +849,15 @@ def _consumer_chain(
     ):
         final = Verify(profile="consumer", on_violation="raise")
     return [ExpandChunks(), *stages, *([final] if final is not None else [])], final
+
+
+def _repair_stage(thread_id: str, run_id: str, stats: RunStats) -> Stage:
+    """A fresh ``Repair`` for one run, known to the run's stats (for the log line)."""
+    from ..transformers.repair import Repair  # loads only for a repairing gateway
+
+    repair = Repair(thread_id=thread_id, run_id=run_id)
+    stats.repair = repair
+    return repair
 
 
 def _plain(stage: Stage, cls: type[Stage]) -> bool:

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from .expand_chunks import ExpandChunks
     from .filter_tool_calls import FilterToolCalls
     from .redact import Redact
+    from .repair import Repair, RepairFix, RepairLimitExceeded, RepairReport
     from .state_diff import StateDiff
     from .state_filter import StateFilter
     from .strip_raw_events import StripRawEvents
@@ -30,6 +31,10 @@ else:
             "ExpandChunks": ".expand_chunks",
             "FilterToolCalls": ".filter_tool_calls",
             "Redact": ".redact",
+            "Repair": ".repair",
+            "RepairFix": ".repair",
+            "RepairLimitExceeded": ".repair",
+            "RepairReport": ".repair",
             "StateDiff": ".state_diff",
             "StateFilter": ".state_filter",
             "StripRawEvents": ".strip_raw_events",
@@ -49,6 +54,10 @@ __all__ = [
     "FilterToolCalls",
     "KeepEvents",
     "Redact",
+    "Repair",
+    "RepairFix",
+    "RepairLimitExceeded",
+    "RepairReport",
     "StateDiff",
     "StateFilter",
     "StripRawEvents",
