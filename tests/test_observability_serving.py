@@ -8,6 +8,9 @@ join the same trace.
 
 from __future__ import annotations
 
+import gc
+from typing import Any
+
 import anyio
 import httpx
 import pytest
@@ -116,3 +119,48 @@ async def test_concurrent_requests_keep_their_own_parents() -> None:
         ]
         assert sum(s.name == "invoke_agent" for s in mine) == 1  # no other run's spans
         assert sum(s.name == "invoke_agent weather" for s in mine) == 1
+
+
+async def _cut_short(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An upstream that starts a run and a tool call, then ends its response."""
+    if scope["type"] != "http":
+        return
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]})
+    body = (
+        b'data: {"type":"RUN_STARTED","threadId":"thread-1","runId":"r-cut"}\n\n'
+        b'data: {"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"slow"}\n\n'
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.mark.anyio
+async def test_a_run_the_gateway_ends_itself_is_closed_as_abandoned() -> None:
+    recorder = Recorder()
+    with serve(_cut_short) as upstream:
+        app = build_app(
+            upstream=upstream.url + "/", chain=lambda: TransformerChain([recorder.stage()])
+        )
+        with serve(app) as gateway:
+            async with httpx.AsyncClient(timeout=30) as client, client.stream(
+                "POST", gateway.url + "/", json=run_input("r-cut"), headers=HEADERS
+            ) as response:
+                events = [event async for event in sse_events(response)]
+            assert events[-1].type.value == "RUN_ERROR"
+            assert str(events[-1].code).startswith("UPSTREAM_")  # type: ignore[attr-defined]
+            await _collected(recorder)
+    run_span = next(s for s in recorder.finished() if s.name == "invoke_agent")
+    assert dict(run_span.attributes or {})["agui.run.outcome"] == "abandoned"
+    assert recorder.outline() == ["invoke_agent", "  execute_tool slow"]
+
+
+async def _collected(recorder: Recorder) -> None:
+    """Collect garbage until the server thread has dropped the run's chain."""
+    for _ in range(100):
+        gc.collect()
+        if recorder.finished():
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError("the gateway's chain was never collected")
