@@ -55,7 +55,7 @@ class _Callgrind:
         self.url = f"http://127.0.0.1:{port}"
         self.out = directory / f"{name}.%p.out"
         argv = [
-            "valgrind", "--tool=callgrind", f"--callgrind-out-file={self.out}",
+            "valgrind", "--tool=callgrind", "--fair-sched=yes", f"--callgrind-out-file={self.out}",
             sys.executable, "-m", "agui_pipes", "serve", *serve_args,
             "--port", str(port), "--log-level", "warning", "--keepalive", "0",
         ]
