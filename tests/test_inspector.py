@@ -196,6 +196,18 @@ def test_fold_at_several_indexes_matches_a_full_fold() -> None:
     assert any(m.get("subagentRunId") == "demo-run-sub-2" for m in final["messages"])
 
 
+def test_fold_from_checkpoints_over_a_long_conversation() -> None:
+    # Five runs in one stream: the conversation grows, checkpoints share unchanged
+    # messages and space out; every answer must still be the plain fold of the prefix.
+    lines = DEMO_LINES * 5
+    run = InspectedRun.build(lines, "five", checkpoint_every=8)
+    events = [decode(line).event for line in lines]
+    for at in range(0, len(lines), 7):
+        expected = fold([e for e in events[: at + 1] if e is not None])
+        assert run.fold_at(at) == {"at": at, "messages": expected.messages,
+                                   "state": expected.state}, at
+
+
 def test_fold_through_chunks_expands_them() -> None:
     events = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -69,8 +70,15 @@ class RecentRuns:
         return Recorder(self)
 
 
+class _JSON(JSONResponse):
+    """orjson: a 100k-event summary or a long conversation encodes several times faster."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return _JSON({"error": message}, status_code=status)
 
 
 def _int_param(request: Request, name: str, default: int | None, lo: int = 0,
@@ -123,7 +131,7 @@ def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> S
     def api(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             try:
-                return JSONResponse(handler(request))
+                return _JSON(handler(request))
             except _BadRequest as bad:
                 return _error(400, str(bad))
             except _NotFound as missing:

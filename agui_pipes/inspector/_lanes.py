@@ -49,6 +49,11 @@ class _Lane:
             parent.children.append(self)
 
 
+def _field(event: BaseEvent, name: str, default: Any = None) -> Any:
+    """A field of the event, or ``default`` (pydantic's ``getattr`` fallback is slow)."""
+    return event.__dict__.get(name, default)
+
+
 def _thinned(ticks: array[int], cap: int) -> list[int]:
     count = len(ticks)
     if count <= cap:
@@ -72,6 +77,7 @@ class LaneBuilder:
         self._spans: dict[str, _Lane] = {}
         self._calls: dict[str, _Lane] = {}
         self._waiting: dict[str, _Lane] = {}  # tool calls without a result yet
+        self._every_call: dict[str, _Lane] = {}  # the latest lane of every tool call id
         self._message_owner: dict[str, str | None] = {}
         self._steps: dict[tuple[str | None, str], _Lane] = {}
         self._subagents: dict[str, _Lane] = {}
@@ -98,9 +104,9 @@ class LaneBuilder:
     def observe(self, index: int, event: BaseEvent) -> str | None:
         """Place one event; returns its owner (the tag, or its opener's)."""
         kind = event.type
-        tag: str | None = getattr(event, "subagent_run_id", None)
+        tag: str | None = _field(event, "subagent_run_id", None)
         if kind is EventType.RUN_STARTED:
-            run_id = getattr(event, "run_id", "") or "?"
+            run_id = _field(event, "run_id", "") or "?"
             self._run = self._new(f"run:{run_id}", "run", f"run {run_id}", None, index, None)
             return None
         if kind in (EventType.RUN_FINISHED, EventType.RUN_ERROR):
@@ -110,7 +116,7 @@ class LaneBuilder:
             return None
         if kind is EventType.TEXT_MESSAGE_START:
             return self._open(self._messages, "message", index, event, tag,
-                              f"{getattr(event, 'role', None) or 'assistant'} message")
+                              f"{_field(event, 'role', None) or 'assistant'} message")
         if kind in (EventType.TEXT_MESSAGE_CONTENT, EventType.TEXT_MESSAGE_END):
             return self._continue(self._messages, index, event, kind, tag)
         if kind is EventType.REASONING_MESSAGE_START:
@@ -144,7 +150,7 @@ class LaneBuilder:
 
     def _open(self, table: dict[str, _Lane], kind: str, index: int, event: BaseEvent,
               tag: str | None, label: str) -> str | None:
-        key = str(getattr(event, "message_id", ""))
+        key = str(_field(event, "message_id", ""))
         parent = self._home(tag)
         if table is self._reasoning_messages:
             for span in reversed(self._spans.values()):
@@ -160,7 +166,7 @@ class LaneBuilder:
 
     def _continue(self, table: dict[str, _Lane], index: int, event: BaseEvent,
                   kind: EventType, tag: str | None) -> str | None:
-        key = str(getattr(event, "message_id", ""))
+        key = str(_field(event, "message_id", ""))
         lane = table.get(key)
         if lane is None:
             return tag
@@ -172,21 +178,22 @@ class LaneBuilder:
         return lane.owner if tag is None else tag
 
     def _tool_start(self, index: int, event: BaseEvent, tag: str | None) -> str | None:
-        call_id = str(getattr(event, "tool_call_id", ""))
+        call_id = str(_field(event, "tool_call_id", ""))
         owner = tag
-        parent_message = getattr(event, "parent_message_id", None)
+        parent_message = _field(event, "parent_message_id", None)
         if owner is None and parent_message is not None:
             owner = self._message_owner.get(parent_message)
-        name = getattr(event, "tool_call_name", "") or "tool call"
+        name = _field(event, "tool_call_name", "") or "tool call"
         lane = self._new(f"tool_call:{call_id}", "tool_call", name, self._home(owner), index,
                          owner)
         self._calls[call_id] = lane
         self._waiting[call_id] = lane
+        self._every_call[call_id] = lane
         return owner
 
     def _tool_more(self, index: int, event: BaseEvent, kind: EventType,
                    tag: str | None) -> str | None:
-        call_id = str(getattr(event, "tool_call_id", ""))
+        call_id = str(_field(event, "tool_call_id", ""))
         if kind is EventType.TOOL_CALL_RESULT:
             lane = self._waiting.pop(call_id, None)
             if lane is None:
@@ -205,7 +212,7 @@ class LaneBuilder:
 
     def _step(self, index: int, event: BaseEvent, kind: EventType,
               tag: str | None) -> str | None:
-        name = str(getattr(event, "step_name", ""))
+        name = str(_field(event, "step_name", ""))
         if kind is EventType.STEP_STARTED:
             self._steps[(tag, name)] = self._new(
                 f"step:{tag or ''}:{name}", "step", name, self._home(tag), index, tag
@@ -217,12 +224,12 @@ class LaneBuilder:
         return tag
 
     def _subagent_start(self, index: int, event: BaseEvent) -> str | None:
-        run_id = str(getattr(event, "subagent_run_id", ""))
-        parent_run: str | None = getattr(event, "parent_subagent_run_id", None)
-        parent_call: str | None = getattr(event, "parent_tool_call_id", None)
+        run_id = str(_field(event, "subagent_run_id", ""))
+        parent_run: str | None = _field(event, "parent_subagent_run_id", None)
+        parent_call: str | None = _field(event, "parent_tool_call_id", None)
         parent: _Lane | None = None
         if parent_call is not None:
-            parent = self._waiting.get(parent_call) or self._find_call(parent_call)
+            parent = self._waiting.get(parent_call) or self._every_call.get(parent_call)
         if parent is None:
             for call in reversed(self._waiting.values()):
                 if call.owner == parent_run:
@@ -230,18 +237,11 @@ class LaneBuilder:
                     break
         if parent is None:
             parent = self._home(parent_run)
-        name = getattr(event, "name", "") or "subagent"
+        name = _field(event, "name", "") or "subagent"
         lane = self._new(f"subagent:{run_id}", "subagent", name, parent, index, run_id)
         self._subagents[run_id] = lane
         self._subagent_lanes[run_id] = lane
         return run_id
-
-    def _find_call(self, call_id: str) -> _Lane | None:
-        found: _Lane | None = None
-        for lane in self._walk():
-            if lane.kind == "tool_call" and lane.id.split("#")[0] == f"tool_call:{call_id}":
-                found = lane
-        return found
 
     def _walk(self) -> list[_Lane]:
         order: list[_Lane] = []

@@ -8,12 +8,13 @@ and keeps it compact so a 100k-event recording stays cheap to hold:
   index (id → event indexes) so the ``id=`` filter does not parse every event;
 * events are verified with the consumer profile (``Consumer``): the first
   violation is kept at its event, decode and application warnings at theirs;
-* the fold at any index is a checkpoint (messages and state after every
-  ``checkpoint_every``-th event, folded block by block with the public ``fold``)
-  plus a replay of at most that many events, so a scrubber request costs O(K),
-  not O(N). Only events whose chunk expansion differs from the event itself keep
-  their expanded JSON (the replay needs it); after a rejection the remaining
-  events are folded as decoded, best effort, like ``fold`` does.
+* the fold at any index is a checkpoint (messages and state, folded block by
+  block with the public ``fold``, kept as JSON bytes shared with the previous
+  checkpoint where a message did not change) plus a replay of the events after
+  it, so a scrubber request costs O(K), not O(N); see ``CHECKPOINT_BYTES_PER_EVENT``
+  for how K grows with the conversation. Only events whose chunk expansion differs
+  from the event itself keep their expanded JSON (the replay needs it); after a
+  rejection the remaining events are folded as decoded, best effort, like ``fold``.
 
 A run grows with ``add`` (a live run in ``serve --inspect``) and is sealed by
 ``close``; a file is read whole and closed at once (see ``InspectedRun.build``).
@@ -37,7 +38,13 @@ from ._lanes import LaneBuilder
 __all__ = ["CHECKPOINT_EVERY", "TICKS_CAP", "InspectedRun", "summary_of", "wire_json"]
 
 CHECKPOINT_EVERY = 512
-"""Events between fold checkpoints: a ``fold?at=`` request replays at most this many."""
+"""Fewest events between fold checkpoints (see ``CHECKPOINT_BYTES_PER_EVENT``)."""
+
+CHECKPOINT_BYTES_PER_EVENT = 256
+"""A checkpoint copies the whole conversation, so one is taken only after at least one
+event per this many bytes of it: checkpoint costs stay O(1) per event however long the
+conversation grows (a 100k-event stream is not quadratic), and a ``fold?at=`` replays at
+most ``max(CHECKPOINT_EVERY, conversation bytes / CHECKPOINT_BYTES_PER_EVENT)`` events."""
 
 TICKS_CAP = 2000
 """Ticks per lane in a summary; more are thinned evenly (``tick_count`` keeps the total)."""
@@ -91,12 +98,18 @@ def summary_of(obj: Any) -> str:
 
 
 class _Checkpoint:
+    """The fold after event ``at``, as JSON bytes: a message unchanged since the previous
+    checkpoint shares that checkpoint's bytes object, so checkpoints cost what changed."""
+
     __slots__ = ("at", "messages", "state")
 
-    def __init__(self, at: int, messages: list[dict[str, Any]], state: Any) -> None:
+    def __init__(self, at: int, messages: tuple[bytes, ...], state: bytes) -> None:
         self.at = at  # the fold of events 0..at inclusive
         self.messages = messages
         self.state = state
+
+    def restore(self) -> tuple[list[dict[str, Any]], Any]:
+        return [orjson.loads(m) for m in self.messages], orjson.loads(self.state)
 
 
 class InspectedRun:
@@ -142,7 +155,11 @@ class InspectedRun:
         self._lanes = LaneBuilder()
         self._checkpoints: list[_Checkpoint] = []
         self._block: list[BaseEvent] = []
-        self._last_fold: _Checkpoint = _Checkpoint(-1, [], {})
+        self._block_start = 0
+        self._gap = checkpoint_every
+        self._fold_messages: list[dict[str, Any]] = []
+        self._fold_state: Any = {}
+        self._shared: dict[str, bytes] = {}
         self.stages: list[Any] | None = None
         self.capped = False
 
@@ -197,7 +214,7 @@ class InspectedRun:
                 type_name = found if isinstance(found, str) else "(not an event)"
         self._raw.append(raw)
         self._note_type(index, type_name)
-        timestamp = getattr(event, "timestamp", None) if event is not None else None
+        timestamp = event.__dict__.get("timestamp") if event is not None else None
         if timestamp is None and isinstance(obj, dict):
             value = obj.get("timestamp")
             timestamp = value if isinstance(value, int | float) else None
@@ -228,7 +245,7 @@ class InspectedRun:
             owner = self._lanes.observe(index, out) or owner
         self._owner.append(self._owner_id(owner))
         self._block.extend(delivered)
-        if (index + 1) % self._every == 0:
+        if index + 1 - self._block_start >= self._gap:
             self._checkpoint(index)
 
     def close(self) -> None:
@@ -254,6 +271,8 @@ class InspectedRun:
                                "the stream ended while a run was still open: it has no outcome")
         self._consumer = None
         self._block = []
+        # Only the checkpoints' bytes are needed from here on.
+        self._fold_messages, self._fold_state, self._shared = [], {}, {}
 
     @classmethod
     def build(
@@ -307,8 +326,9 @@ class InspectedRun:
 
     def _index_ids(self, index: int, event: BaseEvent) -> None:
         by_id = self._by_id
+        fields = event.__dict__  # pydantic's field values: no __getattr__ fallback per miss
         for _, attribute in _ID_FIELDS:
-            value = getattr(event, attribute, None)
+            value = fields.get(attribute)
             if isinstance(value, str):
                 hits = by_id.get(value)
                 if hits is None:
@@ -341,12 +361,27 @@ class InspectedRun:
         self._consumer = None  # the verdict is in: the rest is shown, folded best effort
 
     def _checkpoint(self, index: int) -> None:
-        prev = self._last_fold
-        result = fold(self._block, state=prev.state, messages=prev.messages)
-        point = _Checkpoint(index, result.messages, result.state)
-        self._checkpoints.append(point)
-        self._last_fold = point
+        result = fold(self._block, state=self._fold_state, messages=self._fold_messages)
+        self._fold_messages, self._fold_state = result.messages, result.state
+        shared, kept = self._shared, {}
+        blobs: list[bytes] = []
+        size = 0
+        for message in result.messages:
+            blob = orjson.dumps(message)
+            key = str(message.get("id"))
+            previous = shared.get(key)
+            if previous is not None and previous == blob:
+                blob = previous
+            kept[key] = blob
+            blobs.append(blob)
+            size += len(blob)
+        state = orjson.dumps(result.state)
+        size += len(state)
+        self._shared = kept
+        self._checkpoints.append(_Checkpoint(index, tuple(blobs), state))
         self._block = []
+        self._block_start = index + 1
+        self._gap = max(self._every, size // CHECKPOINT_BYTES_PER_EVENT)
 
     # -- reading -------------------------------------------------------------
 
@@ -447,7 +482,9 @@ class InspectedRun:
         """Messages and state after events 0..``at`` (a checkpoint plus a short replay)."""
         if not 0 <= at < len(self._raw):
             raise IndexError(at)
-        start = _Checkpoint(-1, [], {})
+        first: int = 0
+        messages: list[dict[str, Any]] = []
+        state: Any = {}
         lo, hi = 0, len(self._checkpoints)
         while lo < hi:  # the last checkpoint at or before ``at``
             mid = (lo + hi) // 2
@@ -456,8 +493,10 @@ class InspectedRun:
             else:
                 hi = mid
         if lo:
-            start = self._checkpoints[lo - 1]
-        result = fold(self._replay(start.at + 1, at), state=start.state, messages=start.messages)
+            point = self._checkpoints[lo - 1]
+            first = point.at + 1
+            messages, state = point.restore()
+        result = fold(self._replay(first, at), state=state, messages=messages)
         return {"at": at, "messages": result.messages, "state": result.state}
 
     def _replay(self, first: int, last: int) -> Iterator[BaseEvent]:
