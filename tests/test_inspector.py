@@ -23,7 +23,15 @@ import pytest
 from ag_ui.core import BaseEvent, CustomEvent, EventType, TextMessageContentEvent
 from starlette.testclient import TestClient
 
-from agui_pipes import FunctionTransformer, TransformerChain, decode, fold, load_chain
+from agui_pipes import (
+    AsyncStreamTransformer,
+    FunctionTransformer,
+    StreamOperator,
+    TransformerChain,
+    decode,
+    fold,
+    load_chain,
+)
 from agui_pipes._cli import main
 from agui_pipes.inspector import InspectedRun, RecentRuns, inspector_app
 
@@ -355,7 +363,56 @@ def test_a_failing_stage_is_reported_with_what_it_did_before() -> None:
     [stage] = run.summary()["stages"]
     assert stage["error"] is not None and "no steps here" in stage["error"]
     step = next(i for i, line in enumerate(DEMO_LINES) if b"STEP_STARTED" in line)
-    assert stage["passed"] == step and stage["in"] == 141
+    # It got the events up to the failing one, passed those before it, and stopped.
+    assert stage["passed"] == step and stage["in"] == step + 1 and stage["out"] == step
+
+
+def test_outputs_keep_the_order_the_stage_emitted_them() -> None:
+    def before(event: BaseEvent) -> list[BaseEvent]:
+        if event.type is EventType.STEP_STARTED:
+            return [CustomEvent(name="before", value=None), event]
+        return [event]
+
+    def rename(event: BaseEvent) -> BaseEvent:
+        if isinstance(event, CustomEvent):
+            return event.model_copy(update={"name": "renamed"})
+        return event
+
+    chain = TransformerChain([FunctionTransformer(before), FunctionTransformer(rename)])
+    run = InspectedRun.build(DEMO_LINES, "demo", chain=chain)
+    client = TestClient(inspector_app(run))
+    step = next(i for i, line in enumerate(DEMO_LINES) if b"STEP_STARTED" in line)
+    first = get(client, "/api/runs/0/stages/0?limit=1000")["rows"]
+    added = next(r for r in first if r["kind"] == "added")
+    passed = next(r for r in first if r["in"] == step and r["kind"] == "passed")
+    assert added["in"] == step and added["out"] == [step] and passed["out"] == [step + 1]
+    # The second stage saw the custom event at the position it was emitted at.
+    [changed] = get(client, "/api/runs/0/stages/1?kind=changed")["rows"]
+    assert changed["in"] == step and changed["event"]["name"] == "before"
+    assert changed["diff"] == [{"op": "replace", "path": "/name", "value": "renamed"}]
+
+
+class _AsyncUpper(AsyncStreamTransformer):
+    async def transform(self, event: BaseEvent) -> list[BaseEvent]:
+        if isinstance(event, TextMessageContentEvent):
+            return [event.model_copy(update={"delta": event.delta.upper()})]
+        return [event]
+
+
+class _DropSteps(StreamOperator):
+    async def run(self, source: Any, emit: Any) -> None:
+        async for event in source:
+            if event.type not in (EventType.STEP_STARTED, EventType.STEP_FINISHED):
+                await emit(event)
+
+
+def test_async_stages_and_operators_are_recorded_too() -> None:
+    chain = TransformerChain([_AsyncUpper(), _DropSteps()])
+    first, second = InspectedRun.build(DEMO_LINES, "demo", chain=chain).summary()["stages"]
+    contents = sum(b"TEXT_MESSAGE_CONTENT" in line for line in DEMO_LINES)
+    assert first["changed"] == contents and first["passed"] == 141 - contents
+    assert second["in"] == 141 and second["dropped"] == 2 and second["out"] == 139
+    assert second["passed"] == 139 and first["error"] is None and second["error"] is None
 
 
 def test_errors(demo: TestClient, filtered: TestClient) -> None:
