@@ -492,6 +492,13 @@ def test_cli_errors_exit_2(
     assert message in capsys.readouterr().err
 
 
+def test_serve_inspect_refuses_an_agent_path_it_would_hide(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["serve", "--demo", "--inspect", "--path", "/inspect/agent"]) == 2
+    assert "hidden by --inspect" in capsys.readouterr().err
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -155,6 +155,9 @@ def _serve(args: argparse.Namespace) -> int:
         return _usage("give --upstream URL (a gateway) or --demo (the demo agent)")
     if not args.path.startswith("/"):
         return _usage(f"--path must start with '/', got {args.path!r}")
+    if args.inspect and (args.path.rstrip("/") + "/").startswith("/inspect/"):
+        return _usage(f"--path {args.path} would be hidden by --inspect, which serves "
+                      "/inspect/; choose another --path")
     if args.keepalive < 0 or args.timeout <= 0 or args.pace < 0:
         return _usage("--keepalive and --pace must be >= 0 and --timeout > 0")
     if args.send_buffer < 1 or not args.send_timeout >= 0:
