@@ -474,6 +474,7 @@ def test_cli_prints_the_url_and_opens_the_browser(
         (None, None, "cannot open input"),
         (b"", None, "empty"),
         (b"[1, 2", None, "not valid JSON"),
+        (b"hello\nworld\n", None, "not an AG-UI event stream"),
         (DEMO.read_bytes(), "transformers: [{type: no_such_stage}]", "invalid chain"),
     ],
 )

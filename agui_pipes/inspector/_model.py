@@ -36,7 +36,15 @@ from ..codecs import DecodeError, DecodeWarning, decode, encode_json
 from ..verify import ProtocolViolation
 from ._lanes import LaneBuilder
 
-__all__ = ["CHECKPOINT_EVERY", "TICKS_CAP", "InspectedRun", "kept", "summary_of", "wire_json"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "NOT_AN_EVENT",
+    "TICKS_CAP",
+    "InspectedRun",
+    "kept",
+    "summary_of",
+    "wire_json",
+]
 
 CHECKPOINT_EVERY = 512
 """Fewest events between fold checkpoints (see ``CHECKPOINT_BYTES_PER_EVENT``)."""
@@ -46,6 +54,9 @@ CHECKPOINT_BYTES_PER_EVENT = 128
 event per this many bytes of it: checkpoint costs stay O(1) per event however long the
 conversation grows (a 100k-event stream is not quadratic), and a ``fold?at=`` replays at
 most ``max(CHECKPOINT_EVERY, conversation bytes / CHECKPOINT_BYTES_PER_EVENT)`` events."""
+
+NOT_AN_EVENT = "(not an event)"
+"""The type listed for an input item that is not a JSON object with a string ``type``."""
 
 TICKS_CAP = 2000
 """Ticks per lane in a summary; more are thinned evenly (``tick_count`` keeps the total)."""
@@ -227,7 +238,7 @@ class InspectedRun:
                     except orjson.JSONDecodeError:
                         obj = None
                 found = obj.get("type") if isinstance(obj, dict) else None
-                type_name = found if isinstance(found, str) else "(not an event)"
+                type_name = found if isinstance(found, str) else NOT_AN_EVENT
         self._note_type(index, type_name)
         timestamp = event.__dict__.get("timestamp") if event is not None else None
         if timestamp is None and isinstance(obj, dict):
