@@ -228,6 +228,20 @@ def test_fold_from_checkpoints_over_a_long_conversation() -> None:
                                    "state": expected.state}, at
 
 
+def test_fold_after_a_rejection_goes_on_from_the_consumers_fold() -> None:
+    # Rejected at event 70, checkpoints before and after: the fold at any index is
+    # still the plain fold of the prefix (the refused event applied best effort).
+    bad = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"nowhere","delta":"x"}'
+    lines = [*DEMO_LINES[:70], bad, *DEMO_LINES[70:]] * 2
+    run = InspectedRun.build(lines, "bad", checkpoint_every=8)
+    assert run.outcome == "rejected" and run.violations[0]["index"] == 70
+    events = [decode(line).event for line in lines]
+    for at in [*range(0, len(lines), 9), len(lines) - 1]:
+        expected = fold([e for e in events[: at + 1] if e is not None])
+        assert run.fold_at(at) == {"at": at, "messages": expected.messages,
+                                   "state": expected.state}, at
+
+
 def test_fold_through_chunks_expands_them() -> None:
     events = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},

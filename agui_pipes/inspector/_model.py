@@ -272,7 +272,8 @@ class InspectedRun:
             owner = self._lanes.observe(index, out) or owner
         self._owner.append(self._owner_id(owner))
         self._raw.append(raw)  # last: readers bound themselves by len(self._raw)
-        self._block.extend(delivered)
+        if self._consumer is None:
+            self._block.extend(delivered)  # while a consumer lives, it folds them
         if index + 1 - self._block_start >= self._gap:
             self._checkpoint(index)
 
@@ -391,11 +392,20 @@ class InspectedRun:
         })
         self._flagged.setdefault(index, set()).add("violation")
         self._outcome = "rejected"
-        self._consumer = None  # the verdict is in: the rest is shown, folded best effort
+        if self._consumer is not None:
+            # The verdict is in: from here on the events are folded best effort, block by
+            # block with ``fold``, starting from what the consumer had folded.
+            folded = self._consumer.snapshot()
+            self._fold_messages, self._fold_state = folded.messages, folded.state
+            self._block = []
+            self._consumer = None
 
     def _checkpoint(self, index: int) -> None:
-        result = fold(self._block, state=self._fold_state, messages=self._fold_messages)
-        self._fold_messages, self._fold_state = result.messages, result.state
+        if self._consumer is not None:
+            result = self._consumer.snapshot()  # a copy of its fold so far
+        else:
+            result = fold(self._block, state=self._fold_state, messages=self._fold_messages)
+            self._fold_messages, self._fold_state = result.messages, result.state
         shared: dict[str, bytes] = self._shared
         now: dict[str, bytes] = {}
         blobs: list[bytes] = []
