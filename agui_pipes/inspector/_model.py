@@ -8,11 +8,12 @@ and keeps it compact so a 100k-event recording stays cheap to hold:
   index (id → event indexes) so the ``id=`` filter does not parse every event;
 * events are verified with the consumer profile (``Consumer``): the first
   violation is kept at its event, decode and application warnings at theirs;
-* the fold at any index is a checkpoint (messages and state, folded block by
-  block with the public ``fold``, kept as JSON bytes shared with the previous
-  checkpoint where a message did not change) plus a replay of the events after
-  it, so a scrubber request costs O(K), not O(N); see ``CHECKPOINT_BYTES_PER_EVENT``
-  for how K grows with the conversation. Only events whose chunk expansion differs
+* the fold at any index is a checkpoint (messages and state: a snapshot of the
+  consumer's fold, or after a rejection blocks folded with the public ``fold``,
+  kept as JSON bytes shared with the previous checkpoint where a message did not
+  change) plus a replay of the events after it with ``fold``, so a scrubber request
+  costs O(K), not O(N); see ``CHECKPOINT_BYTES_PER_EVENT`` for how K grows with
+  the conversation. Only events whose chunk expansion differs
   from the event itself keep their expanded JSON (the replay needs it); after a
   rejection the remaining events are folded as decoded, best effort, like ``fold``.
 
