@@ -150,6 +150,11 @@ def register(subparsers: Any) -> None:
             "unless the chain has one (needs: pip install 'agui-pipes[otel]')"
         ),
     )
+    parser.add_argument(
+        "--inspect",
+        action="store_true",
+        help="also serve the inspector at /inspect, showing the last 50 runs (live ones update)",
+    )
     add_limit_options(parser)
     parser.set_defaults(handler=_serve)
 
@@ -164,6 +169,9 @@ def _serve(args: argparse.Namespace) -> int:
         return _usage("give --upstream URL (a gateway) or --demo (the demo agent)")
     if not args.path.startswith("/"):
         return _usage(f"--path must start with '/', got {args.path!r}")
+    if args.inspect and (args.path.rstrip("/") + "/").startswith("/inspect/"):
+        return _usage(f"--path {args.path} would be hidden by --inspect, which serves "
+                      "/inspect/; choose another --path")
     if args.keepalive < 0 or args.timeout <= 0 or args.pace < 0:
         return _usage("--keepalive and --pace must be >= 0 and --timeout > 0")
     if args.send_buffer < 1 or not args.send_timeout >= 0:
@@ -211,6 +219,13 @@ def _serve(args: argparse.Namespace) -> int:
         except SetupError as exc:
             return _usage(str(exc))
 
+    inspected = None
+    if args.inspect:
+        from ..inspector import RecentRuns
+
+        inspected = RecentRuns()
+        served = _recording(served, inspected)
+
     keepalive = args.keepalive or None
     sending: dict[str, Any] = {
         "send_buffer": args.send_buffer,
@@ -250,6 +265,11 @@ def _serve(args: argparse.Namespace) -> int:
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:
         return _usage(str(exc))
+    if inspected is not None:
+        from ..inspector import inspector_app, with_inspector
+
+        wrapped: Any = with_inspector(app, inspector_app(inspected))
+        app = wrapped
 
     level = getattr(logging, args.log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -270,6 +290,10 @@ def _serve(args: argparse.Namespace) -> int:
             "OpenTelemetry: every run traced (opentelemetry stage last unless the chain has "
             "one), spans go to %s", traced_to
         )
+    if inspected is not None:
+        logging.getLogger(__name__).info(
+            "inspector at http://%s:%s/inspect/", args.host, args.port
+        )
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
     )
@@ -286,6 +310,33 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         listener.close()
     return 0 if server.started else 1
+
+
+def _recording(chain: Any, runs: Any) -> Any:
+    """A chain factory: ``chain``'s stages, then a stage recording what the client gets."""
+    return _Recording(chain, runs.recorder())
+
+
+class _Recording:
+    """``chain`` (a factory, or None) with the inspector's recorder appended to each run's
+    chain; named like the chain in the per-run log line."""
+
+    def __init__(self, chain: Any, recorder: Any) -> None:
+        self._chain = chain
+        self._recorder = recorder
+
+    @property
+    def names(self) -> list[str]:
+        return [*getattr(self._chain, "names", ()), "inspect"]
+
+    def __call__(self) -> Any:
+        from .. import TransformerChain
+
+        stages = [] if self._chain is None else list(self._chain().stages)
+        return TransformerChain([*stages, self._recorder.fresh()])
+
+    def __repr__(self) -> str:
+        return "inspect" if self._chain is None else f"{self._chain!r} | inspect"
 
 
 def _drop_stalled_connections(listener: socket.socket, send_timeout: float) -> None:
