@@ -35,6 +35,7 @@ import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
 from ._errors import ProtocolViolation
+from ._legacy import LEGACY_EVENT_CLASSES
 
 __all__ = [
     "OpenItems",
@@ -254,6 +255,9 @@ class Verifier:
             ag.StateDeltaEvent: _accept,
             ag.RawEvent: _accept,
             ag.CustomEvent: _accept,
+            # Pre-1.0 events (only a legacy-reading decoder builds them) are unknown
+            # types in 1.0: no effect on the run, as if dropped (the fold warns).
+            **dict.fromkeys(LEGACY_EVENT_CLASSES, _accept),
         }
 
     # -- public --------------------------------------------------------------
@@ -276,6 +280,8 @@ class Verifier:
     def observe(self, event: BaseEvent) -> None:
         """Accept ``event`` or raise :class:`VerificationError` (state unchanged on raise)."""
         if self._gated:
+            if event.__class__ in _LEGACY:
+                return  # an unknown type in 1.0: not the run's first event, nor after its end
             self._sequence_gate(event)
         elif event.__class__ is ag.RunStartedEvent:
             self._fail(
@@ -893,3 +899,6 @@ class Verifier:
 
 def _accept(event: BaseEvent) -> None:
     """Events with no ordering constraint of their own (state, RAW, CUSTOM)."""
+
+
+_LEGACY: Final = frozenset(LEGACY_EVENT_CLASSES)

@@ -1,0 +1,201 @@
+"""Pre-1.0 wire shapes: the legacy event models and the legacy content-part upgrade.
+
+AG-UI 1.0 retired two families of shapes that producers still send:
+
+* the ``THINKING_*`` events (``THINKING_START`` / ``THINKING_END`` around a
+  ``THINKING_TEXT_MESSAGE_START`` / ``_CONTENT`` / ``_END`` message), which 1.0
+  names ``REASONING_*`` and which carry no ids;
+* the ``binary`` content part (``{type: "binary", mimeType, data | url | id,
+  filename?}``), which 1.0 replaced by typed media parts (``image``, ``audio``,
+  ``video``, ``document``) with a ``source``.
+
+A 1.0 consumer drops both (an unknown event type; an unknown union member),
+each with a warning. The official TypeScript client instead translates them at
+an always-on boundary, so nothing an old peer sends is lost. This module holds
+what both sides of agui_pipes need to do the same without weakening the
+decoder: the models the decoder builds for the legacy events *only when asked
+to read legacy shapes* (``agui_pipes.decode(..., legacy=True)``, which the
+``compat`` stage arranges), and the content-part upgrade, which follows the
+reference client's rules exactly (``data`` wins over ``url``; ``filename``
+becomes ``metadata.filename``; a part carrying only an ``id`` cannot be
+converted and is left for the 1.0 checks to remove, with a warning; a legacy
+part that mirrors a modern part already in the same content is dropped).
+
+The legacy models are ``ag_ui.core`` events in every respect the pipeline
+relies on (a ``type`` enum, camelCase wire names, the base fields), so they
+flow through chains and encode as their own pre-1.0 wire shape, which is what
+the ``compat`` stage relies on when it serves an old client. A consumer
+pipeline without ``compat`` treats them as the unknown types they are in 1.0:
+the verifier lets them pass without effect and the fold drops them with the
+``unknown-event-type`` warning the decoder would have given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any, Final, Literal
+
+from ag_ui.core import BaseEvent
+from pydantic import Field
+
+__all__ = [
+    "LEGACY_EVENT_CLASSES",
+    "LegacyEvent",
+    "LegacyEventType",
+    "ThinkingEndEvent",
+    "ThinkingStartEvent",
+    "ThinkingTextMessageContentEvent",
+    "ThinkingTextMessageEndEvent",
+    "ThinkingTextMessageStartEvent",
+    "upgrade_binary_parts",
+]
+
+
+class LegacyEventType(str, Enum):
+    """The wire ``type`` values of the pre-1.0 events agui_pipes can read."""
+
+    THINKING_START = "THINKING_START"
+    THINKING_END = "THINKING_END"
+    THINKING_TEXT_MESSAGE_START = "THINKING_TEXT_MESSAGE_START"
+    THINKING_TEXT_MESSAGE_CONTENT = "THINKING_TEXT_MESSAGE_CONTENT"
+    THINKING_TEXT_MESSAGE_END = "THINKING_TEXT_MESSAGE_END"
+
+
+class LegacyEvent(BaseEvent):
+    """A pre-1.0 event: built by the decoder only when legacy shapes were asked for.
+
+    ``type`` is a :class:`LegacyEventType`, never an ``ag_ui.core.EventType``:
+    no 1.0 code path can mistake one for a 1.0 event.
+    """
+
+    type: LegacyEventType  # type: ignore[assignment]  # a pre-1.0 type, by design
+
+
+class ThinkingStartEvent(LegacyEvent):
+    """``THINKING_START``: opens a reasoning span (1.0: ``REASONING_START``, with an id)."""
+
+    type: Literal[LegacyEventType.THINKING_START] = LegacyEventType.THINKING_START
+    title: str | None = Field(default=None)
+    """The span's label; 1.0 has no field for it."""
+
+
+class ThinkingEndEvent(LegacyEvent):
+    """``THINKING_END``: closes the open span (1.0: ``REASONING_END``)."""
+
+    type: Literal[LegacyEventType.THINKING_END] = LegacyEventType.THINKING_END
+
+
+class ThinkingTextMessageStartEvent(LegacyEvent):
+    """``THINKING_TEXT_MESSAGE_START`` (1.0: ``REASONING_MESSAGE_START``, with an id)."""
+
+    type: Literal[LegacyEventType.THINKING_TEXT_MESSAGE_START] = (
+        LegacyEventType.THINKING_TEXT_MESSAGE_START
+    )
+
+
+class ThinkingTextMessageContentEvent(LegacyEvent):
+    """``THINKING_TEXT_MESSAGE_CONTENT`` (1.0: ``REASONING_MESSAGE_CONTENT``)."""
+
+    type: Literal[LegacyEventType.THINKING_TEXT_MESSAGE_CONTENT] = (
+        LegacyEventType.THINKING_TEXT_MESSAGE_CONTENT
+    )
+    delta: str
+
+
+class ThinkingTextMessageEndEvent(LegacyEvent):
+    """``THINKING_TEXT_MESSAGE_END`` (1.0: ``REASONING_MESSAGE_END``)."""
+
+    type: Literal[LegacyEventType.THINKING_TEXT_MESSAGE_END] = (
+        LegacyEventType.THINKING_TEXT_MESSAGE_END
+    )
+
+
+LEGACY_EVENT_CLASSES: Final[tuple[type[LegacyEvent], ...]] = (
+    ThinkingStartEvent,
+    ThinkingEndEvent,
+    ThinkingTextMessageStartEvent,
+    ThinkingTextMessageContentEvent,
+    ThinkingTextMessageEndEvent,
+)
+
+# Their public home (docs, reprs, pickling): the compat stage's module, which
+# re-exports them; defined here so the decoder needs no stage to build them.
+for _cls in (LegacyEventType, LegacyEvent, *LEGACY_EVENT_CLASSES):
+    _cls.__module__ = "agui_pipes.transformers.compat"
+
+
+def _media_kind(mime_type: str) -> str:
+    for prefix in ("image", "audio", "video"):
+        if mime_type.startswith(prefix + "/"):
+            return prefix
+    return "document"
+
+
+def _is_binary(part: Any) -> bool:
+    return (
+        isinstance(part, Mapping)
+        and part.get("type") == "binary"
+        and isinstance(part.get("mimeType"), str)
+    )
+
+
+def _converted(part: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The modern part for a legacy ``binary`` part, or None when it has only an ``id``."""
+    mime_type = part["mimeType"]
+    data, url = part.get("data"), part.get("url")
+    if data:
+        source = {"type": "data", "value": data, "mimeType": mime_type}
+    elif url:
+        source = {"type": "url", "value": url, "mimeType": mime_type}
+    else:
+        return None
+    modern: dict[str, Any] = {"type": _media_kind(mime_type), "source": source}
+    filename = part.get("filename")
+    if filename:
+        modern["metadata"] = {"filename": filename}
+    return modern
+
+
+def _mirrors(other: Any, modern: Mapping[str, Any], filename: Any) -> bool:
+    """Whether ``other`` (a part of the original content) already is ``modern``."""
+    if not isinstance(other, Mapping) or other.get("type") != modern["type"]:
+        return False
+    source = other.get("source")
+    if not isinstance(source, Mapping):
+        return False
+    if any(source.get(key) != modern["source"][key] for key in ("type", "value", "mimeType")):
+        return False
+    if not filename:
+        return True
+    metadata = other.get("metadata")
+    return isinstance(metadata, Mapping) and metadata.get("filename") == filename
+
+
+def upgrade_binary_parts(content: Any) -> tuple[Any, list[str]]:
+    """``content`` with its legacy ``binary`` parts upgraded, and notes on what could not be.
+
+    Returns ``content`` itself (the same object) when it holds no legacy part,
+    so callers can tell "nothing to do" by identity. Each note is a sentence
+    about a part that could not be converted (it carries only an ``id``): the
+    part is kept as it was, and a 1.0 reader removes it as an unknown member.
+    """
+    if not isinstance(content, list) or not any(_is_binary(part) for part in content):
+        return content, []
+    notes: list[str] = []
+    upgraded: list[Any] = []
+    for position, part in enumerate(content):
+        if not _is_binary(part):
+            upgraded.append(part)
+            continue
+        modern = _converted(part)
+        if modern is None:
+            notes.append(
+                f"the binary content part at position {position} carries only an id "
+                f"({part.get('id', '')!r}), so it cannot become a modern media part; a 1.0 "
+                "peer will not accept it. Send data or a url instead"
+            )
+            upgraded.append(part)
+        elif not any(_mirrors(other, modern, part.get("filename")) for other in content):
+            upgraded.append(modern)
+    return upgraded, notes
