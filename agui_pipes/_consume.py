@@ -784,6 +784,7 @@ def fold(
 
 
 WireItem = dict[str, Any] | str | bytes | BaseEvent
+_LEGACY: Final = frozenset(LEGACY_EVENT_CLASSES)
 
 
 class Consumer:
@@ -868,6 +869,9 @@ class Consumer:
             return self._push_compat(item, index)
         try:
             if isinstance(item, BaseEvent):
+                if item.__class__ in _LEGACY:
+                    self._apply(item)  # dropped, with the warning the decoder gives
+                    return ()
                 event = item
             else:
                 decoded = decode_event(as_object(item, index), index, self._folder.warnings)
@@ -981,6 +985,7 @@ async def consume(
     state: Any = _UNSET,
     messages: Iterable[dict[str, Any]] | None = None,
     limits: Limits | None = None,
+    compat: Compat | None = None,
 ) -> RunResult:
     """Consume a whole stream: decode, expand, verify (consumer profile), fold.
 
@@ -988,7 +993,7 @@ async def consume(
     events, synchronously or asynchronously. Raises
     :class:`~agui_pipes.ProtocolViolation` when the stream is rejected — a
     truncated run included, unless ``allow_truncated`` — and otherwise
-    returns the :class:`RunResult`. ``limits`` as for :class:`Consumer`. An empty
+    returns the :class:`RunResult`. ``limits`` and ``compat`` as for :class:`Consumer`. An empty
     stream (or one whose every item was dropped as unknown) is rejected too: it has
     no run, so no outcome.
     """
@@ -998,7 +1003,8 @@ async def consume(
             "lines, or feed an SSE body through agui_pipes.codecs.SSEDecoder first"
         )
     consumer = Consumer(
-        allow_truncated=allow_truncated, state=state, messages=messages, limits=limits
+        allow_truncated=allow_truncated, state=state, messages=messages, limits=limits,
+        compat=compat,
     )
     push = consumer.push
     if isinstance(source, AsyncIterable):

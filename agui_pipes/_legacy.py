@@ -32,7 +32,7 @@ the verifier lets them pass without effect and the fold drops them with the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any, Final, Literal
 
@@ -48,6 +48,7 @@ __all__ = [
     "ThinkingTextMessageContentEvent",
     "ThinkingTextMessageEndEvent",
     "ThinkingTextMessageStartEvent",
+    "reads_legacy",
     "upgrade_binary_parts",
 ]
 
@@ -123,6 +124,17 @@ LEGACY_EVENT_CLASSES: Final[tuple[type[LegacyEvent], ...]] = (
 # re-exports them; defined here so the decoder needs no stage to build them.
 for _cls in (LegacyEventType, LegacyEvent, *LEGACY_EVENT_CLASSES):
     _cls.__module__ = "agui_pipes.transformers.compat"
+
+
+def reads_legacy(stages: Iterable[object]) -> bool:
+    """Whether a chain of ``stages`` wants its decoder to read the pre-1.0 shapes.
+
+    A stage asks by having ``reads_legacy`` true (the ``compat`` stage of
+    direction ``up``). Whoever decodes for a chain (the relay, the gateway,
+    ``Consumer(compat=...)``) asks this once, so a chain without such a stage
+    decodes exactly as AG-UI 1.0 says.
+    """
+    return any(getattr(stage, "reads_legacy", False) is True for stage in stages)
 
 
 def _media_kind(mime_type: str) -> str:

@@ -38,6 +38,7 @@ BUILTINS = [
     "state_filter",
     "state_diff",
     "timestamp",
+    "compat",
 ]
 
 PLUGIN_MODULE = '''

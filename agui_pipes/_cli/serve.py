@@ -12,7 +12,8 @@ The agent endpoint is ``POST --path`` (``/`` by default); ``GET /healthz``
 answers ``ok``. One log line per run at INFO shows what each stage did.
 With ``--store URL`` (the demo agent or a gateway) every run is recorded in that event
 log, and ``--path`` also serves ``runs/{runId}`` (resume), ``runs/{runId}/stop``
-and ``threads/{threadId}`` (see docs/durable.md).
+and ``threads/{threadId}`` (see docs/durable.md). With ``--compat`` each request's
+declared ``protocolVersion`` picks the rewrite its client's era needs (docs/compat.md).
 
 Exit status: 0 after a clean shutdown (Ctrl-C), 2 for usage or an invalid
 chain file.
@@ -106,6 +107,23 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--compat",
+        action="store_true",
+        help=(
+            "serve clients of older protocol versions: each request's declared "
+            "protocolVersion picks the era rewrite of its stream (docs/compat.md)"
+        ),
+    )
+    parser.add_argument(
+        "--compat-undeclared",
+        default="0.0.57",
+        metavar="VERSION",
+        help=(
+            "with --compat: the protocol version assumed for a request that declares none "
+            "(default 0.0.57, the last era before 1.0)"
+        ),
+    )
+    parser.add_argument(
         "--no-verify",
         action="store_true",
         help="gateway: do not verify the upstream's events (chunks are still expanded)",
@@ -180,6 +198,9 @@ def _serve(args: argparse.Namespace) -> int:
     durable: dict[str, Any] = {}
     if args.store is not None:
         durable = {"store": args.store, "detach_grace": args.detach_grace}
+    compat: dict[str, Any] = {}
+    if args.compat:
+        compat = {"compat_down": True, "compat_undeclared": args.compat_undeclared}
     try:
         if args.demo:
             from ..demo import DemoAgent
@@ -192,6 +213,7 @@ def _serve(args: argparse.Namespace) -> int:
                 **sending,
                 limits=limits_of(args),
                 **durable,
+                **compat,
             )
             what = "the demo agent"
         else:
@@ -205,6 +227,7 @@ def _serve(args: argparse.Namespace) -> int:
                 **sending,
                 limits=limits_of(args),
                 **durable,
+                **compat,
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:

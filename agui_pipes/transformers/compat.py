@@ -29,7 +29,8 @@ request declares (what ``agui-pipes serve --compat`` does per request).
 
 Every change that loses something is a warning (code ``compat``, collected in
 ``Compat.warnings`` and logged on ``agui_pipes.compat``); a pure respelling is
-one warning per legacy event, as the reference announces each conversion.
+announced once per legacy type and stream (the reference announces every
+occurrence, which for the deltas of a long message floods a server's log).
 """
 
 from __future__ import annotations
@@ -152,6 +153,7 @@ class Compat(StreamTransformer):
         self._acts_on_all = self._pre_subagents or self._undeclared
         self._reasoning_id: str | None = None
         self._message_id: str | None = None
+        self._announced: set[str] = set()
 
     def fresh(self) -> Compat:
         direction = self.direction
@@ -247,10 +249,14 @@ class Compat(StreamTransformer):
             reasoning_id = self._minted(self._reasoning_id, legacy)
             self._reasoning_id = None
             out = ReasoningEndEvent(message_id=reasoning_id, **base)
-        self._warn(
-            f"converted the pre-1.0 {legacy} to {out.type.value}; the old shape left the "
-            "protocol with 1.0 (upgrade the producer's AG-UI integration)"
-        )
+        if legacy not in self._announced:
+            # Once per type: a delta's conversion said every time would flood a server's log.
+            self._announced.add(legacy)
+            self._warn(
+                f"converting the pre-1.0 {legacy} to {out.type.value} (said once per type "
+                "and stream); the old shape left the protocol with 1.0: upgrade the "
+                "producer's AG-UI integration"
+            )
         return out
 
     # -- down ----------------------------------------------------------------
@@ -270,12 +276,8 @@ class Compat(StreamTransformer):
             event = respelt
         if self._flat:
             event = flatten_event(event, self._warn)
-        if (
-            self._undeclared
-            and isinstance(event, RunStartedEvent)
-            and event.protocol_version is not None
-        ):
-            event = event.model_copy(update={"protocol_version": None})
+        if self._undeclared and isinstance(event, RunStartedEvent):
+            event = _undeclared(event)
         return (event,)
 
     def _to_thinking(self, event: BaseEvent) -> BaseEvent | None:
@@ -297,6 +299,17 @@ class Compat(StreamTransformer):
             )
             return None
         return event
+
+
+def _undeclared(event: RunStartedEvent) -> RunStartedEvent:
+    """RUN_STARTED without the 1.0 ``protocolVersion`` declaration (nor in its input echo)."""
+    update: dict[str, Any] = {}
+    if event.protocol_version is not None:
+        update["protocol_version"] = None
+    echo = event.input
+    if echo is not None and echo.protocol_version is not None:
+        update["input"] = echo.model_copy(update={"protocol_version": None})
+    return event.model_copy(update=update) if update else event
 
 
 # -- requests --------------------------------------------------------------
