@@ -51,6 +51,7 @@ from ag_ui.core import (
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
     BaseEvent,
+    EventType,
     MessagesSnapshotEvent,
     ReasoningEncryptedValueEvent,
     ReasoningMessageContentEvent,
@@ -81,7 +82,6 @@ from ._decode import (
     decode_legacy_event,
     unknown_type_warning,
 )
-from ._legacy import LEGACY_EVENT_CLASSES
 
 if TYPE_CHECKING:
     from .transformers.compat import Compat
@@ -256,7 +256,6 @@ class _Folder:
             RunStartedEvent: self._run_started,
             RunFinishedEvent: self._run_finished,
             RunErrorEvent: self._run_error,
-            **dict.fromkeys(LEGACY_EVENT_CLASSES, self._legacy),
         }
 
     # -- bookkeeping ---------------------------------------------------------
@@ -311,6 +310,8 @@ class _Folder:
         handler = self._dispatch.get(event.__class__)
         if handler is not None:
             handler(event)
+        elif event.type.__class__ is not EventType:
+            self._legacy(event)
 
     def _legacy(self, event: BaseEvent) -> None:
         # A pre-1.0 event nothing translated: unknown in 1.0, so dropped as the
@@ -784,7 +785,6 @@ def fold(
 
 
 WireItem = dict[str, Any] | str | bytes | BaseEvent
-_LEGACY: Final = frozenset(LEGACY_EVENT_CLASSES)
 
 
 class Consumer:
@@ -869,7 +869,7 @@ class Consumer:
             return self._push_compat(item, index)
         try:
             if isinstance(item, BaseEvent):
-                if item.__class__ in _LEGACY:
+                if item.type.__class__ is not EventType:
                     self._apply(item)  # dropped, with the warning the decoder gives
                     return ()
                 event = item

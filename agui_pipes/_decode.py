@@ -33,7 +33,7 @@ The other pre-1.0 shapes (``THINKING_*`` events, ``binary`` content parts) are
 unknown in 1.0 and dropped as such, unless the caller asks to read them
 (``decode_legacy_object``, which the ``compat`` stage arranges): then each
 ``THINKING_*`` type is checked as strictly as a 1.0 event and built as its
-``agui_pipes._legacy`` model, and ``binary`` parts in a MESSAGES_SNAPSHOT or a
+``agui_pipes._legacy_events`` model, and ``binary`` parts in a MESSAGES_SNAPSHOT or a
 RUN_STARTED input echo are upgraded to media parts before the 1.0 checks, with
 a ``legacy-content`` warning. Nothing else changes: what 1.0 rejects is still
 rejected.
@@ -91,18 +91,10 @@ from ag_ui.core import (
 
 from . import _json
 from ._construct import construct
-from ._legacy import (
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ThinkingTextMessageContentEvent,
-    ThinkingTextMessageEndEvent,
-    ThinkingTextMessageStartEvent,
-    upgrade_binary_parts,
-)
+from ._legacy import upgrade_binary_parts
 from .verify import ProtocolViolation
 
 __all__ = [
-    "LEGACY_SPECS",
     "PATCH_OP_KEYS",
     "POINTER",
     "PROTOCOL_VERSION",
@@ -121,6 +113,7 @@ __all__ = [
     "decode_many",
     "decode_object",
     "event_type_names",
+    "legacy_specs",
     "unknown_type_warning",
 ]
 
@@ -766,17 +759,33 @@ SPECS: Final[dict[str, EventSpec]] = {
 }
 """Every AG-UI 1.0 event type's spec, by wire ``type``."""
 
-LEGACY_SPECS: Final[dict[str, EventSpec]] = {
-    spec.type_name: spec
-    for spec in (
-        _spec(ThinkingStartEvent, tagged=False, title=(_str, _O)),
-        _spec(ThinkingEndEvent, tagged=False),
-        _spec(ThinkingTextMessageStartEvent, tagged=False),
-        _spec(ThinkingTextMessageContentEvent, tagged=False, delta=(_str, _R)),
-        _spec(ThinkingTextMessageEndEvent, tagged=False),
-    )
-}
-"""The pre-1.0 event types read when legacy shapes are asked for (never otherwise)."""
+_LEGACY_SPECS: dict[str, EventSpec] = {}
+
+
+def legacy_specs() -> dict[str, EventSpec]:
+    """The pre-1.0 event types read when legacy shapes are asked for (never otherwise).
+
+    Built on first use: their models (``agui_pipes._legacy_events``) cost an
+    import that a process which never reads a pre-1.0 stream does not pay.
+    """
+    if not _LEGACY_SPECS:
+        from ._legacy_events import (
+            ThinkingEndEvent,
+            ThinkingStartEvent,
+            ThinkingTextMessageContentEvent,
+            ThinkingTextMessageEndEvent,
+            ThinkingTextMessageStartEvent,
+        )
+
+        for spec in (
+            _spec(ThinkingStartEvent, tagged=False, title=(_str, _O)),
+            _spec(ThinkingEndEvent, tagged=False),
+            _spec(ThinkingTextMessageStartEvent, tagged=False),
+            _spec(ThinkingTextMessageContentEvent, tagged=False, delta=(_str, _R)),
+            _spec(ThinkingTextMessageEndEvent, tagged=False),
+        ):
+            _LEGACY_SPECS[spec.type_name] = spec
+    return _LEGACY_SPECS
 
 
 def _build(spec: EventSpec, values: dict[str, Any], snake: dict[str, Any]) -> BaseEvent:
@@ -840,7 +849,7 @@ def decode_legacy_event(
     """
     type_name = raw.get("type")
     if type_name.__class__ is str:
-        spec = LEGACY_SPECS.get(type_name)
+        spec = (_LEGACY_SPECS or legacy_specs()).get(type_name)
         if spec is not None:
             return _decode_general(spec, raw, index, sink)
         if type_name == "MESSAGES_SNAPSHOT":

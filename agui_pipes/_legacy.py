@@ -1,129 +1,33 @@
-"""Pre-1.0 wire shapes: the legacy event models and the legacy content-part upgrade.
+"""Pre-1.0 wire shapes: what reading them needs besides the event models.
 
 AG-UI 1.0 retired two families of shapes that producers still send:
 
 * the ``THINKING_*`` events (``THINKING_START`` / ``THINKING_END`` around a
   ``THINKING_TEXT_MESSAGE_START`` / ``_CONTENT`` / ``_END`` message), which 1.0
-  names ``REASONING_*`` and which carry no ids;
+  names ``REASONING_*`` and which carry no ids (their models are in
+  ``agui_pipes._legacy_events``);
 * the ``binary`` content part (``{type: "binary", mimeType, data | url | id,
   filename?}``), which 1.0 replaced by typed media parts (``image``, ``audio``,
   ``video``, ``document``) with a ``source``.
 
 A 1.0 consumer drops both (an unknown event type; an unknown union member),
-each with a warning. The official TypeScript client instead translates them at
-an always-on boundary, so nothing an old peer sends is lost. This module holds
-what both sides of agui_pipes need to do the same without weakening the
-decoder: the models the decoder builds for the legacy events *only when asked
-to read legacy shapes* (``agui_pipes.decode(..., legacy=True)``, which the
-``compat`` stage arranges), and the content-part upgrade, which follows the
-reference client's rules exactly (``data`` wins over ``url``; ``filename``
-becomes ``metadata.filename``; a part carrying only an ``id`` cannot be
-converted and is left for the 1.0 checks to remove, with a warning; a legacy
-part that mirrors a modern part already in the same content is dropped).
+each with a warning. The official TypeScript client translates them at an
+always-on boundary instead. agui_pipes does it when a chain asks
+(:func:`reads_legacy`: the ``compat`` stage), without weakening the decoder.
 
-The legacy models are ``ag_ui.core`` events in every respect the pipeline
-relies on (a ``type`` enum, camelCase wire names, the base fields), so they
-flow through chains and encode as their own pre-1.0 wire shape, which is what
-the ``compat`` stage relies on when it serves an old client. A consumer
-pipeline without ``compat`` treats them as the unknown types they are in 1.0:
-the verifier lets them pass without effect and the fold drops them with the
-``unknown-event-type`` warning the decoder would have given.
+The content-part upgrade follows the reference client's rules exactly
+(``data`` wins over ``url``; ``filename`` becomes ``metadata.filename``; a part
+carrying only an ``id`` cannot be converted and is left for the 1.0 checks to
+remove, with a warning; a legacy part that mirrors a modern part already in the
+same content is dropped).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from enum import Enum
-from typing import Any, Final, Literal
+from typing import Any
 
-from ag_ui.core import BaseEvent
-from pydantic import Field
-
-__all__ = [
-    "LEGACY_EVENT_CLASSES",
-    "LegacyEvent",
-    "LegacyEventType",
-    "ThinkingEndEvent",
-    "ThinkingStartEvent",
-    "ThinkingTextMessageContentEvent",
-    "ThinkingTextMessageEndEvent",
-    "ThinkingTextMessageStartEvent",
-    "reads_legacy",
-    "upgrade_binary_parts",
-]
-
-
-class LegacyEventType(str, Enum):
-    """The wire ``type`` values of the pre-1.0 events agui_pipes can read."""
-
-    THINKING_START = "THINKING_START"
-    THINKING_END = "THINKING_END"
-    THINKING_TEXT_MESSAGE_START = "THINKING_TEXT_MESSAGE_START"
-    THINKING_TEXT_MESSAGE_CONTENT = "THINKING_TEXT_MESSAGE_CONTENT"
-    THINKING_TEXT_MESSAGE_END = "THINKING_TEXT_MESSAGE_END"
-
-
-class LegacyEvent(BaseEvent):
-    """A pre-1.0 event: built by the decoder only when legacy shapes were asked for.
-
-    ``type`` is a :class:`LegacyEventType`, never an ``ag_ui.core.EventType``:
-    no 1.0 code path can mistake one for a 1.0 event.
-    """
-
-    type: LegacyEventType  # type: ignore[assignment]  # a pre-1.0 type, by design
-
-
-class ThinkingStartEvent(LegacyEvent):
-    """``THINKING_START``: opens a reasoning span (1.0: ``REASONING_START``, with an id)."""
-
-    type: Literal[LegacyEventType.THINKING_START] = LegacyEventType.THINKING_START
-    title: str | None = Field(default=None)
-    """The span's label; 1.0 has no field for it."""
-
-
-class ThinkingEndEvent(LegacyEvent):
-    """``THINKING_END``: closes the open span (1.0: ``REASONING_END``)."""
-
-    type: Literal[LegacyEventType.THINKING_END] = LegacyEventType.THINKING_END
-
-
-class ThinkingTextMessageStartEvent(LegacyEvent):
-    """``THINKING_TEXT_MESSAGE_START`` (1.0: ``REASONING_MESSAGE_START``, with an id)."""
-
-    type: Literal[LegacyEventType.THINKING_TEXT_MESSAGE_START] = (
-        LegacyEventType.THINKING_TEXT_MESSAGE_START
-    )
-
-
-class ThinkingTextMessageContentEvent(LegacyEvent):
-    """``THINKING_TEXT_MESSAGE_CONTENT`` (1.0: ``REASONING_MESSAGE_CONTENT``)."""
-
-    type: Literal[LegacyEventType.THINKING_TEXT_MESSAGE_CONTENT] = (
-        LegacyEventType.THINKING_TEXT_MESSAGE_CONTENT
-    )
-    delta: str
-
-
-class ThinkingTextMessageEndEvent(LegacyEvent):
-    """``THINKING_TEXT_MESSAGE_END`` (1.0: ``REASONING_MESSAGE_END``)."""
-
-    type: Literal[LegacyEventType.THINKING_TEXT_MESSAGE_END] = (
-        LegacyEventType.THINKING_TEXT_MESSAGE_END
-    )
-
-
-LEGACY_EVENT_CLASSES: Final[tuple[type[LegacyEvent], ...]] = (
-    ThinkingStartEvent,
-    ThinkingEndEvent,
-    ThinkingTextMessageStartEvent,
-    ThinkingTextMessageContentEvent,
-    ThinkingTextMessageEndEvent,
-)
-
-# Their public home (docs, reprs, pickling): the compat stage's module, which
-# re-exports them; defined here so the decoder needs no stage to build them.
-for _cls in (LegacyEventType, LegacyEvent, *LEGACY_EVENT_CLASSES):
-    _cls.__module__ = "agui_pipes.transformers.compat"
+__all__ = ["reads_legacy", "upgrade_binary_parts"]
 
 
 def reads_legacy(stages: Iterable[object]) -> bool:

@@ -35,7 +35,6 @@ import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
 from ._errors import ProtocolViolation
-from ._legacy import LEGACY_EVENT_CLASSES
 
 __all__ = [
     "OpenItems",
@@ -255,9 +254,6 @@ class Verifier:
             ag.StateDeltaEvent: _accept,
             ag.RawEvent: _accept,
             ag.CustomEvent: _accept,
-            # Pre-1.0 events (only a legacy-reading decoder builds them) are unknown
-            # types in 1.0: no effect on the run, as if dropped (the fold warns).
-            **dict.fromkeys(LEGACY_EVENT_CLASSES, _accept),
         }
 
     # -- public --------------------------------------------------------------
@@ -280,8 +276,12 @@ class Verifier:
     def observe(self, event: BaseEvent) -> None:
         """Accept ``event`` or raise :class:`VerificationError` (state unchanged on raise)."""
         if self._gated:
-            if event.__class__ in _LEGACY:
-                return  # an unknown type in 1.0: not the run's first event, nor after its end
+            if event.type.__class__ is not ag.EventType:
+                # A pre-1.0 event (only a legacy-reading decoder builds one) is an unknown
+                # type in 1.0: dropped, in effect, so it is neither a run's first event
+                # nor one after its end. Mid-run it is accepted like any class the
+                # verifier has no rule for.
+                return
             self._sequence_gate(event)
         elif event.__class__ is ag.RunStartedEvent:
             self._fail(
@@ -899,6 +899,3 @@ class Verifier:
 
 def _accept(event: BaseEvent) -> None:
     """Events with no ordering constraint of their own (state, RAW, CUSTOM)."""
-
-
-_LEGACY: Final = frozenset(LEGACY_EVENT_CLASSES)

@@ -58,7 +58,8 @@ from ag_ui.core import (
 )
 
 from .._decode import DecodeWarning
-from .._legacy import (
+from .._legacy import upgrade_binary_parts
+from .._legacy_events import (
     LEGACY_EVENT_CLASSES,
     LegacyEvent,
     LegacyEventType,
@@ -67,7 +68,6 @@ from .._legacy import (
     ThinkingTextMessageContentEvent,
     ThinkingTextMessageEndEvent,
     ThinkingTextMessageStartEvent,
-    upgrade_binary_parts,
 )
 from .._transformer import StreamTransformer, Transform
 from ._compat_shapes import (
