@@ -154,6 +154,9 @@ class Compat(StreamTransformer):
         self._reasoning_id: str | None = None
         self._message_id: str | None = None
         self._announced: set[str] = set()
+        # down, 0.0.45: the spans / messages open, by id (THINKING_* hold one of each)
+        self._spans: dict[str, None] = {}
+        self._messages: dict[str, None] = {}
 
     def fresh(self) -> Compat:
         direction = self.direction
@@ -282,6 +285,8 @@ class Compat(StreamTransformer):
 
     def _to_thinking(self, event: BaseEvent) -> BaseEvent | None:
         legacy = _TO_THINKING.get(event.__class__)
+        if legacy is not None and not self._one_at_a_time(event):
+            return None
         if legacy is not None:
             fields = _base_fields(event)
             if isinstance(event, ReasoningMessageContentEvent):
@@ -299,6 +304,36 @@ class Compat(StreamTransformer):
             )
             return None
         return event
+
+    def _one_at_a_time(self, event: BaseEvent) -> bool:
+        """Whether ``event`` gets its THINKING_* spelling (False: merged into the open one).
+
+        THINKING_* name no ids, so an old client holds one span and one message at a
+        time. A span or message opened while another is open is merged into it: its
+        START and END go (with a warning, once each kind), its content joins the open
+        message. A stream that never overlaps them is unchanged by this.
+        """
+        if isinstance(event, ReasoningStartEvent | ReasoningMessageStartEvent):
+            table = self._spans if isinstance(event, ReasoningStartEvent) else self._messages
+            merged = bool(table)
+            table[event.message_id] = None
+            if merged:
+                kind = "span" if table is self._spans else "message"
+                if f"merged-{kind}" not in self._announced:
+                    self._announced.add(f"merged-{kind}")
+                    self._warn(
+                        f"merging the reasoning {kind} {event.message_id!r} into the one "
+                        f"already open for a client of protocol {shown(self.peer)}: "
+                        "THINKING_* carry no ids, so that era has one at a time"
+                    )
+            return not merged
+        if isinstance(event, ReasoningEndEvent | ReasoningMessageEndEvent):
+            table = self._spans if isinstance(event, ReasoningEndEvent) else self._messages
+            if event.message_id not in table:
+                return True  # nothing of ours open: passed on as it came
+            del table[event.message_id]
+            return not table
+        return True
 
 
 def _undeclared(event: RunStartedEvent) -> RunStartedEvent:
