@@ -169,10 +169,6 @@ class Compat(StreamTransformer):
         """Whether the decoder before this stage should read pre-1.0 shapes (``up`` only)."""
         return self.direction == "up"
 
-    @property
-    def name(self) -> str:
-        return f"Compat({self.direction}, peer {shown(self.peer)})"
-
     def __repr__(self) -> str:
         return f"Compat(direction={self.direction!r}, peer={shown(self.peer)!r})"
 
