@@ -82,13 +82,13 @@ from ._decode import (
     decode_legacy_event,
     unknown_type_warning,
 )
-
-if TYPE_CHECKING:
-    from .transformers.compat import Compat
 from ._limits import Limits
 from ._limits_scope import resolve_limits
 from ._patch import JsonDocument, LimitExceeded, PatchError, clone_json
 from .verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
+
+if TYPE_CHECKING:
+    from .transformers.compat import Compat
 
 __all__ = [
     "Consumer",
