@@ -264,6 +264,16 @@ def test_up_mints_an_id_for_an_orphan_continuation_and_verification_rejects_it()
     assert any("minting the id 'id-1'" in str(w) for w in consumer.warnings)
 
 
+def test_up_forgets_an_open_thinking_message_at_the_next_run() -> None:
+    compat = Compat(ids=counter())
+    compat.transform(ThinkingTextMessageStartEvent())
+    started = RunStartedEvent(thread_id="t", run_id="r2")
+    assert compat.transform(started) == (started,)
+    out = compat.transform(ThinkingTextMessageContentEvent(delta="x"))
+    assert out[0].message_id == "id-2"  # type: ignore[attr-defined]  # minted, not id-1
+    assert any("minting the id 'id-2'" in str(w) for w in compat.warnings)
+
+
 def test_up_for_a_current_producer_is_the_identity_on_1_0_events() -> None:
     compat = Compat()
     event = TextMessageStartEvent(message_id="m", subagent_run_id="s")
@@ -874,8 +884,15 @@ def test_down_to_0_0_45_then_up_gives_the_same_reasoning_content(
     The ids are the old era's loss (THINKING_* carry none), so messages are compared
     with reasoning ids blanked. Encrypted values have no old spelling (dropped, as
     tested above), so the expectation is the stream without them; a stream whose
-    reasoning overlaps (merged, as tested above) is not a round trip and is skipped.
+    reasoning overlaps (merged, as tested above) is not a round trip and is skipped,
+    and so is one whose MESSAGES_SNAPSHOT names a reasoning message: its id is the
+    one thing the old spelling cannot carry, so the snapshot no longer matches it.
     """
+    if any(
+        isinstance(e, MessagesSnapshotEvent) and any(m.role == "reasoning" for m in e.messages)
+        for e in events
+    ):
+        return
     kept = [e for e in events if not isinstance(e, ReasoningEncryptedValueEvent)]
     down_stage = Compat(direction="down", peer="0.0.45")
     sent = [wire(o) for e in kept for o in down_stage.transform(e)]

@@ -173,11 +173,17 @@ class Compat(StreamTransformer):
         return f"Compat(direction={self.direction!r}, peer={shown(self.peer)!r})"
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        if self._acts_on_all or event_class in _LEGACY:
+        if self._acts_on_all or event_class in _LEGACY or event_class is RunStartedEvent:
             return self.transform
         return None  # a 1.0 event for a 1.0 peer: nothing to translate
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if event.__class__ is RunStartedEvent:
+            # Per run, as the reference resets its boundary: nothing left open by an
+            # earlier run names a THINKING_* id of this one.
+            self._reasoning_id = self._message_id = None
+            self._spans.clear()
+            self._messages.clear()
         if self.direction == "up":
             return self._up(event)
         return self._down(event)
