@@ -45,12 +45,13 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ag_ui.core import (
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
     BaseEvent,
+    EventType,
     MessagesSnapshotEvent,
     ReasoningEncryptedValueEvent,
     ReasoningMessageContentEvent,
@@ -74,11 +75,20 @@ from ag_ui.core import (
 )
 
 from ._chunks import ChunkExpander
-from ._decode import DecodeWarning, as_object, decode_event
+from ._decode import (
+    DecodeWarning,
+    as_object,
+    decode_event,
+    decode_legacy_event,
+    unknown_type_warning,
+)
 from ._limits import Limits
 from ._limits_scope import resolve_limits
 from ._patch import JsonDocument, LimitExceeded, PatchError, clone_json
 from .verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
+
+if TYPE_CHECKING:
+    from .transformers.compat import Compat
 
 __all__ = [
     "Consumer",
@@ -300,6 +310,15 @@ class _Folder:
         handler = self._dispatch.get(event.__class__)
         if handler is not None:
             handler(event)
+        elif event.type.__class__ is not EventType:
+            self._legacy(event)
+
+    def _legacy(self, event: BaseEvent) -> None:
+        # A pre-1.0 event nothing translated: unknown in 1.0, so dropped as the
+        # decoder drops it when not reading legacy shapes, with the same warning.
+        warning = unknown_type_warning(event.type.value, None)
+        self.warnings.append(warning)
+        logger.warning("%s", warning)
 
     def _content(self, event: TextMessageContentEvent | ReasoningMessageContentEvent) -> None:
         message_id = event.message_id
@@ -789,6 +808,13 @@ class Consumer:
     :class:`RunResult`, raising for a truncated run unless
     ``allow_truncated``. Decode warnings and application warnings are
     collected in ``warnings`` (and on the result).
+
+    ``compat`` (a :class:`~agui_pipes.transformers.compat.Compat` of direction
+    ``up``) puts the compatibility stage between decoding and chunk expansion,
+    as the reference client's always-on boundary sits: wire items are then
+    decoded reading the pre-1.0 shapes too, which the stage translates into
+    1.0 (see docs/compat.md), and its warnings join ``warnings``. Without it
+    those shapes are dropped with warnings, as AG-UI 1.0 says.
     """
 
     def __init__(
@@ -799,7 +825,16 @@ class Consumer:
         messages: Iterable[dict[str, Any]] | None = None,
         profile: Profile = "consumer",
         limits: Limits | None = None,
+        compat: Compat | None = None,
     ) -> None:
+        if compat is not None and not getattr(compat, "reads_legacy", False):
+            raise ValueError(
+                f"Consumer(compat=...) takes the consumer side's stage, Compat(direction='up', "
+                f"peer=<the producer's version>); got {compat!r}. A 'down' stage rewrites a "
+                "stream for an older client and belongs at the end of a server's chain"
+            )
+        self._compat = compat
+        self._compat_warned = 0
         self._allow_truncated = allow_truncated
         self._verifier = Verifier(profile)
         self._folder = _Folder(
@@ -830,8 +865,13 @@ class Consumer:
             raise RuntimeError("this Consumer already finished; create a new one per stream")
         index = self._index
         self._index = index + 1
+        if self._compat is not None:
+            return self._push_compat(item, index)
         try:
             if isinstance(item, BaseEvent):
+                if item.type.__class__ is not EventType:
+                    self._apply(item)  # dropped, with the warning the decoder gives
+                    return ()
                 event = item
             else:
                 decoded = decode_event(as_object(item, index), index, self._folder.warnings)
@@ -851,6 +891,45 @@ class Consumer:
             raise
         return expanded
 
+    def _push_compat(self, item: WireItem, index: int) -> Sequence[BaseEvent]:
+        """``push`` with the compat stage between decoding and chunk expansion."""
+        compat = self._compat
+        assert compat is not None
+        delivered: list[BaseEvent] = []
+        try:
+            if isinstance(item, BaseEvent):
+                event: BaseEvent | None = item
+            else:
+                event = decode_legacy_event(as_object(item, index), index, self._folder.warnings)
+            translated = list(compat.transform(event)) if event is not None else []
+            self._take_compat_warnings(index)
+            self._deliver(translated, delivered)
+        except ProtocolViolation as violation:
+            if violation.index is None:
+                violation.index = index
+            self._failure = violation
+            raise
+        return delivered
+
+    def _deliver(self, events: Iterable[BaseEvent], delivered: list[BaseEvent]) -> None:
+        observe = self._observe
+        apply = self._apply
+        for event in events:
+            for out in self._expand(event):
+                observe(out)
+                apply(out)
+                delivered.append(out)
+
+    def _take_compat_warnings(self, index: int | None) -> None:
+        """Copy the compat stage's new warnings into ``warnings``, stamped with ``index``."""
+        compat = self._compat
+        assert compat is not None
+        fresh = compat.warnings[self._compat_warned:]
+        self._compat_warned = len(compat.warnings)
+        self._folder.warnings.extend(
+            DecodeWarning(w.code, w.message, index if w.index is None else w.index) for w in fresh
+        )
+
     def push_many(self, items: Iterable[WireItem]) -> None:
         """``push`` every item (delivered events are not collected)."""
         for item in items:
@@ -866,6 +945,10 @@ class Consumer:
             raise self._failure
         self._finished = True
         try:
+            if self._compat is not None:
+                tail = list(self._compat.finish())
+                self._take_compat_warnings(None)
+                self._deliver(tail, [])
             if self._folder.outcome is None:
                 # No run event was applied, so no event at all got through (the
                 # verifier makes the first one RUN_STARTED or RUN_ERROR).
@@ -902,6 +985,7 @@ async def consume(
     state: Any = _UNSET,
     messages: Iterable[dict[str, Any]] | None = None,
     limits: Limits | None = None,
+    compat: Compat | None = None,
 ) -> RunResult:
     """Consume a whole stream: decode, expand, verify (consumer profile), fold.
 
@@ -909,7 +993,7 @@ async def consume(
     events, synchronously or asynchronously. Raises
     :class:`~agui_pipes.ProtocolViolation` when the stream is rejected — a
     truncated run included, unless ``allow_truncated`` — and otherwise
-    returns the :class:`RunResult`. ``limits`` as for :class:`Consumer`. An empty
+    returns the :class:`RunResult`. ``limits`` and ``compat`` as for :class:`Consumer`. An empty
     stream (or one whose every item was dropped as unknown) is rejected too: it has
     no run, so no outcome.
     """
@@ -919,7 +1003,8 @@ async def consume(
             "lines, or feed an SSE body through agui_pipes.codecs.SSEDecoder first"
         )
     consumer = Consumer(
-        allow_truncated=allow_truncated, state=state, messages=messages, limits=limits
+        allow_truncated=allow_truncated, state=state, messages=messages, limits=limits,
+        compat=compat,
     )
     push = consumer.push
     if isinstance(source, AsyncIterable):

@@ -29,6 +29,15 @@ enforcement stage so both SDKs accept and reject the same wire:
   optional JSON fields of a RUN_STARTED input echo) are read as absent, with a
   warning.
 
+The other pre-1.0 shapes (``THINKING_*`` events, ``binary`` content parts) are
+unknown in 1.0 and dropped as such, unless the caller asks to read them
+(``decode_legacy_object``, which the ``compat`` stage arranges): then each
+``THINKING_*`` type is checked as strictly as a 1.0 event and built as its
+``agui_pipes._legacy_events`` model, and ``binary`` parts in a MESSAGES_SNAPSHOT or a
+RUN_STARTED input echo are upgraded to media parts before the 1.0 checks, with
+a ``legacy-content`` warning. Nothing else changes: what 1.0 rejects is still
+rejected.
+
 Validation is strict the way the JSON Schema is (a number is not a string,
 ``true`` is not an integer), not pydantic's lax coercion. Warnings are also
 logged on the ``agui_pipes.decode`` logger (the name is kept for
@@ -82,6 +91,7 @@ from ag_ui.core import (
 
 from . import _json
 from ._construct import construct
+from ._legacy import upgrade_binary_parts
 from .verify import ProtocolViolation
 
 __all__ = [
@@ -98,9 +108,13 @@ __all__ = [
     "decode_all",
     "decode_checked",
     "decode_event",
+    "decode_legacy_event",
+    "decode_legacy_object",
     "decode_many",
     "decode_object",
     "event_type_names",
+    "legacy_specs",
+    "unknown_type_warning",
 ]
 
 logger = logging.getLogger("agui_pipes.decode")
@@ -115,7 +129,9 @@ class DecodeWarning:
     """Something the decoder removed or noticed without failing the stream.
 
     ``code`` is one of ``unknown-event-type``, ``unknown-property``,
-    ``unknown-member``, ``legacy-null``, ``protocol-version``; ``index`` is
+    ``unknown-member``, ``legacy-null``, ``protocol-version`` (and, when
+    legacy shapes are read, ``legacy-content``; the ``compat`` stage adds
+    ``compat``); ``index`` is
     the position of the wire event in its stream when the caller gave one.
     """
 
@@ -743,6 +759,34 @@ SPECS: Final[dict[str, EventSpec]] = {
 }
 """Every AG-UI 1.0 event type's spec, by wire ``type``."""
 
+_LEGACY_SPECS: dict[str, EventSpec] = {}
+
+
+def legacy_specs() -> dict[str, EventSpec]:
+    """The pre-1.0 event types read when legacy shapes are asked for (never otherwise).
+
+    Built on first use: their models (``agui_pipes._legacy_events``) cost an
+    import that a process which never reads a pre-1.0 stream does not pay.
+    """
+    if not _LEGACY_SPECS:
+        from ._legacy_events import (
+            ThinkingEndEvent,
+            ThinkingStartEvent,
+            ThinkingTextMessageContentEvent,
+            ThinkingTextMessageEndEvent,
+            ThinkingTextMessageStartEvent,
+        )
+
+        for spec in (
+            _spec(ThinkingStartEvent, tagged=False, title=(_str, _O)),
+            _spec(ThinkingEndEvent, tagged=False),
+            _spec(ThinkingTextMessageStartEvent, tagged=False),
+            _spec(ThinkingTextMessageContentEvent, tagged=False, delta=(_str, _R)),
+            _spec(ThinkingTextMessageEndEvent, tagged=False),
+        ):
+            _LEGACY_SPECS[spec.type_name] = spec
+    return _LEGACY_SPECS
+
 
 def _build(spec: EventSpec, values: dict[str, Any], snake: dict[str, Any]) -> BaseEvent:
     """The event model for already-validated values (no second validation pass)."""
@@ -770,15 +814,95 @@ def decode_checked(raw: dict[str, Any], type_name: Any, index: int | None) -> De
 
 
 def _unknown_type(type_name: Any, index: int | None, sink: list[DecodeWarning]) -> None:
+    warning = unknown_type_warning(type_name, index)
+    logger.warning("%s", warning)
+    sink.append(warning)
+
+
+def unknown_type_warning(type_name: Any, index: int | None) -> DecodeWarning:
+    """The warning for an event dropped because AG-UI 1.0 does not describe its type."""
     shown = type_name if isinstance(type_name, str) else json.dumps(type_name)
-    warning = DecodeWarning(
+    return DecodeWarning(
         "unknown-event-type",
         f"dropped an event of unrecognised type '{shown}': AG-UI {PROTOCOL_VERSION} "
         "does not describe it",
         index,
     )
-    logger.warning("%s", warning)
-    sink.append(warning)
+
+
+def decode_legacy_object(raw: dict[str, Any], index: int | None) -> Decoded:
+    """``decode_object`` reading the pre-1.0 shapes too (see the module doc)."""
+    sink: list[DecodeWarning] = []
+    event = decode_legacy_event(raw, index, sink)
+    return Decoded(event, tuple(sink))
+
+
+def decode_legacy_event(
+    raw: dict[str, Any], index: int | None, sink: list[DecodeWarning]
+) -> BaseEvent | None:
+    """``decode_event`` reading the pre-1.0 shapes too (see the module doc).
+
+    A legacy type gets exactly the 1.0 treatment of a described event
+    (malformed fields fatal, undescribed ones stripped with a warning); a
+    snapshot or input echo has its ``binary`` parts upgraded first, so that
+    the 1.0 checks that follow see media parts, not unknown members.
+    """
+    type_name = raw.get("type")
+    if type_name.__class__ is str:
+        spec = (_LEGACY_SPECS or legacy_specs()).get(type_name)
+        if spec is not None:
+            return _decode_general(spec, raw, index, sink)
+        if type_name == "MESSAGES_SNAPSHOT":
+            raw = _upgraded(raw, "messages", (), raw.get("messages"), type_name, index, sink)
+        elif type_name == "RUN_STARTED":
+            echo = raw.get("input")
+            if isinstance(echo, dict):
+                upgraded = _upgraded(
+                    echo, "messages", ("input",), echo.get("messages"), type_name, index, sink
+                )
+                if upgraded is not echo:
+                    raw = {**raw, "input": upgraded}
+    return decode_event(raw, index, sink)
+
+
+def _upgraded(
+    holder: dict[str, Any],
+    key: str,
+    at: tuple[str, ...],
+    messages: Any,
+    type_name: str,
+    index: int | None,
+    sink: list[DecodeWarning],
+) -> dict[str, Any]:
+    """``holder`` with the legacy ``binary`` parts of its ``key`` messages upgraded."""
+    if not isinstance(messages, list):
+        return holder
+    out: list[Any] | None = None
+    for position, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        content, notes = upgrade_binary_parts(message.get("content"))
+        if content is message.get("content"):
+            continue
+        if out is None:
+            out = list(messages)
+        out[position] = {**message, "content": content}
+        pointer = _pointer_of((*at, key, position, "content"))
+        for warning in (
+            DecodeWarning(
+                "legacy-content",
+                f"converted the pre-1.0 binary content part(s) at '{pointer}' on {type_name} "
+                "to modern media parts (image, audio, video, document); send those instead",
+                index,
+            ),
+            *(
+                DecodeWarning("legacy-content", f"at '{pointer}' on {type_name}: {note}", index)
+                for note in notes
+            ),
+        ):
+            logger.warning("%s", warning)
+            sink.append(warning)
+    return holder if out is None else {**holder, key: out}
 
 
 def decode_event(

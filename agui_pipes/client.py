@@ -26,7 +26,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import anyio
@@ -35,6 +35,9 @@ from ag_ui.core import BaseEvent, EventType, RunAgentInput
 from ._consume import Consumer, RunResult, fold
 from ._errors import AguiPipesError
 from .codecs import SSEDecoder, decode
+
+if TYPE_CHECKING:
+    from .transformers.compat import Compat
 
 try:
     import httpx
@@ -167,8 +170,10 @@ class RunEvents:
 
 
 class _RunState:
-    def __init__(self, verify: bool, allow_truncated: bool) -> None:
-        self.consumer = Consumer(allow_truncated=allow_truncated) if verify else None
+    def __init__(self, verify: bool, allow_truncated: bool, compat: Compat | None = None) -> None:
+        self.consumer = (
+            Consumer(allow_truncated=allow_truncated, compat=compat) if verify else None
+        )
         self.events: list[BaseEvent] = []
         self.final: RunResult | None = None
         self.last_id = ""
@@ -239,14 +244,29 @@ class Client:
         *,
         verify: bool = True,
         allow_truncated: bool = False,
+        compat: bool = False,
+        peer: str | None = None,
     ) -> AsyncIterator[RunEvents]:
         """POST ``run_input`` to the endpoint at ``url``; the block gets the run's events.
 
         ``verify=False`` only decodes (no chunk expansion, no verification;
         ``result()`` is then the plain fold).
+
+        ``compat=True`` talks to older agents as the reference client does
+        (docs/compat.md): the request is what ``compat.request_for(peer, ...)``
+        builds, and the events go through ``Compat(peer=peer)`` before
+        verification, so pre-1.0 shapes are translated instead of dropped.
+        ``peer`` is the agent's protocol version (None: a current agent); giving
+        it implies ``compat``.
         """
+        stage: Compat | None = None
+        if compat or peer is not None:
+            from .transformers.compat import Compat, request_for
+
+            stage = Compat(peer=peer)
+            run_input = request_for(peer, run_input)
         body, run_id = _body(run_input)
-        state = _RunState(verify, allow_truncated)
+        state = _RunState(verify, allow_truncated, stage)
         stream = self._events(url, body, run_id, state)
         try:
             yield RunEvents(stream, state)
@@ -367,11 +387,13 @@ async def run(
     *,
     verify: bool = True,
     allow_truncated: bool = False,
+    compat: bool = False,
+    peer: str | None = None,
     **client_options: Any,
 ) -> AsyncIterator[RunEvents]:
     """``Client(**client_options).run(...)`` with a client of its own, closed at the end."""
     async with Client(**client_options) as client, client.run(
-        url, run_input, verify=verify, allow_truncated=allow_truncated
+        url, run_input, verify=verify, allow_truncated=allow_truncated, compat=compat, peer=peer
     ) as events:
         yield events
 

@@ -45,6 +45,7 @@ from ._decode import (
     DecodeWarning,
     as_object,
     decode_all,
+    decode_legacy_object,
     decode_many,
     decode_object,
     event_type_names,
@@ -166,6 +167,7 @@ def decode(
     *,
     index: int | None = None,
     fast_path: bool | None = None,
+    legacy: bool = False,
 ) -> Decoded:
     """Decode one wire event (a parsed object, JSON text or UTF-8 bytes).
 
@@ -178,7 +180,14 @@ def decode(
     payload's key set when it can; ``fast_path=False`` keeps to the reference
     decoder (``None`` follows ``AGUI_PIPES_FAST_PATH``). Both give the same
     event, warnings and errors.
+
+    ``legacy=True`` also reads the pre-1.0 shapes (``THINKING_*`` events as
+    ``agui_pipes._legacy`` models, ``binary`` content parts upgraded), for a
+    pipeline whose ``compat`` stage translates them (docs/compat.md); by
+    default they are dropped as AG-UI 1.0 says.
     """
+    if legacy:
+        return decode_legacy_object(as_object(wire, index), index)
     if wire.__class__ is bytes and (_fastpath.ENABLED if fast_path is None else fast_path):
         # The fast path's plan for bytes, looked up here (this runs once per
         # event): the generated builder of the payload's exact key set.

@@ -36,13 +36,14 @@ from ag_ui.core import BaseEvent
 
 from . import _fastpath
 from ._chain import TransformerChain, sync_segment
-from ._decode import DecodeWarning, as_object, decode_object
+from ._decode import DecodeWarning, as_object, decode_legacy_object, decode_object
 from ._fastpath.builders import RELAY_ENTRIES, relay_entry
 from ._fastpath.bypass import bypass_for
 from ._fastpath.open_json import OPEN_BUILDERS, build_open
 from ._fastpath.writers import WRITERS, compile_common_shape
 from ._fastpath.writers import encode_json as fast_encode_json
 from ._json import fast_loads, orjson_dumps
+from ._legacy import reads_legacy
 from .codecs import decode, encode_ndjson, encode_sse
 
 __all__ = ["Relay"]
@@ -101,6 +102,7 @@ class Relay:
         "_framing",
         "_index",
         "_input_types",
+        "_legacy",
         "_on_event",
         "_on_input",
         "_on_warning",
@@ -130,6 +132,8 @@ class Relay:
             )
         chain.claim()
         self._chain = chain
+        # A chain with a ``compat`` (up) stage gets the pre-1.0 shapes from the decoder.
+        self._legacy = reads_legacy(chain.stages)
         self._fast = _fastpath.ENABLED if fast_path is None else fast_path
         if not self._fast:
             encode = _REFERENCE_ENCODERS.get(encode, encode)
@@ -241,6 +245,7 @@ class Relay:
         # The bypass (see ``StreamTransformer.passes``): only when no hook
         # needs the events themselves and input bytes can be re-sent.
         watched = self._watched
+        legacy = self._legacy
         bypasses = (
             segment.state_cache
             if reuse and segment is not None and watched is not None
@@ -294,9 +299,9 @@ class Relay:
                     # Parsed above and no builder took it: decode() would parse
                     # it again, try the same builder, then do this.
                     decoded = (
-                        decode_object(raw, index)
+                        (decode_legacy_object if legacy else decode_object)(raw, index)
                         if raw.__class__ is dict
-                        else decode(payload, index=index, fast_path=True)
+                        else decode(payload, index=index, fast_path=True, legacy=legacy)
                     )
                     if decoded.warnings and on_warning is not None:
                         for warning in decoded.warnings:
@@ -370,8 +375,9 @@ class Relay:
         out: list[bytes] = []
         index = self._index
         try:
+            decode_whole = decode_legacy_object if self._legacy else decode_object
             for payload in payloads:
-                decoded = decode_object(as_object(payload, index), index)
+                decoded = decode_whole(as_object(payload, index), index)
                 if decoded.warnings and on_warning is not None:
                     for warning in decoded.warnings:
                         on_warning(warning)

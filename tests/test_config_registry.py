@@ -40,6 +40,7 @@ BUILTINS = [
     "state_diff",
     "timestamp",
     "opentelemetry",
+    "compat",
 ]
 
 PLUGIN_MODULE = '''

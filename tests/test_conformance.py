@@ -8,13 +8,19 @@ corpus README defines is checked: the outcome, ``errorContains``,
 events, ``runError``, and warnings (``noWarnings`` exactly; the TS client's
 warning substrings where they name a path or type, since our wording differs).
 
-Deliberate deviations, each documented in the corpus README or PROTOCOL.md:
+The ``era-*`` cases describe talking to peers of older protocol versions.
+They run through ``compat`` in the consumer pipeline, as the TS client runs
+them through its compatibility boundary and version shims: the consumer gets
+``Compat(direction="up", peer=<client.maxProtocolVersion>)`` (the case's
+peer ceiling; none means a current peer), and the outgoing request is what
+``compat.request_for`` builds for that peer from the case's ``input``, checked
+against ``request`` / ``requestAbsentPaths`` (for every case that has them).
+Warnings are the consumer's and the request shim's together. Every other case
+also runs through ``compat`` for a current peer, which must change nothing.
+
+Deliberate deviation, documented in the corpus README:
 
 * ``truncated-run-reported-as-completed`` is inverted: we report truncation.
-* ``era-*`` cases describe the TS client's shims for old peers (THINKING_*
-  translation, request downgrades); only their accept/reject outcome applies.
-  (PROTOCOL.md: THINKING_* are unknown types in 1.0.)
-* ``request``/``requestAbsentPaths`` concern the TS client's outgoing request.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from typing import Any
 
 import pytest
 
-from agui_pipes import Consumer, ProtocolViolation
+from agui_pipes import Consumer, DecodeWarning, ProtocolViolation
+from agui_pipes.transformers.compat import Compat, request_for
 
 CORPUS = Path(__file__).parent / "conformance" / "streams"
 CASES = sorted(CORPUS.glob("*.json"))
@@ -60,8 +67,7 @@ def subset_match(expected: Any, actual: Any, where: str = "$") -> None:
         )
 
 
-def lookup(events: list[dict[str, Any]], dotted: str) -> tuple[bool, Any]:
-    node: Any = events
+def lookup(node: Any, dotted: str) -> tuple[bool, Any]:
     for part in dotted.split("."):
         if isinstance(node, list):
             if not part.isdigit() or int(part) >= len(node):
@@ -76,8 +82,11 @@ def lookup(events: list[dict[str, Any]], dotted: str) -> tuple[bool, Any]:
     return True, node
 
 
-def replay(stream: list[Any]) -> tuple[str, str | None, list[dict[str, Any]], Any, list[str]]:
-    consumer = Consumer()
+Replay = tuple[str, str | None, list[dict[str, Any]], Any, list[str]]
+
+
+def replay(stream: list[Any], compat: Compat | None = None) -> Replay:
+    consumer = Consumer(compat=compat)
     delivered: list[dict[str, Any]] = []
     try:
         for item in stream:
@@ -89,12 +98,39 @@ def replay(stream: list[Any]) -> tuple[str, str | None, list[dict[str, Any]], An
     return "completed", None, delivered, result, [str(w) for w in result.warnings]
 
 
+def peer_of(case: dict[str, Any]) -> str | None:
+    """The case's peer ceiling (the TS client's ``maxProtocolVersion``); None: current."""
+    version = case.get("client", {}).get("maxProtocolVersion")
+    assert version is None or isinstance(version, str)
+    return version
+
+
+def request_of(case: dict[str, Any], warnings: list[DecodeWarning]) -> dict[str, Any]:
+    """The request the client sends for this case: its ``input`` for the case's peer."""
+    started = next(
+        (item for item in case["stream"] if isinstance(item, dict)
+         and item.get("type") == "RUN_STARTED"),
+        {"threadId": "t", "runId": "r"},
+    )
+    run_input = {
+        "threadId": started.get("threadId", "t"),
+        "runId": started.get("runId", "r"),
+        "messages": case.get("input", {}).get("messages", []),
+    }
+    return request_for(peer_of(case), run_input, warnings=warnings)
+
+
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_case(path: Path) -> None:
     case = json.loads(path.read_text())
     assert case["name"] == path.stem
     expect = case["expect"]
-    outcome, error, delivered, result, warnings = replay(case["stream"])
+    era = case["name"].startswith("era-")
+    request_warnings: list[DecodeWarning] = []
+    request = request_of(case, request_warnings)
+    compat = Compat(peer=peer_of(case)) if era else None
+    outcome, error, delivered, result, warnings = replay(case["stream"], compat)
+    warnings = [str(w) for w in request_warnings] + warnings
 
     expected_outcome = expect["outcome"]
     if case["name"] in INVERTED:
@@ -107,8 +143,10 @@ def test_case(path: Path) -> None:
         assert error is not None
         assert expect["errorContains"] in error
 
-    if case["name"].startswith("era-"):
-        return  # client shims for old peers: only the verdict applies
+    if "request" in expect:
+        subset_match(expect["request"], request, "request")
+    for dotted in expect.get("requestAbsentPaths", ()):
+        assert not lookup(request, dotted)[0], f"request {dotted} should be absent"
 
     if "eventTypes" in expect:
         assert [e["type"] for e in delivered] == expect["eventTypes"]
@@ -140,3 +178,13 @@ def test_case(path: Path) -> None:
         assert warnings == []
     for fragment in expect.get("warnings", ()):
         assert any(fragment in w for w in warnings), (fragment, warnings)
+
+
+NON_ERA = [p for p in CASES if not p.stem.startswith("era-")]
+
+
+@pytest.mark.parametrize("path", NON_ERA, ids=[p.stem for p in NON_ERA])
+def test_compat_for_a_current_peer_changes_nothing(path: Path) -> None:
+    """Compat up for a 1.0 producer is the identity on every 1.0 case (valid or not)."""
+    stream = json.loads(path.read_text())["stream"]
+    assert replay(stream, Compat()) == replay(stream)

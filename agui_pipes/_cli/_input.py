@@ -376,8 +376,11 @@ async def decode_events(
     on_warning: Callable[[DecodeWarning], None] | None = None,
     progress: Progress | None = None,
     dropped: list[int] | None = None,
+    legacy: bool = False,
 ) -> AsyncGenerator[BaseEvent, None]:
     """``agui_pipes.decode`` over wire events, numbering them from 0 (see ``read_events``).
+
+    ``legacy`` reads the pre-1.0 shapes too, for a chain with a ``compat`` stage.
 
     ``payloads`` is closed when this generator is. The positions of the wire
     events dropped as unknown types are appended to ``dropped``, so a driver
@@ -386,7 +389,7 @@ async def decode_events(
     index = 0
     async with aclosing(payloads):
         async for payload in payloads:
-            decoded = decode(payload, index=index)
+            decoded = decode(payload, index=index, legacy=legacy)
             if on_warning is not None:
                 for warning in decoded.warnings:
                     on_warning(warning)

@@ -43,6 +43,7 @@ from ag_ui.core import BaseEvent
 
 from .._chain import TransformerChain
 from .._errors import StageError, StreamRejected
+from .._legacy import reads_legacy
 from .._limits_scope import using_limits
 from ..codecs import (
     CodecError,
@@ -187,7 +188,7 @@ def _run_chain(args: argparse.Namespace) -> int:
         async with open_input(args.input, progress=progress, resume=opened) as resumed:
             source = decode_events(
                 payloads_of(resumed), on_warning=on_warning, progress=progress,
-                dropped=wire.dropped,
+                dropped=wire.dropped, legacy=reads_legacy(chain.stages),
             )
             async with aclosing(source), chain.apply(source) as events:
                 async for event in events:

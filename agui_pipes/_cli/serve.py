@@ -18,6 +18,8 @@ With ``--store URL`` (the demo agent or a gateway) every run is recorded in that
 log, and ``--path`` also serves ``runs/{runId}`` (resume), ``runs/{runId}/stop``
 and ``threads/{threadId}`` (see docs/durable.md). ``--otel`` traces every run
 with OpenTelemetry, exporting as the ``OTEL_*`` variables say (docs/observability.md).
+With ``--compat`` each request's declared ``protocolVersion`` picks the rewrite its
+client's era needs (docs/compat.md).
 
 Exit status: 0 after a clean shutdown (Ctrl-C), 2 for usage or an invalid
 chain file.
@@ -112,6 +114,23 @@ def register(subparsers: Any) -> None:
         help=(
             "with --store: how long a run whose client left goes on waiting for a resume "
             "before it is cancelled (default 30)"
+        ),
+    )
+    parser.add_argument(
+        "--compat",
+        action="store_true",
+        help=(
+            "serve clients of older protocol versions: each request's declared "
+            "protocolVersion picks the era rewrite of its stream (docs/compat.md)"
+        ),
+    )
+    parser.add_argument(
+        "--compat-undeclared",
+        default="0.0.57",
+        metavar="VERSION",
+        help=(
+            "with --compat: the protocol version assumed for a request that declares none "
+            "(default 0.0.57, the last era before 1.0)"
         ),
     )
     parser.add_argument(
@@ -234,6 +253,9 @@ def _serve(args: argparse.Namespace) -> int:
     durable: dict[str, Any] = {}
     if args.store is not None:
         durable = {"store": args.store, "detach_grace": args.detach_grace}
+    compat: dict[str, Any] = {}
+    if args.compat:
+        compat = {"compat_down": True, "compat_undeclared": args.compat_undeclared}
     try:
         if args.demo:
             from ..demo import DemoAgent
@@ -247,6 +269,7 @@ def _serve(args: argparse.Namespace) -> int:
                 limits=limits_of(args),
                 repair=args.repair,
                 **durable,
+                **compat,
             )
             what = "the demo agent"
         else:
@@ -261,6 +284,7 @@ def _serve(args: argparse.Namespace) -> int:
                 limits=limits_of(args),
                 repair=args.repair,
                 **durable,
+                **compat,
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:

@@ -178,6 +178,7 @@ _BUILTINS: tuple[tuple[str, str, str], ...] = (
     ("state_diff", "StateDiff", "StateDiffOptions"),
     ("timestamp", "Timestamp", "TimestampOptions"),
     ("opentelemetry", "Trace", "OpenTelemetryOptions"),
+    ("compat", "Compat", "CompatOptions"),
 )
 
 

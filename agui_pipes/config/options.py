@@ -30,6 +30,7 @@ from ._no_options import NoOptions
 __all__ = [
     "CoalesceDeltasOptions",
     "CompactOptions",
+    "CompatOptions",
     "DropEventsOptions",
     "EventFamily",
     "ExpandChunksOptions",
@@ -569,3 +570,41 @@ class OpenTelemetryOptions(_Options):
         ),
     )
     metrics: bool = Field(True, description="Record metrics too (false: spans only).")
+
+
+class CompatOptions(_Options):
+    """Translate between AG-UI 1.0 and a peer of an older protocol version.
+
+    `up` (the default) is the consumer side: a pre-1.0 producer's THINKING_*
+    events and binary content parts become 1.0, and for a producer at or below
+    0.0.57 the subagent material is dropped with a warning. `down` serves an
+    older client: the 1.0 stream is rewritten per era (subagents dropped for
+    0.0.57, reasoning spelled THINKING_* for 0.0.45, content flattened for
+    0.0.39). See docs/compat.md.
+    """
+
+    model_config = _example({"direction": "down", "peer": "0.0.45"})
+
+    direction: Literal["up", "down"] = Field(
+        "up",
+        description=(
+            "`up`: translate an older producer's stream into 1.0 (put it first). `down`: "
+            "rewrite a 1.0 stream for an older client (put it last)."
+        ),
+    )
+    peer: str | None = Field(
+        None,
+        description=(
+            "The other party's protocol version, e.g. `0.0.45` or `1.0`: the producer's for "
+            "`up`, the client's for `down`. Omitted: a current (1.0) peer."
+        ),
+    )
+
+    @field_validator("peer")
+    @classmethod
+    def _peer(cls, peer: str | None) -> str | None:
+        if peer is not None and re.fullmatch(r"\d+\.\d+(\.\d+)?", peer) is None:
+            raise ValueError(
+                f"peer must be a protocol version such as '0.0.45' or '1.0', got {peer!r}"
+            )
+        return peer

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ag_ui.core import RunAgentInput
@@ -16,6 +17,8 @@ from pydantic import ValidationError
 
 from .. import _json
 from .._chain import ChainFactory, TransformerChain
+from .._legacy import upgrade_binary_parts
+from .._transformer import Stage
 from ._streaming import Receive, Scope, Send
 
 __all__ = [
@@ -24,6 +27,7 @@ __all__ = [
     "ClientGone",
     "accept_run_input",
     "as_chain_factory",
+    "compat_down_picker",
     "parse_run_input",
     "read_body",
     "send_json_error",
@@ -129,14 +133,24 @@ async def send_json_error(send: Send, error: BadRequest) -> None:
 
 
 async def accept_run_input(
-    scope: Scope, receive: Receive, send: Send, *, app: str, max_body: int, log: logging.Logger
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    app: str,
+    max_body: int,
+    log: logging.Logger,
+    legacy: bool = False,
 ) -> tuple[bytes, RunAgentInput] | None:
     """The body of a POSTed run and its validated input, or ``None`` once answered.
 
     A bad request gets its JSON error response here (and an info log line, since
     it is the client's mistake); a client that left mid-body gets nothing. Either
     way the caller has nothing more to send. The raw body comes back too because
-    the gateway forwards it upstream as it came.
+    the gateway forwards it upstream as it came — unless ``legacy`` (a server
+    with ``compat_down``): then an older client's ``binary`` content parts are
+    upgraded to media parts first, as the reference client upgrades its own,
+    and the body that comes back is the upgraded one.
     """
     if scope["type"] != "http":
         raise RuntimeError(f"{app} serves HTTP only, got a {scope['type']!r} scope")
@@ -144,6 +158,8 @@ async def accept_run_input(
         if scope.get("method") != "POST":
             raise BadRequest(405, "method_not_allowed", "POST a RunAgentInput to start a run")
         body = await read_body(receive, max_body)
+        if legacy:
+            body = _upgraded_body(body, log)
         return body, parse_run_input(body)
     except ClientGone:
         return None
@@ -151,6 +167,33 @@ async def accept_run_input(
         log.info("rejected request: %s %s", error.status, error.message)
         await send_json_error(send, error)
         return None
+
+
+def _upgraded_body(body: bytes, log: logging.Logger) -> bytes:
+    """``body`` with the legacy ``binary`` parts of its messages upgraded (else as it is)."""
+    if b'"binary"' not in body:
+        return body
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body  # parse_run_input says what is wrong with it
+    messages = parsed.get("messages") if isinstance(parsed, dict) else None
+    if not isinstance(messages, list):
+        return body
+    changed = False
+    for position, message in enumerate(messages):
+        if not isinstance(message, dict):
+            continue
+        content, notes = upgrade_binary_parts(message.get("content"))
+        for note in notes:
+            log.warning("request message %s: %s", position, note)
+        if content is not message.get("content"):
+            messages[position] = {**message, "content": content}
+            changed = True
+    if not changed:
+        return body
+    log.info("upgraded the pre-1.0 binary content parts of the request to media parts")
+    return json.dumps(parsed).encode()
 
 
 def as_chain_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:
@@ -169,3 +212,28 @@ def as_chain_factory(chain: ChainFactory | TransformerChain | None) -> ChainFact
         f"chain must be a chain factory (e.g. load_chain(...)) or a TransformerChain, got "
         f"{type(chain).__name__}"
     )
+
+
+def compat_down_picker(
+    enabled: bool, undeclared: str
+) -> Callable[[RunAgentInput], list[Stage]] | None:
+    """What ``compat_down=`` adds to a request's chain: its client's ``down`` stage, if any.
+
+    None when disabled (the chain is then exactly what it was). ``undeclared``
+    (the era served to a request without ``protocolVersion``) is checked here,
+    at construction, so a typo fails the server's start rather than a request.
+    """
+    if not enabled:
+        return None
+    from ..transformers.compat import Compat, down_for_request
+
+    try:
+        Compat(direction="down", peer=undeclared)
+    except ValueError as exc:
+        raise ValueError(f"compat_undeclared: {exc}") from None
+
+    def pick(run_input: RunAgentInput) -> list[Stage]:
+        stage = down_for_request(run_input, undeclared=undeclared)
+        return [] if stage is None else [stage]
+
+    return pick

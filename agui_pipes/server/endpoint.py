@@ -45,6 +45,7 @@ from ._http import (
     BadRequest,
     accept_run_input,
     as_chain_factory,
+    compat_down_picker,
     send_json_error,
 )
 from ._stats import RunStats, instrument
@@ -101,6 +102,11 @@ class AgentEndpoint:
     events before the chain, inside the driver, so its verification sees the
     repaired stream; the per-run log line gives the number of fixes (see
     docs/repair.md).
+
+    ``compat_down=True`` serves clients of older protocol versions: each
+    request's declared ``protocolVersion`` picks a ``compat`` stage of
+    direction ``down`` put at the end of its chain (none for a 1.0 client; an
+    undeclared version is served as ``compat_undeclared``). See docs/compat.md.
     """
 
     def __init__(
@@ -121,6 +127,8 @@ class AgentEndpoint:
         detach_grace: float = 30.0,
         owner_timeout: float | None = None,
         repair: bool = False,
+        compat_down: bool = False,
+        compat_undeclared: str = "0.0.57",
     ) -> None:
         if (agent is None) == (agent_factory is None):
             raise TypeError(
@@ -136,6 +144,7 @@ class AgentEndpoint:
         self._agent = agent
         self._agent_factory = agent_factory
         self._chain_factory = as_chain_factory(chain)
+        self._down = compat_down_picker(compat_down, compat_undeclared)
         self._keepalive = keepalive
         self._send_buffer = send_buffer
         self._send_timeout = send_timeout
@@ -190,7 +199,8 @@ class AgentEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         accepted = await accept_run_input(
-            scope, receive, send, app="AgentEndpoint", max_body=self._max_body, log=self._log
+            scope, receive, send, app="AgentEndpoint", max_body=self._max_body, log=self._log,
+            legacy=self._down is not None,
         )
         if accepted is None:
             return
@@ -208,6 +218,9 @@ class AgentEndpoint:
                 chain = None if self._chain_factory is None else self._chain_factory()
             if self._repair:
                 chain = _with_repair(chain, run_input, stats)
+            down = [] if self._down is None else self._down(run_input)
+            if down:
+                chain = TransformerChain([*([chain] if chain is not None else []), *down])
         except Exception as exc:
             self._log.error("cannot set up run %s: %s", run_input.run_id, exc, exc_info=exc)
             await send_json_error(

@@ -64,6 +64,7 @@ from ag_ui.core import BaseEvent, EventType, RunErrorEvent, RunFinishedEvent, Ru
 
 from .._chain import ChainFactory, TransformerChain
 from .._lazy import publish
+from .._legacy import reads_legacy
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
 from .._trace_context import TRACE_HEADERS, using_trace_headers
@@ -84,6 +85,7 @@ from ._http import (
     BadRequest,
     accept_run_input,
     as_chain_factory,
+    compat_down_picker,
     send_json_error,
 )
 from ._stats import RunStats, instrument
@@ -175,6 +177,11 @@ class Gateway:
     arguments of a parallel tool call, a second terminal event, ...) reaches the
     client repaired instead of as a ``PROTOCOL_VIOLATION``; the per-run log line
     gives the number of fixes (see docs/repair.md).
+
+    ``compat_down=True`` serves clients of older protocol versions: each
+    request's declared ``protocolVersion`` picks a ``compat`` stage of
+    direction ``down`` run after verification (none for a 1.0 client; an
+    undeclared version is served as ``compat_undeclared``). See docs/compat.md.
     """
 
     def __init__(
@@ -196,6 +203,8 @@ class Gateway:
         store: EventLog | str | None = None,
         detach_grace: float = 30.0,
         repair: bool = False,
+        compat_down: bool = False,
+        compat_undeclared: str = "0.0.57",
     ) -> None:
         url = httpx.URL(upstream)
         if url.scheme not in ("http", "https") or not url.host:
@@ -210,6 +219,7 @@ class Gateway:
         check_send_limits(send_buffer, send_timeout)
         self.upstream = str(url)
         self._chain_factory = as_chain_factory(chain)
+        self._down = compat_down_picker(compat_down, compat_undeclared)
         self._verify = verify
         self._keepalive = keepalive
         self._send_buffer = send_buffer
@@ -314,7 +324,8 @@ class Gateway:
         self, scope: Scope, receive: Receive, send: Send, first: _FirstFrame
     ) -> None:
         accepted = await accept_run_input(
-            scope, receive, send, app="Gateway", max_body=self._max_body, log=self._log
+            scope, receive, send, app="Gateway", max_body=self._max_body, log=self._log,
+            legacy=self._down is not None,
         )
         if accepted is None:
             return
@@ -332,6 +343,8 @@ class Gateway:
             stages, final = _consumer_chain(TransformerChain(configured).stages, self._verify)
             if self._repair:
                 stages.insert(1, _repair_stage(run_input.thread_id, run_input.run_id, stats))
+            if self._down is not None:
+                stages.extend(self._down(run_input))  # after Verify: it checks 1.0
             chain = TransformerChain(stages)
             if not chain.is_sync or self._log.isEnabledFor(logging.INFO):
                 # The counters are for the INFO line only; on the relay path
@@ -465,7 +478,7 @@ class Gateway:
             # This path does not slice its work: it stops counting as a run
             # waiting for its first frame once the upstream answered.
             first.sent()
-            async with chain.apply(self._decode(response)) as output:
+            async with chain.apply(self._decode(response, reads_legacy(chain.stages))) as output:
                 yield told.guard(output)
 
     @asynccontextmanager
@@ -533,14 +546,14 @@ class Gateway:
                 f"{content_type or '(none)'!r}; an AG-UI agent must answer text/event-stream",
             )
 
-    async def _decode(self, response: httpx.Response) -> AsyncIterator[BaseEvent]:
+    async def _decode(self, response: httpx.Response, legacy: bool) -> AsyncIterator[BaseEvent]:
         decoder = SSEDecoder(max_frame_bytes=self._max_frame)
         index = 0
         upstream = _UpstreamRun()
         try:
             async for chunk in self._chunks(response):
                 for payload in decoder.feed(chunk):
-                    decoded = decode(payload, index=index)
+                    decoded = decode(payload, index=index, legacy=legacy)
                     index += 1
                     for warning in decoded.warnings:
                         self._log_warning(warning)

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .coalesce_deltas import CoalesceDeltas
     from .compact import Compact
+    from .compat import Compat
     from .drop_events import DropEvents, KeepEvents
     from .expand_chunks import ExpandChunks
     from .filter_tool_calls import FilterToolCalls
@@ -26,6 +27,7 @@ else:
         {
             "CoalesceDeltas": ".coalesce_deltas",
             "Compact": ".compact",
+            "Compat": ".compat",
             "DropEvents": ".drop_events",
             "KeepEvents": ".drop_events",
             "ExpandChunks": ".expand_chunks",
@@ -49,6 +51,7 @@ else:
 __all__ = [
     "CoalesceDeltas",
     "Compact",
+    "Compat",
     "DropEvents",
     "ExpandChunks",
     "FilterToolCalls",
