@@ -77,6 +77,17 @@
     });
   }
 
+  // Lane ids carry a "kind:" prefix (and "#n" when an id repeats); the
+  // transcript and the tests speak in raw AG-UI ids.
+  function rawId(laneId) {
+    var m = /^(?:run|message|reasoning|tool_call|step|subagent):(.*?)(?:#\d+)?$/.exec(String(laneId));
+    return m ? m[1] : String(laneId);
+  }
+
+  function laneRawId(lane) {
+    return lane.kind === "subagent" && lane.owner ? lane.owner : rawId(lane.id);
+  }
+
   function debounce(fn, ms) {
     var t = null;
     return function () {
@@ -165,6 +176,7 @@
     var loadingTimes = false;
     var width = 800;
     var lanes = [];
+    var laneIndex = {};
 
     function axis() { return $("tl-axis").value === "time" && times ? "time" : "index"; }
 
@@ -198,6 +210,8 @@
 
     function reset() {
       lanes = S.summary.lanes.slice();
+      laneIndex = {};
+      lanes.forEach(function (l) { laneIndex[l.id] = l; });
       var timeOpt = $("tl-axis").querySelector('option[value="time"]');
       timeOpt.disabled = !S.summary.timed;
       if (timesFor !== S.runId) { times = null; timesFor = null; }
@@ -290,7 +304,10 @@
 
     function lane(l, i) {
       var y = AXIS_H + i * LANE_H;
-      var g = s("g", { "data-testid": "lane", "data-lane": l.id, "data-kind": l.kind });
+      var parent = l.parent === null || l.parent === undefined ? null : laneIndex[l.parent];
+      var g = s("g", { "data-testid": "lane", "data-lane": l.id, "data-kind": l.kind,
+        "data-raw-id": laneRawId(l), "data-depth": l.depth,
+        "data-parent-raw-id": parent ? laneRawId(parent) : null });
       g.appendChild(s("rect", { class: "tl-row-bg", x: 0, y: y, width: width, height: LANE_H,
         fill: i % 2 ? "#f6f7f9" : "#fff" }));
       var indent = 8 + l.depth * 14;
@@ -694,9 +711,9 @@
       S.summary.lanes.forEach(function (l) { laneById[l.id] = l; });
       S.summary.lanes.forEach(function (l) {
         if (l.kind !== "subagent") return;
-        var id = rawId(l.id), parent = laneById[l.parent];
+        var id = laneRawId(l), parent = laneById[l.parent];
         subs[id] = l;
-        if (parent) (childrenOf[rawId(parent.id)] = childrenOf[rawId(parent.id)] || []).push(id);
+        if (parent) (childrenOf[laneRawId(parent)] = childrenOf[laneRawId(parent)] || []).push(id);
       });
       var bySub = {}, results = {}, top = [];
       messages.forEach(function (m) {
@@ -749,12 +766,6 @@
       }
       list(top, box);
       Object.keys(bySub).forEach(function (id) { append(box, subBlock(id)); });
-    }
-
-    // Lane ids may carry a "kind:" prefix; transcripts speak in raw AG-UI ids.
-    function rawId(laneId) {
-      var m = /^(?:run|message|reasoning|tool_call|step|subagent):(.*)$/.exec(String(laneId));
-      return m ? m[1] : String(laneId);
     }
 
     function scalar(value) {
