@@ -17,6 +17,8 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,6 +96,23 @@ class _Inspector:
                 f"stderr {self.process.stderr.read()!r}"
             )
         self.url = found[0]
+        self._wait_until_serving()
+
+    def _wait_until_serving(self) -> None:
+        # The URL may be printed just before the socket accepts connections.
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "api/runs", timeout=5) as response:
+                    response.read()
+                return
+            except OSError as error:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.close()
+                    raise RuntimeError(
+                        f"the inspector at {self.url} never answered: {error}"
+                    ) from error
+                time.sleep(0.05)
 
     def close(self) -> None:
         if self.process.poll() is None:

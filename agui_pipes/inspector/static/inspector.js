@@ -9,7 +9,7 @@
   var ROW_H = 22;          // events table row height (px), matches .row in the CSS
   var PAGE = 200;          // events fetched per request
   var LANE_H = 22;         // timeline row height
-  var LABEL_W = 260;       // timeline label column width
+  var LABEL_W = 300;       // timeline label column width
   var AXIS_H = 22;
 
   // ---- small DOM helpers -------------------------------------------------
@@ -312,7 +312,9 @@
         fill: i % 2 ? "#f6f7f9" : "#fff" }));
       var indent = 8 + l.depth * 14;
       g.appendChild(s("text", { class: "tl-label kind", x: indent, y: y + 15 }, kindLabel(l.kind)));
-      g.appendChild(s("text", { class: "tl-label", x: indent + 62, y: y + 15 }, clip(l.label, 34 - l.depth * 2)));
+      var room = Math.floor((LABEL_W - indent - 70) / 6.6);  // ~6.6 px per character at 12px
+      g.appendChild(s("text", { class: "tl-label", x: indent + 62, y: y + 15 }, clip(l.label, room),
+        s("title", {}, l.label)));
       var endIndex = l.end === null || l.end === undefined ? S.summary.events - 1 : l.end;
       var x0 = Math.max(px(xOf(l.start)), LABEL_W);
       var x1 = Math.min(px(xOf(endIndex)), width);
