@@ -31,6 +31,7 @@ LAZY_PACKAGES = [
     "agui_pipes",
     "agui_pipes.config",
     "agui_pipes.driver",
+    "agui_pipes.inspector",
     "agui_pipes.server",
     "agui_pipes.store",
     "agui_pipes.testing",

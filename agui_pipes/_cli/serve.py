@@ -136,6 +136,11 @@ def register(subparsers: Any) -> None:
         default="info",
         help="logging level (default info: one line per run)",
     )
+    parser.add_argument(
+        "--inspect",
+        action="store_true",
+        help="also serve the inspector at /inspect, showing the last 50 runs (live ones update)",
+    )
     add_limit_options(parser)
     parser.set_defaults(handler=_serve)
 
@@ -184,6 +189,13 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         chain = None
 
+    inspected = None
+    if args.inspect:
+        from ..inspector import RecentRuns
+
+        inspected = RecentRuns()
+        chain = _recording(chain, inspected)
+
     keepalive = args.keepalive or None
     sending: dict[str, Any] = {
         "send_buffer": args.send_buffer,
@@ -223,6 +235,11 @@ def _serve(args: argparse.Namespace) -> int:
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:
         return _usage(str(exc))
+    if inspected is not None:
+        from ..inspector import inspector_app, with_inspector
+
+        served: Any = with_inspector(app, inspector_app(inspected))
+        app = served
 
     level = getattr(logging, args.log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -238,6 +255,10 @@ def _serve(args: argparse.Namespace) -> int:
         f" through {chain!r}" if chain is not None else "",
         ", repairing each run first" if args.repair else "",
     )
+    if inspected is not None:
+        logging.getLogger(__name__).info(
+            "inspector at http://%s:%s/inspect/", args.host, args.port
+        )
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
     )
@@ -254,6 +275,19 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         listener.close()
     return 0 if server.started else 1
+
+
+def _recording(chain: Any, runs: Any) -> Any:
+    """A chain factory: ``chain``'s stages, then a stage recording what the client gets."""
+    from .. import TransformerChain
+
+    recorder = runs.recorder()
+
+    def factory() -> TransformerChain:
+        stages = [] if chain is None else list(chain().stages)
+        return TransformerChain([*stages, recorder.fresh()])
+
+    return factory
 
 
 def _drop_stalled_connections(listener: socket.socket, send_timeout: float) -> None:

@@ -1,0 +1,140 @@
+"""``agui-pipes inspect FILE`` — look at a recorded stream in the browser.
+
+Reads the stream (NDJSON, SSE, a JSON array or a corpus case, like ``run`` and
+``verify``), builds the inspector's model of it (lanes, events index, verdict,
+fold checkpoints and, with ``--config``, what each stage of the chain did), then
+serves the inspector page on ``--host``/``--port`` (port 0: any free port),
+prints its URL and opens it in the browser unless ``--no-open``. Runs until
+Ctrl-C.
+
+A rejected stream is still inspected (that is what the inspector is for): the
+violation is shown at its event. Exit status: 0 after Ctrl-C, 2 for a usage or
+I/O error, an input with no events or an invalid chain file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import aclosing
+from typing import Any
+
+from ._chainfile import EXIT_CONFIG, load_or_report
+from ._input import FORMATS, InputError, Progress, input_name, no_events_message, read_wire_events
+
+__all__ = ["register"]
+
+EXIT_USAGE = 2
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "inspect",
+        help="open a recorded stream in the browser inspector (timeline, events, pipeline, result)",
+        description=(
+            "Serve a local web page showing an AG-UI event stream: its lanes over time, "
+            "every event, what each stage of a chain did (--config) and the state at any "
+            "moment. Prints the URL; Ctrl-C stops it."
+        ),
+    )
+    parser.add_argument("input", metavar="FILE",
+                        help="the stream to inspect (NDJSON, SSE, JSON array or corpus case; "
+                             "`-` for standard input)")
+    parser.add_argument("--config", "-c", metavar="CHAIN.yaml",
+                        help="also show what each stage of this chain does to the stream")
+    parser.add_argument("--allow-imports", action="store_true",
+                        help="permit `type: module:attr` references in the chain file")
+    parser.add_argument("--input-format", choices=FORMATS, default="auto",
+                        help="input encoding (default: by extension, else by content)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0,
+                        help="port (default 0: any free port)")
+    parser.add_argument("--no-open", action="store_true",
+                        help="do not open the page in a browser (just print its URL)")
+    parser.set_defaults(handler=_inspect)
+
+
+def _usage(message: str) -> int:
+    print(f"agui-pipes inspect: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+async def _read(path: str, input_format: str) -> tuple[list[Any], str | None, Progress]:
+    """The input's wire events, and what broke the framing (the events before it stay)."""
+    from ..codecs import CodecError
+
+    progress = Progress(None)
+    items: list[Any] = []
+    broken: str | None = None
+    try:
+        async with aclosing(
+            read_wire_events(path, input_format=input_format, progress=progress)
+        ) as payloads:
+            async for payload in payloads:
+                items.append(payload)
+    except CodecError as error:
+        broken = str(error)
+    return items, broken, progress
+
+
+def load_run(args: argparse.Namespace) -> Any:
+    """The inspected run of ``args.input`` (raises ``InputError``)."""
+    import anyio
+
+    from ..inspector import InspectedRun
+
+    items, broken, progress = anyio.run(_read, args.input, args.input_format)
+    if not items:
+        raise InputError(broken or no_events_message(input_name(args.input), progress))
+    chain = None
+    if args.config is not None:
+        chain = load_or_report(args.config, allow_imports=args.allow_imports)
+        if chain is None:
+            raise _ConfigInvalid
+    run = InspectedRun.build(items, input_name(args.input), chain=chain, broken=broken)
+    return run
+
+
+class _ConfigInvalid(Exception):
+    """The chain file was invalid (already reported on stderr)."""
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        return _usage(f"--port must be between 0 and 65535, got {args.port}")
+    try:
+        import uvicorn
+
+        from ..inspector import inspector_app
+    except ImportError as exc:
+        return _usage(f"the inspector needs the server extras: pip install "
+                      f"'agui-pipes[server]' ({exc})")
+    try:
+        run = load_run(args)
+    except InputError as error:
+        return _usage(str(error))
+    except _ConfigInvalid:
+        return EXIT_CONFIG
+    config = uvicorn.Config(inspector_app(run), host=args.host, port=args.port,
+                            log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    try:
+        listener = config.bind_socket()
+    except SystemExit:  # uvicorn has logged why (the port is taken, say)
+        return 1
+    host, port = listener.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}/"
+    print(f"inspecting {run.label}: {len(run)} events, outcome {run.outcome} — {url}",
+          flush=True)
+    if not args.no_open:
+        import webbrowser
+
+        webbrowser.open(url)
+    try:
+        server.run(sockets=[listener])
+    except KeyboardInterrupt:  # pragma: no cover - a second Ctrl-C during shutdown
+        pass
+    finally:
+        listener.close()
+    return 0

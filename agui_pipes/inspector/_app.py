@@ -1,0 +1,258 @@
+"""The inspector's Starlette app: the page, its assets and the JSON API (docs/inspector.md).
+
+The API is the contract the page is built on, and is documented so other tools can
+use it: every answer is JSON, every error ``{"error": "what, where, how to fix"}``
+with 400 (a bad parameter) or 404 (no such run, event or stage).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ._model import InspectedRun
+from ._stages import KINDS
+
+__all__ = ["MAX_LIMIT", "RecentRuns", "inspector_app", "with_inspector"]
+
+STATIC = Path(__file__).with_name("static")
+MAX_LIMIT = 1000
+_DEFAULT_LIMIT = 200
+
+
+class RecentRuns:
+    """The last ``keep`` runs a server streamed, newest first (a bounded ring).
+
+    Each run keeps at most ``max_events`` events, so memory is bounded by
+    ``keep × max_events`` events however long the server runs.
+    """
+
+    def __init__(self, keep: int = 50, *, max_events: int = 100_000) -> None:
+        if keep < 1 or max_events < 1:
+            raise ValueError(f"keep and max_events must be >= 1, got {keep} and {max_events}")
+        self.keep = keep
+        self.max_events = max_events
+        self._runs: OrderedDict[str, InspectedRun] = OrderedDict()
+        self._ids = itertools.count(1)
+
+    def start(self, label: str) -> InspectedRun:
+        """A new live run, added to the ring (the oldest falls out when it is full)."""
+        run = InspectedRun(label, run_id=str(next(self._ids)), max_events=self.max_events)
+        self._runs[run.id] = run
+        while len(self._runs) > self.keep:
+            self._runs.popitem(last=False)
+        return run
+
+    def add(self, run: InspectedRun) -> None:
+        self._runs[run.id] = run
+
+    def get(self, run_id: str) -> InspectedRun | None:
+        return self._runs.get(run_id)
+
+    def newest_first(self) -> list[InspectedRun]:
+        return list(reversed(self._runs.values()))
+
+    def recorder(self) -> Any:
+        """A pass-through stage recording the events it sees as one live run per stream."""
+        from ._recorder import Recorder
+
+        return Recorder(self)
+
+
+class _JSON(JSONResponse):
+    """orjson: a 100k-event summary or a long conversation encodes several times faster."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return _JSON({"error": message}, status_code=status)
+
+
+def _int_param(request: Request, name: str, default: int | None, lo: int = 0,
+               hi: int | None = None) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            raise _BadRequest(f"missing query parameter `{name}`: give an event index, e.g. "
+                              f"?{name}=0")
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _BadRequest(f"query parameter `{name}` must be an integer, got {raw!r}") from None
+    if value < lo or (hi is not None and value > hi):
+        bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
+        raise _BadRequest(f"query parameter `{name}` must be {bound}, got {value}")
+    return value
+
+
+class _BadRequest(Exception):
+    pass
+
+
+class _NotFound(Exception):
+    pass
+
+
+def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> Starlette:
+    """The inspector for one stream (``agui-pipes inspect``) or a server's recent runs."""
+    if isinstance(runs, InspectedRun):
+        single = runs
+        registry = RecentRuns(1)
+        registry.add(single)
+    elif isinstance(runs, RecentRuns):
+        registry = runs
+    else:
+        registry = RecentRuns(1_000_000)
+        for run in runs:
+            registry.add(run)
+
+    def run_of(request: Request) -> InspectedRun:
+        run_id = request.path_params["run"]
+        run = registry.get(run_id)
+        if run is None:
+            known = ", ".join(r.id for r in registry.newest_first()[:10]) or "none"
+            raise _NotFound(f"no run {run_id!r}; known runs: {known} (GET /api/runs lists them)")
+        return run
+
+    def api(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return _JSON(handler(request))
+            except _BadRequest as bad:
+                return _error(400, str(bad))
+            except _NotFound as missing:
+                return _error(404, str(missing))
+
+        return endpoint
+
+    def list_runs(request: Request) -> Any:
+        return {"runs": [run.listing() for run in registry.newest_first()]}
+
+    def summary(request: Request) -> Any:
+        return run_of(request).summary()
+
+    def events(request: Request) -> Any:
+        run = run_of(request)
+        offset = _int_param(request, "offset", 0)
+        limit = _int_param(request, "limit", _DEFAULT_LIMIT, 1, MAX_LIMIT)
+        types = [t for t in request.query_params.get("type", "").split(",") if t]
+        text = request.query_params.get("q", "")
+        ident = request.query_params.get("id", "")
+        total = 0
+        rows: list[dict[str, Any]] = []
+        for index in run.matching(types, text, ident):
+            if offset <= total < offset + limit:
+                rows.append(run.row(index))
+            total += 1
+        return {"total": total, "offset": offset, "rows": rows}
+
+    def event(request: Request) -> Any:
+        run = run_of(request)
+        index = _path_index(request, "index")
+        if index >= len(run):
+            raise _NotFound(f"no event #{index} in run {run.id!r}: it has {len(run)} events "
+                            f"(indexes 0..{len(run) - 1})")
+        violations, warnings = run.problems_at(index)
+        return {"index": index, "type": run.type_at(index), "json": run.json_at(index),
+                "violations": violations, "warnings": warnings}
+
+    def fold(request: Request) -> Any:
+        run = run_of(request)
+        if not len(run):
+            raise _NotFound(f"run {run.id!r} has no events yet: there is nothing to fold")
+        at = _int_param(request, "at", None, 0, len(run) - 1)
+        return run.fold_at(at)
+
+    def stage(request: Request) -> Any:
+        run = run_of(request)
+        number = _path_index(request, "n")
+        if run.stages is None:
+            raise _NotFound(f"run {run.id!r} has no pipeline record: start the inspector with "
+                            "--config CHAIN.yaml to see what each stage did")
+        if number >= len(run.stages):
+            raise _NotFound(f"no stage {number}: the chain has {len(run.stages)} stages "
+                            f"(0..{len(run.stages) - 1})")
+        kind = request.query_params.get("kind") or None
+        if kind is not None and kind not in KINDS:
+            raise _BadRequest(f"query parameter `kind` must be one of {', '.join(KINDS)}, "
+                              f"got {kind!r}")
+        offset = _int_param(request, "offset", 0)
+        limit = _int_param(request, "limit", _DEFAULT_LIMIT, 1, MAX_LIMIT)
+        record = run.stages[number]
+        total, rows = record.rows(kind, offset, limit)
+        return {"name": record.name, "total": total, "rows": rows}
+
+    async def page(request: Request) -> Response:
+        index = STATIC / "index.html"
+        if not index.is_file():
+            return _error(404, f"the inspector page is missing from this installation "
+                               f"({index}); the JSON API is under /api")
+        return FileResponse(index)
+
+    async def unknown_api(request: Request) -> Response:
+        return _error(404, f"no API endpoint {request.url.path}; see docs/inspector.md")
+
+    routes = [
+        Route("/", page),
+        Route("/api/runs", api(list_runs)),
+        Route("/api/runs/{run}/summary", api(summary)),
+        Route("/api/runs/{run}/events", api(events)),
+        Route("/api/runs/{run}/events/{index}", api(event)),
+        Route("/api/runs/{run}/fold", api(fold)),
+        Route("/api/runs/{run}/stages/{n}", api(stage)),
+        Route("/api/{rest:path}", unknown_api),
+        Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
+    ]
+    return Starlette(routes=routes)
+
+
+def _path_index(request: Request, name: str) -> int:
+    raw = request.path_params[name]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _BadRequest(f"`{raw}` in the path is not an index: give an integer >= 0") from None
+    if value < 0:
+        raise _BadRequest(f"index must be >= 0, got {value}")
+    return value
+
+
+def with_inspector(app: ASGIApp, inspector: ASGIApp, prefix: str = "/inspect") -> ASGIApp:
+    """``app`` with ``inspector`` answering under ``prefix`` (lifespan events go to ``app``)."""
+    prefix = prefix.rstrip("/")
+
+    async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            root: str = scope.get("root_path", "")
+            path: str = scope["path"]
+            relative = path[len(root):] if root and path.startswith(root) else path
+            if relative == prefix:
+                await _redirect(scope, send, root + prefix + "/")
+                return
+            if relative.startswith(prefix + "/"):
+                await inspector({**scope, "root_path": root + prefix}, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return dispatch
+
+
+async def _redirect(scope: Scope, send: Send, location: str) -> None:
+    await send({"type": "http.response.start", "status": 307,
+                "headers": [(b"location", location.encode()), (b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b""})
+

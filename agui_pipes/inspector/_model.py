@@ -1,0 +1,540 @@
+"""The inspected stream: lanes, an events index, the verdict, the fold at any index.
+
+One pass over the wire events builds everything the inspector's JSON API serves,
+and keeps it compact so a 100k-event recording stays cheap to hold:
+
+* each event is kept once, as its compact JSON bytes (the wire form it arrived
+  in); its type, owner and timestamp go in typed arrays, its ids in an inverted
+  index (id → event indexes) so the ``id=`` filter does not parse every event;
+* events are verified with the consumer profile (``Consumer``): the first
+  violation is kept at its event, decode and application warnings at theirs;
+* the fold at any index is a checkpoint (messages and state, folded block by
+  block with the public ``fold``, kept as JSON bytes shared with the previous
+  checkpoint where a message did not change) plus a replay of the events after
+  it, so a scrubber request costs O(K), not O(N); see ``CHECKPOINT_BYTES_PER_EVENT``
+  for how K grows with the conversation. Only events whose chunk expansion differs
+  from the event itself keep their expanded JSON (the replay needs it); after a
+  rejection the remaining events are folded as decoded, best effort, like ``fold``.
+
+A run grows with ``add`` (a live run in ``serve --inspect``) and is sealed by
+``close``; a file is read whole and closed at once (see ``InspectedRun.build``).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import orjson
+from ag_ui.core import BaseEvent
+
+from .. import Consumer, fold
+from ..codecs import DecodeError, DecodeWarning, decode, encode_json
+from ..verify import ProtocolViolation
+from ._lanes import LaneBuilder
+
+__all__ = ["CHECKPOINT_EVERY", "TICKS_CAP", "InspectedRun", "summary_of", "wire_json"]
+
+CHECKPOINT_EVERY = 512
+"""Fewest events between fold checkpoints (see ``CHECKPOINT_BYTES_PER_EVENT``)."""
+
+CHECKPOINT_BYTES_PER_EVENT = 256
+"""A checkpoint copies the whole conversation, so one is taken only after at least one
+event per this many bytes of it: checkpoint costs stay O(1) per event however long the
+conversation grows (a 100k-event stream is not quadratic), and a ``fold?at=`` replays at
+most ``max(CHECKPOINT_EVERY, conversation bytes / CHECKPOINT_BYTES_PER_EVENT)`` events."""
+
+TICKS_CAP = 2000
+"""Ticks per lane in a summary; more are thinned evenly (``tick_count`` keeps the total)."""
+
+_ID_FIELDS = (
+    ("runId", "run_id"),
+    ("threadId", "thread_id"),
+    ("messageId", "message_id"),
+    ("toolCallId", "tool_call_id"),
+    ("parentMessageId", "parent_message_id"),
+    ("subagentRunId", "subagent_run_id"),
+    ("parentSubagentRunId", "parent_subagent_run_id"),
+    ("parentToolCallId", "parent_tool_call_id"),
+    ("stepName", "step_name"),
+    ("interruptId", "interrupt_id"),
+)
+_SUMMARY_FIELDS = (
+    "delta", "content", "message", "toolCallName", "name", "stepName", "role", "activityType",
+    "snapshot", "patch", "value", "result", "outcome", "messages", "event",
+)
+_SUMMARY_MAX = 120
+
+
+def wire_json(event: BaseEvent) -> bytes:
+    """The event as compact wire JSON (camelCase, unset fields left out)."""
+    return encode_json(event)
+
+
+def _shorten(text: str, limit: int = _SUMMARY_MAX) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def summary_of(obj: Any) -> str:
+    """One line (≤120 chars) saying what an event carries: its most telling field."""
+    if not isinstance(obj, dict):
+        return _shorten(repr(obj))
+    parts: list[str] = []
+    for key in _SUMMARY_FIELDS:
+        if key in obj:
+            value = obj[key]
+            shown = value if isinstance(value, str) else orjson.dumps(value).decode()
+            if key == "delta" and isinstance(value, str):
+                shown = orjson.dumps(value).decode()
+            parts.append(f"{key}={shown}" if key not in ("delta",) else shown)
+            if sum(len(p) for p in parts) >= _SUMMARY_MAX:
+                break
+    if not parts:
+        parts = [f"{k}={v}" for k, v in obj.items() if k != "type" and isinstance(v, str)]
+    return _shorten(" ".join(parts))
+
+
+class _Checkpoint:
+    """The fold after event ``at``, as JSON bytes: a message unchanged since the previous
+    checkpoint shares that checkpoint's bytes object, so checkpoints cost what changed."""
+
+    __slots__ = ("at", "messages", "state")
+
+    def __init__(self, at: int, messages: tuple[bytes, ...], state: bytes) -> None:
+        self.at = at  # the fold of events 0..at inclusive
+        self.messages = messages
+        self.state = state
+
+    def restore(self) -> tuple[list[dict[str, Any]], Any]:
+        return [orjson.loads(m) for m in self.messages], orjson.loads(self.state)
+
+
+class InspectedRun:
+    """One inspected stream (a file, or a run ``serve --inspect`` recorded).
+
+    Indexes are wire positions: event ``i`` is the ``i``-th item of the input,
+    unknown event types included (they are flagged with their decode warning).
+    """
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        run_id: str = "0",
+        checkpoint_every: int = CHECKPOINT_EVERY,
+        max_events: int | None = None,
+    ) -> None:
+        if checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+        self.id = run_id
+        self.label = label
+        self.live = True
+        self.max_events = max_events
+        self._every = checkpoint_every
+        self._raw: list[bytes] = []
+        self._types: list[str] = []
+        self._type_code: dict[str, int] = {}
+        self._type_of = array("h")
+        self._by_type: dict[int, array[int]] = {}
+        self._t = array("d")
+        self._timed_all = True
+        self._owner_names: list[str] = []
+        self._owner_code: dict[str, int] = {}
+        self._owner = array("i")
+        self._by_id: dict[str, array[int]] = {}
+        self._expanded: dict[int, list[bytes]] = {}
+        self.violations: list[dict[str, Any]] = []
+        self.warnings: list[dict[str, Any]] = []
+        self._flagged: dict[int, set[str]] = {}
+        self._consumer: Consumer | None = Consumer(allow_truncated=True)
+        self._seen_warnings = 0
+        self._outcome: str | None = None
+        self._lanes = LaneBuilder()
+        self._checkpoints: list[_Checkpoint] = []
+        self._block: list[BaseEvent] = []
+        self._block_start = 0
+        self._gap = checkpoint_every
+        self._fold_messages: list[dict[str, Any]] = []
+        self._fold_state: Any = {}
+        self._shared: dict[str, bytes] = {}
+        self.stages: list[Any] | None = None
+        self.capped = False
+
+    # -- building ------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def add(self, item: dict[str, Any] | str | bytes | BaseEvent) -> None:
+        """Take the next event: a wire object, its JSON text, or an ``ag_ui.core`` event."""
+        if not self.live:
+            raise RuntimeError("this InspectedRun is closed; no event can be added")
+        index = len(self._raw)
+        if self.max_events is not None and index >= self.max_events:
+            if not self.capped:
+                self.capped = True
+                self._warn(None, "recording-capped",
+                           f"only the first {self.max_events} events were kept; the run went on")
+            return
+        event: BaseEvent | None
+        obj: Any = None
+        if isinstance(item, BaseEvent):
+            event = item
+            raw = wire_json(item)
+            type_name = item.type.value
+        else:
+            if isinstance(item, str):
+                raw = item.strip().encode()
+            elif isinstance(item, bytes | bytearray):
+                raw = bytes(item).strip()
+            else:
+                raw = orjson.dumps(item)
+                obj = item
+            event = None
+            try:
+                decoded = decode(obj if obj is not None else raw, index=index)
+            except DecodeError as error:
+                self._reject(index, error)
+            else:
+                event = decoded.event
+                for warning in decoded.warnings:
+                    self._warn(index, warning.code, warning.message)
+            if event is not None:
+                type_name = event.type.value
+            else:
+                if obj is None:
+                    try:
+                        obj = orjson.loads(raw)
+                    except orjson.JSONDecodeError:
+                        obj = None
+                found = obj.get("type") if isinstance(obj, dict) else None
+                type_name = found if isinstance(found, str) else "(not an event)"
+        self._raw.append(raw)
+        self._note_type(index, type_name)
+        timestamp = event.__dict__.get("timestamp") if event is not None else None
+        if timestamp is None and isinstance(obj, dict):
+            value = obj.get("timestamp")
+            timestamp = value if isinstance(value, int | float) else None
+        if timestamp is None:
+            self._timed_all = False
+            self._t.append(math.nan)
+        else:
+            self._t.append(float(timestamp))
+        if event is None:
+            self._owner.append(-1)
+            return
+        self._index_ids(index, event)
+        delivered: Sequence[BaseEvent] = (event,)
+        consumer = self._consumer
+        if consumer is not None:
+            try:
+                delivered = consumer.push(event)
+            except ProtocolViolation as violation:
+                self._collect_consumer_warnings(consumer, index)
+                self._reject(index, violation)
+                delivered = (event,)
+            else:
+                self._collect_consumer_warnings(consumer, index)
+        if len(delivered) != 1 or delivered[0] is not event:
+            self._expanded[index] = [wire_json(e) for e in delivered]
+        owner: str | None = None
+        for out in delivered:
+            owner = self._lanes.observe(index, out) or owner
+        self._owner.append(self._owner_id(owner))
+        self._block.extend(delivered)
+        if index + 1 - self._block_start >= self._gap:
+            self._checkpoint(index)
+
+    def close(self) -> None:
+        """The stream ended: settle the outcome (truncated runs are not violations here)."""
+        if not self.live:
+            return
+        self.live = False
+        self._lanes.close()
+        if self._consumer is not None and self._outcome is None:
+            consumer, self._consumer = self._consumer, None
+            try:
+                result = consumer.finish()
+            except ProtocolViolation as violation:
+                # Only "no run at all" fails with allow_truncated: place it at the last event.
+                self._reject(max(len(self._raw) - 1, 0), violation)
+            else:
+                self._outcome = {
+                    "success": "finished", "interrupt": "finished", "cancelled": "finished",
+                    "error": "error", "truncated": "truncated",
+                }.get(result.outcome or "", "truncated")
+                if self._outcome == "truncated":
+                    self._warn(None, "truncated",
+                               "the stream ended while a run was still open: it has no outcome")
+        self._consumer = None
+        self._block = []
+        # Only the checkpoints' bytes are needed from here on.
+        self._fold_messages, self._fold_state, self._shared = [], {}, {}
+
+    @classmethod
+    def build(
+        cls,
+        items: Iterable[dict[str, Any] | str | bytes | BaseEvent],
+        label: str,
+        *,
+        chain: Any = None,
+        checkpoint_every: int = CHECKPOINT_EVERY,
+        broken: str | None = None,
+    ) -> InspectedRun:
+        """Inspect a whole recorded stream; with ``chain`` (a ``TransformerChain`` or a
+        factory of one) also record what each of its stages did.
+
+        ``broken`` says why reading stopped early (bad framing after the last event
+        read): the stream is then rejected, with that reason as a warning.
+        """
+        run = cls(label, checkpoint_every=checkpoint_every)
+        for item in items:
+            run.add(item)
+        run.close()
+        if broken is not None:
+            run._warn(None, "input-broken", f"reading stopped after event #{len(run) - 1}: "
+                                            f"{broken}")
+            run._outcome = "rejected"
+        if chain is not None:
+            from ._stages import record_stages
+
+            run.stages = record_stages(run, chain)
+        return run
+
+    # -- bookkeeping ---------------------------------------------------------
+
+    def _note_type(self, index: int, type_name: str) -> None:
+        code = self._type_code.get(type_name)
+        if code is None:
+            code = self._type_code[type_name] = len(self._types)
+            self._types.append(type_name)
+            self._by_type[code] = array("i")
+        self._type_of.append(code)
+        self._by_type[code].append(index)
+
+    def _owner_id(self, owner: str | None) -> int:
+        if owner is None:
+            return -1
+        code = self._owner_code.get(owner)
+        if code is None:
+            code = self._owner_code[owner] = len(self._owner_names)
+            self._owner_names.append(owner)
+        return code
+
+    def _index_ids(self, index: int, event: BaseEvent) -> None:
+        by_id = self._by_id
+        fields = event.__dict__  # pydantic's field values: no __getattr__ fallback per miss
+        for _, attribute in _ID_FIELDS:
+            value = fields.get(attribute)
+            if isinstance(value, str):
+                hits = by_id.get(value)
+                if hits is None:
+                    hits = by_id[value] = array("i")
+                if not hits or hits[-1] != index:
+                    hits.append(index)
+
+    def _collect_consumer_warnings(self, consumer: Consumer, index: int) -> None:
+        warnings: list[DecodeWarning] = consumer.warnings
+        for warning in warnings[self._seen_warnings:]:
+            self._warn(index, warning.code, warning.message)
+        self._seen_warnings = len(warnings)
+
+    def _warn(self, index: int | None, code: str, message: str) -> None:
+        self.warnings.append({"index": index, "code": code, "message": message})
+        if index is not None:
+            self._flagged.setdefault(index, set()).add("warning")
+
+    def _reject(self, index: int, violation: ProtocolViolation) -> None:
+        if self.violations:
+            return
+        rule = getattr(violation, "rule", None)
+        self.violations.append({
+            "index": index,
+            "rule": str(getattr(rule, "value", rule)) if rule is not None else "decode",
+            "message": str(violation),
+        })
+        self._flagged.setdefault(index, set()).add("violation")
+        self._outcome = "rejected"
+        self._consumer = None  # the verdict is in: the rest is shown, folded best effort
+
+    def _checkpoint(self, index: int) -> None:
+        result = fold(self._block, state=self._fold_state, messages=self._fold_messages)
+        self._fold_messages, self._fold_state = result.messages, result.state
+        shared, kept = self._shared, {}
+        blobs: list[bytes] = []
+        size = 0
+        for message in result.messages:
+            blob = orjson.dumps(message)
+            key = str(message.get("id"))
+            previous = shared.get(key)
+            if previous is not None and previous == blob:
+                blob = previous
+            kept[key] = blob
+            blobs.append(blob)
+            size += len(blob)
+        state = orjson.dumps(result.state)
+        size += len(state)
+        self._shared = kept
+        self._checkpoints.append(_Checkpoint(index, tuple(blobs), state))
+        self._block = []
+        self._block_start = index + 1
+        self._gap = max(self._every, size // CHECKPOINT_BYTES_PER_EVENT)
+
+    # -- reading -------------------------------------------------------------
+
+    @property
+    def outcome(self) -> str:
+        if self._outcome == "rejected":
+            return "rejected"
+        if self.live:
+            return "live"
+        return self._outcome or "truncated"
+
+    @property
+    def timed(self) -> bool:
+        return bool(self._raw) and self._timed_all
+
+    def type_at(self, index: int) -> str:
+        return self._types[self._type_of[index]]
+
+    def raw_at(self, index: int) -> bytes:
+        return self._raw[index]
+
+    def json_at(self, index: int) -> Any:
+        return orjson.loads(self._raw[index])
+
+    def t_at(self, index: int) -> float | None:
+        value = self._t[index]
+        return None if math.isnan(value) else value
+
+    def owner_at(self, index: int) -> str | None:
+        code = self._owner[index] if index < len(self._owner) else -1
+        return None if code < 0 else self._owner_names[code]
+
+    def flags_at(self, index: int) -> list[str]:
+        return sorted(self._flagged.get(index, ()))
+
+    def problems_at(self, index: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        if index not in self._flagged:
+            return [], []
+        return (
+            [v for v in self.violations if v["index"] == index],
+            [w for w in self.warnings if w["index"] == index],
+        )
+
+    def row(self, index: int) -> dict[str, Any]:
+        obj = self.json_at(index)
+        ids: dict[str, str] = {}
+        if isinstance(obj, dict):
+            for key, _ in _ID_FIELDS:
+                value = obj.get(key)
+                if isinstance(value, str):
+                    ids[key] = value
+        return {
+            "index": index,
+            "type": self.type_at(index),
+            "t": self.t_at(index),
+            "ids": ids,
+            "owner": self.owner_at(index),
+            "summary": summary_of(obj),
+            "flags": self.flags_at(index),
+        }
+
+    def matching(
+        self, types: Sequence[str] = (), text: str = "", ident: str = ""
+    ) -> Iterator[int]:
+        """Event indexes passing every given filter, in order (``types``: any of them)."""
+        if ident:
+            candidates: Iterable[int] = self._by_id.get(ident, ())
+        elif types:
+            merged: list[int] = []
+            for name in types:
+                code = self._type_code.get(name)
+                if code is not None:
+                    merged.extend(self._by_type[code])
+            candidates = sorted(merged) if len(types) > 1 else merged
+        else:
+            candidates = range(len(self._raw))
+        codes = {self._type_code[t] for t in types if t in self._type_code}
+        needle = text.lower().encode() if text else b""
+        for index in candidates:
+            if types and self._type_of[index] not in codes:
+                continue
+            if needle and needle not in self._raw[index].lower():
+                continue
+            yield index
+
+    def types_count(self) -> dict[str, int]:
+        return {name: len(self._by_type[code]) for code, name in enumerate(self._types)}
+
+    def t0(self) -> float | None:
+        if not self.timed:
+            return None
+        return min(self._t)
+
+    def lanes(self) -> list[dict[str, Any]]:
+        return self._lanes.rows(TICKS_CAP)
+
+    def fold_at(self, at: int) -> dict[str, Any]:
+        """Messages and state after events 0..``at`` (a checkpoint plus a short replay)."""
+        if not 0 <= at < len(self._raw):
+            raise IndexError(at)
+        first: int = 0
+        messages: list[dict[str, Any]] = []
+        state: Any = {}
+        lo, hi = 0, len(self._checkpoints)
+        while lo < hi:  # the last checkpoint at or before ``at``
+            mid = (lo + hi) // 2
+            if self._checkpoints[mid].at <= at:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo:
+            point = self._checkpoints[lo - 1]
+            first = point.at + 1
+            messages, state = point.restore()
+        result = fold(self._replay(first, at), state=state, messages=messages)
+        return {"at": at, "messages": result.messages, "state": result.state}
+
+    def _replay(self, first: int, last: int) -> Iterator[BaseEvent]:
+        for index in range(first, last + 1):
+            expanded = self._expanded.get(index)
+            for raw in expanded if expanded is not None else (self._raw[index],):
+                try:
+                    event = decode(raw).event
+                except ProtocolViolation:
+                    continue  # a malformed event was never folded
+                if event is not None:
+                    yield event
+
+    def events(self) -> Iterator[tuple[int, BaseEvent]]:
+        """The decodable events with their indexes (what a chain's first stage gets)."""
+        for index, raw in enumerate(self._raw):
+            try:
+                event = decode(raw).event
+            except ProtocolViolation:
+                continue
+            if event is not None:
+                yield index, event
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "label": self.label,
+            "events": len(self._raw),
+            "timed": self.timed,
+            "t0": self.t0(),
+            "types": self.types_count(),
+            "outcome": self.outcome,
+            "lanes": self.lanes(),
+            "violations": list(self.violations),
+            "warnings": list(self.warnings),
+            "stages": None if self.stages is None else [s.summary() for s in self.stages],
+        }
+
+    def listing(self) -> dict[str, Any]:
+        return {"id": self.id, "label": self.label, "events": len(self._raw),
+                "live": self.live, "outcome": self.outcome}

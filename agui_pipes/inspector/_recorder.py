@@ -1,0 +1,56 @@
+"""The stage ``serve --inspect`` appends to every run's chain: it records, passing all.
+
+It sees exactly what the client is sent (the chain's output), starts a live run in
+the ``RecentRuns`` ring at the first event and seals it at the end of the stream.
+A run the client abandoned never reaches ``finish()``: it stays ``live`` until the
+ring drops it, which bounds what it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from ag_ui.core import BaseEvent, EventType
+
+from .. import StreamTransformer
+
+if TYPE_CHECKING:
+    from ._app import RecentRuns
+    from ._model import InspectedRun
+
+__all__ = ["Recorder"]
+
+
+class Recorder(StreamTransformer):
+    """Pass-through; each fresh copy records one stream into ``runs``."""
+
+    def __init__(self, runs: RecentRuns) -> None:
+        self._runs = runs
+        self._run: InspectedRun | None = None
+
+    @property
+    def name(self) -> str:
+        return "inspect"
+
+    def fresh(self) -> Recorder:
+        return Recorder(self._runs)
+
+    def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
+        run = self._run
+        if run is None:
+            run = self._run = self._runs.start(_label(event))
+        run.add(event)
+        return (event,)
+
+    def finish(self) -> Iterable[BaseEvent]:
+        if self._run is not None:
+            self._run.close()
+        return ()
+
+
+def _label(event: BaseEvent) -> str:
+    if event.type is EventType.RUN_STARTED:
+        thread: Any = getattr(event, "thread_id", "?")
+        return f"{thread} / {getattr(event, 'run_id', '?')}"
+    return f"run starting with {event.type.value}"
