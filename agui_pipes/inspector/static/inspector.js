@@ -280,6 +280,8 @@
       svg.appendChild(axisG);
       clear(inner);
       inner.appendChild(svg);
+      $("tl-range").setAttribute("data-lo", String(domain[0]));
+      $("tl-range").setAttribute("data-hi", String(domain[1]));
       $("tl-range").textContent = (axis() === "time" ? "ms " : "events ") +
         label(domain[0]) + " – " + label(domain[1]) + " · " + total + " lanes";
     }
