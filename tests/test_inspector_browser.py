@@ -355,6 +355,39 @@ def test_the_pipeline_view_lists_what_filter_tool_calls_dropped(
     page.close()
 
 
+def test_the_pipeline_view_shows_the_diff_of_a_changed_event(
+    browser: Browser, tmp_path: Path
+) -> None:
+    chain = tmp_path / "chain.yaml"
+    chain.write_text(
+        "version: 1\ntransformers:\n"
+        "  - type: filter_tool_calls\n    deny: ['internal_*']\n"
+        "  - type: redact\n    patterns: ['Lisbon']\n",
+        encoding="utf-8",
+    )
+    inspector = _Inspector(DEMO, "--config", str(chain))
+    try:
+        page = _open(browser, inspector.url, "pipeline")
+        expect(page.get_by_test_id("stage")).to_have_count(2)
+        second = page.locator("[data-testid=stage][data-stage='1']")
+        expect(second).to_contain_text(re.compile("redact", re.IGNORECASE))
+        second.get_by_test_id("stage-count-changed").click()
+        rows = page.get_by_test_id("stage-row")
+        expect(rows.first).to_be_visible()
+        assert set(rows.evaluate_all("els => els.map(e => e.dataset.kind)")) == {"changed"}
+        page.locator("[data-testid=stage-row][data-type=STATE_SNAPSHOT]").first.click()
+        diff = page.get_by_test_id("stage-diff")
+        expect(diff).to_contain_text("/snapshot/city")
+        expect(diff).to_contain_text("[REDACTED]")
+        shown = json.loads(page.get_by_test_id("stage-event-json").inner_text())
+        assert shown["snapshot"]["city"] == "Lisbon"  # the input event, before the stage
+        _shot(page, "pipeline-diff")
+        _no_page_errors(page)
+        page.close()
+    finally:
+        inspector.close()
+
+
 def test_without_a_chain_the_pipeline_view_says_how_to_get_one(
     browser: Browser, demo: _Inspector
 ) -> None:
