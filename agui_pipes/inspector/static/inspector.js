@@ -145,17 +145,21 @@
     });
   }
 
+  function runInfo(summary) {
+    var info = summary.events + " events · " + summary.outcome;
+    if (summary.violations.length) info += " · " + summary.violations.length + " violation(s)";
+    if (summary.warnings.length) info += " · " + summary.warnings.length + " warning(s)";
+    $("run-info").textContent = info;
+    $("run-info").setAttribute("data-outcome", summary.outcome);
+  }
+
   function openRun(id) {
     S.runId = id;
     S.selected = null;
     return api(runPath("summary")).then(function (summary) {
       S.summary = summary;
       showError("");
-      var info = summary.events + " events · " + summary.outcome;
-      if (summary.violations.length) info += " · " + summary.violations.length + " violation(s)";
-      if (summary.warnings.length) info += " · " + summary.warnings.length + " warning(s)";
-      $("run-info").textContent = info;
-      $("run-info").setAttribute("data-outcome", summary.outcome);
+      runInfo(summary);
       var tabPipe = document.querySelector('.tabs button[data-view="pipeline"]');
       tabPipe.title = summary.stages ? "" : "start with --config CHAIN.yaml to see the stages";
       Timeline.reset();
@@ -208,17 +212,23 @@
       return [0, Math.max(n - 1, 1)];
     }
 
-    function reset() {
+    // keepView: a live run's summary was refreshed; keep the zoom the user chose.
+    function reset(keepView) {
+      var wasFull = domain[0] === full[0] && domain[1] === full[1];
       lanes = S.summary.lanes.slice();
       laneIndex = {};
       lanes.forEach(function (l) { laneIndex[l.id] = l; });
       var timeOpt = $("tl-axis").querySelector('option[value="time"]');
       timeOpt.disabled = !S.summary.timed;
       if (timesFor !== S.runId) { times = null; timesFor = null; }
-      $("tl-axis").value = S.summary.timed && S.summary.events <= 50000 ? "time" : "index";
-      if ($("tl-axis").value === "time") loadTimes();
+      if (!keepView) $("tl-axis").value = S.summary.timed && S.summary.events <= 50000 ? "time" : "index";
+      if (!S.summary.timed) $("tl-axis").value = "index";
+      if ($("tl-axis").value === "time") {
+        if (keepView) times = null;  // new events: their times are fetched again
+        loadTimes();
+      }
       full = extent();
-      domain = full.slice();
+      if (!keepView || wasFull) domain = full.slice();
     }
 
     // The summary gives lane bounds as event indexes; a time axis needs every
@@ -462,6 +472,14 @@
       fetchPage(0).then(function () { render(); });
     }
 
+    // A live run grew: drop the cached pages, keep the filters and the scroll position.
+    function refresh() {
+      generation++;
+      pages = new Map();
+      var p = Math.floor($("ev-scroll").scrollTop / ROW_H / PAGE);
+      fetchPage(p).then(function () { render(); });
+    }
+
     function fetchPage(p) {
       if (pages.has(p)) return Promise.resolve(pages.get(p));
       var gen = generation;
@@ -564,7 +582,7 @@
       $("ev-q").addEventListener("input", later);
     }
 
-    return { reset: reset, render: render, install: install, selectIndex: selectIndex };
+    return { reset: reset, refresh: refresh, problems: problems, render: render, install: install, selectIndex: selectIndex };
   })();
 
   // ---- pipeline ------------------------------------------------------------------
@@ -598,6 +616,10 @@
             onclick: function () { pick(n, k); } }, st[k]) : "0"));
         });
         table.appendChild(h("tr", { "data-testid": "stage", "data-stage": n, class: n === stage ? "selected" : "" }, cells));
+        if (st.error) {
+          table.appendChild(h("tr", { class: "stage-error" }, h("td", { colspan: 7, "data-testid": "stage-error" },
+            "✖ the stage raised and stopped here: " + st.error)));
+        }
       });
       pick(stage, kind);
     }
@@ -683,6 +705,16 @@
       sc.max = String(Math.max(n - 1, 0));
       at = Math.max(n - 1, 0);
       sc.value = String(at);
+    }
+
+    // A live run grew: a scrubber at the end follows it, one set earlier stays put.
+    function extend() {
+      var sc = $("rs-scrub"), atEnd = Number(sc.value) === Number(sc.max);
+      sc.max = String(Math.max(S.summary.events - 1, 0));
+      if (atEnd) {
+        sc.value = sc.max;
+        if (S.view === "result") load(Number(sc.value));
+      }
     }
 
     function show() { load(Number($("rs-scrub").value)); }
@@ -809,7 +841,7 @@
       $("rs-next").addEventListener("click", function () { step(1); });
     }
 
-    return { reset: reset, show: show, install: install };
+    return { reset: reset, extend: extend, show: show, install: install };
   })();
 
   // ---- start ------------------------------------------------------------------------
@@ -850,9 +882,11 @@
   function openRunKeepingView() {
     return api(runPath("summary")).then(function (summary) {
       S.summary = summary;
-      $("run-info").textContent = summary.events + " events · " + summary.outcome;
-      Timeline.reset();
-      Result.reset();
+      runInfo(summary);
+      Timeline.reset(true);
+      Events.problems();
+      Events.refresh();
+      Result.extend();
       if (S.view === "timeline") Timeline.draw();
     });
   }
