@@ -17,6 +17,8 @@ holds on a loaded machine while the absolute times do not.
 * **scroll**: scrolling the table one screen per animation frame for 200 frames;
   the median and 95th percentile frame time and how many frames still showed
   placeholder rows (pages not fetched yet).
+  Then one screen per 100 ms (a fast wheel): how many screens still showed
+  placeholders 100 ms after scrolling there.
 * **DOM and heap**: the number of elements in the page after scrolling, and the JS
   heap used after a forced garbage collection (CDP ``Runtime.getHeapUsage``).
 
@@ -103,6 +105,17 @@ class _Server:
 
 
 _FIRST_ROW = {"events": "[data-testid=event-row]", "timeline": "[data-testid=lane]"}
+
+_STEADY_JS = """async ([steps, step, pause]) => {
+  const el = document.getElementById('ev-scroll');
+  let pending = 0;
+  for (let i = 0; i < steps; i++) {
+    el.scrollTop += step;
+    await new Promise(r => setTimeout(r, pause));
+    if (el.querySelector('.ev-row.pending')) pending++;
+  }
+  return pending;
+}"""
 
 _SCROLL_JS = """async ([frames, step]) => {
   const el = document.getElementById('ev-scroll');
@@ -206,6 +219,9 @@ def main() -> None:
             print(f"scroll one screen per frame: {statistics.median(frames):.1f} ms median "
                   f"frame, {p95:.1f} ms p95, {pending} of {len(frames)} frames showed "
                   f"placeholder rows")
+            steady = sum(page.evaluate(_STEADY_JS, [50, 900, 100]) for _ in range(args.repeat))
+            print(f"scroll one screen per 100 ms: {steady} of {args.repeat * 50} screens still "
+                  f"showed placeholder rows 100 ms after the scroll")
             heap, nodes = _heap_mb(page)
             page.close()
             small_page = _open_events(browser, small.url)

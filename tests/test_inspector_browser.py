@@ -14,6 +14,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -267,6 +269,44 @@ def test_the_timeline_zooms_with_the_wheel_and_pans_by_dragging(
     page.close()
 
 
+def test_a_timed_stream_is_drawn_on_a_time_axis(browser: Browser, tmp_path: Path) -> None:
+    lines = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r", "timestamp": 1000},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant", "timestamp": 1001},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi", "timestamp": 1002},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m", "timestamp": 1003},
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "slow", "timestamp": 9000},
+        {"type": "TOOL_CALL_END", "toolCallId": "c", "timestamp": 9001},
+        {"type": "TOOL_CALL_RESULT", "toolCallId": "c", "messageId": "r1", "content": "ok",
+         "timestamp": 9002},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "timestamp": 10000},
+    ]
+    path = tmp_path / "timed.ndjson"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    inspector = _Inspector(path)
+    try:
+        page = _open(browser, inspector.url, "timeline")
+        bar = page.locator("[data-testid=lane][data-raw-id=c] [data-testid=lane-bar]")
+        run = page.locator("[data-testid=lane][data-kind=run] [data-testid=lane-bar]")
+
+        def fraction() -> float:
+            x = float(bar.get_attribute("x") or "nan")
+            x0 = float(run.get_attribute("x") or "nan")
+            width = float(run.get_attribute("width") or "nan")
+            return (x - x0) / width
+
+        expect(page.get_by_test_id("tl-axis")).to_have_value("time")
+        expect(page.get_by_test_id("tl-range")).to_contain_text("ms")
+        assert fraction() == pytest.approx(8000 / 9000, abs=0.01)  # t=9000 in 1000..10000
+        page.get_by_test_id("tl-axis").select_option("index")
+        expect(page.get_by_test_id("tl-range")).to_contain_text("events")
+        assert fraction() == pytest.approx(4 / 7, abs=0.01)  # event 4 of 0..7
+        _no_page_errors(page)
+        page.close()
+    finally:
+        inspector.close()
+
+
 def test_clicking_an_event_shows_its_json(browser: Browser, demo: _Inspector) -> None:
     events = _lines(DEMO)
     page = _open(browser, demo.url, "events")
@@ -497,3 +537,73 @@ def test_event_text_is_shown_as_text_never_as_markup(browser: Browser, tmp_path:
         page.close()
     finally:
         inspector.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_serve_inspect_shows_a_run_live_while_it_streams(browser: Browser) -> None:
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # --pace: the demo agent pauses between words, so the run is live for seconds.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agui_pipes", "serve", "--demo", "--inspect", "--pace", "0.04",
+         "--port", str(port), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    streamed: list[str] = []
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/inspect/api/runs", timeout=2) as response:
+                    response.read()
+                break
+            except OSError:
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < deadline, "serve --inspect did not come up"
+                time.sleep(0.1)
+        page = _open(browser, f"{base}/inspect/", "events")
+        expect(page.get_by_test_id("run-info")).to_contain_text("no runs yet")
+
+        body = json.dumps({"threadId": "t1", "runId": "r1", "state": {}, "messages": [],
+                           "tools": [], "context": [], "forwardedProps": {}}).encode()
+
+        def post() -> None:
+            request = urllib.request.Request(
+                f"{base}/", data=body, headers={"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                streamed.extend(
+                    line for line in response.read().decode().splitlines()
+                    if line.startswith("data:")
+                )
+
+        client = threading.Thread(target=post)
+        client.start()
+        info = page.get_by_test_id("run-info")
+        expect(info).to_have_attribute("data-outcome", "live", timeout=15000)
+        rows = page.get_by_test_id("event-row")
+        expect(rows.first).to_be_visible()
+        client.join(60)
+        assert streamed, "the demo run streamed nothing"
+        expect(info).to_have_attribute("data-outcome", "finished", timeout=15000)
+        expect(page.get_by_test_id("events-count")).to_contain_text(
+            f"{len(streamed)} of {len(streamed)} events"
+        )
+        page.click("[data-testid=tab-timeline]")
+        expect(page.locator("[data-testid=lane][data-kind=subagent]").first).to_be_visible()
+        _no_page_errors(page)
+        page.close()
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()

@@ -11,6 +11,7 @@
   var LANE_H = 22;         // timeline row height
   var LABEL_W = 300;       // timeline label column width
   var AXIS_H = 22;
+  var POLL_MS = 2000;      // how often the run list (and a live run) is refreshed
 
   // ---- small DOM helpers -------------------------------------------------
 
@@ -137,7 +138,10 @@
         sel.appendChild(h("option", { value: run.id },
           run.label + " — " + run.events + " events, " + run.outcome));
       });
-      if (!body.runs.length) { showError("No runs to inspect yet."); return null; }
+      if (!body.runs.length) {
+        $("run-info").textContent = "no runs yet: they appear here as the server serves them";
+        return null;
+      }
       var keep = body.runs.some(function (r) { return r.id === S.runId; });
       var id = keep ? S.runId : body.runs[0].id;
       sel.value = id;
@@ -505,7 +509,10 @@
       var first = Math.max(0, Math.floor(sc.scrollTop / ROW_H) - 10);
       var last = Math.min(total, Math.ceil((sc.scrollTop + sc.clientHeight) / ROW_H) + 10);
       var need = {};
-      for (var p = Math.floor(first / PAGE); p <= Math.floor(Math.max(last - 1, 0) / PAGE); p++) {
+      // The pages in view, and the neighbours within a page of it: scrolling on
+      // finds its rows already fetched more often.
+      var ahead = Math.min(total, last + PAGE), behind = Math.max(0, first - PAGE);
+      for (var p = Math.floor(behind / PAGE); p <= Math.floor(Math.max(ahead - 1, 0) / PAGE); p++) {
         var page = pages.get(p);
         if (!page) need[p] = true;
       }
@@ -871,12 +878,13 @@
     }).catch(function (e) { showError(e.message); });
     // Live runs (serve --inspect): refresh the run list, and the summary of a live run.
     setInterval(function () {
-      if (!S.summary || document.hidden) return;
-      var live = S.summary.outcome === "live";
-      loadRuns().then(function () {
+      if (document.hidden) return;
+      var live = S.summary !== null && S.summary.outcome === "live";
+      loadRuns().then(function (id) {
+        if (S.summary === null && id !== null) return openRun(id);  // the first run arrived
         if (live) return openRunKeepingView();
       }).catch(function () { /* the server went away: keep what is shown */ });
-    }, 3000);
+    }, POLL_MS);
   }
 
   function openRunKeepingView() {
