@@ -162,6 +162,18 @@ def test_events_page_and_filters(demo: TestClient) -> None:
     both = get(demo, "/api/runs/0/events?q=forecast&type=TOOL_CALL_START")
     assert [r["summary"] for r in both["rows"]] == ["toolCallName=get_forecast"]
     assert get(demo, "/api/runs/0/events?q=no-such-text")["total"] == 0
+    # Text and id together; a text hit counts its event once, however often it occurs.
+    mixed = get(demo, "/api/runs/0/events?q=demo-run&id=demo-run-call-4")
+    assert mixed["total"] == by_id_count(demo, "demo-run-call-4")
+    assert get(demo, "/api/runs/0/events?q=DEMO-RUN")["total"] == sum(
+        b"demo-run" in line for line in DEMO_LINES
+    )
+    assert get(demo, "/api/runs/0/events?offset=200")["rows"] == []
+
+
+def by_id_count(client: TestClient, ident: str) -> int:
+    total: int = get(client, f"/api/runs/0/events?id={ident}")["total"]
+    return total
 
 
 def test_untagged_continuations_inherit_their_owner() -> None:
@@ -373,6 +385,8 @@ def test_recent_runs_ring_is_bounded_and_newest_first() -> None:
     assert [r["id"] for r in listed] == ["3", "2"]
     assert all(r["live"] and r["outcome"] == "live" and r["events"] == 3 for r in listed)
     assert "recording-capped" in {w["code"] for w in get(client, "/api/runs/3/summary")["warnings"]}
+    # A live run is searched too (event by event: it is still growing).
+    assert get(client, "/api/runs/3/events?q=REASONING")["total"] == 2
     get(client, "/api/runs/1/summary", 404)
 
 

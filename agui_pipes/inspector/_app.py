@@ -152,13 +152,8 @@ def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> S
         types = [t for t in request.query_params.get("type", "").split(",") if t]
         text = request.query_params.get("q", "")
         ident = request.query_params.get("id", "")
-        total = 0
-        rows: list[dict[str, Any]] = []
-        for index in run.matching(types, text, ident):
-            if offset <= total < offset + limit:
-                rows.append(run.row(index))
-            total += 1
-        return {"total": total, "offset": offset, "rows": rows}
+        total, indexes = run.page(offset, limit, types, text, ident)
+        return {"total": total, "offset": offset, "rows": [run.row(i) for i in indexes]}
 
     def event(request: Request) -> Any:
         run = run_of(request)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -35,12 +36,12 @@ from ..codecs import DecodeError, DecodeWarning, decode, encode_json
 from ..verify import ProtocolViolation
 from ._lanes import LaneBuilder
 
-__all__ = ["CHECKPOINT_EVERY", "TICKS_CAP", "InspectedRun", "summary_of", "wire_json"]
+__all__ = ["CHECKPOINT_EVERY", "TICKS_CAP", "InspectedRun", "kept", "summary_of", "wire_json"]
 
 CHECKPOINT_EVERY = 512
 """Fewest events between fold checkpoints (see ``CHECKPOINT_BYTES_PER_EVENT``)."""
 
-CHECKPOINT_BYTES_PER_EVENT = 256
+CHECKPOINT_BYTES_PER_EVENT = 128
 """A checkpoint copies the whole conversation, so one is taken only after at least one
 event per this many bytes of it: checkpoint costs stay O(1) per event however long the
 conversation grows (a 100k-event stream is not quadratic), and a ``fold?at=`` replays at
@@ -61,6 +62,9 @@ _ID_FIELDS = (
     ("stepName", "step_name"),
     ("interruptId", "interrupt_id"),
 )
+_ID_ATTRIBUTES: dict[type, tuple[str, ...]] = {}
+"""The id attributes each event class has (most have one or two of the ten)."""
+
 _SUMMARY_FIELDS = (
     "delta", "content", "message", "toolCallName", "name", "stepName", "role", "activityType",
     "snapshot", "patch", "value", "result", "outcome", "messages", "event",
@@ -68,9 +72,18 @@ _SUMMARY_FIELDS = (
 _SUMMARY_MAX = 120
 
 
+def kept(data: bytes) -> bytes:
+    """``data`` in a bytes object of its own size, to be held for long.
+
+    orjson's output keeps the buffer it grew in (4 kB for a 60-byte event): held
+    per event, that would be most of an inspected run's memory.
+    """
+    return bytes(memoryview(data))
+
+
 def wire_json(event: BaseEvent) -> bytes:
-    """The event as compact wire JSON (camelCase, unset fields left out)."""
-    return encode_json(event)
+    """The event as compact wire JSON (camelCase, unset fields left out), to be kept."""
+    return kept(encode_json(event))
 
 
 def _shorten(text: str, limit: int = _SUMMARY_MAX) -> str:
@@ -162,6 +175,7 @@ class InspectedRun:
         self._shared: dict[str, bytes] = {}
         self.stages: list[Any] | None = None
         self.capped = False
+        self._haystack: tuple[bytes, array[int]] | None = None
 
     # -- building ------------------------------------------------------------
 
@@ -181,17 +195,19 @@ class InspectedRun:
             return
         event: BaseEvent | None
         obj: Any = None
-        if isinstance(item, BaseEvent):
+        if not isinstance(item, bytes | str | dict) and isinstance(item, BaseEvent):
             event = item
             raw = wire_json(item)
             type_name = item.type.value
         else:
-            if isinstance(item, str):
+            if type(item) is bytes:
+                raw = item.strip()
+            elif isinstance(item, str):
                 raw = item.strip().encode()
             elif isinstance(item, bytes | bytearray):
                 raw = bytes(item).strip()
             else:
-                raw = orjson.dumps(item)
+                raw = kept(orjson.dumps(item))
                 obj = item
             event = None
             try:
@@ -212,7 +228,6 @@ class InspectedRun:
                         obj = None
                 found = obj.get("type") if isinstance(obj, dict) else None
                 type_name = found if isinstance(found, str) else "(not an event)"
-        self._raw.append(raw)
         self._note_type(index, type_name)
         timestamp = event.__dict__.get("timestamp") if event is not None else None
         if timestamp is None and isinstance(obj, dict):
@@ -225,6 +240,7 @@ class InspectedRun:
             self._t.append(float(timestamp))
         if event is None:
             self._owner.append(-1)
+            self._raw.append(raw)  # last: readers bound themselves by len(self._raw)
             return
         self._index_ids(index, event)
         delivered: Sequence[BaseEvent] = (event,)
@@ -244,6 +260,7 @@ class InspectedRun:
         for out in delivered:
             owner = self._lanes.observe(index, out) or owner
         self._owner.append(self._owner_id(owner))
+        self._raw.append(raw)  # last: readers bound themselves by len(self._raw)
         self._block.extend(delivered)
         if index + 1 - self._block_start >= self._gap:
             self._checkpoint(index)
@@ -326,8 +343,13 @@ class InspectedRun:
 
     def _index_ids(self, index: int, event: BaseEvent) -> None:
         by_id = self._by_id
-        fields = event.__dict__  # pydantic's field values: no __getattr__ fallback per miss
-        for _, attribute in _ID_FIELDS:
+        cls = event.__class__
+        attributes = _ID_ATTRIBUTES.get(cls)
+        if attributes is None:
+            names = cls.model_fields
+            attributes = _ID_ATTRIBUTES[cls] = tuple(a for _, a in _ID_FIELDS if a in names)
+        fields = event.__dict__  # pydantic's field values: no __getattr__ fallback
+        for attribute in attributes:
             value = fields.get(attribute)
             if isinstance(value, str):
                 hits = by_id.get(value)
@@ -363,7 +385,8 @@ class InspectedRun:
     def _checkpoint(self, index: int) -> None:
         result = fold(self._block, state=self._fold_state, messages=self._fold_messages)
         self._fold_messages, self._fold_state = result.messages, result.state
-        shared, kept = self._shared, {}
+        shared: dict[str, bytes] = self._shared
+        now: dict[str, bytes] = {}
         blobs: list[bytes] = []
         size = 0
         for message in result.messages:
@@ -372,12 +395,16 @@ class InspectedRun:
             previous = shared.get(key)
             if previous is not None and previous == blob:
                 blob = previous
-            kept[key] = blob
+            else:
+                blob = kept(blob)
+            now[key] = blob
             blobs.append(blob)
             size += len(blob)
         state = orjson.dumps(result.state)
+        previous_state = self._checkpoints[-1].state if self._checkpoints else None
+        state = previous_state if previous_state == state else kept(state)
         size += len(state)
-        self._shared = kept
+        self._shared = now
         self._checkpoints.append(_Checkpoint(index, tuple(blobs), state))
         self._block = []
         self._block_start = index + 1
@@ -443,12 +470,23 @@ class InspectedRun:
             "flags": self.flags_at(index),
         }
 
-    def matching(
-        self, types: Sequence[str] = (), text: str = "", ident: str = ""
-    ) -> Iterator[int]:
-        """Event indexes passing every given filter, in order (``types``: any of them)."""
-        if ident:
-            candidates: Iterable[int] = self._by_id.get(ident, ())
+    def page(
+        self, offset: int, limit: int, types: Sequence[str] = (), text: str = "",
+        ident: str = "",
+    ) -> tuple[int, list[int]]:
+        """How many events pass every given filter, and the indexes of one page of them.
+
+        ``types``: any of them; ``text``: a case-insensitive substring of the JSON;
+        ``ident``: an id field equal to it. Without filters nothing is scanned.
+        """
+        count = len(self._raw)  # a live run may grow meanwhile: its newest event is not indexed
+        if not (types or text or ident):
+            return count, list(range(offset, min(offset + limit, count)))
+        candidates: Iterable[int]
+        if text:
+            candidates = self._text_hits(text.lower().encode(), count)
+        elif ident:
+            candidates = self._by_id.get(ident, ())
         elif types:
             merged: list[int] = []
             for name in types:
@@ -456,16 +494,51 @@ class InspectedRun:
                 if code is not None:
                     merged.extend(self._by_type[code])
             candidates = sorted(merged) if len(types) > 1 else merged
-        else:
-            candidates = range(len(self._raw))
         codes = {self._type_code[t] for t in types if t in self._type_code}
-        needle = text.lower().encode() if text else b""
+        wanted = None
+        if ident and text:
+            wanted = set(self._by_id.get(ident, ()))
+        total = 0
+        found: list[int] = []
+        type_of = self._type_of
         for index in candidates:
-            if types and self._type_of[index] not in codes:
+            if index >= count:
+                break
+            if types and type_of[index] not in codes:
                 continue
-            if needle and needle not in self._raw[index].lower():
+            if wanted is not None and index not in wanted:
                 continue
-            yield index
+            if offset <= total < offset + limit:
+                found.append(index)
+            total += 1
+        return total, found
+
+    def _text_hits(self, needle: bytes, count: int) -> list[int]:
+        """Indexes of the events whose lower-cased JSON holds ``needle``.
+
+        A closed run searches one lower-cased copy of all its events with ``bytes.find``
+        (made on the first text search, kept: about the file's size), a C-speed scan
+        instead of lower-casing every event per request; a live run scans its events.
+        """
+        if self.live or b"\n" in needle:
+            return [i for i in range(count) if needle in self._raw[i].lower()]
+        if self._haystack is None:
+            starts = array("q")
+            position = 0
+            for raw in self._raw:
+                starts.append(position)
+                position += len(raw) + 1
+            self._haystack = (b"\n".join(self._raw).lower(), starts)
+        haystack, starts = self._haystack
+        hits: list[int] = []
+        at = haystack.find(needle)
+        while at >= 0:
+            index = bisect_right(starts, at) - 1
+            hits.append(index)
+            if index + 1 >= len(starts):
+                break
+            at = haystack.find(needle, starts[index + 1])
+        return hits
 
     def types_count(self) -> dict[str, int]:
         return {name: len(self._by_type[code]) for code, name in enumerate(self._types)}

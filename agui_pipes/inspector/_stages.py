@@ -26,6 +26,7 @@ from ag_ui.core import BaseEvent
 
 from .. import AsyncStreamTransformer, Stage, StreamOperator, TransformerChain
 from ..codecs import decode, encode_json
+from ._model import summary_of, wire_json
 
 __all__ = ["KINDS", "StageRecord", "record_stages"]
 
@@ -118,8 +119,6 @@ def _normalised(raw: bytes) -> Any:
 
 
 def _summary(obj: Any) -> str:
-    from ._model import summary_of
-
     return summary_of(obj)
 
 
@@ -133,14 +132,9 @@ def _as_chain(chain: Any) -> TransformerChain:
 def record_stages(run: Any, chain: Any) -> list[StageRecord]:
     """Run each stage of ``chain`` over the run's events, stage after stage."""
     stages = list(_as_chain(chain).stages)
-    indexes: list[int] = []
-    events: list[BaseEvent] = []
-    for index, event in run.events():
-        indexes.append(index)
-        events.append(event)
     raw: Sequence[bytes] = _SparseRaw(run)
     records: list[StageRecord] = []
-    current: list[tuple[int, BaseEvent]] = list(zip(indexes, events, strict=True))
+    current: list[tuple[int, BaseEvent]] = list(run.events())
     for stage in stages:
         record = StageRecord(stage.name, raw, [i for i, _ in current])
         produced = _run_stage(stage, current, record)
@@ -209,13 +203,13 @@ def _match(record: StageRecord, position: int, event: BaseEvent, outs: list[Base
     if not passed:
         if fresh:
             first = fresh.pop(0)
-            record.note(_CHANGED, position, [encode_json(first)])
+            record.note(_CHANGED, position, [wire_json(first)])
             produced.append(first)
         else:
             record.held[id(event)] = (len(record.kind), event)
             record.note(_DROPPED, position, ())
     for out in fresh:
-        record.note(_ADDED, position, [encode_json(out)])
+        record.note(_ADDED, position, [wire_json(out)])
         produced.append(out)
 
 
@@ -225,7 +219,7 @@ def _added(record: StageRecord, outs: Iterable[BaseEvent], produced: list[BaseEv
         if held is not None and held[1] is out:
             record.release(held[0], record.inputs[record.source[held[0]]])
         else:
-            record.note(_ADDED, -1, [encode_json(out)])
+            record.note(_ADDED, -1, [wire_json(out)])
         produced.append(out)
     record.held.clear()
 
@@ -267,7 +261,7 @@ async def _run_operator(
             matched.add(position)
             record.note(_PASSED, position, [record.inputs[position]])
         else:
-            record.note(_ADDED, -1, [encode_json(out)])
+            record.note(_ADDED, -1, [wire_json(out)])
         produced.append(out)
     for position, _ in inputs:
         if position not in matched:
