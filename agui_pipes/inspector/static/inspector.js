@@ -8,6 +8,7 @@
   var SVGNS = "http://www.w3.org/2000/svg";
   var ROW_H = 22;          // events table row height (px), matches .row in the CSS
   var PAGE = 200;          // events fetched per request
+  var MAX_PAGES = 30;      // event pages kept in memory
   var LANE_H = 22;         // timeline row height
   var LABEL_W = 300;       // timeline label column width
   var AXIS_H = 22;
@@ -484,6 +485,24 @@
       fetchPage(p).then(function () { render(); });
     }
 
+    function missing(from, to) {
+      var out = [];
+      for (var p = Math.floor(from / PAGE); p <= Math.floor(Math.max(to - 1, 0) / PAGE); p++) {
+        if (!pages.has(p)) out.push(p);
+      }
+      return out;
+    }
+
+    // Keep the page cache bounded (a 100k-event file is 500 pages): drop the
+    // fetched pages farthest from the view.
+    function evict(around) {
+      if (pages.size <= MAX_PAGES) return;
+      var loaded = [];
+      pages.forEach(function (rows, p) { if (Array.isArray(rows)) loaded.push(p); });
+      loaded.sort(function (a, b) { return Math.abs(b - around) - Math.abs(a - around); });
+      for (var i = 0; i < loaded.length && pages.size > MAX_PAGES; i++) pages.delete(loaded[i]);
+    }
+
     function fetchPage(p) {
       if (pages.has(p)) return Promise.resolve(pages.get(p));
       var gen = generation;
@@ -494,7 +513,8 @@
         pages.set(p, body.rows);
         return body.rows;
       }).catch(function (e) {
-        if (gen === generation) { pages.delete(p); showError(e.message); }
+        // Remembered as failed (not refetched in a loop); a filter change retries.
+        if (gen === generation) { pages.set(p, "failed"); showError(e.message); }
         return null;
       });
       pages.set(p, promise);
@@ -508,15 +528,13 @@
       $("ev-count").textContent = total + (filterKey ? " matching" : "") + " of " + S.summary.events + " events";
       var first = Math.max(0, Math.floor(sc.scrollTop / ROW_H) - 10);
       var last = Math.min(total, Math.ceil((sc.scrollTop + sc.clientHeight) / ROW_H) + 10);
-      var need = {};
-      // The pages in view, and the neighbours within a page of it: scrolling on
-      // finds its rows already fetched more often.
-      var ahead = Math.min(total, last + PAGE), behind = Math.max(0, first - PAGE);
-      for (var p = Math.floor(behind / PAGE); p <= Math.floor(Math.max(ahead - 1, 0) / PAGE); p++) {
-        var page = pages.get(p);
-        if (!page) need[p] = true;
-      }
-      Object.keys(need).forEach(function (p) { fetchPage(Number(p)).then(function () { render(); }); });
+      // The pages in view first; once they are here, the neighbours within a page
+      // of the view, so scrolling on finds its rows already fetched more often.
+      var visible = missing(first, last);
+      var wanted = visible.length ? visible
+        : missing(Math.max(0, first - PAGE), Math.min(total, last + PAGE));
+      wanted.forEach(function (p) { fetchPage(p).then(function () { render(); }); });
+      evict(Math.floor(first / PAGE));
       var frag = document.createDocumentFragment();
       for (var i = first; i < last; i++) {
         var pg = pages.get(Math.floor(i / PAGE));
