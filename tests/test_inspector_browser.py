@@ -70,10 +70,11 @@ class _Inspector:
 
     def __init__(self, path: Path, *extra: str) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        # Run from the file's folder so the page's label is the file name alone.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agui_pipes", "inspect", str(path), "--no-open", "--port", "0",
+            [sys.executable, "-m", "agui_pipes", "inspect", path.name, "--no-open", "--port", "0",
              *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=path.parent,
         )
         found: list[str] = []
         seen: list[str] = []

@@ -12,6 +12,7 @@
   var LANE_H = 22;         // timeline row height
   var LABEL_W = 300;       // timeline label column width
   var AXIS_H = 22;
+  var RIGHT_PAD = 28;      // room right of the plot for the last axis label
   var POLL_MS = 2000;      // how often the run list (and a live run) is refreshed
 
   // ---- small DOM helpers -------------------------------------------------
@@ -261,7 +262,7 @@
       next();
     }
 
-    function px(x) { return LABEL_W + (x - domain[0]) / (domain[1] - domain[0]) * (width - LABEL_W - 10); }
+    function px(x) { return LABEL_W + (x - domain[0]) / (domain[1] - domain[0]) * (width - LABEL_W - RIGHT_PAD); }
 
     function draw() {
       if (!S.summary || S.view !== "timeline") return;
@@ -370,7 +371,7 @@
         if (!S.summary || ev.shiftKey) return;
         ev.preventDefault();
         var rect = sc.getBoundingClientRect();
-        var frac = Math.min(Math.max((ev.clientX - rect.left - LABEL_W) / (width - LABEL_W - 10), 0), 1);
+        var frac = Math.min(Math.max((ev.clientX - rect.left - LABEL_W) / (width - LABEL_W - RIGHT_PAD), 0), 1);
         var span = domain[1] - domain[0];
         var factor = ev.deltaY > 0 ? 1.25 : 0.8;
         var minSpan = axis() === "index" ? 5 : 1;
@@ -390,7 +391,7 @@
         if (Math.abs(dx) > 3) { dragMoved = true; sc.classList.add("dragging"); }
         if (!dragMoved) return;
         var span = dragging.d0[1] - dragging.d0[0];
-        setDomain(dragging.d0[0] - dx / (width - LABEL_W - 10) * span, span);
+        setDomain(dragging.d0[0] - dx / (width - LABEL_W - RIGHT_PAD) * span, span);
       });
       window.addEventListener("mouseup", function () {
         sc.classList.remove("dragging");
