@@ -270,6 +270,23 @@ def test_the_timeline_zooms_with_the_wheel_and_pans_by_dragging(
     page.close()
 
 
+def test_fit_zooms_the_timeline_to_the_rows_in_view(browser: Browser, demo: _Inspector) -> None:
+    page = _open(browser, demo.url, "timeline", height=260)
+    full = _domain(page)
+    # Scroll the run and the first messages out of view: the tool calls and subagents remain.
+    page.get_by_test_id("timeline").evaluate("el => { el.scrollTop = 5 * 22; }")
+    page.get_by_test_id("tl-fit").click()
+    lo, hi = _domain(page)
+    starts = page.locator("[data-testid=lane-bar]").evaluate_all(
+        "els => els.map(e => Number(e.dataset.start))"
+    )
+    assert full[0] < lo and hi < full[1], (full, lo, hi)
+    assert lo <= 47 <= hi  # search_places, in view, starts at event 47
+    assert starts, "bars are still drawn"
+    _no_page_errors(page)
+    page.close()
+
+
 def test_a_timed_stream_is_drawn_on_a_time_axis(browser: Browser, tmp_path: Path) -> None:
     lines = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r", "timestamp": 1000},
@@ -608,3 +625,31 @@ def test_serve_inspect_shows_a_run_live_while_it_streams(browser: Browser) -> No
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
+
+
+def test_a_long_transcript_shows_the_latest_messages_until_asked_for_all(
+    browser: Browser, tmp_path: Path
+) -> None:
+    n = 350
+    lines: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
+    for i in range(n):
+        lines += [{"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "assistant"},
+                  {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"number {i}"},
+                  {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"}]
+    lines.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
+    path = tmp_path / "long-chat.ndjson"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    inspector = _Inspector(path)
+    try:
+        page = _open(browser, inspector.url, "result")
+        messages = page.get_by_test_id("transcript-message")
+        expect(messages).to_have_count(300)
+        expect(messages.last).to_have_attribute("data-id", f"m{n - 1}")
+        expect(messages.first).to_have_attribute("data-id", f"m{n - 300}")
+        page.get_by_test_id("transcript-show-all").click()
+        expect(messages).to_have_count(n)
+        expect(messages.first).to_have_attribute("data-id", "m0")
+        _no_page_errors(page)
+        page.close()
+    finally:
+        inspector.close()

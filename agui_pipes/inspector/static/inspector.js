@@ -348,7 +348,7 @@
           Events.selectIndex(l.start, true);
         });
         g.appendChild(bar);
-        if (l.ticks && l.ticks.length) {
+        if (l.ticks && l.ticks.length && w >= 6) {
           var d = [];
           for (var k = 0; k < l.ticks.length; k++) {
             var tx = px(xOf(l.ticks[k]));
@@ -401,10 +401,31 @@
       sc.addEventListener("scroll", function () { draw(); });
       window.addEventListener("resize", function () { draw(); });
       $("tl-reset").addEventListener("click", function () { domain = full.slice(); draw(); });
+      $("tl-fit").addEventListener("click", fitVisible);
       $("tl-axis").addEventListener("change", function () {
         if (axis() === "index" && $("tl-axis").value === "time") { loadTimes(); return; }
         full = extent(); domain = full.slice(); draw();
       });
+    }
+
+    // Zoom to the lanes scrolled into view: in a long file they are slivers at full zoom.
+    function fitVisible() {
+      var sc = $("tl-scroll");
+      var first = Math.max(0, Math.floor((sc.scrollTop - AXIS_H) / LANE_H));
+      var last = Math.min(lanes.length, Math.ceil((sc.scrollTop + sc.clientHeight - AXIS_H) / LANE_H));
+      var lo = Infinity, hi = -Infinity;
+      for (var i = first; i < last; i++) {
+        var l = lanes[i];
+        var end = l.end === null || l.end === undefined ? S.summary.events - 1 : l.end;
+        lo = Math.min(lo, xOf(l.start));
+        hi = Math.max(hi, xOf(end));
+      }
+      if (lo === Infinity) return;
+      var span = Math.max(hi - lo, axis() === "index" ? 5 : 1);
+      var pad = span * 0.03;
+      lo = Math.max(full[0], lo - pad);
+      span = Math.min(span + 2 * pad, full[1] - full[0]);
+      setDomain(lo, span);
     }
 
     function setDomain(start, span) {
@@ -724,8 +745,11 @@
 
   var Result = (function () {
     var at = null, generation = 0;
+    var MAX_MESSAGES = 300;  // the latest top-level messages drawn, unless "show all"
+    var showAll = false;
 
     function reset() {
+      showAll = false;
       var n = S.summary.events;
       var sc = $("rs-scrub");
       sc.max = String(Math.max(n - 1, 0));
@@ -768,14 +792,17 @@
       var box = $("rs-transcript");
       clear(box);
       if (!messages.length) { box.appendChild(h("p", { class: "muted" }, "No messages yet at this point.")); return; }
-      var subs = {}, childrenOf = {};
+      var subs = {}, childrenOf = {}, spawner = {};
       var laneById = {};
       S.summary.lanes.forEach(function (l) { laneById[l.id] = l; });
       S.summary.lanes.forEach(function (l) {
         if (l.kind !== "subagent") return;
         var id = laneRawId(l), parent = laneById[l.parent];
         subs[id] = l;
-        if (parent) (childrenOf[laneRawId(parent)] = childrenOf[laneRawId(parent)] || []).push(id);
+        if (parent) {
+          spawner[id] = laneRawId(parent);
+          (childrenOf[laneRawId(parent)] = childrenOf[laneRawId(parent)] || []).push(id);
+        }
       });
       var bySub = {}, results = {}, top = [];
       messages.forEach(function (m) {
@@ -826,8 +853,26 @@
         });
         return el;
       }
-      list(top, box);
-      Object.keys(bySub).forEach(function (id) { append(box, subBlock(id)); });
+      var shownTop = top, hidden = {};
+      if (!showAll && top.length > MAX_MESSAGES) {
+        shownTop = top.slice(top.length - MAX_MESSAGES);
+        top.slice(0, top.length - MAX_MESSAGES).forEach(function (m) {
+          (m.toolCalls || []).forEach(function (c) { hidden[c.id] = true; });
+        });
+        box.appendChild(h("button", { type: "button", "data-testid": "transcript-show-all",
+          onclick: function () { showAll = true; transcript(messages); } },
+          (top.length - MAX_MESSAGES) + " earlier messages not shown: show all"));
+      }
+      // A subagent spawned by a hidden call is hidden with it.
+      function underHidden(id, depth) {
+        var up = spawner[id];
+        if (up === undefined || depth > 50) return false;
+        return hidden[up] === true || underHidden(up, depth + 1);
+      }
+      list(shownTop, box);
+      Object.keys(bySub).forEach(function (id) {
+        if (!underHidden(id, 0)) append(box, subBlock(id));
+      });
     }
 
     function scalar(value) {
