@@ -10,8 +10,9 @@ What is measured, on benchmarks/streams.py's deterministic realistic stream:
   bare ``Consumer.push`` pass over the same lines (what ``agui-pipes verify`` does),
   interleaved (alternating repeats, medians) so the ratio holds on a loaded machine;
   and the same with ``--config`` (a ``filter_tool_calls`` + ``redact`` chain).
-* **memory**: tracemalloc's peak while building and what the built run keeps
-  (current after the build, the input lines freed), next to the file's size.
+* **memory**: tracemalloc's peak while reading the file and building, and what the
+  built run keeps (its event bytes included; the input lines freed), next to the
+  file's size.
 * **requests**: each API call through Starlette's TestClient, median of repeats:
   the summary, an events page deep in the stream, the type / text / id filters, one
   event, the fold at the worst index (just before a checkpoint) next to a full
@@ -98,14 +99,18 @@ def main() -> None:
     print(f"build + --config: {config_s:6.2f} s  ({config_s / verify_s:.2f}x; 2 stages)")
 
     # -- memory ---------------------------------------------------------------
+    # Traced from reading the file on, so the event bytes the run keeps are counted.
     for label, chain in (("build", None), ("build + --config", _chain())):
         gc.collect()
         tracemalloc.start()
-        run = InspectedRun.build(lines, "bench", chain=chain)
+        read = path.read_bytes().splitlines()
+        run = InspectedRun.build(read, "bench", chain=chain)
+        del read
+        gc.collect()
         current, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        print(f"memory, {label}: peak {peak / 1e6:.0f} MB while building, the run keeps "
-              f"{current / 1e6:.0f} MB ({current / len(data):.1f}x the file)")
+        print(f"memory, {label}: peak {peak / 1e6:.0f} MB while reading and building, the "
+              f"run keeps {current / 1e6:.0f} MB ({current / len(data):.1f}x the file)")
         del run
 
     # -- requests ---------------------------------------------------------------

@@ -23,7 +23,15 @@ import pytest
 from ag_ui.core import BaseEvent, CustomEvent, EventType, TextMessageContentEvent
 from starlette.testclient import TestClient
 
-from agui_pipes import FunctionTransformer, TransformerChain, decode, fold, load_chain
+from agui_pipes import (
+    AsyncStreamTransformer,
+    FunctionTransformer,
+    StreamOperator,
+    TransformerChain,
+    decode,
+    fold,
+    load_chain,
+)
 from agui_pipes._cli import main
 from agui_pipes.inspector import InspectedRun, RecentRuns, inspector_app
 
@@ -220,6 +228,20 @@ def test_fold_from_checkpoints_over_a_long_conversation() -> None:
                                    "state": expected.state}, at
 
 
+def test_fold_after_a_rejection_goes_on_from_the_consumers_fold() -> None:
+    # Rejected at event 70, checkpoints before and after: the fold at any index is
+    # still the plain fold of the prefix (the refused event applied best effort).
+    bad = b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"nowhere","delta":"x"}'
+    lines = [*DEMO_LINES[:70], bad, *DEMO_LINES[70:]] * 2
+    run = InspectedRun.build(lines, "bad", checkpoint_every=8)
+    assert run.outcome == "rejected" and run.violations[0]["index"] == 70
+    events = [decode(line).event for line in lines]
+    for at in [*range(0, len(lines), 9), len(lines) - 1]:
+        expected = fold([e for e in events[: at + 1] if e is not None])
+        assert run.fold_at(at) == {"at": at, "messages": expected.messages,
+                                   "state": expected.state}, at
+
+
 def test_fold_through_chunks_expands_them() -> None:
     events = [
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
@@ -355,7 +377,56 @@ def test_a_failing_stage_is_reported_with_what_it_did_before() -> None:
     [stage] = run.summary()["stages"]
     assert stage["error"] is not None and "no steps here" in stage["error"]
     step = next(i for i, line in enumerate(DEMO_LINES) if b"STEP_STARTED" in line)
-    assert stage["passed"] == step and stage["in"] == 141
+    # It got the events up to the failing one, passed those before it, and stopped.
+    assert stage["passed"] == step and stage["in"] == step + 1 and stage["out"] == step
+
+
+def test_outputs_keep_the_order_the_stage_emitted_them() -> None:
+    def before(event: BaseEvent) -> list[BaseEvent]:
+        if event.type is EventType.STEP_STARTED:
+            return [CustomEvent(name="before", value=None), event]
+        return [event]
+
+    def rename(event: BaseEvent) -> BaseEvent:
+        if isinstance(event, CustomEvent):
+            return event.model_copy(update={"name": "renamed"})
+        return event
+
+    chain = TransformerChain([FunctionTransformer(before), FunctionTransformer(rename)])
+    run = InspectedRun.build(DEMO_LINES, "demo", chain=chain)
+    client = TestClient(inspector_app(run))
+    step = next(i for i, line in enumerate(DEMO_LINES) if b"STEP_STARTED" in line)
+    first = get(client, "/api/runs/0/stages/0?limit=1000")["rows"]
+    added = next(r for r in first if r["kind"] == "added")
+    passed = next(r for r in first if r["in"] == step and r["kind"] == "passed")
+    assert added["in"] == step and added["out"] == [step] and passed["out"] == [step + 1]
+    # The second stage saw the custom event at the position it was emitted at.
+    [changed] = get(client, "/api/runs/0/stages/1?kind=changed")["rows"]
+    assert changed["in"] == step and changed["event"]["name"] == "before"
+    assert changed["diff"] == [{"op": "replace", "path": "/name", "value": "renamed"}]
+
+
+class _AsyncUpper(AsyncStreamTransformer):
+    async def transform(self, event: BaseEvent) -> list[BaseEvent]:
+        if isinstance(event, TextMessageContentEvent):
+            return [event.model_copy(update={"delta": event.delta.upper()})]
+        return [event]
+
+
+class _DropSteps(StreamOperator):
+    async def run(self, source: Any, emit: Any) -> None:
+        async for event in source:
+            if event.type not in (EventType.STEP_STARTED, EventType.STEP_FINISHED):
+                await emit(event)
+
+
+def test_async_stages_and_operators_are_recorded_too() -> None:
+    chain = TransformerChain([_AsyncUpper(), _DropSteps()])
+    first, second = InspectedRun.build(DEMO_LINES, "demo", chain=chain).summary()["stages"]
+    contents = sum(b"TEXT_MESSAGE_CONTENT" in line for line in DEMO_LINES)
+    assert first["changed"] == contents and first["passed"] == 141 - contents
+    assert second["in"] == 141 and second["dropped"] == 2 and second["out"] == 139
+    assert second["passed"] == 139 and first["error"] is None and second["error"] is None
 
 
 def test_errors(demo: TestClient, filtered: TestClient) -> None:
@@ -417,6 +488,7 @@ def test_cli_prints_the_url_and_opens_the_browser(
         (None, None, "cannot open input"),
         (b"", None, "empty"),
         (b"[1, 2", None, "not valid JSON"),
+        (b"hello\nworld\n", None, "not an AG-UI event stream"),
         (DEMO.read_bytes(), "transformers: [{type: no_such_stage}]", "invalid chain"),
     ],
 )
@@ -433,6 +505,13 @@ def test_cli_errors_exit_2(
         argv += ["--config", str(tmp_path / "chain.yaml")]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_serve_inspect_refuses_an_agent_path_it_would_hide(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["serve", "--demo", "--inspect", "--path", "/inspect/agent"]) == 2
+    assert "hidden by --inspect" in capsys.readouterr().err
 
 
 def _free_port() -> int:

@@ -81,7 +81,7 @@ def load_run(args: argparse.Namespace) -> Any:
     """The inspected run of ``args.input`` (raises ``InputError``)."""
     import anyio
 
-    from ..inspector import InspectedRun
+    from ..inspector import NOT_AN_EVENT, InspectedRun
 
     items, broken, progress = anyio.run(_read, args.input, args.input_format)
     if not items:
@@ -91,7 +91,12 @@ def load_run(args: argparse.Namespace) -> Any:
         chain = load_or_report(args.config, allow_imports=args.allow_imports)
         if chain is None:
             raise _ConfigInvalid
-    run = InspectedRun.build(items, input_name(args.input), chain=chain, broken=broken)
+    name = input_name(args.input)
+    run = InspectedRun.build(items, name, chain=chain, broken=broken)
+    if set(run.types_count()) == {NOT_AN_EVENT}:
+        first = run.violations[0]["message"] if run.violations else "no event decoded"
+        raise InputError(f"{name} is not an AG-UI event stream in any supported format "
+                         f"(NDJSON, SSE, JSON array, corpus case): {first}")
     return run
 
 

@@ -155,6 +155,9 @@ def _serve(args: argparse.Namespace) -> int:
         return _usage("give --upstream URL (a gateway) or --demo (the demo agent)")
     if not args.path.startswith("/"):
         return _usage(f"--path must start with '/', got {args.path!r}")
+    if args.inspect and (args.path.rstrip("/") + "/").startswith("/inspect/"):
+        return _usage(f"--path {args.path} would be hidden by --inspect, which serves "
+                      "/inspect/; choose another --path")
     if args.keepalive < 0 or args.timeout <= 0 or args.pace < 0:
         return _usage("--keepalive and --pace must be >= 0 and --timeout > 0")
     if args.send_buffer < 1 or not args.send_timeout >= 0:
@@ -279,15 +282,29 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _recording(chain: Any, runs: Any) -> Any:
     """A chain factory: ``chain``'s stages, then a stage recording what the client gets."""
-    from .. import TransformerChain
+    return _Recording(chain, runs.recorder())
 
-    recorder = runs.recorder()
 
-    def factory() -> TransformerChain:
-        stages = [] if chain is None else list(chain().stages)
-        return TransformerChain([*stages, recorder.fresh()])
+class _Recording:
+    """``chain`` (a factory, or None) with the inspector's recorder appended to each run's
+    chain; named like the chain in the per-run log line."""
 
-    return factory
+    def __init__(self, chain: Any, recorder: Any) -> None:
+        self._chain = chain
+        self._recorder = recorder
+
+    @property
+    def names(self) -> list[str]:
+        return [*getattr(self._chain, "names", ()), "inspect"]
+
+    def __call__(self) -> Any:
+        from .. import TransformerChain
+
+        stages = [] if self._chain is None else list(self._chain().stages)
+        return TransformerChain([*stages, self._recorder.fresh()])
+
+    def __repr__(self) -> str:
+        return "inspect" if self._chain is None else f"{self._chain!r} | inspect"
 
 
 def _drop_stalled_connections(listener: socket.socket, send_timeout: float) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ._app import RecentRuns, inspector_app, with_inspector
-    from ._model import InspectedRun
+    from ._model import NOT_AN_EVENT, InspectedRun
 else:
     from .._lazy import attach
 
@@ -25,6 +25,7 @@ else:
         __name__,
         {
             "InspectedRun": "._model",
+            "NOT_AN_EVENT": "._model",
             "RecentRuns": "._app",
             "inspector_app": "._app",
             "with_inspector": "._app",
@@ -32,4 +33,4 @@ else:
         extras={"._app": "pip install 'agui-pipes[server]'"},
     )
 
-__all__ = ["InspectedRun", "RecentRuns", "inspector_app", "with_inspector"]
+__all__ = ["NOT_AN_EVENT", "InspectedRun", "RecentRuns", "inspector_app", "with_inspector"]

@@ -8,11 +8,12 @@ and keeps it compact so a 100k-event recording stays cheap to hold:
   index (id → event indexes) so the ``id=`` filter does not parse every event;
 * events are verified with the consumer profile (``Consumer``): the first
   violation is kept at its event, decode and application warnings at theirs;
-* the fold at any index is a checkpoint (messages and state, folded block by
-  block with the public ``fold``, kept as JSON bytes shared with the previous
-  checkpoint where a message did not change) plus a replay of the events after
-  it, so a scrubber request costs O(K), not O(N); see ``CHECKPOINT_BYTES_PER_EVENT``
-  for how K grows with the conversation. Only events whose chunk expansion differs
+* the fold at any index is a checkpoint (messages and state: a snapshot of the
+  consumer's fold, or after a rejection blocks folded with the public ``fold``,
+  kept as JSON bytes shared with the previous checkpoint where a message did not
+  change) plus a replay of the events after it with ``fold``, so a scrubber request
+  costs O(K), not O(N); see ``CHECKPOINT_BYTES_PER_EVENT`` for how K grows with
+  the conversation. Only events whose chunk expansion differs
   from the event itself keep their expanded JSON (the replay needs it); after a
   rejection the remaining events are folded as decoded, best effort, like ``fold``.
 
@@ -36,7 +37,15 @@ from ..codecs import DecodeError, DecodeWarning, decode, encode_json
 from ..verify import ProtocolViolation
 from ._lanes import LaneBuilder
 
-__all__ = ["CHECKPOINT_EVERY", "TICKS_CAP", "InspectedRun", "kept", "summary_of", "wire_json"]
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "NOT_AN_EVENT",
+    "TICKS_CAP",
+    "InspectedRun",
+    "kept",
+    "summary_of",
+    "wire_json",
+]
 
 CHECKPOINT_EVERY = 512
 """Fewest events between fold checkpoints (see ``CHECKPOINT_BYTES_PER_EVENT``)."""
@@ -46,6 +55,9 @@ CHECKPOINT_BYTES_PER_EVENT = 128
 event per this many bytes of it: checkpoint costs stay O(1) per event however long the
 conversation grows (a 100k-event stream is not quadratic), and a ``fold?at=`` replays at
 most ``max(CHECKPOINT_EVERY, conversation bytes / CHECKPOINT_BYTES_PER_EVENT)`` events."""
+
+NOT_AN_EVENT = "(not an event)"
+"""The type listed for an input item that is not a JSON object with a string ``type``."""
 
 TICKS_CAP = 2000
 """Ticks per lane in a summary; more are thinned evenly (``tick_count`` keeps the total)."""
@@ -227,7 +239,7 @@ class InspectedRun:
                     except orjson.JSONDecodeError:
                         obj = None
                 found = obj.get("type") if isinstance(obj, dict) else None
-                type_name = found if isinstance(found, str) else "(not an event)"
+                type_name = found if isinstance(found, str) else NOT_AN_EVENT
         self._note_type(index, type_name)
         timestamp = event.__dict__.get("timestamp") if event is not None else None
         if timestamp is None and isinstance(obj, dict):
@@ -261,7 +273,8 @@ class InspectedRun:
             owner = self._lanes.observe(index, out) or owner
         self._owner.append(self._owner_id(owner))
         self._raw.append(raw)  # last: readers bound themselves by len(self._raw)
-        self._block.extend(delivered)
+        if self._consumer is None:
+            self._block.extend(delivered)  # while a consumer lives, it folds them
         if index + 1 - self._block_start >= self._gap:
             self._checkpoint(index)
 
@@ -380,11 +393,20 @@ class InspectedRun:
         })
         self._flagged.setdefault(index, set()).add("violation")
         self._outcome = "rejected"
-        self._consumer = None  # the verdict is in: the rest is shown, folded best effort
+        if self._consumer is not None:
+            # The verdict is in: from here on the events are folded best effort, block by
+            # block with ``fold``, starting from what the consumer had folded.
+            folded = self._consumer.snapshot()
+            self._fold_messages, self._fold_state = folded.messages, folded.state
+            self._block = []
+            self._consumer = None
 
     def _checkpoint(self, index: int) -> None:
-        result = fold(self._block, state=self._fold_state, messages=self._fold_messages)
-        self._fold_messages, self._fold_state = result.messages, result.state
+        if self._consumer is not None:
+            result = self._consumer.snapshot()  # a copy of its fold so far
+        else:
+            result = fold(self._block, state=self._fold_state, messages=self._fold_messages)
+            self._fold_messages, self._fold_state = result.messages, result.state
         shared: dict[str, bytes] = self._shared
         now: dict[str, bytes] = {}
         blobs: list[bytes] = []

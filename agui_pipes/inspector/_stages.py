@@ -37,10 +37,10 @@ _PASSED, _CHANGED, _DROPPED, _ADDED = range(4)
 class StageRecord:
     """One stage's rows and its output (as JSON bytes)."""
 
-    def __init__(self, name: str, inputs: Sequence[bytes], input_indexes: Sequence[int]) -> None:
+    def __init__(self, name: str, inputs: Sequence[bytes]) -> None:
         self.name = name
-        self.inputs = inputs  # the input events' JSON, by input index
-        self.input_indexes = input_indexes  # which input indexes exist (stage 0: file indexes)
+        self.inputs = inputs  # the input events' JSON, by input index (stage 0: file index)
+        self.received = 0
         self.outputs: list[bytes] = []
         self.kind = array("b")
         self.source = array("i")  # input index, -1 for an added event from finish()
@@ -69,7 +69,7 @@ class StageRecord:
             counts[kind] += 1
         return {
             "name": self.name,
-            "in": len(self.input_indexes),
+            "in": self.received,
             "out": len(self.outputs),
             "passed": counts[_PASSED],
             "changed": counts[_CHANGED],
@@ -130,18 +130,67 @@ def _as_chain(chain: Any) -> TransformerChain:
 
 
 def record_stages(run: Any, chain: Any) -> list[StageRecord]:
-    """Run each stage of ``chain`` over the run's events, stage after stage."""
+    """Run each stage of ``chain`` over the run's events, each fed the previous one's output.
+
+    A chain of synchronous stages is driven event by event through all its stages
+    (depth first, as the chain itself runs them), so no stage's whole output is held
+    as events; a chain with an async stage or an operator runs stage after stage.
+    """
     stages = list(_as_chain(chain).stages)
-    raw: Sequence[bytes] = _SparseRaw(run)
+    if not stages:
+        return []
+    singles = [TransformerChain([stage]) for stage in stages]
     records: list[StageRecord] = []
-    current: list[tuple[int, BaseEvent]] = list(run.events())
+    inputs: Sequence[bytes] = _SparseRaw(run)
     for stage in stages:
-        record = StageRecord(stage.name, raw, [i for i, _ in current])
-        produced = _run_stage(stage, current, record)
+        record = StageRecord(stage.name, inputs)
         records.append(record)
-        raw = record.outputs
+        inputs = record.outputs
+    if all(single.is_sync for single in singles):
+        _depth_first(run, singles, records)
+        return records
+    current: list[tuple[int, BaseEvent]] = list(run.events())
+    for stage, record in zip(stages, records, strict=True):
+        produced = _run_stage(stage, current, record)
         current = list(enumerate(produced))
     return records
+
+
+def _depth_first(run: Any, singles: list[TransformerChain], records: list[StageRecord]) -> None:
+    last = len(singles)
+
+    def push(k: int, position: int, event: BaseEvent) -> None:
+        record = records[k]
+        if record.error is not None:
+            return
+        record.received += 1
+        try:
+            outs = list(singles[k].transform(event))
+        except Exception as error:
+            record.error = str(error)
+            return
+        start = len(record.outputs)
+        _match(record, position, event, outs)
+        if k + 1 < last:
+            for offset, out in enumerate(outs):
+                push(k + 1, start + offset, out)
+
+    for index, event in run.events():
+        push(0, index, event)
+    for k, single in enumerate(singles):
+        record = records[k]
+        if record.error is not None:
+            continue
+        try:
+            extra = list(single.finish())
+        except Exception as error:
+            record.error = str(error)
+            continue
+        start = len(record.outputs)
+        _added(record, extra)
+        if k + 1 < last:
+            for offset, out in enumerate(extra):
+                push(k + 1, start + offset, out)
 
 
 class _SparseRaw(Sequence[bytes]):
@@ -162,80 +211,73 @@ def _run_stage(
 ) -> list[BaseEvent]:
     if isinstance(stage, StreamOperator):
         return anyio.run(_run_operator, stage, inputs, record)
-    if isinstance(stage, AsyncStreamTransformer):
-        return anyio.run(_run_async, stage, inputs, record)
-    single = TransformerChain([stage])
-    produced: list[BaseEvent] = []
-    try:
-        for position, event in inputs:
-            outs = list(single.transform(event))
-            _match(record, position, event, outs, produced)
-        extra = list(single.finish())
-    except Exception as error:
-        record.error = str(error)
-        return produced
-    _added(record, extra, produced)
-    return produced
+    return anyio.run(_run_async, stage, inputs, record)
 
 
-def _match(record: StageRecord, position: int, event: BaseEvent, outs: list[BaseEvent],
-           produced: list[BaseEvent]) -> None:
-    """Row(s) for one input and what the stage emitted for it.
+_HELD_MAX = 4096
+"""Dropped events remembered in case the stage emits them later (as passed, late)."""
 
-    A stage may hold an event back and emit it later (``filter_tool_calls`` waits to
-    see whether a message turns out empty): an output that is an earlier, so far
-    dropped, input is that input *passed* (late), not an added event.
+
+def _match(record: StageRecord, position: int, event: BaseEvent, outs: list[BaseEvent]) -> None:
+    """The row(s) for one input and what the stage emitted for it, in emission order.
+
+    Output ``i`` of this call becomes the stage's output ``start + i``: the next
+    stage sees the events in the order this one emitted them. A stage may hold an
+    event back and emit it later (``filter_tool_calls`` waits to see whether a
+    message turns out empty): an output that is an earlier, so far dropped, input is
+    that input *passed* (late), not an added event.
     """
-    fresh: list[BaseEvent] = []
-    passed = False
+    passed = any(out is event for out in outs)
+    has_row = False
     for out in outs:
-        if out is event and not passed:
-            passed = True
+        if out is event and not has_row:
             record.note(_PASSED, position, [record.inputs[position]])
-            produced.append(event)
+            has_row = True
             continue
         held = record.held.pop(id(out), None)
         if held is not None and held[1] is out:
             record.release(held[0], record.inputs[record.source[held[0]]])
-            produced.append(out)
             continue
-        fresh.append(out)
-    if not passed:
-        if fresh:
-            first = fresh.pop(0)
-            record.note(_CHANGED, position, [wire_json(first)])
-            produced.append(first)
-        else:
-            record.held[id(event)] = (len(record.kind), event)
-            record.note(_DROPPED, position, ())
-    for out in fresh:
+        if not passed and not has_row:
+            record.note(_CHANGED, position, [wire_json(out)])
+            has_row = True
+            continue
         record.note(_ADDED, position, [wire_json(out)])
-        produced.append(out)
+    if not has_row:
+        held_now = record.held
+        held_now[id(event)] = (len(record.kind), event)
+        if len(held_now) > _HELD_MAX:
+            del held_now[next(iter(held_now))]
+        record.note(_DROPPED, position, ())
 
 
-def _added(record: StageRecord, outs: Iterable[BaseEvent], produced: list[BaseEvent]) -> None:
+def _added(record: StageRecord, outs: Iterable[BaseEvent]) -> None:
     for out in outs:
         held = record.held.pop(id(out), None)
         if held is not None and held[1] is out:
             record.release(held[0], record.inputs[record.source[held[0]]])
         else:
             record.note(_ADDED, -1, [wire_json(out)])
-        produced.append(out)
     record.held.clear()
 
 
 async def _run_async(
-    stage: AsyncStreamTransformer, inputs: list[tuple[int, BaseEvent]], record: StageRecord
+    stage: Stage, inputs: list[tuple[int, BaseEvent]], record: StageRecord
 ) -> list[BaseEvent]:
+    assert isinstance(stage, AsyncStreamTransformer)
     produced: list[BaseEvent] = []
     try:
         for position, event in inputs:
-            _match(record, position, event, list(await stage.transform(event) or ()), produced)
+            record.received += 1
+            outs = list(await stage.transform(event) or ())
+            _match(record, position, event, outs)
+            produced.extend(outs)
         extra = list(await stage.finish() or ())
     except Exception as error:
         record.error = str(error)
         return produced
-    _added(record, extra, produced)
+    _added(record, extra)
+    produced.extend(extra)
     return produced
 
 
@@ -244,17 +286,18 @@ async def _run_operator(
 ) -> list[BaseEvent]:
     async def source() -> AsyncIterator[BaseEvent]:
         for _, event in inputs:
+            record.received += 1
             yield event
 
     outs: list[BaseEvent] = []
     try:
-        async for out in TransformerChain([stage]).apply(source()):
-            outs.append(out)
+        async with TransformerChain([stage]).apply(source()) as events:
+            async for out in events:
+                outs.append(out)
     except Exception as error:
         record.error = str(error)
     by_id = {id(event): position for position, event in inputs}
     matched: set[int] = set()
-    produced: list[BaseEvent] = []
     for out in outs:
         position = by_id.get(id(out))
         if position is not None and position not in matched:
@@ -262,8 +305,7 @@ async def _run_operator(
             record.note(_PASSED, position, [record.inputs[position]])
         else:
             record.note(_ADDED, -1, [wire_json(out)])
-        produced.append(out)
     for position, _ in inputs:
         if position not in matched:
             record.note(_DROPPED, position, ())
-    return produced
+    return outs
