@@ -409,6 +409,9 @@ def test_the_pipeline_view_lists_what_filter_tool_calls_dropped(
     shown = json.loads(page.get_by_test_id("stage-event-json").inner_text())
     assert shown == events[dropped[0]]
     _shot(page, "pipeline")
+    page.get_by_test_id("stage-open-event").click()  # stage 0's input is the file
+    expect(page.get_by_test_id("view-events")).to_be_visible()
+    assert json.loads(page.get_by_test_id("event-json").inner_text()) == events[dropped[0]]
     _no_page_errors(page)
     page.close()
 
@@ -649,6 +652,32 @@ def test_a_long_transcript_shows_the_latest_messages_until_asked_for_all(
         page.get_by_test_id("transcript-show-all").click()
         expect(messages).to_have_count(n)
         expect(messages.first).to_have_attribute("data-id", "m0")
+        _no_page_errors(page)
+        page.close()
+    finally:
+        inspector.close()
+
+
+def test_warnings_are_marked_at_their_events(browser: Browser, tmp_path: Path) -> None:
+    events = _lines(DEMO)
+    at = 40
+    odd = {"type": "MADE_UP_EVENT", "value": 1}
+    lines = [*events[:at], odd, *events[at:]]
+    path = tmp_path / "unknown-type.ndjson"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    inspector = _Inspector(path)
+    try:
+        page = _open(browser, inspector.url, "events")
+        expect(page.get_by_test_id("run-info")).to_have_attribute("data-outcome", "finished")
+        warning = page.locator(f"[data-testid=problem-warning][data-index='{at}']")
+        expect(warning).to_have_count(1)
+        expect(warning).to_contain_text("MADE_UP_EVENT")
+        warning.click()
+        row = page.locator(f"[data-testid=event-row][data-index='{at}']")
+        expect(row).to_have_attribute("data-flags", re.compile(r"\bwarning\b"))
+        expect(row).to_have_class(re.compile(r"\bselected\b"))
+        expect(page.get_by_test_id("detail-warning")).to_contain_text("MADE_UP_EVENT")
+        expect(page.get_by_test_id("problem-violation")).to_have_count(0)
         _no_page_errors(page)
         page.close()
     finally:

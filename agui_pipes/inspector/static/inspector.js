@@ -732,6 +732,12 @@
           return h("li", { class: "mono" }, text);
         })));
       }
+      if (stage === 0 && r["in"] !== null) {
+        // Stage 0's input indexes are the file's events: offer the way there.
+        box.appendChild(h("button", { type: "button", "data-testid": "stage-open-event",
+          onclick: function () { Events.selectIndex(r["in"], true); } },
+          "show event #" + r["in"] + " in the events view"));
+      }
       box.appendChild(h("div", {}, r.kind === "added" ? "added event:" : "input event:"));
       box.appendChild(h("pre", { "data-testid": "stage-event-json" }, pretty(r.event)));
     }
