@@ -354,6 +354,15 @@ def test_the_events_table_filters_by_type_id_and_text(browser: Browser, demo: _I
     expected = [i for i, e in enumerate(events) if "lisbon" in json.dumps(e).lower()]
     expect(rows).to_have_count(len(expected))
     assert rows.evaluate_all("els => els.map(e => Number(e.dataset.index))") == expected
+    # The arrow keys walk the filtered rows.
+    rows.first.click()
+    page.get_by_test_id("events-table").press("ArrowDown")
+    expect(page.get_by_test_id("event-detail")).to_contain_text(f"#{expected[1]} ")
+    page.get_by_test_id("events-table").press("ArrowDown")
+    expect(page.get_by_test_id("event-detail")).to_contain_text(f"#{expected[2]} ")
+    page.get_by_test_id("events-table").press("ArrowUp")
+    expect(page.get_by_test_id("event-detail")).to_contain_text(f"#{expected[1]} ")
+    assert json.loads(page.get_by_test_id("event-json").inner_text()) == events[expected[1]]
     _no_page_errors(page)
     page.close()
 

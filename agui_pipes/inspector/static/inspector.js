@@ -445,6 +445,7 @@
     var total = 0;
     var filterKey = "";
     var generation = 0;        // bumps when the filters change; stale responses are dropped
+    var selectedPos = null;    // the selected row's position in the filtered list
 
     function query() {
       var parts = [];
@@ -492,6 +493,7 @@
 
     function refilter() {
       generation++;
+      selectedPos = null;
       pages = new Map();
       filterKey = query();
       total = -1;
@@ -580,7 +582,7 @@
         : h("span", { class: "c-flag" });
       return h("div", { class: cls, style: "top:" + pos * ROW_H + "px", "data-testid": "event-row",
         "data-index": r.index, "data-type": r.type, "data-flags": flags.join(" "),
-        onclick: function () { selectIndex(r.index, false); } },
+        onclick: function () { selectedPos = pos; selectIndex(r.index, false); } },
         h("span", { class: "c-idx" }, r.index),
         flag,
         h("span", { class: "c-type" }, r.type),
@@ -591,6 +593,21 @@
 
     // Select an event; `reveal` also clears the filters and scrolls the table to it
     // (from the timeline, the problems list and the pipeline).
+    // ArrowUp / ArrowDown in the table move the selection through the (filtered) rows.
+    function step(delta) {
+      if (selectedPos === null || total <= 0) return;
+      var pos = Math.min(Math.max(selectedPos + delta, 0), total - 1);
+      fetchPage(Math.floor(pos / PAGE)).then(function (rows) {
+        var row = Array.isArray(rows) ? rows[pos % PAGE] : null;
+        if (!row) return;
+        selectedPos = pos;
+        var sc = $("ev-scroll"), y = pos * ROW_H;
+        if (y < sc.scrollTop) sc.scrollTop = y;
+        else if (y + ROW_H > sc.scrollTop + sc.clientHeight) sc.scrollTop = y + ROW_H - sc.clientHeight;
+        selectIndex(row.index, false);
+      });
+    }
+
     function selectIndex(index, reveal) {
       S.selected = index;
       if (reveal) {
@@ -601,6 +618,7 @@
         }
         var sc = $("ev-scroll");
         sc.scrollTop = Math.max(0, index * ROW_H - sc.clientHeight / 3);
+        selectedPos = index;  // no filters: positions are indexes
       }
       render();
       var detail = $("ev-detail");
@@ -622,6 +640,12 @@
 
     function install() {
       $("ev-scroll").addEventListener("scroll", function () { render(); });
+      $("ev-scroll").addEventListener("keydown", function (ev) {
+        if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+          ev.preventDefault();
+          step(ev.key === "ArrowDown" ? 1 : -1);
+        }
+      });
       window.addEventListener("resize", function () { render(); });
       $("ev-type").addEventListener("change", refilter);
       var later = debounce(refilter, 250);
