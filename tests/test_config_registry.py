@@ -39,6 +39,7 @@ BUILTINS = [
     "state_filter",
     "state_diff",
     "timestamp",
+    "opentelemetry",
 ]
 
 PLUGIN_MODULE = '''

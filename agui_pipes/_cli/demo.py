@@ -5,7 +5,8 @@ tool calls including an internal one, a nested subagent, state updates)
 through the run driver and a chain — the built-in default chain, or yours with
 ``--config`` — and prints a readable transcript. ``--raw`` prints the agent's
 own events instead, as NDJSON and before any chain, so that piping them into
-``agui-pipes run --config`` applies a chain exactly once.
+``agui-pipes run --config`` applies a chain exactly once. ``--trace`` adds the
+``opentelemetry`` stage and prints the run's span tree after the transcript.
 No network, no model, no API key.
 
 Exit status: 0 when the run finished, 1 when it ended in RUN_ERROR (e.g. a
@@ -16,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 
+from .._chain import TransformerChain
 from .._transformer import StreamTransformer
 from ..codecs import encode_ndjson
 from ..config import ConfigError, LoadedChain, load_chain
@@ -79,6 +82,15 @@ def register(subparsers: Any) -> None:
         help="color the transcript (auto: when stdout is a terminal and NO_COLOR is unset)",
     )
     parser.add_argument(
+        "--trace",
+        action="store_true",
+        help=(
+            "after the transcript, print the OpenTelemetry span tree of the run (the "
+            "opentelemetry stage is added last unless your chain has one; needs: "
+            "pip install 'agui-pipes[otel]')"
+        ),
+    )
+    parser.add_argument(
         "--show-chain",
         action="store_true",
         help="print the default chain (a starting point for your own) and exit",
@@ -110,6 +122,13 @@ def _demo(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2  # usage error, like a bad --pace
+        if args.trace:
+            print(
+                "agui-pipes: --raw prints the agent's own events, before any chain, so there "
+                "is no stage to trace them; drop --raw to see the span tree",
+                file=sys.stderr,
+            )
+            return 2
         return _run(args, None)
     chain = _chain(args)
     if chain is None:
@@ -131,6 +150,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, chain: LoadedChain | None) -> int:
     """Run the demo agent through ``chain`` (``None``: no stage at all, for ``--raw``)."""
+    spans = None
+    factory: Callable[[], TransformerChain] | None = chain
+    if args.trace:
+        from ._otel import SetupError, with_trace
+
+        try:
+            factory = with_trace(chain, agent_name="trip_planner")
+        except SetupError as exc:
+            print(f"agui-pipes: {exc}", file=sys.stderr)
+            return 2
+        spans = _in_memory_tracing()
     interactive = bool(sys.stdout.isatty()) and not args.raw
     pace = args.pace if args.pace is not None else (_DEFAULT_PACE if interactive else 0.0)
     if pace < 0:
@@ -145,7 +175,7 @@ def _run(args: argparse.Namespace, chain: LoadedChain | None) -> int:
             sys.stdout, color=use_color(sys.stdout, args.color)
         )
         out = sys.stdout.buffer if args.raw else None
-        async with run(agent, demo_input(args.message), transformers=chain) as events:
+        async with run(agent, demo_input(args.message), transformers=factory) as events:
             async for event in events:
                 ended_in_error = event.type.value == "RUN_ERROR"
                 if transcript is not None:
@@ -158,4 +188,24 @@ def _run(args: argparse.Namespace, chain: LoadedChain | None) -> int:
             transcript.close()
 
     anyio.run(main)
+    if spans is not None:
+        from ._otel import span_tree
+
+        sys.stdout.write("\nTrace (OpenTelemetry spans):\n")
+        sys.stdout.write("".join(f"  {line}\n" for line in span_tree(spans.get_finished_spans())))
     return 1 if ended_in_error else 0
+
+
+def _in_memory_tracing() -> Any:
+    """Make an in-memory exporter the global tracer provider's, so a stage of the
+    user's own chain (which uses the global provider) is caught too."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return exporter

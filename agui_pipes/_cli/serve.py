@@ -16,7 +16,8 @@ agent's events for the demo — and the per-run line ends with its fix count
 (``; repaired 2 (content-after-end 2)``).
 With ``--store URL`` (the demo agent or a gateway) every run is recorded in that event
 log, and ``--path`` also serves ``runs/{runId}`` (resume), ``runs/{runId}/stop``
-and ``threads/{threadId}`` (see docs/durable.md).
+and ``threads/{threadId}`` (see docs/durable.md). ``--otel`` traces every run
+with OpenTelemetry, exporting as the ``OTEL_*`` variables say (docs/observability.md).
 
 Exit status: 0 after a clean shutdown (Ctrl-C), 2 for usage or an invalid
 chain file.
@@ -29,10 +30,14 @@ import contextlib
 import logging
 import socket
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
 from ._limits import add_limit_options, limits_of
+
+if TYPE_CHECKING:
+    from .._chain import TransformerChain
 
 __all__ = ["register"]
 
@@ -137,6 +142,15 @@ def register(subparsers: Any) -> None:
         help="logging level (default info: one line per run)",
     )
     parser.add_argument(
+        "--otel",
+        action="store_true",
+        help=(
+            "trace every run with OpenTelemetry, configured from the OTEL_* environment "
+            "(OTLP when installed, else the console); adds the opentelemetry stage last "
+            "unless the chain has one (needs: pip install 'agui-pipes[otel]')"
+        ),
+    )
+    parser.add_argument(
         "--inspect",
         action="store_true",
         help="also serve the inspector at /inspect, showing the last 50 runs (live ones update)",
@@ -192,12 +206,25 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         chain = None
 
+    served: Callable[[], TransformerChain] | None = chain
+    traced_to = None
+    if args.otel:
+        from ._otel import SetupError, configure_from_environment, with_trace
+
+        try:
+            traced_to = configure_from_environment(
+                lambda note: print(f"agui-pipes serve: {note}", file=sys.stderr)
+            )
+            served = with_trace(chain)
+        except SetupError as exc:
+            return _usage(str(exc))
+
     inspected = None
     if args.inspect:
         from ..inspector import RecentRuns
 
         inspected = RecentRuns()
-        chain = _recording(chain, inspected)
+        served = _recording(served, inspected)
 
     keepalive = args.keepalive or None
     sending: dict[str, Any] = {
@@ -213,7 +240,7 @@ def _serve(args: argparse.Namespace) -> int:
 
             app = build_app(
                 agent=DemoAgent(pace=args.pace),
-                chain=chain,
+                chain=served,
                 path=args.path,
                 keepalive=keepalive,
                 **sending,
@@ -225,7 +252,7 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             app = build_app(
                 upstream=args.upstream,
-                chain=chain,
+                chain=served,
                 path=args.path,
                 keepalive=keepalive,
                 timeout=_timeout(args.timeout),
@@ -241,8 +268,8 @@ def _serve(args: argparse.Namespace) -> int:
     if inspected is not None:
         from ..inspector import inspector_app, with_inspector
 
-        served: Any = with_inspector(app, inspector_app(inspected))
-        app = served
+        wrapped: Any = with_inspector(app, inspector_app(inspected))
+        app = wrapped
 
     level = getattr(logging, args.log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -258,6 +285,11 @@ def _serve(args: argparse.Namespace) -> int:
         f" through {chain!r}" if chain is not None else "",
         ", repairing each run first" if args.repair else "",
     )
+    if traced_to is not None:
+        logging.getLogger(__name__).info(
+            "OpenTelemetry: every run traced (opentelemetry stage last unless the chain has "
+            "one), spans go to %s", traced_to
+        )
     if inspected is not None:
         logging.getLogger(__name__).info(
             "inspector at http://%s:%s/inspect/", args.host, args.port

@@ -177,6 +177,7 @@ _BUILTINS: tuple[tuple[str, str, str], ...] = (
     ("state_filter", "StateFilter", "StateFilterOptions"),
     ("state_diff", "StateDiff", "StateDiffOptions"),
     ("timestamp", "Timestamp", "TimestampOptions"),
+    ("opentelemetry", "Trace", "OpenTelemetryOptions"),
 )
 
 

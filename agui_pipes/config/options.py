@@ -36,6 +36,7 @@ __all__ = [
     "FilterToolCallsOptions",
     "KeepEventsOptions",
     "NoOptions",
+    "OpenTelemetryOptions",
     "RedactOptions",
     "RepairOptions",
     "StateDiffOptions",
@@ -522,3 +523,49 @@ class TimestampOptions(NoOptions):
 
     An event that already carries a timestamp keeps it.
     """
+
+
+class OpenTelemetryOptions(_Options):
+    """Trace every run as OpenTelemetry GenAI spans and metrics (needs the `otel` extra).
+
+    A run is an `invoke_agent` span, a subagent a child `invoke_agent` span, a
+    tool call an `execute_tool` span, a step a `step` span; messages and
+    reasoning are span events; `usage` becomes `gen_ai.usage.*` attributes.
+    Spans go to the globally configured tracer provider (`agui-pipes serve
+    --otel` sets one up from the `OTEL_*` variables). Put it after the stages
+    that hide things from the client: it traces what it sees.
+    """
+
+    model_config = _example({"agent_name": "trip_planner", "roll_up_usage": True})
+
+    agent_name: str | None = Field(
+        None,
+        min_length=1,
+        description=(
+            "Name of the top-level agent: the run span is `invoke_agent <agent_name>` and "
+            "carries `gen_ai.agent.name` (the stream does not name it)."
+        ),
+    )
+    capture_content: bool = Field(
+        False,
+        description=(
+            "Record tool-call arguments and results (`gen_ai.tool.call.arguments` / "
+            "`.result`). Off by default: they may hold personal data or secrets."
+        ),
+    )
+    delta_stats: bool = Field(
+        False,
+        description=(
+            "See every delta: message lengths and delta counts on the span events, deltas in "
+            "the events metric. Costs the relay's bypass of open messages' deltas."
+        ),
+    )
+    roll_up_usage: bool = Field(
+        False,
+        description=(
+            "Add the usage subagents report in SUBAGENT_FINISHED / SUBAGENT_ERROR "
+            "`metadata.usage` into the run's RUN_FINISHED / RUN_ERROR `usage` (per provider "
+            "and model)."
+        ),
+    )
+    metrics: bool = Field(True, description="Record metrics too (false: spans only).")

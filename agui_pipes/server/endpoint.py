@@ -37,6 +37,7 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from .._chain import ChainFactory, TransformerChain
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
+from .._trace_context import using_trace_headers
 from .._transformer import Stage
 from ..driver import AgentLike, CancelToken, Run, run
 from ._http import (
@@ -202,7 +203,8 @@ class AgentEndpoint:
             else:
                 assert self._agent is not None  # __init__ takes exactly one of the two
                 agent = self._agent
-            with using_limits(self._limits):
+            # The request's traceparent parents the spans of a tracing stage.
+            with using_limits(self._limits), using_trace_headers(scope.get("headers", ())):
                 chain = None if self._chain_factory is None else self._chain_factory()
             if self._repair:
                 chain = _with_repair(chain, run_input, stats)

@@ -66,6 +66,7 @@ from .._chain import ChainFactory, TransformerChain
 from .._lazy import publish
 from .._limits import Limits
 from .._limits_scope import resolve_limits, using_limits
+from .._trace_context import TRACE_HEADERS, using_trace_headers
 from .._transformer import Stage
 from ..codecs import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -136,7 +137,7 @@ def _hop_headers(
     }
     for raw_name, raw_value in headers:
         name = raw_name.decode("latin-1").lower()
-        if name in forward:
+        if name in forward or name in TRACE_HEADERS:  # one trace across the hop
             out[name] = raw_value.decode("latin-1")
     return out
 
@@ -147,7 +148,8 @@ class Gateway:
     ``chain`` is a chain factory (or a chain, ``fresh()``-ed per request);
     ``verify=False`` drops the consumer verification (chunks are still
     expanded). ``forward_headers`` names the request headers passed upstream
-    (``authorization`` by default). ``client`` lets you bring your own
+    (``authorization`` by default; ``traceparent``/``tracestate`` always go, so
+    the upstream's trace joins the caller's). ``client`` lets you bring your own
     ``httpx.AsyncClient`` (then you close it); otherwise one is created on
     first use and closed by ``aclose()`` / the ``lifespan`` helper.
 
@@ -324,7 +326,8 @@ class Gateway:
             # receives, and its messages can only name what the client sees.
             configured: list[Stage] = []
             if self._chain_factory is not None:
-                with using_limits(self._limits):
+                # The request's traceparent parents the spans of a tracing stage.
+                with using_limits(self._limits), using_trace_headers(scope.get("headers", ())):
                     configured.append(self._chain_factory())
             stages, final = _consumer_chain(TransformerChain(configured).stages, self._verify)
             if self._repair:

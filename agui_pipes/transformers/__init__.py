@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .subagent_visibility import SubagentVisibility
     from .timestamp import Timestamp
     from .tool_result_to_state import ToolResultToState
+    from .trace import Trace
     from .verify import Verify
 else:
     from .._lazy import attach
@@ -40,6 +41,7 @@ else:
             "SubagentVisibility": ".subagent_visibility",
             "Timestamp": ".timestamp",
             "ToolResultToState": ".tool_result_to_state",
+            "Trace": ".trace",
             "Verify": ".verify",
         },
     )
@@ -62,5 +64,6 @@ __all__ = [
     "SubagentVisibility",
     "Timestamp",
     "ToolResultToState",
+    "Trace",
     "Verify",
 ]
