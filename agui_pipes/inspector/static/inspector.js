@@ -132,14 +132,21 @@
 
   // ---- runs and summary --------------------------------------------------------
 
+  var runsKey = null;
+
   function loadRuns() {
     return api("runs").then(function (body) {
       var sel = $("run-select");
-      clear(sel);
-      body.runs.forEach(function (run) {
-        sel.appendChild(h("option", { value: run.id },
-          run.label + " — " + run.events + " events, " + run.outcome));
-      });
+      // Rebuilt only when the list changed: the poll must not close an open dropdown.
+      var key = JSON.stringify(body.runs);
+      if (key !== runsKey) {
+        runsKey = key;
+        clear(sel);
+        body.runs.forEach(function (run) {
+          sel.appendChild(h("option", { value: run.id },
+            run.label + " — " + run.events + " events, " + run.outcome));
+        });
+      }
       if (!body.runs.length) {
         $("run-info").textContent = "no runs yet: they appear here as the server serves them";
         return null;
