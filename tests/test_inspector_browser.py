@@ -598,7 +598,8 @@ def test_serve_inspect_shows_a_run_live_while_it_streams(browser: Browser) -> No
                 assert process.poll() is None, process.communicate()[1]
                 assert time.monotonic() < deadline, "serve --inspect did not come up"
                 time.sleep(0.1)
-        page = _open(browser, f"{base}/inspect/", "events")
+        # Without the trailing slash: redirected, and the page's relative URLs still resolve.
+        page = _open(browser, f"{base}/inspect", "events")
         expect(page.get_by_test_id("run-info")).to_contain_text("no runs yet")
 
         body = json.dumps({"threadId": "t1", "runId": "r1", "state": {}, "messages": [],
