@@ -188,6 +188,7 @@ class InspectedRun:
         self.stages: list[Any] | None = None
         self.capped = False
         self._haystack: tuple[bytes, array[int]] | None = None
+        self._lane_rows: list[dict[str, Any]] | None = None
 
     # -- building ------------------------------------------------------------
 
@@ -571,7 +572,12 @@ class InspectedRun:
         return min(self._t)
 
     def lanes(self) -> list[dict[str, Any]]:
-        return self._lanes.rows(TICKS_CAP)
+        """The lanes (computed once for a closed run: a summary is asked for often)."""
+        if self.live:
+            return self._lanes.rows(TICKS_CAP)
+        if self._lane_rows is None:
+            self._lane_rows = self._lanes.rows(TICKS_CAP)
+        return self._lane_rows
 
     def fold_at(self, at: int) -> dict[str, Any]:
         """Messages and state after events 0..``at`` (a checkpoint plus a short replay)."""

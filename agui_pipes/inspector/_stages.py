@@ -47,6 +47,7 @@ class StageRecord:
         self.first_out = array("i")  # first output index, -1 for none
         self.out_count = array("i")
         self.error: str | None = None
+        self._by_kind: dict[str, array[int]] = {}
         self.held: dict[int, tuple[int, BaseEvent]] = {}  # dropped so far: id → (row, event)
 
     def note(self, kind: int, source: int, outputs: Sequence[bytes]) -> None:
@@ -80,8 +81,15 @@ class StageRecord:
 
     def rows(self, kind: str | None, offset: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
         """The matching rows' count and one page of them, with diffs for changed rows."""
-        wanted = None if kind is None else KINDS.index(kind)
-        positions = [i for i, k in enumerate(self.kind) if wanted is None or k == wanted]
+        if kind is None:
+            total = len(self.kind)
+            return total, [self._row(i) for i in range(offset, min(offset + limit, total))]
+        positions = self._by_kind.get(kind)
+        if positions is None:  # the record is complete once built: index each kind once
+            wanted = KINDS.index(kind)
+            positions = self._by_kind[kind] = array(
+                "i", (i for i, k in enumerate(self.kind) if k == wanted)
+            )
         page = positions[offset: offset + limit]
         return len(positions), [self._row(i) for i in page]
 
