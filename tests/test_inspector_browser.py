@@ -640,7 +640,7 @@ def test_serve_inspect_shows_a_run_live_while_it_streams(browser: Browser) -> No
             process.communicate()
 
 
-def test_a_long_transcript_shows_the_latest_messages_until_asked_for_all(
+def test_a_long_run_draws_only_what_is_in_view(
     browser: Browser, tmp_path: Path
 ) -> None:
     n = 350
@@ -662,6 +662,14 @@ def test_a_long_transcript_shows_the_latest_messages_until_asked_for_all(
         page.get_by_test_id("transcript-show-all").click()
         expect(messages).to_have_count(n)
         expect(messages.first).to_have_attribute("data-id", "m0")
+        # The timeline draws only the lanes in view, too (351 lanes here).
+        page.click("[data-testid=tab-timeline]")
+        lanes = page.get_by_test_id("lane")
+        expect(lanes.first).to_be_visible()
+        assert lanes.count() < 100
+        page.get_by_test_id("timeline").evaluate("el => { el.scrollTop = el.scrollHeight; }")
+        expect(page.locator(f"[data-testid=lane][data-raw-id=m{n - 1}]")).to_be_visible()
+        assert lanes.count() < 100
         _no_page_errors(page)
         page.close()
     finally:
