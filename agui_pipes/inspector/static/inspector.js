@@ -1,0 +1,1005 @@
+// agui-pipes inspector page: plain DOM and SVG, no build step, no external assets.
+//
+// Events are untrusted input: every piece of event text goes through
+// textContent / createTextNode / setAttribute, never innerHTML.
+(function () {
+  "use strict";
+
+  var SVGNS = "http://www.w3.org/2000/svg";
+  var ROW_H = 22;          // events table row height (px), matches .row in the CSS
+  var PAGE = 200;          // events fetched per request
+  var MAX_PAGES = 30;      // event pages kept in memory
+  var LANE_H = 22;         // timeline row height
+  var LABEL_W = 300;       // timeline label column width
+  var AXIS_H = 22;
+  var RIGHT_PAD = 28;      // room right of the plot for the last axis label
+  var POLL_MS = 2000;      // how often the run list (and a live run) is refreshed
+
+  // ---- small DOM helpers -------------------------------------------------
+
+  function $(id) { return document.getElementById(id); }
+
+  // h("div", {class: "x", "data-testid": "y", onclick: f}, child, "text", ...)
+  function h(tag, attrs) {
+    var el = document.createElement(tag);
+    setAttrs(el, attrs);
+    for (var i = 2; i < arguments.length; i++) append(el, arguments[i]);
+    return el;
+  }
+
+  function s(tag, attrs) {
+    var el = document.createElementNS(SVGNS, tag);
+    setAttrs(el, attrs);
+    for (var i = 2; i < arguments.length; i++) append(el, arguments[i]);
+    return el;
+  }
+
+  function setAttrs(el, attrs) {
+    if (!attrs) return;
+    Object.keys(attrs).forEach(function (k) {
+      var v = attrs[k];
+      if (v === null || v === undefined || v === false) return;
+      if (k.slice(0, 2) === "on" && typeof v === "function") el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, String(v));
+    });
+  }
+
+  function append(el, child) {
+    if (child === null || child === undefined || child === false) return;
+    if (Array.isArray(child)) { child.forEach(function (c) { append(el, c); }); return; }
+    el.appendChild(typeof child === "object" ? child : document.createTextNode(String(child)));
+  }
+
+  function clear(el) { while (el.firstChild) el.removeChild(el.firstChild); }
+
+  function pretty(value) {
+    try { return JSON.stringify(value, null, 2); } catch (e) { return String(value); }
+  }
+
+  // Tool-call arguments arrive as a JSON string; show them indented when they parse.
+  function prettyArgs(text) {
+    if (typeof text !== "string") return pretty(text);
+    var value;
+    try { value = JSON.parse(text); } catch (e) { return text; }
+    var flat = JSON.stringify(value);
+    return flat.length <= 100 ? flat : JSON.stringify(value, null, 2);
+  }
+
+  function showError(message) {
+    var el = $("error");
+    el.textContent = message;
+    el.hidden = !message;
+  }
+
+  function api(path) {
+    return fetch("api/" + path, { headers: { Accept: "application/json" } }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (body) {
+        if (!r.ok) throw new Error((body && body.error) || ("HTTP " + r.status + " for api/" + path));
+        return body;
+      });
+    });
+  }
+
+  // Lane ids carry a "kind:" prefix (and "#n" when an id repeats); the
+  // transcript and the tests speak in raw AG-UI ids.
+  function rawId(laneId) {
+    var m = /^(?:run|message|reasoning|tool_call|step|subagent):(.*?)(?:#\d+)?$/.exec(String(laneId));
+    return m ? m[1] : String(laneId);
+  }
+
+  function laneRawId(lane) {
+    return lane.kind === "subagent" && lane.owner ? lane.owner : rawId(lane.id);
+  }
+
+  function debounce(fn, ms) {
+    var t = null;
+    return function () {
+      var args = arguments;
+      clearTimeout(t);
+      t = setTimeout(function () { fn.apply(null, args); }, ms);
+    };
+  }
+
+  // ---- page state ----------------------------------------------------------
+
+  var S = {
+    runId: null,
+    summary: null,
+    view: "timeline",
+    selected: null,          // selected event index
+  };
+
+  function runPath(rest) { return "runs/" + encodeURIComponent(S.runId) + "/" + rest; }
+
+  // ---- tabs ------------------------------------------------------------------
+
+  var VIEWS = ["timeline", "events", "pipeline", "result"];
+
+  function setView(name) {
+    S.view = name;
+    VIEWS.forEach(function (v) {
+      $("view-" + v).hidden = v !== name;
+      var tab = document.querySelector('.tabs button[data-view="' + v + '"]');
+      tab.setAttribute("aria-selected", v === name ? "true" : "false");
+    });
+    if (history.replaceState) history.replaceState(null, "", "#" + name);
+    if (!S.summary) return;
+    if (name === "timeline") Timeline.draw();
+    if (name === "events") Events.render();
+    if (name === "pipeline") Pipeline.show();
+    if (name === "result") Result.show();
+  }
+
+  // ---- runs and summary --------------------------------------------------------
+
+  var runsKey = null;
+
+  function loadRuns() {
+    return api("runs").then(function (body) {
+      var sel = $("run-select");
+      // Rebuilt only when the list changed: the poll must not close an open dropdown.
+      var key = JSON.stringify(body.runs);
+      if (key !== runsKey) {
+        runsKey = key;
+        clear(sel);
+        body.runs.forEach(function (run) {
+          sel.appendChild(h("option", { value: run.id },
+            run.label + " — " + run.events + " events, " + run.outcome));
+        });
+      }
+      if (!body.runs.length) {
+        $("run-info").textContent = "no runs yet: they appear here as the server serves them";
+        return null;
+      }
+      var keep = body.runs.some(function (r) { return r.id === S.runId; });
+      var id = keep ? S.runId : body.runs[0].id;
+      sel.value = id;
+      return id;
+    });
+  }
+
+  function runInfo(summary) {
+    var info = summary.events + " events · " + summary.outcome;
+    if (summary.violations.length) info += " · " + summary.violations.length + " violation(s)";
+    if (summary.warnings.length) info += " · " + summary.warnings.length + " warning(s)";
+    $("run-info").textContent = info;
+    $("run-info").setAttribute("data-outcome", summary.outcome);
+  }
+
+  function openRun(id) {
+    S.runId = id;
+    S.selected = null;
+    return api(runPath("summary")).then(function (summary) {
+      S.summary = summary;
+      showError("");
+      runInfo(summary);
+      var tabPipe = document.querySelector('.tabs button[data-view="pipeline"]');
+      tabPipe.title = summary.stages ? "" : "start with --config CHAIN.yaml to see the stages";
+      Timeline.reset();
+      Events.reset();
+      Pipeline.reset();
+      Result.reset();
+      setView(S.view);
+    });
+  }
+
+  // ---- timeline -------------------------------------------------------------
+
+  var Timeline = (function () {
+    var domain = [0, 1];     // visible x range (index or ms)
+    var full = [0, 1];
+    var times = null;        // Float64Array of t per index when the time axis is loaded
+    var timesFor = null;
+    var loadingTimes = false;
+    var width = 800;
+    var lanes = [];
+    var laneIndex = {};
+
+    function axis() { return $("tl-axis").value === "time" && times ? "time" : "index"; }
+
+    function xOf(index) {
+      if (axis() === "time") {
+        var t = times[index];
+        return isNaN(t) ? nearestTime(index) : t;
+      }
+      return index;
+    }
+
+    // Events without a timestamp inside a timed file: borrow the previous one.
+    function nearestTime(index) {
+      for (var i = index; i >= 0; i--) if (!isNaN(times[i])) return times[i];
+      return 0;
+    }
+
+    function extent() {
+      var n = S.summary.events;
+      if (axis() === "time") {
+        var lo = Infinity, hi = -Infinity;
+        for (var i = 0; i < n; i++) {
+          var t = times[i];
+          if (!isNaN(t)) { if (t < lo) lo = t; if (t > hi) hi = t; }
+        }
+        if (lo === Infinity) return [0, 1];
+        return [lo, hi > lo ? hi : lo + 1];
+      }
+      return [0, Math.max(n - 1, 1)];
+    }
+
+    // keepView: a live run's summary was refreshed; keep the zoom the user chose.
+    function reset(keepView) {
+      var wasFull = domain[0] === full[0] && domain[1] === full[1];
+      lanes = S.summary.lanes.slice();
+      laneIndex = {};
+      lanes.forEach(function (l) { laneIndex[l.id] = l; });
+      var timeOpt = $("tl-axis").querySelector('option[value="time"]');
+      timeOpt.disabled = !S.summary.timed;
+      if (timesFor !== S.runId) { times = null; timesFor = null; }
+      if (!keepView) $("tl-axis").value = S.summary.timed && S.summary.events <= 50000 ? "time" : "index";
+      if (!S.summary.timed) $("tl-axis").value = "index";
+      if ($("tl-axis").value === "time") {
+        if (keepView) times = null;  // new events: their times are fetched again
+        loadTimes();
+      }
+      full = extent();
+      if (!keepView || wasFull) domain = full.slice();
+    }
+
+    // The summary gives lane bounds as event indexes; a time axis needs every
+    // event's t, fetched once in pages of 1000.
+    function loadTimes() {
+      if (times || loadingTimes || !S.summary.timed) return;
+      var n = S.summary.events, run = S.runId, offset = 0;
+      var buf = new Float64Array(n);
+      buf.fill(NaN);
+      loadingTimes = true;
+      $("tl-range").textContent = "loading timestamps…";
+      function next() {
+        if (run !== S.runId) { loadingTimes = false; return; }
+        if (offset >= n) {
+          times = buf; timesFor = run; loadingTimes = false;
+          full = extent(); domain = full.slice(); draw();
+          return;
+        }
+        api(runPath("events?offset=" + offset + "&limit=1000")).then(function (body) {
+          body.rows.forEach(function (r) { if (typeof r.t === "number") buf[r.index] = r.t; });
+          offset += 1000;
+          next();
+        }).catch(function (e) { loadingTimes = false; showError(e.message); });
+      }
+      next();
+    }
+
+    function px(x) { return LABEL_W + (x - domain[0]) / (domain[1] - domain[0]) * (width - LABEL_W - RIGHT_PAD); }
+
+    function draw() {
+      if (!S.summary || S.view !== "timeline") return;
+      var scroller = $("tl-scroll"), inner = $("tl-inner");
+      width = Math.max(scroller.clientWidth, 400);
+      var total = lanes.length;
+      var height = AXIS_H + total * LANE_H;
+      inner.style.height = height + "px";
+      // Only the lanes in view are drawn: a 100k-event file can have thousands.
+      var top = scroller.scrollTop;
+      var first = Math.max(0, Math.floor((top - AXIS_H) / LANE_H) - 5);
+      var last = Math.min(total, Math.ceil((top + scroller.clientHeight) / LANE_H) + 5);
+      var svg = s("svg", { width: width, height: height, "data-testid": "timeline-svg" });
+      var axisG = s("g", { class: "tl-axis", transform: "translate(0," + top + ")" });
+      var rowsG = s("g", {});
+      for (var i = first; i < last; i++) rowsG.appendChild(lane(lanes[i], i));
+      svg.appendChild(rowsG);
+      S.summary.violations.forEach(function (v) {
+        if (v.index === null || v.index === undefined) return;
+        var x = px(xOf(v.index));
+        if (x < LABEL_W || x > width) return;
+        svg.appendChild(s("line", { class: "tl-mark", x1: x, x2: x, y1: AXIS_H, y2: height,
+          "data-testid": "timeline-violation" }, s("title", {}, "violation at #" + v.index + ": " + v.message)));
+      });
+      axisG.appendChild(s("rect", { x: 0, y: 0, width: width, height: AXIS_H, fill: "#fff" }));
+      ticks().forEach(function (t) {
+        var x = px(t);
+        axisG.appendChild(s("line", { x1: x, x2: x, y1: AXIS_H - 5, y2: AXIS_H }));
+        axisG.appendChild(s("text", { x: x + 2, y: 12 }, label(t)));
+      });
+      svg.appendChild(axisG);
+      clear(inner);
+      inner.appendChild(svg);
+      $("tl-range").setAttribute("data-lo", String(domain[0]));
+      $("tl-range").setAttribute("data-hi", String(domain[1]));
+      $("tl-range").textContent = (axis() === "time" ? "ms " : "events ") +
+        label(domain[0]) + " – " + label(domain[1]) + " · " + total + " lanes";
+    }
+
+    function label(v) {
+      if (axis() === "time") {
+        var rel = v - full[0];
+        return rel >= 1000 ? (rel / 1000).toFixed(rel >= 10000 ? 1 : 2) + "s" : Math.round(rel) + "ms";
+      }
+      return String(Math.round(v));
+    }
+
+    function ticks() {
+      var span = domain[1] - domain[0];
+      var step = Math.pow(10, Math.floor(Math.log10(span / 8 || 1)));
+      if (span / step > 16) step *= 5; else if (span / step > 8) step *= 2;
+      if (axis() === "index") step = Math.max(1, step);
+      var out = [];
+      for (var t = Math.ceil(domain[0] / step) * step; t <= domain[1] && out.length < 40; t += step) out.push(t);
+      return out;
+    }
+
+    function lane(l, i) {
+      var y = AXIS_H + i * LANE_H;
+      var parent = l.parent === null || l.parent === undefined ? null : laneIndex[l.parent];
+      var g = s("g", { "data-testid": "lane", "data-lane": l.id, "data-kind": l.kind,
+        "data-raw-id": laneRawId(l), "data-depth": l.depth,
+        "data-parent-raw-id": parent ? laneRawId(parent) : null });
+      g.appendChild(s("rect", { class: "tl-row-bg", x: 0, y: y, width: width, height: LANE_H,
+        fill: i % 2 ? "#f6f7f9" : "#fff" }));
+      var indent = 8 + l.depth * 14;
+      g.appendChild(s("text", { class: "tl-label kind", x: indent, y: y + 15 }, kindLabel(l.kind)));
+      var room = Math.floor((LABEL_W - indent - 70) / 6.6);  // ~6.6 px per character at 12px
+      g.appendChild(s("text", { class: "tl-label", x: indent + 62, y: y + 15 }, clip(l.label, room),
+        s("title", {}, l.label)));
+      var endIndex = l.end === null || l.end === undefined ? S.summary.events - 1 : l.end;
+      var x0 = Math.max(px(xOf(l.start)), LABEL_W);
+      var x1 = Math.min(px(xOf(endIndex)), width);
+      if (x1 >= LABEL_W && x0 <= width) {
+        var w = Math.max(x1 - x0, 3);
+        var bar = s("rect", { class: "tl-bar k-" + l.kind, x: x0, y: y + 4, width: w, height: LANE_H - 8,
+          rx: 2, "data-testid": "lane-bar", "data-start": l.start, opacity: l.end === null ? 0.55 : 1 },
+          s("title", {}, l.kind + " " + l.label + ": events " + l.start + "–" +
+            (l.end === null ? "(open)" : l.end) + (l.tick_count ? ", " + l.tick_count + " deltas" : "")));
+        bar.addEventListener("click", function (ev) {
+          if (dragMoved) return;
+          ev.stopPropagation();
+          Events.selectIndex(l.start, true);
+        });
+        g.appendChild(bar);
+        if (l.ticks && l.ticks.length && w >= 6) {
+          var d = [];
+          for (var k = 0; k < l.ticks.length; k++) {
+            var tx = px(xOf(l.ticks[k]));
+            if (tx >= x0 && tx <= x0 + w) d.push("M" + tx.toFixed(1) + " " + (y + 6) + "v" + (LANE_H - 12));
+          }
+          if (d.length) g.appendChild(s("path", { class: "tl-ticks", d: d.join("") }));
+        }
+      }
+      return g;
+    }
+
+    function kindLabel(kind) { return kind === "tool_call" ? "tool call" : kind; }
+    function clip(text, n) { text = String(text); return text.length > n ? text.slice(0, n - 1) + "…" : text; }
+
+    // wheel: zoom around the cursor; drag: pan.
+    var dragging = null, dragMoved = false;
+    function install() {
+      var sc = $("tl-scroll");
+      sc.addEventListener("wheel", function (ev) {
+        if (!S.summary || ev.shiftKey) return;
+        ev.preventDefault();
+        var rect = sc.getBoundingClientRect();
+        var frac = Math.min(Math.max((ev.clientX - rect.left - LABEL_W) / (width - LABEL_W - RIGHT_PAD), 0), 1);
+        var span = domain[1] - domain[0];
+        var factor = ev.deltaY > 0 ? 1.25 : 0.8;
+        var minSpan = axis() === "index" ? 5 : 1;
+        var fullSpan = full[1] - full[0];
+        var ns = Math.min(Math.max(span * factor, minSpan), fullSpan);
+        var anchor = domain[0] + frac * span;
+        setDomain(anchor - frac * ns, ns);
+      }, { passive: false });
+      sc.addEventListener("mousedown", function (ev) {
+        if (ev.button !== 0) return;
+        dragging = { x: ev.clientX, d0: domain.slice() };
+        dragMoved = false;
+      });
+      window.addEventListener("mousemove", function (ev) {
+        if (!dragging) return;
+        var dx = ev.clientX - dragging.x;
+        if (Math.abs(dx) > 3) { dragMoved = true; sc.classList.add("dragging"); }
+        if (!dragMoved) return;
+        var span = dragging.d0[1] - dragging.d0[0];
+        setDomain(dragging.d0[0] - dx / (width - LABEL_W - RIGHT_PAD) * span, span);
+      });
+      window.addEventListener("mouseup", function () {
+        sc.classList.remove("dragging");
+        dragging = null;
+        setTimeout(function () { dragMoved = false; }, 0);
+      });
+      sc.addEventListener("scroll", function () { draw(); });
+      window.addEventListener("resize", function () { draw(); });
+      $("tl-reset").addEventListener("click", function () { domain = full.slice(); draw(); });
+      $("tl-fit").addEventListener("click", fitVisible);
+      $("tl-axis").addEventListener("change", function () {
+        if (axis() === "index" && $("tl-axis").value === "time") { loadTimes(); return; }
+        full = extent(); domain = full.slice(); draw();
+      });
+    }
+
+    // Zoom to the lanes scrolled into view: in a long file they are slivers at full zoom.
+    function fitVisible() {
+      var sc = $("tl-scroll");
+      var first = Math.max(0, Math.floor((sc.scrollTop - AXIS_H) / LANE_H));
+      var last = Math.min(lanes.length, Math.ceil((sc.scrollTop + sc.clientHeight - AXIS_H) / LANE_H));
+      var lo = Infinity, hi = -Infinity;
+      for (var i = first; i < last; i++) {
+        var l = lanes[i];
+        var end = l.end === null || l.end === undefined ? S.summary.events - 1 : l.end;
+        lo = Math.min(lo, xOf(l.start));
+        hi = Math.max(hi, xOf(end));
+      }
+      if (lo === Infinity) return;
+      var span = Math.max(hi - lo, axis() === "index" ? 5 : 1);
+      var pad = span * 0.03;
+      lo = Math.max(full[0], lo - pad);
+      span = Math.min(span + 2 * pad, full[1] - full[0]);
+      setDomain(lo, span);
+    }
+
+    function setDomain(start, span) {
+      var lo = Math.max(full[0], Math.min(start, full[1] - span));
+      domain = [lo, lo + span];
+      draw();
+    }
+
+    return { reset: reset, draw: draw, install: install,
+             domain: function () { return domain.slice(); } };
+  })();
+
+  // ---- events table (virtualised) -------------------------------------------
+
+  var Events = (function () {
+    var pages = new Map();     // page number -> rows (or a pending promise)
+    var total = 0;
+    var filterKey = "";
+    var generation = 0;        // bumps when the filters change; stale responses are dropped
+    var selectedPos = null;    // the selected row's position in the filtered list
+
+    function query() {
+      var parts = [];
+      var t = $("ev-type").value, id = $("ev-id").value.trim(), q = $("ev-q").value.trim();
+      if (t) parts.push("type=" + encodeURIComponent(t));
+      if (id) parts.push("id=" + encodeURIComponent(id));
+      if (q) parts.push("q=" + encodeURIComponent(q));
+      return parts.join("&");
+    }
+
+    function reset() {
+      var sel = $("ev-type"), keep = sel.value;
+      clear(sel);
+      sel.appendChild(h("option", { value: "" }, "(all types)"));
+      Object.keys(S.summary.types).sort().forEach(function (t) {
+        sel.appendChild(h("option", { value: t }, t + " (" + S.summary.types[t] + ")"));
+      });
+      sel.value = S.summary.types[keep] ? keep : "";
+      problems();
+      refilter();
+      clear($("ev-detail"));
+      $("ev-detail").appendChild(h("p", { class: "muted" }, "Click an event to see its JSON."));
+    }
+
+    function problems() {
+      var box = $("ev-problems");
+      clear(box);
+      var items = [];
+      S.summary.violations.forEach(function (v) {
+        items.push(h("button", { type: "button", class: "problem violation", "data-testid": "problem-violation",
+          "data-index": v.index, onclick: function () { selectIndex(v.index, true); } },
+          "#" + v.index + " " + v.rule + ": " + v.message));
+      });
+      S.summary.warnings.forEach(function (w) {
+        var at = w.index === null || w.index === undefined ? "" : "#" + w.index + " ";
+        items.push(h("button", { type: "button", class: "problem warning", "data-testid": "problem-warning",
+          "data-index": w.index === null ? "" : w.index,
+          onclick: function () { if (w.index !== null && w.index !== undefined) selectIndex(w.index, true); } },
+          at + w.code + ": " + w.message));
+      });
+      items.slice(0, 200).forEach(function (b) { box.appendChild(b); });
+      if (items.length > 200) box.appendChild(h("div", { class: "muted" }, (items.length - 200) + " more not listed"));
+      box.hidden = !items.length;
+    }
+
+    function refilter() {
+      generation++;
+      selectedPos = null;
+      pages = new Map();
+      filterKey = query();
+      total = -1;
+      $("ev-scroll").scrollTop = 0;
+      fetchPage(0).then(function () { render(); });
+    }
+
+    // A live run grew: drop the cached pages, keep the filters and the scroll position.
+    function refresh() {
+      generation++;
+      pages = new Map();
+      var p = Math.floor($("ev-scroll").scrollTop / ROW_H / PAGE);
+      fetchPage(p).then(function () { render(); });
+    }
+
+    function missing(from, to) {
+      var out = [];
+      for (var p = Math.floor(from / PAGE); p <= Math.floor(Math.max(to - 1, 0) / PAGE); p++) {
+        if (!pages.has(p)) out.push(p);
+      }
+      return out;
+    }
+
+    // Keep the page cache bounded (a 100k-event file is 500 pages): drop the
+    // fetched pages farthest from the view.
+    function evict(around) {
+      if (pages.size <= MAX_PAGES) return;
+      var loaded = [];
+      pages.forEach(function (rows, p) { if (Array.isArray(rows)) loaded.push(p); });
+      loaded.sort(function (a, b) { return Math.abs(b - around) - Math.abs(a - around); });
+      for (var i = 0; i < loaded.length && pages.size > MAX_PAGES; i++) pages.delete(loaded[i]);
+    }
+
+    function fetchPage(p) {
+      if (pages.has(p)) return Promise.resolve(pages.get(p));
+      var gen = generation;
+      var sep = filterKey ? "&" + filterKey : "";
+      var promise = api(runPath("events?offset=" + p * PAGE + "&limit=" + PAGE + sep)).then(function (body) {
+        if (gen !== generation) return null;
+        total = body.total;
+        pages.set(p, body.rows);
+        return body.rows;
+      }).catch(function (e) {
+        // Remembered as failed (not refetched in a loop); a filter change retries.
+        if (gen === generation) { pages.set(p, "failed"); showError(e.message); }
+        return null;
+      });
+      pages.set(p, promise);
+      return promise;
+    }
+
+    function render() {
+      if (!S.summary || S.view !== "events" || total < 0) return;
+      var sc = $("ev-scroll"), spacer = $("ev-spacer");
+      spacer.style.height = total * ROW_H + "px";
+      $("ev-count").textContent = total + (filterKey ? " matching" : "") + " of " + S.summary.events + " events";
+      var first = Math.max(0, Math.floor(sc.scrollTop / ROW_H) - 10);
+      var last = Math.min(total, Math.ceil((sc.scrollTop + sc.clientHeight) / ROW_H) + 10);
+      // The pages in view first; once they are here, the neighbours within a page
+      // of the view, so scrolling on finds its rows already fetched more often.
+      var visible = missing(first, last);
+      var wanted = visible.length ? visible
+        : missing(Math.max(0, first - PAGE), Math.min(total, last + PAGE));
+      wanted.forEach(function (p) { fetchPage(p).then(function () { render(); }); });
+      evict(Math.floor(first / PAGE));
+      var frag = document.createDocumentFragment();
+      for (var i = first; i < last; i++) {
+        var pg = pages.get(Math.floor(i / PAGE));
+        var row = Array.isArray(pg) ? pg[i % PAGE] : null;
+        frag.appendChild(row ? rowEl(row, i) : h("div", { class: "row ev-row pending", style: "top:" + i * ROW_H + "px" },
+          h("span", { class: "c-idx" }, "…")));
+      }
+      clear(spacer);
+      spacer.appendChild(frag);
+    }
+
+    function rowEl(r, pos) {
+      var flags = r.flags || [];
+      var cls = "row ev-row";
+      if (flags.indexOf("violation") >= 0) cls += " violation";
+      else if (flags.indexOf("warning") >= 0) cls += " warning";
+      if (r.index === S.selected) cls += " selected";
+      var ids = Object.keys(r.ids || {}).map(function (k) { return k + "=" + r.ids[k]; }).join(" ");
+      var flag = flags.indexOf("violation") >= 0 ? h("span", { class: "c-flag flag-violation", title: "violation" }, "✖")
+        : flags.indexOf("warning") >= 0 ? h("span", { class: "c-flag flag-warning", title: "warning" }, "⚠")
+        : h("span", { class: "c-flag" });
+      return h("div", { class: cls, style: "top:" + pos * ROW_H + "px", "data-testid": "event-row",
+        "data-index": r.index, "data-type": r.type, "data-flags": flags.join(" "),
+        onclick: function () { selectedPos = pos; selectIndex(r.index, false); } },
+        h("span", { class: "c-idx" }, r.index),
+        flag,
+        h("span", { class: "c-type" }, r.type),
+        h("span", { class: "c-ids", title: ids }, ids),
+        h("span", { class: "c-owner" }, r.owner || ""),
+        h("span", { class: "c-sum", title: r.summary }, r.summary));
+    }
+
+    // Select an event; `reveal` also clears the filters and scrolls the table to it
+    // (from the timeline, the problems list and the pipeline).
+    // ArrowUp / ArrowDown in the table move the selection through the (filtered) rows.
+    function step(delta) {
+      if (selectedPos === null || total <= 0) return;
+      var pos = Math.min(Math.max(selectedPos + delta, 0), total - 1);
+      fetchPage(Math.floor(pos / PAGE)).then(function (rows) {
+        var row = Array.isArray(rows) ? rows[pos % PAGE] : null;
+        if (!row) return;
+        selectedPos = pos;
+        var sc = $("ev-scroll"), y = pos * ROW_H;
+        if (y < sc.scrollTop) sc.scrollTop = y;
+        else if (y + ROW_H > sc.scrollTop + sc.clientHeight) sc.scrollTop = y + ROW_H - sc.clientHeight;
+        selectIndex(row.index, false);
+      });
+    }
+
+    function selectIndex(index, reveal) {
+      S.selected = index;
+      if (reveal) {
+        if (S.view !== "events") setView("events");
+        if (filterKey) {
+          $("ev-type").value = ""; $("ev-id").value = ""; $("ev-q").value = "";
+          refilter();
+        }
+        var sc = $("ev-scroll");
+        sc.scrollTop = Math.max(0, index * ROW_H - sc.clientHeight / 3);
+        selectedPos = index;  // no filters: positions are indexes
+      }
+      render();
+      var detail = $("ev-detail");
+      api(runPath("events/" + index)).then(function (body) {
+        if (S.selected !== index) return;
+        clear(detail);
+        detail.appendChild(h("h3", {}, "#" + body.index + " " + body.type));
+        (body.violations || []).forEach(function (v) {
+          detail.appendChild(h("p", { class: "violation", "data-testid": "detail-violation" },
+            "✖ violation (" + v.rule + "): " + v.message));
+        });
+        (body.warnings || []).forEach(function (w) {
+          detail.appendChild(h("p", { class: "warning", "data-testid": "detail-warning" },
+            "⚠ " + w.code + ": " + w.message));
+        });
+        detail.appendChild(h("pre", { "data-testid": "event-json" }, pretty(body.json)));
+      }).catch(function (e) { showError(e.message); });
+    }
+
+    function install() {
+      $("ev-scroll").addEventListener("scroll", function () { render(); });
+      $("ev-scroll").addEventListener("keydown", function (ev) {
+        if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+          ev.preventDefault();
+          step(ev.key === "ArrowDown" ? 1 : -1);
+        }
+      });
+      window.addEventListener("resize", function () { render(); });
+      $("ev-type").addEventListener("change", refilter);
+      var later = debounce(refilter, 250);
+      $("ev-id").addEventListener("input", later);
+      $("ev-q").addEventListener("input", later);
+    }
+
+    return { reset: reset, refresh: refresh, problems: problems, render: render, install: install, selectIndex: selectIndex };
+  })();
+
+  // ---- pipeline ------------------------------------------------------------------
+
+  var Pipeline = (function () {
+    var stage = 0, kind = "", loaded = 0, total = 0, generation = 0, selectedRow = null;
+    var KINDS = ["", "passed", "changed", "dropped", "added"];
+
+    function reset() { stage = 0; kind = ""; loaded = 0; total = 0; generation++; selectedRow = null; }
+
+    function show() {
+      var stages = S.summary.stages;
+      $("pl-none").hidden = !!stages;
+      var table = $("pl-stages");
+      clear(table);
+      clear($("pl-rows"));
+      clear($("pl-kinds"));
+      $("pl-title").textContent = "";
+      $("pl-count").textContent = "";
+      $("pl-more").hidden = true;
+      if (!stages) return;
+      table.appendChild(h("tr", {}, ["stage", "in", "out", "passed", "changed", "dropped", "added"].map(function (c) {
+        return h("th", {}, c);
+      })));
+      stages.forEach(function (st, n) {
+        var cells = [h("td", {}, h("button", { type: "button", "data-testid": "stage-name",
+          onclick: function () { pick(n, ""); } }, n + 1 + ". " + st.name)),
+          h("td", {}, st["in"]), h("td", {}, st.out)];
+        ["passed", "changed", "dropped", "added"].forEach(function (k) {
+          cells.push(h("td", {}, st[k] ? h("button", { type: "button", "data-testid": "stage-count-" + k,
+            onclick: function () { pick(n, k); } }, st[k]) : "0"));
+        });
+        table.appendChild(h("tr", { "data-testid": "stage", "data-stage": n, class: n === stage ? "selected" : "" }, cells));
+        if (st.error) {
+          table.appendChild(h("tr", { class: "stage-error" }, h("td", { colspan: 7, "data-testid": "stage-error" },
+            "✖ the stage raised and stopped here: " + st.error)));
+        }
+      });
+      pick(stage, kind);
+    }
+
+    function pick(n, k) {
+      stage = n; kind = k; loaded = 0; total = 0; generation++; selectedRow = null;
+      Array.prototype.forEach.call($("pl-stages").querySelectorAll("tr[data-stage]"), function (tr) {
+        tr.className = Number(tr.getAttribute("data-stage")) === n ? "selected" : "";
+      });
+      $("pl-title").textContent = "stage " + (n + 1) + ": " + S.summary.stages[n].name;
+      var kinds = $("pl-kinds");
+      clear(kinds);
+      KINDS.forEach(function (kk) {
+        kinds.appendChild(h("button", { type: "button", "aria-pressed": kk === kind ? "true" : "false",
+          "data-testid": "kind-" + (kk || "all"), onclick: function () { pick(stage, kk); } }, kk || "all"));
+      });
+      clear($("pl-rows"));
+      clear($("pl-detail"));
+      $("pl-detail").appendChild(h("p", { class: "muted" }, "Click a row to see the event and its diff."));
+      more();
+    }
+
+    function more() {
+      var gen = generation;
+      var url = "stages/" + stage + "?offset=" + loaded + "&limit=" + PAGE + (kind ? "&kind=" + kind : "");
+      api(runPath(url)).then(function (body) {
+        if (gen !== generation) return;
+        total = body.total;
+        var box = $("pl-rows");
+        body.rows.forEach(function (r) { box.appendChild(rowEl(r)); });
+        loaded += body.rows.length;
+        $("pl-count").textContent = loaded + " of " + total + " rows";
+        $("pl-more").hidden = loaded >= total;
+      }).catch(function (e) { showError(e.message); });
+    }
+
+    function rowEl(r) {
+      var inout = (r["in"] === null ? "+" : "in " + r["in"]) + " → " + (r.out.length ? r.out.join(",") : "∅");
+      var el = h("div", { class: "row pl-row", "data-testid": "stage-row", "data-kind": r.kind, "data-type": r.type },
+        h("span", { class: "c-kind kind-" + r.kind }, r.kind),
+        h("span", { class: "c-inout" }, inout),
+        h("span", { class: "c-type" }, r.type),
+        h("span", { class: "c-sum", title: r.summary }, r.summary));
+      el.addEventListener("click", function () {
+        if (selectedRow) selectedRow.classList.remove("selected");
+        selectedRow = el;
+        el.classList.add("selected");
+        detail(r);
+      });
+      return el;
+    }
+
+    function detail(r) {
+      var box = $("pl-detail");
+      clear(box);
+      box.appendChild(h("h3", {}, r.kind + " · " + r.type));
+      if (r.diff && r.diff.length) {
+        box.appendChild(h("div", {}, "diff (JSON Patch, input → output):"));
+        box.appendChild(h("ul", { class: "diff", "data-testid": "stage-diff" }, r.diff.map(function (op) {
+          var text = op.op + " " + op.path;
+          if (op.from !== undefined) text += " from " + op.from;
+          if (op.value !== undefined) text += " = " + JSON.stringify(op.value);
+          return h("li", { class: "mono" }, text);
+        })));
+      }
+      if (stage === 0 && r["in"] !== null) {
+        // Stage 0's input indexes are the file's events: offer the way there.
+        box.appendChild(h("button", { type: "button", "data-testid": "stage-open-event",
+          onclick: function () { Events.selectIndex(r["in"], true); } },
+          "show event #" + r["in"] + " in the events view"));
+      }
+      box.appendChild(h("div", {}, r.kind === "added" ? "added event:" : "input event:"));
+      box.appendChild(h("pre", { "data-testid": "stage-event-json" }, pretty(r.event)));
+    }
+
+    function install() { $("pl-more").addEventListener("click", more); }
+
+    return { reset: reset, show: show, install: install };
+  })();
+
+  // ---- result: transcript, state tree, scrubber ---------------------------------
+
+  var Result = (function () {
+    var at = null, generation = 0;
+    var MAX_MESSAGES = 300;  // the latest top-level messages drawn, unless "show all"
+    var showAll = false;
+
+    function reset() {
+      showAll = false;
+      var n = S.summary.events;
+      var sc = $("rs-scrub");
+      sc.max = String(Math.max(n - 1, 0));
+      at = Math.max(n - 1, 0);
+      sc.value = String(at);
+    }
+
+    // A live run grew: a scrubber at the end follows it, one set earlier stays put.
+    function extend() {
+      var sc = $("rs-scrub"), atEnd = Number(sc.value) === Number(sc.max);
+      sc.max = String(Math.max(S.summary.events - 1, 0));
+      if (atEnd) {
+        sc.value = sc.max;
+        if (S.view === "result") load(Number(sc.value));
+      }
+    }
+
+    function show() { load(Number($("rs-scrub").value)); }
+
+    var loadLater = debounce(function (i) { load(i); }, 120);
+
+    function load(index) {
+      at = index;
+      var gen = ++generation;
+      $("rs-at").textContent = "after event #" + index + " of " + (S.summary.events - 1);
+      if (!S.summary.events) { clear($("rs-transcript")); clear($("rs-state")); return; }
+      api(runPath("fold?at=" + index)).then(function (body) {
+        if (gen !== generation) return;
+        $("rs-transcript").setAttribute("data-at", body.at);
+        $("rs-state").setAttribute("data-at", body.at);
+        transcript(body.messages);
+        clear($("rs-state"));
+        $("rs-state").appendChild(tree(body.state, null, 0));
+      }).catch(function (e) { showError(e.message); });
+    }
+
+    // Messages owned by a subagent are nested under the tool call (or subagent)
+    // that spawned it, as the summary's subagent lanes say.
+    function transcript(messages) {
+      var box = $("rs-transcript");
+      clear(box);
+      if (!messages.length) { box.appendChild(h("p", { class: "muted" }, "No messages yet at this point.")); return; }
+      var subs = {}, childrenOf = {}, spawner = {};
+      var laneById = {};
+      S.summary.lanes.forEach(function (l) { laneById[l.id] = l; });
+      S.summary.lanes.forEach(function (l) {
+        if (l.kind !== "subagent") return;
+        var id = laneRawId(l), parent = laneById[l.parent];
+        subs[id] = l;
+        if (parent) {
+          spawner[id] = laneRawId(parent);
+          (childrenOf[laneRawId(parent)] = childrenOf[laneRawId(parent)] || []).push(id);
+        }
+      });
+      var bySub = {}, results = {}, top = [];
+      messages.forEach(function (m) {
+        if (m.role === "tool" && m.toolCallId) results[m.toolCallId] = m;
+        if (m.subagentRunId) (bySub[m.subagentRunId] = bySub[m.subagentRunId] || []).push(m);
+        else top.push(m);
+      });
+      var shown = {};
+      function subBlock(id) {
+        if (shown[id] || !bySub[id]) return null;
+        shown[id] = true;
+        var lane = subs[id];
+        var block = h("div", { class: "subagent", "data-testid": "transcript-subagent", "data-subagent": id },
+          h("div", { class: "who" }, "subagent " + (lane ? lane.label : id)));
+        list(bySub[id], block);
+        (childrenOf[id] || []).forEach(function (c) { append(block, subBlock(c)); });
+        return block;
+      }
+      function list(msgs, into) {
+        msgs.forEach(function (m) {
+          if (m.role === "tool" && m.toolCallId && callShown[m.toolCallId]) return;
+          into.appendChild(msgEl(m));
+        });
+      }
+      var callShown = {};
+      messages.forEach(function (m) {
+        (m.toolCalls || []).forEach(function (c) { callShown[c.id] = true; });
+      });
+      function msgEl(m) {
+        var el = h("div", { class: "msg role-" + m.role, "data-testid": "transcript-message",
+          "data-role": m.role, "data-id": m.id }, h("div", { class: "who" }, m.role));
+        var content = m.content;
+        if (content !== undefined && content !== null && content !== "") {
+          el.appendChild(h("div", { class: "body" }, typeof content === "string" ? content : pretty(content)));
+        }
+        (m.toolCalls || []).forEach(function (c) {
+          var fn = c["function"] || {};
+          var call = h("div", { class: "toolcall", "data-testid": "transcript-toolcall", "data-id": c.id },
+            h("div", {}, h("strong", {}, fn.name || "?"), h("span", { class: "muted" }, "  " + c.id)),
+            h("pre", {}, prettyArgs(fn.arguments)));
+          var res = results[c.id];
+          if (res) {
+            call.appendChild(h("div", { class: "result", "data-testid": "transcript-result" },
+              h("span", { class: "muted" }, "result"), h("pre", {}, prettyArgs(res.content))));
+          }
+          el.appendChild(call);
+          (childrenOf[c.id] || []).forEach(function (sid) { append(el, subBlock(sid)); });
+        });
+        return el;
+      }
+      var shownTop = top, hidden = {};
+      if (!showAll && top.length > MAX_MESSAGES) {
+        shownTop = top.slice(top.length - MAX_MESSAGES);
+        top.slice(0, top.length - MAX_MESSAGES).forEach(function (m) {
+          (m.toolCalls || []).forEach(function (c) { hidden[c.id] = true; });
+        });
+        box.appendChild(h("button", { type: "button", "data-testid": "transcript-show-all",
+          onclick: function () { showAll = true; transcript(messages); } },
+          (top.length - MAX_MESSAGES) + " earlier messages not shown: show all"));
+      }
+      // A subagent spawned by a hidden call is hidden with it.
+      function underHidden(id, depth) {
+        var up = spawner[id];
+        if (up === undefined || depth > 50) return false;
+        return hidden[up] === true || underHidden(up, depth + 1);
+      }
+      list(shownTop, box);
+      Object.keys(bySub).forEach(function (id) {
+        if (!underHidden(id, 0)) append(box, subBlock(id));
+      });
+    }
+
+    function scalar(value) {
+      if (typeof value === "string") return h("span", { class: "str" }, JSON.stringify(value));
+      if (typeof value === "number") return h("span", { class: "num" }, String(value));
+      return h("span", { class: "lit" }, String(value));
+    }
+
+    function tree(value, key, depth) {
+      var keyEl = key === null ? null : h("span", { class: "key" }, key + ": ");
+      if (value === null || typeof value !== "object") {
+        return h("div", { class: "leaf", "data-testid": "state-leaf", "data-path-key": key === null ? "" : key }, keyEl, scalar(value));
+      }
+      var isArr = Array.isArray(value);
+      var keys = isArr ? value.map(function (_, i) { return i; }) : Object.keys(value);
+      var node = h("details", { "data-testid": "state-node" });
+      if (depth < 3) node.open = true;
+      node.appendChild(h("summary", {}, keyEl,
+        h("span", { class: "muted" }, isArr ? "[" + keys.length + "]" : "{" + keys.length + "}")));
+      keys.slice(0, 500).forEach(function (k) { node.appendChild(tree(value[k], String(k), depth + 1)); });
+      if (keys.length > 500) node.appendChild(h("div", { class: "muted" }, (keys.length - 500) + " more"));
+      return node;
+    }
+
+    function install() {
+      var sc = $("rs-scrub");
+      sc.addEventListener("input", function () {
+        $("rs-at").textContent = "after event #" + sc.value + " of " + (S.summary.events - 1);
+        loadLater(Number(sc.value));
+      });
+      function step(d) {
+        var v = Math.min(Math.max(Number(sc.value) + d, 0), Number(sc.max));
+        sc.value = String(v);
+        load(v);
+      }
+      $("rs-prev").addEventListener("click", function () { step(-1); });
+      $("rs-next").addEventListener("click", function () { step(1); });
+    }
+
+    return { reset: reset, extend: extend, show: show, install: install };
+  })();
+
+  // ---- start ------------------------------------------------------------------------
+
+  function start() {
+    Array.prototype.forEach.call(document.querySelectorAll(".tabs button"), function (b) {
+      b.addEventListener("click", function () { setView(b.getAttribute("data-view")); });
+    });
+    Timeline.install();
+    Events.install();
+    Pipeline.install();
+    Result.install();
+    $("run-select").addEventListener("change", function () {
+      openRun($("run-select").value).catch(function (e) { showError(e.message); });
+    });
+    window.addEventListener("hashchange", function () {
+      var name = (location.hash || "").slice(1);
+      if (VIEWS.indexOf(name) >= 0 && name !== S.view) setView(name);
+    });
+    var want = (location.hash || "").slice(1);
+    if (VIEWS.indexOf(want) >= 0) S.view = want;
+    setView(S.view);
+    loadRuns().then(function (id) {
+      if (id !== null) return openRun(id);
+    }).then(function () {
+      document.body.setAttribute("data-ready", "true");
+    }).catch(function (e) { showError(e.message); });
+    // Live runs (serve --inspect): refresh the run list, and the summary of a live run.
+    setInterval(function () {
+      if (document.hidden) return;
+      var live = S.summary !== null && S.summary.outcome === "live";
+      loadRuns().then(function (id) {
+        if (S.summary === null && id !== null) return openRun(id);  // the first run arrived
+        if (live) return openRunKeepingView();
+      }).catch(function () { /* the server went away: keep what is shown */ });
+    }, POLL_MS);
+  }
+
+  function openRunKeepingView() {
+    return api(runPath("summary")).then(function (summary) {
+      S.summary = summary;
+      runInfo(summary);
+      Timeline.reset(true);
+      Events.problems();
+      Events.refresh();
+      Result.extend();
+      if (S.view === "timeline") Timeline.draw();
+    });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
