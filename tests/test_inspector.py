@@ -535,6 +535,8 @@ def test_cli_serves_the_api_in_a_real_process(tmp_path: Path) -> None:
         line = process.stdout.readline().decode()
         url = line.rsplit(" ", 1)[-1].strip()
         assert url.startswith("http://127.0.0.1:"), line
+        # At once, no retry: the URL is printed only once the socket listens (a browser
+        # opened on it must not be refused while the server starts).
         summary = httpx.get(url + "api/runs/0/summary", timeout=10).json()
         assert summary["stages"][0]["dropped"] > 0
     finally:

@@ -127,6 +127,9 @@ def _inspect(args: argparse.Namespace) -> int:
         listener = config.bind_socket()
     except SystemExit:  # uvicorn has logged why (the port is taken, say)
         return 1
+    # Listening before the URL is printed: a browser (or script) that connects at
+    # once waits in the backlog while uvicorn starts, instead of being refused.
+    listener.listen(config.backlog)
     host, port = listener.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
