@@ -115,6 +115,37 @@ async def test_cut_and_resume_while_the_upstream_produces(
             assert status == 200 and replay == joined
 
 
+async def test_cut_on_one_gateway_resumed_on_another_sharing_redis(
+    upstream_agent: tuple[Gated, Running], request: pytest.FixtureRequest, tmp_path: Path,
+    mode: str,
+) -> None:
+    """Two gateways behind a load balancer: the run lives on A, the resume lands on B."""
+    agent, upstream = upstream_agent
+    url = store_url_for("redis", request, tmp_path)
+    with serve(_app(_gateway(upstream, url, mode, grace=30))) as a, \
+            serve(_app(_gateway(upstream, url, mode, grace=30))) as b:
+        async with httpx.AsyncClient(base_url=a.url, timeout=20) as to_a, \
+                httpx.AsyncClient(base_url=b.url, timeout=20) as to_b:
+            got = await _post(to_a, "shared", cut=3)
+            resumed: Frames = []
+
+            async def resume() -> None:
+                status, frames, body = await _get(to_b, "/chat/runs/shared", got[-1][0])
+                assert status == 200, body
+                resumed.extend(frames)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(resume)
+                await anyio.sleep(0.05)  # B follows A's run while A still produces it
+                agent.gate("shared").set()
+            joined = got + resumed
+            assert _seqs(joined) == list(range(1, len(joined) + 1)), "a gap or a duplicate"
+            assert _events(joined)[-1].type is EventType.RUN_FINISHED
+            for client in (to_a, to_b):
+                status, replay, _ = await _get(client, "/chat/runs/shared")
+                assert status == 200 and replay == joined
+
+
 async def test_disconnect_without_reconnect_closes_the_upstream_after_the_grace(
     upstream_agent: tuple[Gated, Running], store_url: str, mode: str
 ) -> None:
