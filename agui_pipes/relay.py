@@ -202,13 +202,16 @@ class Relay:
         NDJSON encoder, whose framing is known.
         """
         if not self._fast:
-            prefix, suffix = self._known_framing()
-            end = -len(suffix)
-            start = len(prefix)
-            return [frame[start:end] for frame in self._feed_reference(payloads)]
+            return self._unframed(self._feed_reference(payloads))
         if self._framing is None:
             self._known_framing()  # raises: a custom encoder's framing is unknown
         return self._feed_fast(payloads)
+
+    def _unframed(self, frames: list[bytes]) -> list[bytes]:
+        """Each frame's event JSON, the built-in encoder's framing taken off."""
+        prefix, suffix = self._known_framing()
+        start, end = len(prefix), -len(suffix)
+        return [frame[start:end] for frame in frames]
 
     def _known_framing(self) -> tuple[bytes, bytes]:
         for encoder, framing in _FRAMING.items():
@@ -424,10 +427,7 @@ class Relay:
     def take_unsent_payloads(self) -> list[bytes]:
         """``take_unsent`` for ``feed_payloads``: each owed event's JSON apart."""
         unsent, self._unsent = self._unsent, []
-        if self._fast:
-            return unsent
-        prefix, suffix = self._known_framing()
-        return [frame[len(prefix) : -len(suffix)] for frame in unsent]
+        return unsent if self._fast else self._unframed(unsent)
 
     def finish(self) -> bytes:
         """The stages' end-of-stream output, encoded (call once, after the last ``feed``)."""
@@ -435,8 +435,8 @@ class Relay:
 
     def finish_payloads(self) -> list[bytes]:
         """``finish``, each event's JSON apart and unframed (see ``feed_payloads``)."""
-        prefix, suffix = self._known_framing()
-        return [frame[len(prefix) : -len(suffix)] for frame in self._finish_frames()]
+        self._known_framing()  # refuses a custom encoder before the stream is finished
+        return self._unframed(self._finish_frames())
 
     def _finish_frames(self) -> list[bytes]:
         if self._finished:
