@@ -483,13 +483,9 @@ class DurableRuns:
         gone: Callable[[], bool] = lambda: False,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """SSE frames (with ids) of the events ``open_events`` gives, each recorded."""
-        async with self.recording(thread_id, run_id, token, gone) as live:
-            frames = self._frames(live, open_events, stats)
-            try:
-                yield frames
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await frames.aclose()
+        async with self.recording(thread_id, run_id, token, gone) as live, \
+                _closing(self._frames(live, open_events, stats)) as frames:
+            yield frames
 
     async def _frames(
         self,
@@ -565,13 +561,9 @@ class DurableRuns:
         it calls ``note`` with each RUN_STARTED / RUN_FINISHED / RUN_ERROR it
         puts in a batch (what tells how the run ended).
         """
-        async with self.recording(thread_id, run_id, token, gone) as live:
-            batches = self._batches(live, open_batches, stats)
-            try:
-                yield batches
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await batches.aclose()
+        async with self.recording(thread_id, run_id, token, gone) as live, \
+                _closing(self._batches(live, open_batches, stats)) as batches:
+            yield batches
 
     async def _batches(
         self,
@@ -844,6 +836,18 @@ async def _history_frames(
     if live_run is not None:
         async for frame in _followed(store, epoch, live_run, 0):
             yield frame
+
+
+@asynccontextmanager
+async def _closing(
+    frames: AsyncGenerator[bytes, None],
+) -> AsyncIterator[AsyncGenerator[bytes, None]]:
+    """``frames``, closed on the way out even when cancelled: its end records the run's end."""
+    try:
+        yield frames
+    finally:
+        with anyio.CancelScope(shield=True):
+            await frames.aclose()
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
