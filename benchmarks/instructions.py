@@ -11,6 +11,13 @@ cancel out.
 
     python benchmarks/instructions.py                 # floor and gateway
     python benchmarks/instructions.py gateway -S      # gateway, and without SubagentVisibility
+    python benchmarks/instructions.py run startup     # whole `agui-pipes run` processes
+
+``run`` and ``startup`` count a whole process, not a difference: ``agui-pipes run``
+with examples/chains/production-gateway.yaml over the 10k stream (SSE out), and
+the same command over a 2-event stream (start-up: imports, the chain's option
+models, the first events). Both run in a temporary directory, so the agui_pipes
+measured is the one on the import path, with its bytecode cached by a warm-up run.
 
 Instructions are not time — the interpreter retires fewer instructions per
 cycle than orjson's C code, so the time ratio to the floor is larger than
@@ -81,6 +88,39 @@ def _instructions(measurement: str, repeat: int) -> int:
     return int(found.group(1))
 
 
+_CLI = [sys.executable, "-c", "import sys; from agui_pipes._cli import main; sys.exit(main())"]
+_PROCESSES = ("run", "startup")
+
+
+def _process_argv(measurement: str, tmp: Path) -> list[str]:
+    """The ``agui-pipes run`` command a whole-process measurement counts."""
+    lines = _lines_10k()
+    stream = tmp / f"{measurement}.ndjson"
+    chosen = lines if measurement == "run" else lines[:2]
+    stream.write_bytes(b"\n".join(chosen) + b"\n")
+    chain = HERE.parent / "examples" / "chains" / "production-gateway.yaml"
+    return [*_CLI, "run", "-c", str(chain), "--format", "sse", "-q", "-o", os.devnull, str(stream)]
+
+
+def _process_instructions(measurement: str) -> int:
+    """Instructions of one whole process (after a warm-up run that caches bytecode)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        argv = _process_argv(measurement, tmp)
+        env = {**_env(), "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
+        subprocess.run(argv, cwd=tmp, env=env, check=True)
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
+            cwd=tmp, capture_output=True, text=True, env=env, check=True,
+        )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise SystemExit(f"no instruction count in valgrind's output:\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--child":
         _child(sys.argv[2], int(sys.argv[3]))
@@ -88,15 +128,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "measurements", nargs="*", default=["floor", "gateway"],
-        help="floor, gateway, or gateway without a stage: " + ", ".join(
-            f"gateway{flag}" for flag in STAGE_NAMES
-        ),
+        help="floor, gateway, gateway without a stage ("
+        + ", ".join(f"gateway{flag}" for flag in STAGE_NAMES)
+        + "), or a whole process: run, startup",
     )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed; this measure needs it (apt install valgrind)")
     events = len(_lines_10k())
     for measurement in args.measurements:
+        if measurement in _PROCESSES:
+            total = _process_instructions(measurement)
+            print(f"{measurement:12s} {total:14,d} instructions (whole process)")
+            continue
         if measurement != "floor" and measurement.removeprefix("gateway") not in ("", *STAGE_NAMES):
             raise SystemExit(f"unknown measurement {measurement!r}; see --help")
         # Warm the bytecode cache first, so neither counted run compiles modules.
