@@ -17,14 +17,12 @@ from ._lazy import attach
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._chain import ChainFactory, EventStream, TransformerChain
-    from ._consume import Consumer, RunInfo, RunResult, consume, fold
-    from ._errors import AguiPipesError, StageError, StreamRejected
-    from ._history import thread_history
-    from ._limits import Limits
-    from ._limits_scope import using_limits
-    from ._patch import LimitExceeded
-    from ._transformer import (
+    from ._foundation.errors import AguiPipesError, StageError, StreamRejected
+    from ._foundation.json_patch import LimitExceeded
+    from ._foundation.limits import Limits
+    from ._foundation.limits_scope import using_limits
+    from ._pipeline.chain import ChainFactory, EventStream, TransformerChain
+    from ._pipeline.transformer import (
         AsyncStreamTransformer,
         Condition,
         FunctionTransformer,
@@ -33,6 +31,8 @@ if TYPE_CHECKING:
         StreamTransformer,
         Transform,
     )
+    from ._protocol.consume import Consumer, RunInfo, RunResult, consume, fold
+    from ._protocol.history import thread_history
     from .codecs import Decoded, DecodeError, DecodeWarning, decode, decode_all, decode_many
     from .config import ConfigError, chain_schema, load_chain
     from .driver import CancelToken, RunContext, RunError, RunOutcome, run
@@ -47,28 +47,28 @@ else:
     __getattr__, __dir__ = attach(
         __name__,
         {
-            "ChainFactory": "._chain",
-            "EventStream": "._chain",
-            "TransformerChain": "._chain",
-            "Consumer": "._consume",
-            "RunInfo": "._consume",
-            "RunResult": "._consume",
-            "consume": "._consume",
-            "fold": "._consume",
-            "AguiPipesError": "._errors",
-            "StageError": "._errors",
-            "StreamRejected": "._errors",
-            "thread_history": "._history",
-            "Limits": "._limits",
-            "using_limits": "._limits_scope",
-            "LimitExceeded": "._patch",
-            "AsyncStreamTransformer": "._transformer",
-            "Condition": "._transformer",
-            "FunctionTransformer": "._transformer",
-            "Stage": "._transformer",
-            "StreamOperator": "._transformer",
-            "StreamTransformer": "._transformer",
-            "Transform": "._transformer",
+            "ChainFactory": "._pipeline.chain",
+            "EventStream": "._pipeline.chain",
+            "TransformerChain": "._pipeline.chain",
+            "Consumer": "._protocol.consume",
+            "RunInfo": "._protocol.consume",
+            "RunResult": "._protocol.consume",
+            "consume": "._protocol.consume",
+            "fold": "._protocol.consume",
+            "AguiPipesError": "._foundation.errors",
+            "StageError": "._foundation.errors",
+            "StreamRejected": "._foundation.errors",
+            "thread_history": "._protocol.history",
+            "Limits": "._foundation.limits",
+            "using_limits": "._foundation.limits_scope",
+            "LimitExceeded": "._foundation.json_patch",
+            "AsyncStreamTransformer": "._pipeline.transformer",
+            "Condition": "._pipeline.transformer",
+            "FunctionTransformer": "._pipeline.transformer",
+            "Stage": "._pipeline.transformer",
+            "StreamOperator": "._pipeline.transformer",
+            "StreamTransformer": "._pipeline.transformer",
+            "Transform": "._pipeline.transformer",
             "ConfigError": ".config",
             "chain_schema": ".config",
             "load_chain": ".config",

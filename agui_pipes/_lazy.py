@@ -7,7 +7,7 @@ needs a fraction of it. Each public package declares which module holds each
 of its names; that module is imported the first time the name is read.
 
 Why ``__module__`` is rewritten: classes and functions are defined in private
-modules (``agui_pipes._chain``), which is not where users import them from.
+modules (``agui_pipes._pipeline.chain``), which is not where users import them from.
 Reprs, tracebacks and pickles should name the public home
 (``agui_pipes.TransformerChain``), as httpx and trio do. The rewrite happens
 when a name is first loaded through its package, in this one place. A name

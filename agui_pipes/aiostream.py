@@ -31,8 +31,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'agui-pipes[aiostream]'"
     ) from exc
 
-from ._chain import TransformerChain
-from ._transformer import Stage, StreamOperator
+from ._pipeline.chain import TransformerChain
+from ._pipeline.transformer import Stage, StreamOperator
 
 __all__ = ["transform"]
 

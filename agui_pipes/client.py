@@ -32,8 +32,8 @@ from urllib.parse import quote
 import anyio
 from ag_ui.core import BaseEvent, EventType, RunAgentInput
 
-from ._consume import Consumer, RunResult, fold
-from ._errors import AguiPipesError
+from ._foundation.errors import AguiPipesError
+from ._protocol.consume import Consumer, RunResult, fold
 from .codecs import SSEDecoder, decode
 
 if TYPE_CHECKING:

@@ -2,12 +2,12 @@
 
 This is the public wire module. ``decode`` (and ``decode_many`` /
 ``decode_all``) turn wire payloads into ``ag_ui.core`` events under the
-AG-UI 1.0 processing model (the rules are in ``agui_pipes._decode``);
+AG-UI 1.0 processing model (the rules are in ``agui_pipes._protocol.decode``);
 ``encode_sse`` / ``encode_json`` / ``encode_ndjson`` write them; the
 ``SSEDecoder`` / ``NDJSONDecoder`` cut a byte stream into payloads.
 
-Each entry point has a reference path (``agui_pipes._decode``,
-``agui_pipes._encode``) and a fast path (``agui_pipes._fastpath``:
+Each entry point has a reference path (``agui_pipes._protocol.decode``,
+``agui_pipes._protocol.encode``) and a fast path (``agui_pipes._fastpath``:
 generated builders and writers) that gives the same events, bytes and
 errors. The fast path is taken when it has a plan for the shape at hand;
 ``fast_path=False`` on a call, or ``AGUI_PIPES_FAST_PATH=0`` in the
@@ -37,8 +37,19 @@ from typing import Any, Final
 
 from ag_ui.core import BaseEvent
 
-from . import _encode, _fastpath
-from ._decode import (
+from . import _fastpath
+from ._fastpath.builders import BUILDERS as _BUILDERS
+from ._fastpath.builders import compile_builder as _compile_builder
+from ._fastpath.open_json import OPEN_BUILDERS as _OPEN_BUILDERS
+from ._fastpath.open_json import build_open as _build_open
+from ._fastpath.writers import encode_json as _fast_encode_json
+from ._fastpath.writers import encode_model as _fast_encode_model
+from ._fastpath.writers import encode_plain as _fast_encode_plain
+from ._foundation.errors import AguiPipesError
+from ._foundation.json import fast_loads as _fast_loads
+from ._lazy import publish
+from ._protocol import encode as _encode
+from ._protocol.decode import (
     PROTOCOL_VERSION,
     Decoded,
     DecodeError,
@@ -50,17 +61,7 @@ from ._decode import (
     decode_object,
     event_type_names,
 )
-from ._encode import EncodeError
-from ._errors import AguiPipesError
-from ._fastpath.builders import BUILDERS as _BUILDERS
-from ._fastpath.builders import compile_builder as _compile_builder
-from ._fastpath.open_json import OPEN_BUILDERS as _OPEN_BUILDERS
-from ._fastpath.open_json import build_open as _build_open
-from ._fastpath.writers import encode_json as _fast_encode_json
-from ._fastpath.writers import encode_model as _fast_encode_model
-from ._fastpath.writers import encode_plain as _fast_encode_plain
-from ._json import fast_loads as _fast_loads
-from ._lazy import publish
+from ._protocol.encode import EncodeError
 
 __all__ = [
     "DEFAULT_MAX_FRAME_BYTES",
@@ -182,7 +183,7 @@ def decode(
     event, warnings and errors.
 
     ``legacy=True`` also reads the pre-1.0 shapes (``THINKING_*`` events as
-    ``agui_pipes._legacy`` models, ``binary`` content parts upgraded), for a
+    ``agui_pipes._protocol.legacy`` models, ``binary`` content parts upgraded), for a
     pipeline whose ``compat`` stage translates them (docs/compat.md); by
     default they are dropped as AG-UI 1.0 says.
     """

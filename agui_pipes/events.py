@@ -22,7 +22,7 @@ from typing import Any, Final, TypeAlias
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
-from ._construct import replace
+from ._protocol.construct import replace
 
 __all__ = [
     "ALL_EVENT_CLASSES",

@@ -35,15 +35,15 @@ from typing import Any
 from ag_ui.core import BaseEvent
 
 from . import _fastpath
-from ._chain import TransformerChain, sync_segment
-from ._decode import DecodeWarning, as_object, decode_legacy_object, decode_object
 from ._fastpath.builders import RELAY_ENTRIES, relay_entry
 from ._fastpath.bypass import bypass_for
 from ._fastpath.open_json import OPEN_BUILDERS, build_open
 from ._fastpath.writers import WRITERS, compile_common_shape
 from ._fastpath.writers import encode_json as fast_encode_json
-from ._json import fast_loads, orjson_dumps
-from ._legacy import reads_legacy
+from ._foundation.json import fast_loads, orjson_dumps
+from ._pipeline.chain import TransformerChain, sync_segment
+from ._protocol.decode import DecodeWarning, as_object, decode_legacy_object, decode_object
+from ._protocol.legacy import reads_legacy
 from .codecs import decode, encode_ndjson, encode_sse
 
 __all__ = ["Relay"]

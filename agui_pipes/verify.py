@@ -34,7 +34,7 @@ from typing import Any, Final, Literal, NamedTuple
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
-from ._errors import ProtocolViolation
+from ._foundation.errors import ProtocolViolation
 
 __all__ = [
     "OpenItems",

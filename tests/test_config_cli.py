@@ -75,11 +75,11 @@ def test_check_import_reference_needs_the_flag(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "chain.yaml"
-    path.write_text("transformers:\n  - type: agui_pipes._transformer:StreamTransformer\n")
+    path.write_text("transformers:\n  - type: agui_pipes._pipeline.transformer:StreamTransformer\n")
     assert main(["check", str(path)]) == 2
     assert "--allow-imports" in capsys.readouterr().err
     assert main(["check", "--allow-imports", str(path)]) == 0
-    assert "ok, 1 transformer: agui_pipes._transformer:StreamTransformer" in (
+    assert "ok, 1 transformer: agui_pipes._pipeline.transformer:StreamTransformer" in (
         capsys.readouterr().out
     )
 

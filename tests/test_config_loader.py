@@ -414,7 +414,7 @@ def test_factory_must_return_a_stage(registry: Registry) -> None:
 # -- import references -------------------------------------------------------------------
 
 
-REFERENCE = "agui_pipes._transformer:StreamTransformer"
+REFERENCE = "agui_pipes._pipeline.transformer:StreamTransformer"
 
 
 def test_import_references_are_refused_by_default(registry: Registry) -> None:

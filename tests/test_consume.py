@@ -31,7 +31,7 @@ from agui_pipes import (
     decode,
     fold,
 )
-from agui_pipes._patch import PatchError, apply_patch, json_equal
+from agui_pipes._foundation.json_patch import PatchError, apply_patch, json_equal
 from agui_pipes.testing import (
     reasoning,
     run_events,

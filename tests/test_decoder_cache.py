@@ -28,7 +28,7 @@ from agui_pipes.relay import Relay
 # (``fast_path=True``) and compare with the reference path (``fast_path=False``).
 builders = importlib.import_module("agui_pipes._fastpath.builders")
 bypass = importlib.import_module("agui_pipes._fastpath.bypass")
-decode_spec = importlib.import_module("agui_pipes._decode")
+decode_spec = importlib.import_module("agui_pipes._protocol.decode")
 
 _CACHES = (
     (builders, "BUILDERS"),

@@ -223,7 +223,9 @@ def test_demo_show_chain_prints_a_loadable_chain() -> None:
 
 def test_demo_refuses_async_stages_with_a_hint(tmp_path: Path) -> None:
     chain = tmp_path / "chain.yaml"
-    chain.write_text("transformers:\n  - type: agui_pipes._transformer:AsyncStreamTransformer\n")
+    chain.write_text(
+        "transformers:\n  - type: agui_pipes._pipeline.transformer:AsyncStreamTransformer\n"
+    )
     done = demo_cli("--config", str(chain), "--allow-imports")
     assert done.returncode == 2
     assert "these are not: AsyncStreamTransformer" in done.stderr

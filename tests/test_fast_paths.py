@@ -34,8 +34,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from agui_pipes import _json, decode
-from agui_pipes._decode import decode_checked
+from agui_pipes import decode
+from agui_pipes._foundation import json as _json
+from agui_pipes._protocol.decode import decode_checked
 from agui_pipes.codecs import DecodeError, EncodeError, encode_json, encode_sse
 from agui_pipes.testing.strategies import streams
 
@@ -188,7 +189,7 @@ def test_decode_bytes_builders_equal_checked_path(
 def test_replace_equals_model_copy_with_one_update(
     events: list[BaseEvent], name: str, value: Any
 ) -> None:
-    from agui_pipes._construct import replace
+    from agui_pipes._protocol.construct import replace
 
     for event in events:
         if name not in type(event).model_fields:

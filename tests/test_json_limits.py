@@ -32,10 +32,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agui_pipes import DecodeError, StreamTransformer, TransformerChain
-from agui_pipes import _json as agui_json
 from agui_pipes._cli import main
-from agui_pipes._encode import encode_tree
-from agui_pipes._limits import DEFAULT_LIMITS
+from agui_pipes._foundation import json as agui_json
+from agui_pipes._foundation.limits import DEFAULT_LIMITS
+from agui_pipes._protocol.encode import encode_tree
 from agui_pipes.codecs import (
     EncodeError,
     NDJSONDecoder,

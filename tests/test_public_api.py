@@ -320,14 +320,16 @@ def test_decode_is_the_function_and_its_names_live_in_codecs() -> None:
     )
     assert "agui_pipes.codecs" in modules
     submodules = {info.name for info in pkgutil.iter_modules(agui_pipes.__path__)}
-    assert "decode" not in submodules and "_decode" in submodules
+    assert "decode" not in submodules
+    assert importlib.util.find_spec("agui_pipes._protocol.decode") is not None
 
 
 def test_consume_is_the_function_and_its_module_private() -> None:
     assert callable(agui_pipes.consume)
     assert not isinstance(agui_pipes.consume, ModuleType)
     submodules = {info.name for info in pkgutil.iter_modules(agui_pipes.__path__)}
-    assert "consume" not in submodules and "_consume" in submodules
+    assert "consume" not in submodules
+    assert importlib.util.find_spec("agui_pipes._protocol.consume") is not None
 
 
 # -- deprecated names ------------------------------------------------------------

@@ -1,11 +1,11 @@
 """The pydantic internals the fast path relies on, checked so a change fails here, loudly.
 
-The generated decode builders and ``agui_pipes._construct`` build models by
+The generated decode builders and ``agui_pipes._protocol.construct`` build models by
 setting the four slots of ``pydantic.BaseModel`` directly; the fast writers
 compile a serializer from a class's core schema minus ``ag_ui``'s wrap hook.
 None of that is pydantic's public API. ``pyproject.toml`` bounds pydantic
 below 3; within 2.x, if any of these assumptions breaks, this file names the
-one that did (the fix is in ``agui_pipes/_construct.py`` or
+one that did (the fix is in ``agui_pipes/_protocol/construct.py`` or
 ``agui_pipes/_fastpath/``, or running with ``AGUI_PIPES_FAST_PATH=0`` until
 then).
 """
@@ -26,8 +26,8 @@ from ag_ui.core import (
 from pydantic import BaseModel
 from pydantic_core import SchemaSerializer
 
-from agui_pipes._construct import construct
 from agui_pipes._fastpath.writers import build_fast
+from agui_pipes._protocol.construct import construct
 from agui_pipes.codecs import decode, encode_json
 
 SLOTS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
@@ -36,7 +36,7 @@ SLOTS = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydanti
 def _changed(what: str) -> str:
     return (
         f"pydantic {pydantic.VERSION} changed {what}, which agui_pipes' fast path relies on "
-        "(agui_pipes/_construct.py, agui_pipes/_fastpath/); adapt them, or run with "
+        "(agui_pipes/_protocol/construct.py, agui_pipes/_fastpath/); adapt them, or run with "
         "AGUI_PIPES_FAST_PATH=0 meanwhile"
     )
 

@@ -35,9 +35,9 @@ from agui_pipes import (
     TransformerChain,
     load_chain,
 )
-from agui_pipes._construct import replace
-from agui_pipes._decode import SPECS as _SPECS
 from agui_pipes._fastpath.builders import canonical_framing as _canonical_framing
+from agui_pipes._protocol.construct import replace
+from agui_pipes._protocol.decode import SPECS as _SPECS
 from agui_pipes.codecs import decode, encode_ndjson, encode_sse
 from agui_pipes.relay import Relay
 from agui_pipes.server._stats import _Count

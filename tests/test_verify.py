@@ -509,7 +509,7 @@ def test_run_error_event_type_is_accepted_in_the_middle() -> None:
 
 def test_protocol_violation_is_one_class_wherever_it_is_imported() -> None:
     import agui_pipes
-    from agui_pipes import _errors
+    from agui_pipes._foundation import errors as _errors
 
     assert agui_pipes.ProtocolViolation is ProtocolViolation is _errors.ProtocolViolation
     assert issubclass(VerificationError, ProtocolViolation)

@@ -26,7 +26,7 @@ from typing import IO, Any, Literal
 import anyio
 from ag_ui.core import BaseEvent
 
-from .. import _json
+from .._foundation import json as _json
 from ..codecs import DecodeWarning, NDJSONDecoder, SSEDecoder, decode
 
 __all__ = [

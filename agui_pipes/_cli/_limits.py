@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._limits import DEFAULT_LIMITS, Limits
+from .._foundation.limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["add_limit_options", "limits_of"]
 

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._chain import TransformerChain
+from .._pipeline.chain import TransformerChain
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan

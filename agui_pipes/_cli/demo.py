@@ -22,8 +22,8 @@ from typing import Any
 
 import anyio
 
-from .._chain import TransformerChain
-from .._transformer import StreamTransformer
+from .._pipeline.chain import TransformerChain
+from .._pipeline.transformer import StreamTransformer
 from ..codecs import encode_ndjson
 from ..config import ConfigError, LoadedChain, load_chain
 from ..demo import DEFAULT_CHAIN, DemoAgent, demo_input

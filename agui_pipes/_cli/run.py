@@ -41,10 +41,10 @@ from typing import IO, Any
 import anyio
 from ag_ui.core import BaseEvent
 
-from .._chain import TransformerChain
-from .._errors import StageError, StreamRejected
-from .._legacy import reads_legacy
-from .._limits_scope import using_limits
+from .._foundation.errors import StageError, StreamRejected
+from .._foundation.limits_scope import using_limits
+from .._pipeline.chain import TransformerChain
+from .._protocol.legacy import reads_legacy
 from ..codecs import (
     CodecError,
     DecodeWarning,

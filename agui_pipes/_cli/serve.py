@@ -39,7 +39,7 @@ from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
 from ._limits import add_limit_options, limits_of
 
 if TYPE_CHECKING:
-    from .._chain import TransformerChain
+    from .._pipeline.chain import TransformerChain
 
 __all__ = ["register"]
 

@@ -33,8 +33,8 @@ from typing import Any
 
 import anyio
 
-from .. import _json
-from .._consume import Consumer, RunResult
+from .._foundation import json as _json
+from .._protocol.consume import Consumer, RunResult
 from ..codecs import CodecError, DecodeError, DecodeWarning
 from ..verify import ProtocolViolation
 from ._input import (

@@ -1,6 +1,6 @@
 """The fast path: every speed-only piece, in one place.
 
-The reference path (``agui_pipes._decode``, ``agui_pipes._encode``) is the
+The reference path (``agui_pipes._protocol.decode``, ``agui_pipes._protocol.encode``) is the
 plain implementation of the processing model; everything here gives the same
 events, bytes and errors, faster, and stands *above* it: this package reads
 the reference path's specs and checks, the reference path never imports it.

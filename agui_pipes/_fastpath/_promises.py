@@ -16,8 +16,8 @@ import weakref
 
 from ag_ui.core import BaseEvent
 
-from .._chain import SyncSegment, defining_class, transform_replaced
-from .._transformer import Condition, StreamTransformer
+from .._pipeline.chain import SyncSegment, defining_class, transform_replaced
+from .._pipeline.transformer import Condition, StreamTransformer
 
 __all__ = ["conditions"]
 

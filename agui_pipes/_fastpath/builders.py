@@ -1,6 +1,6 @@
 """Generated decode builders: one straight-line function per wire key set.
 
-The reference decoder (``agui_pipes._decode``) checks every field through
+The reference decoder (``agui_pipes._protocol.decode``) checks every field through
 its checker and loops over the keys. For the key sets hot events arrive with
 (every key a plain string, a string choice or a bounded integer, every
 required field present), a generated function does the same checks inline
@@ -16,8 +16,8 @@ from typing import Any, Final
 
 from ag_ui.core import BaseEvent, RunStartedEvent
 
-from .._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
-from .._decode import SPECS
+from .._protocol.construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
+from .._protocol.decode import SPECS
 from .source import compile_function, origin
 
 __all__ = [

@@ -16,9 +16,9 @@ from typing import Any
 
 from ag_ui.core import BaseEvent
 
-from .. import _json
-from .._chain import SyncSegment
-from .._decode import SPECS
+from .._foundation import json as _json
+from .._pipeline.chain import SyncSegment
+from .._protocol.decode import SPECS
 from ._promises import conditions as promised_conditions
 from .builders import BUILDER_LIMIT, compact_framing, relay_entry
 from .source import compile_function, origin

@@ -41,7 +41,7 @@ from typing import Any, Final, Literal, get_args, get_origin
 from ag_ui.core import MessagesSnapshotEvent
 from pydantic import BaseModel
 
-from .._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
+from .._protocol.construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
 from .source import compile_function, origin
 
 __all__ = ["SHAPES", "Shape", "build_messages", "message_values"]

@@ -39,9 +39,9 @@ from typing import Any, Final, get_args
 from ag_ui.core import BaseEvent, StateDeltaEvent
 from pydantic import BaseModel
 
-from .. import _json
-from .._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
-from .._decode import PATCH_OP_KEYS, POINTER, SPECS, EventSpec
+from .._foundation import json as _json
+from .._protocol.construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
+from .._protocol.decode import PATCH_OP_KEYS, POINTER, SPECS, EventSpec
 from .builders import BUILDER_LIMIT, NEGATIVE_LIMIT
 from .messages import build_messages, message_values
 from .source import compile_function, origin

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._decode import SPECS
+from .._protocol.decode import SPECS
 from .builders import compile_builder
 from .open_json import OPEN_BUILDERS, open_builder
 from .source import source_of

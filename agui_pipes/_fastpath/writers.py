@@ -1,6 +1,6 @@
 """Fast encoders: a generated writer per event class, and pydantic without the hook.
 
-``agui_pipes._encode`` is the reference: pydantic with ``ag_ui``'s omission
+``agui_pipes._protocol.encode`` is the reference: pydantic with ``ag_ui``'s omission
 hook, checked first. What is here writes the same bytes faster:
 
 * the *common-shape writer* of a class (generated: every optional field
@@ -27,7 +27,8 @@ from typing import Any, Final
 from ag_ui.core import BaseEvent
 from pydantic_core import PydanticSerializationError, SchemaSerializer
 
-from .. import _encode, _json
+from .._foundation import json as _json
+from .._protocol import encode as _encode
 from .open_json import OPEN_CLASSES, open_writer
 from .source import compile_function, origin
 
@@ -281,7 +282,7 @@ def _exclusions(names: tuple[str, ...], values: tuple[Any, ...]) -> set[str] | N
 
 
 def encode_json(event: BaseEvent) -> bytes:
-    """``agui_pipes._encode.encode_json``'s bytes for an event model, faster."""
+    """``agui_pipes._protocol.encode.encode_json``'s bytes for an event model, faster."""
     plain = encode_plain(event)
     return plain if plain is not None else encode_model(event)
 

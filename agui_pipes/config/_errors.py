@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .._errors import AguiPipesError
+from .._foundation.errors import AguiPipesError
 
 __all__ = ["ConfigError", "did_you_mean", "format_key"]
 

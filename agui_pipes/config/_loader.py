@@ -17,8 +17,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from .._chain import TransformerChain
-from .._transformer import Stage
+from .._pipeline.chain import TransformerChain
+from .._pipeline.transformer import Stage
 from ._bounds import MAX_CHAIN_BYTES, MAX_CHAIN_STAGES, check_size, stages_error
 from ._errors import ConfigError, KeyPath, did_you_mean
 from ._registry import Registry, TransformerSpec, default_registry, import_reference

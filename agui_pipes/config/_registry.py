@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._transformer import Stage
+from .._pipeline.transformer import Stage
 from ._no_options import NoOptions
 
 __all__ = [

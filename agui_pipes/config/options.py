@@ -24,7 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
-from .._limits import Limits
+from .._foundation.limits import Limits
 from ._no_options import NoOptions
 
 __all__ = [

@@ -46,7 +46,7 @@ from ag_ui.core import (
 )
 from typing_extensions import TypeVar
 
-from .._patch import LimitExceeded, measure_json
+from .._foundation.json_patch import LimitExceeded, measure_json
 from ..events import ATTRIBUTABLE_TYPES, with_attribution
 from ._cancel import CancelToken
 from ._core import RunCore, to_json

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Any
 
-from .._errors import AguiPipesError
+from .._foundation.errors import AguiPipesError
 
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent

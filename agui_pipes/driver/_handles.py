@@ -30,7 +30,7 @@ from ag_ui.core import (
 )
 from pydantic import ValidationError
 
-from .._construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
+from .._protocol.construct import DICT_SLOT, EXTRA_SLOT, FIELDS_SET_SLOT, PRIVATE_SLOT
 from ._errors import RunError
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ after applying every STATE_SNAPSHOT / STATE_DELTA that actually left — which
 is what ``publish_state`` diffs against. Tracking it on the way out (after
 the transformers) rather than on the way in is what keeps deltas correct when
 a stage drops or rewrites a state event. The baseline is a
-:class:`~agui_pipes._patch.JsonDocument` bounded by the run's ``limits``: a
+:class:`~agui_pipes._foundation.json_patch.JsonDocument` bounded by the run's ``limits``: a
 state event that would take it past them (a snapshot too large, a delta
 that would grow it too far) is refused *before* it leaves — the run fails
 with PROTOCOL_VIOLATION, rule ``limit-exceeded``, as the producer profile
@@ -34,11 +34,11 @@ from typing import Any, Final
 import anyio
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 
-from .._errors import StreamRejected
-from .._limits import Limits
-from .._limits_scope import resolve_limits
-from .._patch import JsonDocument, LimitExceeded, PatchError
-from .._transformer import StreamTransformer
+from .._foundation.errors import StreamRejected
+from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError
+from .._foundation.limits import Limits
+from .._foundation.limits_scope import resolve_limits
+from .._pipeline.transformer import StreamTransformer
 from ._cancel import CancelToken
 from ._errors import RunError
 from ._pace import Pacer

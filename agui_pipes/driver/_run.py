@@ -44,11 +44,11 @@ from ag_ui.core import (
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import ValidationError
 
-from .._chain import TransformerChain
-from .._errors import StreamRejected
-from .._limits import Limits
-from .._limits_scope import resolve_limits, using_limits
-from .._transformer import Stage, StreamTransformer
+from .._foundation.errors import StreamRejected
+from .._foundation.limits import Limits
+from .._foundation.limits_scope import resolve_limits, using_limits
+from .._pipeline.chain import TransformerChain
+from .._pipeline.transformer import Stage, StreamTransformer
 from ._agent import AgentLike, not_awaitable, resolve_agent
 from ._cancel import CancelToken
 from ._context import RunContext, async_misuse, unfinished_scope

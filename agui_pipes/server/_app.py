@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from .._chain import ChainFactory
+from .._pipeline.chain import ChainFactory
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

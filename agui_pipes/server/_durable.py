@@ -41,7 +41,7 @@ from urllib.parse import parse_qs
 import anyio
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
-from .._history import thread_history
+from .._protocol.history import thread_history
 from ..codecs import EncodeError, encode_json, encode_sse
 from ..driver import CancelToken
 from ..store import (

@@ -15,10 +15,10 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
 
-from .. import _json
-from .._chain import ChainFactory, TransformerChain
-from .._legacy import upgrade_binary_parts
-from .._transformer import Stage
+from .._foundation import json as _json
+from .._pipeline.chain import ChainFactory, TransformerChain
+from .._pipeline.transformer import Stage
+from .._protocol.legacy import upgrade_binary_parts
 from ._streaming import Receive, Scope, Send
 
 __all__ = [

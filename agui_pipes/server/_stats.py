@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from ag_ui.core import BaseEvent, EventType
 
-from .._chain import TransformerChain
-from .._transformer import Condition, StreamTransformer
+from .._pipeline.chain import TransformerChain
+from .._pipeline.transformer import Condition, StreamTransformer
 
 if TYPE_CHECKING:
     from ..transformers.repair import Repair

@@ -50,8 +50,8 @@ import anyio
 import anyio.lowlevel
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
-from .._chain import TransformerChain
-from .._errors import AguiPipesError, StageError, StreamRejected
+from .._foundation.errors import AguiPipesError, StageError, StreamRejected
+from .._pipeline.chain import TransformerChain
 from ..codecs import SSE_CONTENT_TYPE, EncodeError, encode_sse, sse_comment
 from ..verify import ProtocolViolation
 from ._frames import DEFAULT_SEND_BUFFER, FrameQueue

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
 
-from .._chain import ChainFactory, TransformerChain
-from .._limits import Limits
-from .._limits_scope import resolve_limits, using_limits
-from .._trace_context import using_trace_headers
-from .._transformer import Stage
+from .._foundation.limits import Limits
+from .._foundation.limits_scope import resolve_limits, using_limits
+from .._foundation.trace_context import using_trace_headers
+from .._pipeline.chain import ChainFactory, TransformerChain
+from .._pipeline.transformer import Stage
 from ..driver import AgentLike, CancelToken, Run, run
 from ._http import (
     DEFAULT_MAX_BODY_BYTES,

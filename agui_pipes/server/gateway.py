@@ -62,13 +62,13 @@ import anyio
 import httpx
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent, RunFinishedEvent, RunStartedEvent
 
-from .._chain import ChainFactory, TransformerChain
+from .._foundation.limits import Limits
+from .._foundation.limits_scope import resolve_limits, using_limits
+from .._foundation.trace_context import TRACE_HEADERS, using_trace_headers
 from .._lazy import publish
-from .._legacy import reads_legacy
-from .._limits import Limits
-from .._limits_scope import resolve_limits, using_limits
-from .._trace_context import TRACE_HEADERS, using_trace_headers
-from .._transformer import Stage
+from .._pipeline.chain import ChainFactory, TransformerChain
+from .._pipeline.transformer import Stage
+from .._protocol.legacy import reads_legacy
 from ..codecs import (
     DEFAULT_MAX_FRAME_BYTES,
     DecodeError,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .._errors import AguiPipesError
+from .._foundation.errors import AguiPipesError
 
 __all__ = [
     "BadEventId",

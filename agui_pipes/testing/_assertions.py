@@ -8,9 +8,9 @@ from collections.abc import Iterable, Sequence
 
 from ag_ui.core import BaseEvent
 
-from .._chain import TransformerChain
-from .._loops import running_loop
-from .._transformer import Stage
+from .._foundation.loops import running_loop
+from .._pipeline.chain import TransformerChain
+from .._pipeline.transformer import Stage
 
 __all__ = ["assert_events_equal", "event_lines", "run_transformer"]
 

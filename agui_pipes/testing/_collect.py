@@ -7,7 +7,7 @@ from typing import Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
 
-from .._limits import Limits
+from .._foundation.limits import Limits
 from ..driver import DEFAULT_BACKPRESSURE, AgentLike, CancelToken, Transformers
 from ..driver import run as _run
 

@@ -28,7 +28,7 @@ import pytest
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
 
-    from .._transformer import Stage
+    from .._pipeline.transformer import Stage
 
 __all__ = [
     "agui_assert_events_equal",

@@ -28,7 +28,7 @@ from typing import Final
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
-from .._chunks import ALL_LANES_CLOSERS, CHUNK_CLASSES, LANE_CLOSERS, SUBAGENT_ENDS
+from .._protocol.chunks import ALL_LANES_CLOSERS, CHUNK_CLASSES, LANE_CLOSERS, SUBAGENT_ENDS
 
 __all__ = [
     "CHUNK_CLASSES",

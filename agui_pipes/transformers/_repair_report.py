@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from .._errors import StreamRejected
+from .._foundation.errors import StreamRejected
 
 __all__ = ["RepairFix", "RepairLimitExceeded", "RepairReport"]
 

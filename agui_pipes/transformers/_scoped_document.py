@@ -34,9 +34,9 @@ from typing import Any, Final, get_args
 from ag_ui.core import StateDeltaEvent
 from pydantic import BaseModel
 
-from .._errors import StreamRejected
-from .._limits import Limits
-from .._patch import clone_json, json_equal, rollback, size_json
+from .._foundation.errors import StreamRejected
+from .._foundation.json_patch import clone_json, json_equal, rollback, size_json
+from .._foundation.limits import Limits
 from ._pointer_scope import PointerScope, Position, parse_pointer, pointer_text
 
 __all__ = ["ScopedDocument", "Translation", "clone", "measure", "replace_root"]

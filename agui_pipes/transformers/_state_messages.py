@@ -38,8 +38,8 @@ from typing import Any
 
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 
-from .._construct import construct
-from .._patch import PatchError, apply_patch, clone_json, json_equal
+from .._foundation.json_patch import PatchError, apply_patch, clone_json, json_equal
+from .._protocol.construct import construct
 from ._call_traces import DICT_SHAPE, scrub_messages
 
 __all__ = ["StateMessages", "parse_pointer"]

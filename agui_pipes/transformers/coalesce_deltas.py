@@ -34,7 +34,7 @@ from ag_ui.core import (
     ToolCallArgsEvent,
 )
 
-from .._transformer import StreamTransformer
+from .._pipeline.transformer import StreamTransformer
 from ._lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes
 
 __all__ = ["CoalesceDeltas"]

@@ -84,11 +84,11 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from .._chunks import ChunkExpander
-from .._limits import Limits
-from .._limits_scope import resolve_limits
-from .._patch import JsonDocument, LimitExceeded, PatchError, clone_json
-from .._transformer import StreamTransformer
+from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError, clone_json
+from .._foundation.limits import Limits
+from .._foundation.limits_scope import resolve_limits
+from .._pipeline.transformer import StreamTransformer
+from .._protocol.chunks import ChunkExpander
 
 __all__ = ["Compact", "compact"]
 

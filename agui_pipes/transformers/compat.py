@@ -57,9 +57,10 @@ from ag_ui.core import (
     SubagentStartedEvent,
 )
 
-from .._decode import DecodeWarning
-from .._legacy import upgrade_binary_parts
-from .._legacy_events import (
+from .._pipeline.transformer import StreamTransformer, Transform
+from .._protocol.decode import DecodeWarning
+from .._protocol.legacy import upgrade_binary_parts
+from .._protocol.legacy_events import (
     LEGACY_EVENT_CLASSES,
     LegacyEvent,
     LegacyEventType,
@@ -69,7 +70,6 @@ from .._legacy_events import (
     ThinkingTextMessageEndEvent,
     ThinkingTextMessageStartEvent,
 )
-from .._transformer import StreamTransformer, Transform
 from ._compat_shapes import (
     CURRENT,
     FLAT_CONTENT,

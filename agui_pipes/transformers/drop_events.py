@@ -35,7 +35,7 @@ from typing import Any, Final
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
-from .._transformer import StreamTransformer, Transform
+from .._pipeline.transformer import StreamTransformer, Transform
 from ..events import EVENT_CLASS_BY_TYPE
 from ._lane_mirror import LaneMirror
 from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem

@@ -1,6 +1,6 @@
 """ExpandChunks: ``*_CHUNK`` shorthand to explicit START / CONTENT / END events.
 
-The stage form of ``agui_pipes._chunks.ChunkExpander``, whose module doc
+The stage form of ``agui_pipes._protocol.chunks.ChunkExpander``, whose module doc
 gives the rules (PROTOCOL.md §5, as the official TypeScript client expands
 them): chunk streams kept per lane (the parent agent and each subagent), the
 fields a first chunk needs, the conflicts that are fatal, what closes a lane.
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from ag_ui.core import BaseEvent
 
-from .._chunks import ChunkExpander
-from .._transformer import StreamTransformer, Transform
+from .._pipeline.transformer import StreamTransformer, Transform
+from .._protocol.chunks import ChunkExpander
 
 __all__ = ["ExpandChunks"]
 

@@ -46,7 +46,7 @@ from typing import Any
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
-from .._transformer import Condition, StreamTransformer, Transform
+from .._pipeline.transformer import Condition, StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
 from ._call_traces import MODEL_SHAPE, scrub_messages
 from ._lane_mirror import LaneMirror

@@ -51,7 +51,7 @@ from typing import Any
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
-from .._transformer import StreamTransformer
+from .._pipeline.transformer import StreamTransformer
 from ._lane_mirror import LaneMirror, fill_chunk
 from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem
 

@@ -43,10 +43,10 @@ from typing import Any, Final
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
-from .._chunks import ChunkExpander
-from .._construct import construct, replace
-from .._patch import JsonDocument, LimitExceeded, PatchError, clone_json
-from .._transformer import StreamTransformer, Transform
+from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError, clone_json
+from .._pipeline.transformer import StreamTransformer, Transform
+from .._protocol.chunks import ChunkExpander
+from .._protocol.construct import construct, replace
 from ..verify import Rule, VerificationError, Verifier
 from ._repair_report import RepairFix, RepairLimitExceeded, RepairReport
 

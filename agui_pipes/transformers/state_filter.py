@@ -45,9 +45,9 @@ from typing import Any
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
-from .._construct import replace
-from .._limits import DEFAULT_LIMITS, Limits
-from .._transformer import StreamTransformer
+from .._foundation.limits import DEFAULT_LIMITS, Limits
+from .._pipeline.transformer import StreamTransformer
+from .._protocol.construct import replace
 from ._pointer_scope import PointerScope
 from ._scoped_document import ScopedDocument, replace_root
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from ag_ui.core import BaseEvent, RawEvent
 
-from .._construct import replace
-from .._transformer import StreamTransformer
+from .._pipeline.transformer import StreamTransformer
+from .._protocol.construct import replace
 
 __all__ = ["StripRawEvents"]
 

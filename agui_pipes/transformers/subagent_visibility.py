@@ -48,9 +48,9 @@ from typing import Any, Final, Literal
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
-from .._chunks import LANE_CLOSERS
-from .._construct import replace
-from .._transformer import Condition, StreamTransformer, Transform
+from .._pipeline.transformer import Condition, StreamTransformer, Transform
+from .._protocol.chunks import LANE_CLOSERS
+from .._protocol.construct import replace
 from ..events import strip_attribution
 from ..verify import Rule, VerificationError
 from ._lane_mirror import fill_chunk

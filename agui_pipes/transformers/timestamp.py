@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 
 from ag_ui.core import BaseEvent
 
-from .._construct import replace
-from .._transformer import StreamTransformer
+from .._pipeline.transformer import StreamTransformer
+from .._protocol.construct import replace
 
 __all__ = ["Timestamp"]
 

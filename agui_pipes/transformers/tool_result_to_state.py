@@ -40,12 +40,12 @@ import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 from pydantic import ValidationError
 
-from .. import _json
-from .._limits import Limits
-from .._limits_scope import resolve_limits
-from .._patch import JsonDocument, LimitExceeded, PatchError, measure_json
-from .._transformer import StreamTransformer
-from ..codecs import DecodeWarning
+from .._foundation import json as _json
+from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError, measure_json
+from .._foundation.limits import Limits
+from .._foundation.limits_scope import resolve_limits
+from .._pipeline.transformer import StreamTransformer
+from .._protocol.decode import DecodeWarning
 
 __all__ = ["ToolResultToState"]
 

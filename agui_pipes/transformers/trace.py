@@ -52,9 +52,9 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from .._construct import replace
-from .._trace_context import current_trace_headers
-from .._transformer import Condition, StreamTransformer, Transform
+from .._foundation.trace_context import current_trace_headers
+from .._pipeline.transformer import Condition, StreamTransformer, Transform
+from .._protocol.construct import replace
 from ._otel import (
     TOKEN_TYPE_OF,
     Instruments,

@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from ag_ui.core import BaseEvent, RunErrorEvent
 
-from .._construct import construct
-from .._transformer import Condition, StreamTransformer, Transform
+from .._pipeline.transformer import Condition, StreamTransformer, Transform
+from .._protocol.construct import construct
 from ..verify import Profile, VerificationError, Verifier
 
 __all__ = ["OnViolation", "Verify"]

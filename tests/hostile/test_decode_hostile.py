@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agui_pipes import _json
-from agui_pipes._limits import DEFAULT_LIMITS
+from agui_pipes._foundation import json as _json
+from agui_pipes._foundation.limits import DEFAULT_LIMITS
 
 from ._harness import assert_clean, run_cli, serve_bytes, serve_gateway
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agui_pipes import fold
-from agui_pipes._patch import PatchError, apply_patch, clone_json
+from agui_pipes._foundation.json_patch import PatchError, apply_patch, clone_json
 from agui_pipes.config import ConfigError, load_chain
 from agui_pipes.testing import event_lines, run_events, run_started
 from agui_pipes.transformers import FilterToolCalls

@@ -29,7 +29,7 @@ from ag_ui.core import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agui_pipes._patch import PatchError, apply_patch
+from agui_pipes._foundation.json_patch import PatchError, apply_patch
 from agui_pipes.testing import run_finished, run_started
 from agui_pipes.transformers import StateFilter
 

@@ -37,11 +37,11 @@ from ag_ui.core import (
     StateSnapshotEvent,
 )
 
-from ._chunks import ChunkExpander
-from ._consume import WireItem, fold
-from ._decode import DecodeWarning, as_object, decode_event
-from ._errors import ProtocolViolation
-from ._limits import Limits
+from .._foundation.errors import ProtocolViolation
+from .._foundation.limits import Limits
+from .chunks import ChunkExpander
+from .consume import WireItem, fold
+from .decode import DecodeWarning, as_object, decode_event
 
 __all__ = ["thread_history"]
 

@@ -5,7 +5,7 @@ AG-UI 1.0 retired two families of shapes that producers still send:
 * the ``THINKING_*`` events (``THINKING_START`` / ``THINKING_END`` around a
   ``THINKING_TEXT_MESSAGE_START`` / ``_CONTENT`` / ``_END`` message), which 1.0
   names ``REASONING_*`` and which carry no ids (their models are in
-  ``agui_pipes._legacy_events``);
+  ``agui_pipes._protocol.legacy_events``);
 * the ``binary`` content part (``{type: "binary", mimeType, data | url | id,
   filename?}``), which 1.0 replaced by typed media parts (``image``, ``audio``,
   ``video``, ``document``) with a ``source``.

@@ -74,21 +74,21 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from ._chunks import ChunkExpander
-from ._decode import (
+from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError, clone_json
+from .._foundation.limits import Limits
+from .._foundation.limits_scope import resolve_limits
+from ..verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
+from .chunks import ChunkExpander
+from .decode import (
     DecodeWarning,
     as_object,
     decode_event,
     decode_legacy_event,
     unknown_type_warning,
 )
-from ._limits import Limits
-from ._limits_scope import resolve_limits
-from ._patch import JsonDocument, LimitExceeded, PatchError, clone_json
-from .verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
 
 if TYPE_CHECKING:
-    from .transformers.compat import Compat
+    from ..transformers.compat import Compat
 
 __all__ = [
     "Consumer",

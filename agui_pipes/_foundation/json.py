@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from ._limits import DEFAULT_LIMITS
+from .limits import DEFAULT_LIMITS
 
 __all__ = [
     "HAVE_ORJSON",

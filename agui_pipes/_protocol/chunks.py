@@ -40,9 +40,9 @@ from typing import Any, Final
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
-from ._construct import construct
-from .events import ALL_EVENT_CLASSES
-from .verify import Rule, VerificationError
+from ..events import ALL_EVENT_CLASSES
+from ..verify import Rule, VerificationError
+from .construct import construct
 
 __all__ = [
     "ALL_LANES_CLOSERS",

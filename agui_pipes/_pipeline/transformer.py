@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 from ag_ui.core import BaseEvent, EventType
 
 if TYPE_CHECKING:
-    from ._chain import TransformerChain
+    from .chain import TransformerChain
 
 __all__ = [
     "AsyncStreamTransformer",
@@ -83,7 +83,7 @@ class Stage:
         return type(self)(*args, **kwargs)
 
     def __or__(self, other: Stage) -> TransformerChain:
-        from ._chain import TransformerChain
+        from .chain import TransformerChain
 
         if not isinstance(other, Stage):
             return NotImplemented
@@ -151,7 +151,7 @@ class StreamTransformer(Stage):
         declared = self.event_types
         if declared is None:
             return self.transform
-        from .events import EVENT_CLASS_BY_TYPE
+        from ..events import EVENT_CLASS_BY_TYPE
 
         for name in declared:
             if issubclass(event_class, EVENT_CLASS_BY_TYPE[EventType(name)]):

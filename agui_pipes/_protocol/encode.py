@@ -19,8 +19,8 @@ from ag_ui.core import BaseEvent
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
-from . import _json
-from ._errors import AguiPipesError
+from .._foundation import json as _json
+from .._foundation.errors import AguiPipesError
 
 __all__ = ["EncodeError", "check_tree", "encode_json", "encode_tree", "require_event"]
 

@@ -2,7 +2,7 @@
 
 A module of their own so that defining five pydantic models costs nothing to a
 process that never reads a pre-1.0 stream: the decoder imports it on its first
-legacy decode, the ``compat`` stage with itself. See ``agui_pipes._legacy`` for
+legacy decode, the ``compat`` stage with itself. See ``agui_pipes._protocol.legacy`` for
 the rest of what pre-1.0 shapes need, and docs/compat.md.
 
 The models are ``ag_ui.core`` events in every respect the pipeline relies on (a

@@ -33,7 +33,7 @@ The other pre-1.0 shapes (``THINKING_*`` events, ``binary`` content parts) are
 unknown in 1.0 and dropped as such, unless the caller asks to read them
 (``decode_legacy_object``, which the ``compat`` stage arranges): then each
 ``THINKING_*`` type is checked as strictly as a 1.0 event and built as its
-``agui_pipes._legacy_events`` model, and ``binary`` parts in a MESSAGES_SNAPSHOT or a
+``agui_pipes._protocol.legacy_events`` model, and ``binary`` parts in a MESSAGES_SNAPSHOT or a
 RUN_STARTED input echo are upgraded to media parts before the 1.0 checks, with
 a ``legacy-content`` warning. Nothing else changes: what 1.0 rejects is still
 rejected.
@@ -89,10 +89,10 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from . import _json
-from ._construct import construct
-from ._legacy import upgrade_binary_parts
-from .verify import ProtocolViolation
+from .._foundation import json as _json
+from ..verify import ProtocolViolation
+from .construct import construct
+from .legacy import upgrade_binary_parts
 
 __all__ = [
     "PATCH_OP_KEYS",
@@ -765,11 +765,11 @@ _LEGACY_SPECS: dict[str, EventSpec] = {}
 def legacy_specs() -> dict[str, EventSpec]:
     """The pre-1.0 event types read when legacy shapes are asked for (never otherwise).
 
-    Built on first use: their models (``agui_pipes._legacy_events``) cost an
+    Built on first use: their models (``agui_pipes._protocol.legacy_events``) cost an
     import that a process which never reads a pre-1.0 stream does not pay.
     """
     if not _LEGACY_SPECS:
-        from ._legacy_events import (
+        from .legacy_events import (
             ThinkingEndEvent,
             ThinkingStartEvent,
             ThinkingTextMessageContentEvent,

@@ -42,9 +42,9 @@ from __future__ import annotations
 import sys
 from typing import Any, Final
 
-from ._errors import AguiPipesError
-from ._limits import Limits
-from ._limits_scope import resolve_limits
+from .errors import AguiPipesError
+from .limits import Limits
+from .limits_scope import resolve_limits
 
 __all__ = [
     "JsonDocument",
@@ -205,7 +205,7 @@ def measure_json(value: Any, limits: Limits | None = None) -> tuple[int, int, in
 
     Raises :class:`LimitExceeded` as soon as the walk crosses a limit (it does
     not walk the rest). ``limits=None`` means the limits in effect
-    (:func:`~agui_pipes._limits_scope.current_limits`).
+    (:func:`~agui_pipes._foundation.limits_scope.current_limits`).
     """
     bounds = resolve_limits(limits)
     try:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from ._limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, Limits
 
 __all__ = ["current_limits", "resolve_limits", "using_limits"]
 

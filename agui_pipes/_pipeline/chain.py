@@ -20,9 +20,9 @@ from typing import Any
 import anyio
 from ag_ui.core import BaseEvent
 
-from ._errors import StageError, StreamRejected
-from ._loops import running_loop
-from ._transformer import (
+from .._foundation.errors import StageError, StreamRejected
+from .._foundation.loops import running_loop
+from .transformer import (
     AsyncStreamTransformer,
     Stage,
     StreamOperator,

@@ -1,0 +1,10 @@
+"""The AG-UI protocol model, reference implementation: events in, events out, and their rules.
+
+Building events without a second validation (``construct``), reading payloads
+(``decode``, with the pre-1.0 shapes in ``legacy`` / ``legacy_events``), writing
+them (``encode``), expanding ``*_CHUNK`` shorthand (``chunks``), folding a valid
+stream into messages and state (``consume``) and a thread's runs into one
+(``history``). The ordering rules live beside it in the public
+``agui_pipes.verify``. Built on ``agui_pipes._foundation`` only; never imports
+the fast path, a stage or anything that serves.
+"""
