@@ -145,8 +145,7 @@ def _reference_modules() -> list[str]:
     return [
         module
         for module in _modules()
-        if module not in FACES
-        and LAYERS[_layer_index(module) or 0][0] in REFERENCE_LAYERS
+        if module not in FACES and LAYERS[_layer_index(module) or 0][0] in REFERENCE_LAYERS
     ]
 
 
@@ -163,7 +162,10 @@ print("\\n".join(m for m in sys.modules if m.startswith("agui_pipes._fastpath"))
 def test_reference_module_loads_no_fast_path(module: str) -> None:
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, module],
-        capture_output=True, text=True, cwd=ROOT, check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     loaded = done.stdout.split()
@@ -180,6 +182,9 @@ def test_the_checks_see_a_violation(tmp_path: Path) -> None:
     assert _layer_index("agui_pipes.server") > _layer_index("agui_pipes._protocol.decode")  # type: ignore[operator]
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, "agui_pipes.codecs"],
-        capture_output=True, text=True, cwd=ROOT, check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
     )
     assert done.stdout.split(), "the probe must see what the wire entry point loads"

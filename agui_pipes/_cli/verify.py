@@ -13,7 +13,12 @@ Options: ``--profile consumer|producer`` (default consumer: exactly what AG-UI
 ``--quiet`` (no warnings, no summary), ``--explain`` (also run the stream
 through the ``Repair`` stage and tell what it would change, one ``fix:`` line
 per fix, and whether the repaired stream verifies; on stdout, or on stderr
-with ``--result``; the exit status is still the verdict on the stream as given).
+with ``--result``; the exit status is still the verdict on the stream as given),
+``--all`` (report every finding, not only the first, each with its rule, severity
+— error / warning / hygiene —, event, ``FILE:LINE`` and AG-UI 1.0 rules section;
+see ``agui_pipes._protocol.findings`` for the recovery rule) and ``--format
+text|json|sarif|junit`` (how ``--all`` writes its report, on stdout; any format but
+``text`` implies ``--all``).
 
 Exit status: 0 accepted; 1 rejected, with one stderr line starting
 ``rejected:`` (where: ``event #N``, counted from 0, and for a file
@@ -35,14 +40,18 @@ import anyio
 
 from .._foundation import json as _json
 from .._protocol.consume import Consumer, RunResult
+from .._protocol.decode import as_object
+from .._protocol.findings import MALFORMED, Finding, FindingCollector, Severity
 from ..codecs import CodecError, DecodeError, DecodeWarning
 from ..verify import ProtocolViolation
+from ._findings_report import REPORTERS, Located, Report
 from ._input import (
     FORMATS,
     InputError,
     Progress,
     input_name,
     line_of_event,
+    lines_of_events,
     no_events_message,
     open_input,
     payloads_of,
@@ -84,6 +93,13 @@ def register(subparsers: Any) -> None:
                         help="also show what the repair stage would change and whether the "
                              "repaired stream verifies (the exit status stays the verdict on "
                              "the stream as given)")
+    parser.add_argument("--all", action="store_true", dest="all_findings",
+                        help="report every finding (rule, severity, event, FILE:LINE, spec "
+                             "section), not only the first; the exit status is unchanged")
+    parser.add_argument("--format", choices=sorted(REPORTERS), default="text",
+                        dest="report_format",
+                        help="the --all report's format on stdout (default text; json, "
+                             "sarif or junit imply --all)")
     add_limit_options(parser)
     parser.set_defaults(handler=_verify)
 
@@ -165,6 +181,54 @@ async def _consume(args: argparse.Namespace, kept: _Kept | None) -> tuple[RunRes
     return result, count
 
 
+async def _collect(args: argparse.Namespace) -> Report:
+    """Every finding in the input (``--all``), with the input line of each."""
+    collector = FindingCollector(
+        profile=args.profile, allow_truncated=args.allow_truncated, limits=limits_of(args)
+    )
+    progress = Progress(None)
+    name = input_name(args.input)
+    count = 0
+    async with (
+        open_input(args.input, input_format=args.input_format, progress=progress) as opened,
+        aclosing(payloads_of(opened)) as payloads,
+    ):
+        try:
+            async for payload in payloads:
+                if count == 0:
+                    _check_first(payload, name)
+                collector.push(payload)
+                count += 1
+        except CodecError as error:
+            collector.findings.append(
+                Finding(MALFORMED, Severity.ERROR,
+                        f"{error} (reading stopped after {count} events)", count)
+            )
+    if not collector.saw_event and not collector.findings_at_error:
+        # Nothing is never a valid stream (exit 2, as without --all).
+        raise InputError(no_events_message(name, progress, count))
+    findings = collector.finish()
+    indices = [f.index for f in findings if f.index is not None]
+    lines = lines_of_events(args.input, progress.format, indices)
+    located = [
+        Located(f, None if f.index is None else lines.get(f.index)) for f in findings
+    ]
+    shown = "<stdin>" if args.input in (None, "-") else str(args.input)
+    return Report(shown, args.profile, count, located)
+
+
+def _check_first(payload: Any, name: str) -> None:
+    """Not one event can be read: this is not an event stream at all (exit 2)."""
+    try:
+        as_object(payload, 0)
+    except DecodeError as error:
+        if not error.path:
+            raise InputError(
+                f"{name} is not an AG-UI event stream in any supported format "
+                f"(NDJSON, SSE, JSON array, corpus case): {error.message}"
+            ) from None
+
+
 async def _listed(kept: _Kept) -> Any:
     for item in kept.payloads:
         yield item
@@ -183,6 +247,19 @@ def _located(violation: ProtocolViolation, path: str | None, fmt: str | None) ->
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if args.all_findings or args.report_format != "text":
+        if args.explain or args.result:
+            print("agui-pipes verify: --all (and --format) report findings; --explain and "
+                  "--result go with the first-violation check (drop --all/--format)",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            report = anyio.run(_collect, args)
+        except InputError as error:
+            print(f"agui-pipes verify: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        sys.stdout.write(REPORTERS[args.report_format](report))
+        return EXIT_REJECTED if report.rejected else EXIT_ACCEPTED
     kept = _Kept() if args.explain else None
     try:
         result, count = anyio.run(_consume, args, kept)

@@ -202,7 +202,7 @@ def _merge_metadata(target: dict[str, Any], event: BaseEvent) -> bool:
     return True
 
 
-class _Folder:
+class Folder:
     """The application state machine behind :func:`fold` and :class:`Consumer`."""
 
     def __init__(
@@ -777,7 +777,7 @@ def fold(
     ``activity-limit-exceeded`` warning and the previous document kept. A
     seed ``state`` already past them raises :class:`~agui_pipes.LimitExceeded`.
     """
-    folder = _Folder({} if state is _UNSET else state, messages, limits)
+    folder = Folder({} if state is _UNSET else state, messages, limits)
     apply = folder.apply
     for event in events:
         apply(event)
@@ -837,7 +837,7 @@ class Consumer:
         self._compat_warned = 0
         self._allow_truncated = allow_truncated
         self._verifier = Verifier(profile)
-        self._folder = _Folder(
+        self._folder = Folder(
             {} if state is _UNSET else state, messages, limits, strict=profile == "producer"
         )
         self._expand = ChunkExpander().expand
