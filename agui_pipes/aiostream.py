@@ -32,9 +32,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from ._chain import TransformerChain
+from ._lazy import public_dir
 from ._transformer import Stage, StreamOperator
 
 __all__ = ["transform"]
+__dir__ = public_dir(__all__)
 
 
 def _fresh_chain(stages: Stage | Callable[[], TransformerChain]) -> TransformerChain:

@@ -34,6 +34,7 @@ from ag_ui.core import BaseEvent, EventType, RunAgentInput
 
 from ._consume import Consumer, RunResult, fold
 from ._errors import AguiPipesError
+from ._lazy import public_dir
 from .codecs import SSEDecoder, decode
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ __all__ = [
     "run",
     "stop",
 ]
+__dir__ = public_dir(__all__)
 
 _SSE_HEADERS = {"accept": "text/event-stream"}
 _TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)

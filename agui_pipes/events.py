@@ -23,6 +23,7 @@ import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
 from ._construct import replace
+from ._lazy import public_dir
 
 __all__ = [
     "ALL_EVENT_CLASSES",
@@ -41,6 +42,7 @@ __all__ = [
     "strip_attribution",
     "with_attribution",
 ]
+__dir__ = public_dir(__all__)
 
 Event: TypeAlias = BaseEvent
 """The type every stage consumes and produces: any ``ag_ui.core`` event model."""

@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.config import JsonDict
 
+from .._lazy import public_dir
 from .._limits import Limits
 from ._no_options import NoOptions
 
@@ -49,6 +50,7 @@ __all__ = [
     "VerifyOptions",
     "is_json_pointer",
 ]
+__dir__ = public_dir(__all__)
 
 
 class _Options(BaseModel):
