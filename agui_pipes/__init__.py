@@ -6,143 +6,82 @@ any async source of events.
 
 Every name below is imported on first use (PEP 562), so ``import agui_pipes``
 stays cheap: what a name needs (pydantic, the config loader, the driver) is
-loaded when the name is read, not before.
+loaded when the name is read, not before. The top level holds what most code
+needs; each name's full family lives in its subpackage or module
+(``agui_pipes.config``, ``agui_pipes.codecs``, ``agui_pipes.driver``,
+``agui_pipes.transformers``, ``agui_pipes.verify``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import attach
 from ._version import __version__
 
 if TYPE_CHECKING:
-    from ._foundation.errors import AguiPipesError, StageError, StreamRejected
-    from ._foundation.json_patch import LimitExceeded
-    from ._foundation.limits import Limits
-    from ._foundation.limits_scope import using_limits
-    from ._pipeline.chain import ChainFactory, EventStream, TransformerChain
-    from ._pipeline.transformer import (
-        AsyncStreamTransformer,
-        Condition,
-        FunctionTransformer,
-        Stage,
-        StreamOperator,
-        StreamTransformer,
-        Transform,
-    )
-    from ._protocol.consume import Consumer, RunInfo, RunResult, consume, fold
-    from ._protocol.history import thread_history
-    from .codecs import Decoded, DecodeError, DecodeWarning, decode, decode_all, decode_many
-    from .config import ConfigError, chain_schema, load_chain
-    from .driver import CancelToken, RunContext, RunError, RunOutcome, run
-    from .events import Event
-    from .transformers.compact import compact
-    from .transformers.repair import Repair, RepairFix, RepairLimitExceeded, RepairReport
-    from .verify import ProtocolViolation, Rule, VerificationError, Verifier
-
-    Error = RunError
-    """Deprecated: the 0.1 name of ``RunError``."""
+    # The names type checkers see; `_EXPORTS` below is what runs (a test keeps them equal).
+    from ._foundation.errors import AguiPipesError as AguiPipesError
+    from ._foundation.errors import StageError as StageError
+    from ._foundation.errors import StreamRejected as StreamRejected
+    from ._foundation.json_patch import LimitExceeded as LimitExceeded
+    from ._foundation.limits import Limits as Limits
+    from ._foundation.limits_scope import using_limits as using_limits
+    from ._pipeline.chain import ChainFactory as ChainFactory
+    from ._pipeline.chain import EventStream as EventStream
+    from ._pipeline.chain import TransformerChain as TransformerChain
+    from ._pipeline.transformer import AsyncStreamTransformer as AsyncStreamTransformer
+    from ._pipeline.transformer import FunctionTransformer as FunctionTransformer
+    from ._pipeline.transformer import Stage as Stage
+    from ._pipeline.transformer import StreamOperator as StreamOperator
+    from ._pipeline.transformer import StreamTransformer as StreamTransformer
+    from ._protocol.consume import Consumer as Consumer
+    from ._protocol.consume import RunInfo as RunInfo
+    from ._protocol.consume import RunResult as RunResult
+    from ._protocol.consume import consume as consume
+    from ._protocol.consume import fold as fold
+    from ._protocol.history import thread_history as thread_history
+    from .codecs import DecodeError as DecodeError
+    from .codecs import decode as decode
+    from .driver import CancelToken as CancelToken
+    from .driver import RunContext as RunContext
+    from .driver import RunError as RunError
+    from .driver import RunOutcome as RunOutcome
+    from .driver import run as run
+    from .verify import ProtocolViolation as ProtocolViolation
+    from .verify import VerificationError as VerificationError
 else:
-    __getattr__, __dir__ = attach(
-        __name__,
-        {
-            "ChainFactory": "._pipeline.chain",
-            "EventStream": "._pipeline.chain",
-            "TransformerChain": "._pipeline.chain",
-            "Consumer": "._protocol.consume",
-            "RunInfo": "._protocol.consume",
-            "RunResult": "._protocol.consume",
-            "consume": "._protocol.consume",
-            "fold": "._protocol.consume",
-            "AguiPipesError": "._foundation.errors",
-            "StageError": "._foundation.errors",
-            "StreamRejected": "._foundation.errors",
-            "thread_history": "._protocol.history",
-            "Limits": "._foundation.limits",
-            "using_limits": "._foundation.limits_scope",
-            "LimitExceeded": "._foundation.json_patch",
-            "AsyncStreamTransformer": "._pipeline.transformer",
-            "Condition": "._pipeline.transformer",
-            "FunctionTransformer": "._pipeline.transformer",
-            "Stage": "._pipeline.transformer",
-            "StreamOperator": "._pipeline.transformer",
-            "StreamTransformer": "._pipeline.transformer",
-            "Transform": "._pipeline.transformer",
-            "ConfigError": ".config",
-            "chain_schema": ".config",
-            "load_chain": ".config",
-            "Decoded": ".codecs",
-            "DecodeError": ".codecs",
-            "DecodeWarning": ".codecs",
-            "decode": ".codecs",
-            "decode_all": ".codecs",
-            "decode_many": ".codecs",
-            "CancelToken": ".driver",
-            "RunContext": ".driver",
-            "RunError": ".driver",
-            "RunOutcome": ".driver",
-            "run": ".driver",
-            "Event": ".events",
-            "compact": ".transformers.compact",
-            "Repair": ".transformers.repair",
-            "RepairFix": ".transformers.repair",
-            "RepairLimitExceeded": ".transformers.repair",
-            "RepairReport": ".transformers.repair",
-            "ProtocolViolation": ".verify",
-            "Rule": ".verify",
-            "VerificationError": ".verify",
-            "Verifier": ".verify",
-        },
-        deprecated={"Error": "RunError"},
-    )
+    from ._lazy import attach as _attach
 
-__all__ = [
-    "AguiPipesError",
-    "AsyncStreamTransformer",
-    "CancelToken",
-    "ChainFactory",
-    "Condition",
-    "ConfigError",
-    "Consumer",
-    "DecodeError",
-    "DecodeWarning",
-    "Decoded",
-    "Event",
-    "EventStream",
-    "FunctionTransformer",
-    "LimitExceeded",
-    "Limits",
-    "ProtocolViolation",
-    "Repair",
-    "RepairFix",
-    "RepairLimitExceeded",
-    "RepairReport",
-    "Rule",
-    "RunContext",
-    "RunError",
-    "RunInfo",
-    "RunOutcome",
-    "RunResult",
-    "Stage",
-    "StageError",
-    "StreamOperator",
-    "StreamRejected",
-    "StreamTransformer",
-    "Transform",
-    "TransformerChain",
-    "VerificationError",
-    "Verifier",
-    "__version__",
-    "chain_schema",
-    "compact",
-    "consume",
-    "decode",
-    "decode_all",
-    "decode_many",
-    "fold",
-    "load_chain",
-    "run",
-    "thread_history",
-    "using_limits",
-]
+    _EXPORTS = {
+        "ChainFactory": "._pipeline.chain",
+        "EventStream": "._pipeline.chain",
+        "TransformerChain": "._pipeline.chain",
+        "Consumer": "._protocol.consume",
+        "RunInfo": "._protocol.consume",
+        "RunResult": "._protocol.consume",
+        "consume": "._protocol.consume",
+        "fold": "._protocol.consume",
+        "AguiPipesError": "._foundation.errors",
+        "StageError": "._foundation.errors",
+        "StreamRejected": "._foundation.errors",
+        "thread_history": "._protocol.history",
+        "Limits": "._foundation.limits",
+        "using_limits": "._foundation.limits_scope",
+        "LimitExceeded": "._foundation.json_patch",
+        "AsyncStreamTransformer": "._pipeline.transformer",
+        "FunctionTransformer": "._pipeline.transformer",
+        "Stage": "._pipeline.transformer",
+        "StreamOperator": "._pipeline.transformer",
+        "StreamTransformer": "._pipeline.transformer",
+        "DecodeError": ".codecs",
+        "decode": ".codecs",
+        "CancelToken": ".driver",
+        "RunContext": ".driver",
+        "RunError": ".driver",
+        "RunOutcome": ".driver",
+        "run": ".driver",
+        "ProtocolViolation": ".verify",
+        "VerificationError": ".verify",
+    }
+    __getattr__, __dir__ = _attach(__name__, _EXPORTS)
+    __all__ = ["__version__", *_EXPORTS]

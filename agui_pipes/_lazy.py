@@ -15,9 +15,11 @@ exported both by a subpackage and re-exported by a package above it (``run``
 in ``agui_pipes.driver`` and ``agui_pipes``) gets the shortest public path,
 whichever package is read first.
 
-Names renamed in a release stay readable one more release through
-``deprecated``: reading one warns with a ``DeprecationWarning`` naming the
-replacement; it is not listed in ``dir()`` or ``__all__``.
+Why ``__dir__`` is ``__all__``: a module's namespace also holds what it
+imported (``annotations``, ``TYPE_CHECKING``, ``httpx``) and its private
+helpers; ``dir()`` and tab completion should show what a user may import, the
+names ``from module import *`` gives. Lazy packages get that from ``attach``;
+plain public modules set ``__dir__ = public_dir(__all__)``.
 """
 
 from __future__ import annotations
@@ -25,12 +27,11 @@ from __future__ import annotations
 import importlib
 import sys
 import typing
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import FunctionType
 from typing import Any
 
-__all__ = ["attach", "publish"]
+__all__ = ["attach", "public_dir", "publish"]
 
 _EXPORTS: dict[str, dict[str, str]] = {}
 """Each lazy package (by name): its public names -> the absolute module holding each."""
@@ -40,23 +41,22 @@ def attach(
     package: str,
     exports: Mapping[str, str],
     *,
-    deprecated: Mapping[str, str] | None = None,
     extras: Mapping[str, str] | None = None,
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of a lazy package.
 
     ``exports`` maps each public name to the module holding it, relative to
-    ``package`` (``"._chain"``, one leading dot) or absolute. ``deprecated``
-    maps an old name to the public name that replaces it. ``extras`` maps a
+    ``package`` (``"._chain"``, one leading dot) or absolute. ``extras`` maps a
     module needing an optional dependency to the install command that
-    provides it, for the message when that dependency is missing.
+    provides it, for the message when that dependency is missing. The
+    ``__dir__`` lists the package's ``__all__``: the names of ``exports`` and
+    whatever the package defines itself.
     """
     sources = {
         name: f"{package}{module}" if module.startswith(".") else module
         for name, module in exports.items()
     }
     _EXPORTS[package] = sources
-    renamed = dict(deprecated or {})
     install = {
         f"{package}{module}" if module.startswith(".") else module: how
         for module, how in (extras or {}).items()
@@ -65,15 +65,6 @@ def attach(
     def __getattr__(name: str) -> Any:
         source = sources.get(name)
         if source is None:
-            if name in renamed:
-                replacement = renamed[name]
-                warnings.warn(
-                    f"{package}.{name} is deprecated and will be removed in the next release: "
-                    f"use {package}.{replacement} (the same object under its new name)",
-                    DeprecationWarning,
-                    stacklevel=2,
-                )
-                return getattr(sys.modules[package], replacement)
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         try:
             module = importlib.import_module(source)
@@ -92,9 +83,19 @@ def attach(
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*vars(sys.modules[package]), *sources})
+        # Read when asked: the package assigns __all__ after calling attach().
+        return sorted(sys.modules[package].__all__)
 
     return __getattr__, __dir__
+
+
+def public_dir(names: Sequence[str]) -> Callable[[], list[str]]:
+    """The ``__dir__`` of a plain public module: ``__dir__ = public_dir(__all__)``."""
+
+    def __dir__() -> list[str]:
+        return sorted(names)
+
+    return __dir__
 
 
 def publish(module: str, *values: object) -> None:

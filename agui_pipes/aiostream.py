@@ -31,10 +31,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "pip install 'agui-pipes[aiostream]'"
     ) from exc
 
+from ._lazy import public_dir
 from ._pipeline.chain import TransformerChain
 from ._pipeline.transformer import Stage, StreamOperator
 
 __all__ = ["transform"]
+__dir__ = public_dir(__all__)
 
 
 def _fresh_chain(stages: Stage | Callable[[], TransformerChain]) -> TransformerChain:

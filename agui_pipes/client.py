@@ -33,6 +33,7 @@ import anyio
 from ag_ui.core import BaseEvent, EventType, RunAgentInput
 
 from ._foundation.errors import AguiPipesError
+from ._lazy import public_dir
 from ._protocol.consume import Consumer, RunResult, fold
 from .codecs import SSEDecoder, decode
 
@@ -50,13 +51,14 @@ __all__ = [
     "Client",
     "ClientError",
     "History",
+    "RemoteRunEvents",
     "ResumeFailed",
-    "RunEvents",
     "ServerError",
     "history",
-    "run",
+    "run_remote",
     "stop",
 ]
+__dir__ = public_dir(__all__)
 
 _SSE_HEADERS = {"accept": "text/event-stream"}
 _TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
@@ -133,7 +135,7 @@ class History:
     result: RunResult
 
 
-class RunEvents:
+class RemoteRunEvents:
     """The events of one run, as an async iterator; ``result()`` once it has ended.
 
     ``reconnects`` counts the resumes that were needed; ``last_event_id`` is the
@@ -246,7 +248,7 @@ class Client:
         allow_truncated: bool = False,
         compat: bool = False,
         peer: str | None = None,
-    ) -> AsyncIterator[RunEvents]:
+    ) -> AsyncIterator[RemoteRunEvents]:
         """POST ``run_input`` to the endpoint at ``url``; the block gets the run's events.
 
         ``verify=False`` only decodes (no chunk expansion, no verification;
@@ -269,7 +271,7 @@ class Client:
         state = _RunState(verify, allow_truncated, stage)
         stream = self._events(url, body, run_id, state)
         try:
-            yield RunEvents(stream, state)
+            yield RemoteRunEvents(stream, state)
         finally:
             await stream.aclose()
 
@@ -381,7 +383,7 @@ class _Retry(Exception):
 
 
 @asynccontextmanager
-async def run(
+async def run_remote(
     url: str,
     run_input: RunAgentInput | Mapping[str, Any],
     *,
@@ -390,7 +392,7 @@ async def run(
     compat: bool = False,
     peer: str | None = None,
     **client_options: Any,
-) -> AsyncIterator[RunEvents]:
+) -> AsyncIterator[RemoteRunEvents]:
     """``Client(**client_options).run(...)`` with a client of its own, closed at the end."""
     async with Client(**client_options) as client, client.run(
         url, run_input, verify=verify, allow_truncated=allow_truncated, compat=compat, peer=peer

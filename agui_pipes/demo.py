@@ -28,6 +28,7 @@ import anyio
 from ag_ui.core import RunAgentInput
 from pydantic import BaseModel, Field
 
+from ._lazy import public_dir
 from .driver import Agent, Emitter, RunContext, RunOutcome
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "TripState",
     "demo_input",
 ]
+__dir__ = public_dir(__all__)
 
 DEFAULT_CHAIN = """\
 # The chain `agui-pipes demo` runs the demo agent through.

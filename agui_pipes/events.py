@@ -22,6 +22,7 @@ from typing import Any, Final, TypeAlias
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
+from ._lazy import public_dir
 from ._protocol.construct import replace
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "strip_attribution",
     "with_attribution",
 ]
+__dir__ = public_dir(__all__)
 
 Event: TypeAlias = BaseEvent
 """The type every stage consumes and produces: any ``ag_ui.core`` event model."""

@@ -35,6 +35,7 @@ import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
 from ._foundation.errors import ProtocolViolation
+from ._lazy import public_dir
 
 __all__ = [
     "OpenItems",
@@ -44,6 +45,7 @@ __all__ = [
     "VerificationError",
     "Verifier",
 ]
+__dir__ = public_dir(__all__)
 
 Profile = Literal["consumer", "producer"]
 

@@ -35,10 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from streams import STREAMS
 
-from agui_pipes import Stage, TransformerChain, compact, thread_history
+from agui_pipes import Stage, TransformerChain, thread_history
 from agui_pipes.codecs import encode_ndjson
 from agui_pipes.events import EVENT_CLASS_BY_TYPE
 from agui_pipes.transformers import CoalesceDeltas, Compact
+from agui_pipes.transformers.compact import compact
 
 
 def load(stream: str, n: int) -> list[BaseEvent]:

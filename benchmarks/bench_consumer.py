@@ -44,9 +44,10 @@ sys.path.insert(0, str(HERE.parent))
 
 from streams import write_ndjson  # noqa: E402
 
-from agui_pipes import Consumer, Verifier  # noqa: E402
+from agui_pipes import Consumer  # noqa: E402
 from agui_pipes._protocol.decode import as_object, decode_event  # noqa: E402
 from agui_pipes.transformers import ExpandChunks  # noqa: E402
+from agui_pipes.verify import Verifier  # noqa: E402
 
 TS_DIR = HERE / "ts"
 OUT = HERE / "out"

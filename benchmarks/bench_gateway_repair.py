@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_stages import load
 
-from agui_pipes import Repair, Stage, TransformerChain
+from agui_pipes import Stage, TransformerChain
 from agui_pipes.codecs import SSEDecoder, encode_sse
 from agui_pipes.relay import Relay
-from agui_pipes.transformers import ExpandChunks, Verify
+from agui_pipes.transformers import ExpandChunks, Repair, Verify
 
 CHAINS: dict[str, Callable[[], list[Stage]]] = {
     "gateway": lambda: [ExpandChunks(), Verify(profile="consumer")],

@@ -34,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_stages import load
 
-from agui_pipes import Repair, Stage, TransformerChain
-from agui_pipes.transformers import ExpandChunks, Verify
+from agui_pipes import Stage, TransformerChain
+from agui_pipes.transformers import ExpandChunks, Repair, Verify
 
 CHAINS: dict[str, Callable[[], list[Stage]]] = {
     "empty": list,

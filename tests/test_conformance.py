@@ -31,7 +31,8 @@ from typing import Any
 
 import pytest
 
-from agui_pipes import Consumer, DecodeWarning, ProtocolViolation
+from agui_pipes import Consumer, ProtocolViolation
+from agui_pipes.codecs import DecodeWarning
 from agui_pipes.transformers.compat import Compat, request_for
 
 CORPUS = Path(__file__).parent / "conformance" / "streams"

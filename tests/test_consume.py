@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from agui_pipes import (
     Consumer,
     ProtocolViolation,
-    Rule,
     TransformerChain,
     VerificationError,
     consume,
@@ -43,6 +42,7 @@ from agui_pipes.testing import (
     tool_call_chunks,
 )
 from agui_pipes.transformers import ExpandChunks, Verify
+from agui_pipes.verify import Rule
 
 
 def expand(events: list[BaseEvent]) -> list[BaseEvent]:

@@ -34,7 +34,8 @@ from _wire_streams import mutate, valid_stream
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from agui_pipes import Consumer, DecodeError, ProtocolViolation, Rule, VerificationError
+from agui_pipes import Consumer, DecodeError, ProtocolViolation, VerificationError
+from agui_pipes.verify import Rule
 
 BATCHES = 6
 PER_BATCH = 400  # 2,400 streams in all

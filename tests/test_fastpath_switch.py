@@ -23,7 +23,7 @@ from agui_pipes._fastpath import enabled_in, generated_source
 from agui_pipes._fastpath.builders import compile_builder
 from agui_pipes.codecs import decode, encode_sse
 from agui_pipes.relay import Relay
-from agui_pipes.testing import run, text
+from agui_pipes.testing import run_events, text
 from agui_pipes.transformers import Verify
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,10 +34,10 @@ import agui_pipes._fastpath as fastpath
 from agui_pipes import TransformerChain
 from agui_pipes.codecs import decode, encode_json, encode_ndjson, encode_sse
 from agui_pipes.relay import Relay
-from agui_pipes.testing import run, text
+from agui_pipes.testing import run_events, text
 from agui_pipes.transformers import Verify
 
-events = run(text("m1", "a", "b"))
+events = run_events(text("m1", "a", "b"))
 lines = [encode_sse(e)[6:-2] for e in events]
 assert [decode(line).event for line in lines] == events
 assert b"".join(encode_ndjson(e) for e in events).count(b"\\n") == len(events)
@@ -84,7 +84,7 @@ def test_enabled_in_reads_only_an_explicit_off(value: str, on: bool) -> None:
 
 
 def test_the_parameter_overrides_the_process_default() -> None:
-    events = run(text("m1", "a", "b"))
+    events = run_events(text("m1", "a", "b"))
     lines = [encode_sse(e)[6:-2] for e in events]
     outputs = []
     for fast_path in (True, False):

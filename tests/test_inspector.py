@@ -30,9 +30,9 @@ from agui_pipes import (
     TransformerChain,
     decode,
     fold,
-    load_chain,
 )
 from agui_pipes._cli import main
+from agui_pipes.config import load_chain
 from agui_pipes.inspector import InspectedRun, RecentRuns, inspector_app
 
 DEMO = Path(__file__).parent / "data" / "demo-run.ndjson"

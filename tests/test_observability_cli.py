@@ -1,4 +1,4 @@
-"""Where users meet tracing: ``agui-pipes demo --trace`` and ``agui-pipes serve --otel``."""
+"""Where users meet tracing: ``agui-pipes demo --otel`` and ``agui-pipes serve --otel``."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
 
 
 def test_demo_trace_prints_the_span_tree_after_the_transcript() -> None:
-    done = _cli("demo", "--trace", "--color", "never")
+    done = _cli("demo", "--otel", "--color", "never")
     assert done.returncode == 0, done.stderr
     transcript, tree = done.stdout.split("Trace (OpenTelemetry spans):\n")
     assert "run finished: success" in transcript
@@ -49,7 +49,7 @@ def test_demo_trace_prints_the_span_tree_after_the_transcript() -> None:
 def test_demo_trace_uses_the_stage_of_your_chain(tmp_path: Path) -> None:
     chain = tmp_path / "chain.yaml"
     chain.write_text("transformers:\n  - type: opentelemetry\n    agent_name: mine\n")
-    done = _cli("demo", "--trace", "--config", str(chain))
+    done = _cli("demo", "--otel", "--config", str(chain))
     assert done.returncode == 0, done.stderr
     tree = done.stdout.split("Trace (OpenTelemetry spans):\n")[1]
     assert tree.splitlines()[0].strip().startswith("invoke_agent mine  (")
@@ -58,7 +58,7 @@ def test_demo_trace_uses_the_stage_of_your_chain(tmp_path: Path) -> None:
 
 
 def test_demo_trace_refuses_raw() -> None:
-    done = _cli("demo", "--trace", "--raw")
+    done = _cli("demo", "--otel", "--raw")
     assert done.returncode == 2
     assert "no stage to trace" in done.stderr
 

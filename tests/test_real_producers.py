@@ -34,8 +34,8 @@ import httpx
 import pytest
 from ag_ui.core import BaseEvent
 
-from agui_pipes import Consumer, DecodeWarning, ProtocolViolation, decode
-from agui_pipes.codecs import SSEDecoder, encode_sse
+from agui_pipes import Consumer, ProtocolViolation, decode
+from agui_pipes.codecs import DecodeWarning, SSEDecoder, encode_sse
 from agui_pipes.transformers import FilterToolCalls, StripRawEvents
 
 from hostile._harness import assert_clean, run_cli, serve_gateway  # isort: skip

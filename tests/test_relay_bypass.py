@@ -23,8 +23,9 @@ from ag_ui.core import BaseEvent, TextMessageContentEvent
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_pipes import Condition, StreamTransformer, TransformerChain
+from agui_pipes import StreamTransformer, TransformerChain
 from agui_pipes._pipeline.chain import sync_segment
+from agui_pipes._pipeline.transformer import Condition
 from agui_pipes.codecs import decode, encode_sse
 from agui_pipes.relay import Relay
 from agui_pipes.testing import run_events, text

@@ -42,19 +42,8 @@ from ag_ui.core import (
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from agui_pipes import (
-    Consumer,
-    DecodeError,
-    ProtocolViolation,
-    Repair,
-    RepairFix,
-    RepairLimitExceeded,
-    RepairReport,
-    StreamRejected,
-    VerificationError,
-    Verifier,
-    decode_all,
-)
+from agui_pipes import Consumer, DecodeError, ProtocolViolation, StreamRejected, VerificationError
+from agui_pipes.codecs import decode_all
 from agui_pipes.config import load_chain
 from agui_pipes.testing import (
     run_events,
@@ -65,7 +54,14 @@ from agui_pipes.testing import (
     text,
     tool_call,
 )
-from agui_pipes.transformers import ExpandChunks
+from agui_pipes.transformers import (
+    ExpandChunks,
+    Repair,
+    RepairFix,
+    RepairLimitExceeded,
+    RepairReport,
+)
+from agui_pipes.verify import Verifier
 
 PRODUCERS = Path(__file__).parent / "data" / "producers"
 

@@ -98,29 +98,3 @@ def test_plugin_fixtures(
     agui_assert_events_equal(out, expected)
     with pytest.raises(AssertionError):
         agui_assert_events_equal(out, events)
-
-
-def test_renamed_fixtures_still_work_and_warn(request: pytest.FixtureRequest) -> None:
-    with pytest.warns(DeprecationWarning, match="'run_stage' is deprecated.*agui_run_transformer"):
-        run_stage = request.getfixturevalue("run_stage")
-    stage = Dropper()
-    events = run_events(text("m", "x"))
-    out = run_stage(stage, events)
-    assert stage.dropped == 0  # run_stage ran a fresh copy, as it did in 0.1
-    assert len(out) == len(events) - 1
-    with pytest.warns(DeprecationWarning, match="'assert_events' is deprecated"):
-        assert_events = request.getfixturevalue("assert_events")
-    assert assert_events is assert_events_equal
-
-
-def test_renamed_builder_still_works_and_warns(agui_events: ModuleType) -> None:
-    import agui_pipes.testing
-
-    deprecated = r"agui_pipes\.testing\.run is deprecated.*run_events"
-    with pytest.warns(DeprecationWarning, match=deprecated):
-        old = agui_pipes.testing.run
-    assert old is run_events
-    with pytest.warns(DeprecationWarning, match=r"agui_events\.run is deprecated"):
-        assert agui_events.run is run_events
-    assert "run" not in agui_pipes.testing.__all__
-    assert "run" not in dir(agui_pipes.testing)

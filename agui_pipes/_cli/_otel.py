@@ -1,5 +1,5 @@
 """OpenTelemetry for the CLI: SDK setup from ``OTEL_*`` (``serve --otel``), a span tree
-(``demo --trace``), and a chain with the ``opentelemetry`` stage appended.
+(``demo --otel``), and a chain with the ``opentelemetry`` stage appended.
 
 The SDK ships no "configure from the environment" entry point of its own
 (that is the job of the separate distro package), so ``serve --otel``

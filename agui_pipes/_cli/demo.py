@@ -5,7 +5,7 @@ tool calls including an internal one, a nested subagent, state updates)
 through the run driver and a chain — the built-in default chain, or yours with
 ``--config`` — and prints a readable transcript. ``--raw`` prints the agent's
 own events instead, as NDJSON and before any chain, so that piping them into
-``agui-pipes run --config`` applies a chain exactly once. ``--trace`` adds the
+``agui-pipes run --config`` applies a chain exactly once. ``--otel`` adds the
 ``opentelemetry`` stage and prints the run's span tree after the transcript.
 No network, no model, no API key.
 
@@ -82,7 +82,7 @@ def register(subparsers: Any) -> None:
         help="color the transcript (auto: when stdout is a terminal and NO_COLOR is unset)",
     )
     parser.add_argument(
-        "--trace",
+        "--otel",
         action="store_true",
         help=(
             "after the transcript, print the OpenTelemetry span tree of the run (the "
@@ -122,7 +122,7 @@ def _demo(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2  # usage error, like a bad --pace
-        if args.trace:
+        if args.otel:
             print(
                 "agui-pipes: --raw prints the agent's own events, before any chain, so there "
                 "is no stage to trace them; drop --raw to see the span tree",
@@ -152,7 +152,7 @@ def _run(args: argparse.Namespace, chain: LoadedChain | None) -> int:
     """Run the demo agent through ``chain`` (``None``: no stage at all, for ``--raw``)."""
     spans = None
     factory: Callable[[], TransformerChain] | None = chain
-    if args.trace:
+    if args.otel:
         from ._otel import SetupError, with_trace
 
         try:

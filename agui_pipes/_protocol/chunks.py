@@ -246,7 +246,7 @@ class ChunkExpander:
             )
 
     def _chunk(self, event: Any, kind: int) -> Sequence[BaseEvent]:
-        what, chunk_type, id_field = _KIND_WORDS[kind]
+        what = _KIND_WORDS[kind][0]
         # The fields, read from the instance dict: an attribute read on a pydantic
         # model goes through BaseModel.__getattr__'s hook, several times the cost.
         fields = event.__dict__
@@ -277,44 +277,7 @@ class ChunkExpander:
                                    fields["parent_message_id"], pending.parent_message_id,
                                    event)
         else:
-            if pending is not None:
-                del lanes[lane]
-                out.append(_end_event(pending))
-            if entity_id is None:
-                raise self._fail(
-                    Rule.CHUNK_INCOMPLETE, f"First {chunk_type} must have a {id_field}", event
-                )
-            start: dict[str, Any]
-            if kind == _TEXT:
-                role = event.role if event.role is not None else "assistant"
-                pending = _Pending(kind, entity_id, tag, role=role, name=event.name)
-                start = {"message_id": entity_id, "role": role}
-                if event.name is not None:
-                    start["name"] = event.name
-                start_cls: type[BaseEvent] = ag.TextMessageStartEvent
-            elif kind == _TOOL:
-                if event.tool_call_name is None:
-                    raise self._fail(
-                        Rule.CHUNK_INCOMPLETE,
-                        "First TOOL_CALL_CHUNK must have a toolCallName",
-                        event,
-                    )
-                pending = _Pending(kind, entity_id, tag, name=event.tool_call_name,
-                                   parent_message_id=event.parent_message_id)
-                start = {"tool_call_id": entity_id, "tool_call_name": event.tool_call_name}
-                if event.parent_message_id is not None:
-                    start["parent_message_id"] = event.parent_message_id
-                start_cls = ag.ToolCallStartEvent
-            else:
-                pending = _Pending(kind, entity_id, tag)
-                start = {"message_id": entity_id, "role": "reasoning"}
-                start_cls = ag.ReasoningMessageStartEvent
-            if tag is not None:
-                start["subagent_run_id"] = tag
-            if metadata is not None:
-                start["metadata"] = metadata
-            lanes[lane] = pending
-            out.append(construct(start_cls, start))
+            pending = self._open_lane(kind, entity_id, tag, lane, metadata, event, out)
         delta: str | None = fields["delta"]
         raw = fields["raw_event"]
         if delta is not None or raw is not None or (not out and metadata is not None):
@@ -332,6 +295,56 @@ class ChunkExpander:
             out.append(construct(_CONTENT_CLASS[kind], content))
         return out
 
+    def _open_lane(
+        self, kind: int, entity_id: str | None, tag: str | None, lane: str | None,
+        metadata: Any, event: Any, out: list[BaseEvent],
+    ) -> _Pending:
+        """A chunk that starts an item: close what ``lane`` had open, append the START.
+
+        Off the hot path: once per item, while its continuations stay in ``_chunk``.
+        """
+        lanes = self._lanes
+        pending = lanes.get(lane)
+        if pending is not None:
+            del lanes[lane]
+            out.append(_end_event(pending))
+        if entity_id is None:
+            _, chunk_type, id_field = _KIND_WORDS[kind]
+            raise self._fail(
+                Rule.CHUNK_INCOMPLETE, f"First {chunk_type} must have a {id_field}", event
+            )
+        start: dict[str, Any]
+        if kind == _TEXT:
+            role = event.role if event.role is not None else "assistant"
+            pending = _Pending(kind, entity_id, tag, role=role, name=event.name)
+            start = {"message_id": entity_id, "role": role}
+            if event.name is not None:
+                start["name"] = event.name
+            start_cls: type[BaseEvent] = ag.TextMessageStartEvent
+        elif kind == _TOOL:
+            if event.tool_call_name is None:
+                raise self._fail(
+                    Rule.CHUNK_INCOMPLETE,
+                    "First TOOL_CALL_CHUNK must have a toolCallName",
+                    event,
+                )
+            pending = _Pending(kind, entity_id, tag, name=event.tool_call_name,
+                               parent_message_id=event.parent_message_id)
+            start = {"tool_call_id": entity_id, "tool_call_name": event.tool_call_name}
+            if event.parent_message_id is not None:
+                start["parent_message_id"] = event.parent_message_id
+            start_cls = ag.ToolCallStartEvent
+        else:
+            pending = _Pending(kind, entity_id, tag)
+            start = {"message_id": entity_id, "role": "reasoning"}
+            start_cls = ag.ReasoningMessageStartEvent
+        if tag is not None:
+            start["subagent_run_id"] = tag
+        if metadata is not None:
+            start["metadata"] = metadata
+        lanes[lane] = pending
+        out.append(construct(start_cls, start))
+        return pending
 
 _CONTENT_CLASS: Final[dict[int, type[BaseEvent]]] = {
     _TEXT: ag.TextMessageContentEvent,

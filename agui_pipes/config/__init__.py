@@ -15,55 +15,41 @@ docs/writing-transformers.md.
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._bounds import MAX_CHAIN_BYTES, MAX_CHAIN_DEPTH, MAX_CHAIN_NODES, MAX_CHAIN_STAGES
-    from ._errors import ConfigError
-    from ._loader import ChainSource, LoadedChain, StageDeclaration, load_chain
-    from ._registry import (
-        PLUGIN_GROUP,
-        PluginWarning,
-        Registry,
-        TransformerSpec,
-        default_registry,
-    )
-    from ._schema import chain_schema
+    # What type checkers see; `_EXPORTS` below is what runs (a test keeps them equal).
+    from ._bounds import MAX_CHAIN_BYTES as MAX_CHAIN_BYTES
+    from ._bounds import MAX_CHAIN_DEPTH as MAX_CHAIN_DEPTH
+    from ._bounds import MAX_CHAIN_NODES as MAX_CHAIN_NODES
+    from ._bounds import MAX_CHAIN_STAGES as MAX_CHAIN_STAGES
+    from ._errors import ConfigError as ConfigError
+    from ._loader import ChainSource as ChainSource
+    from ._loader import LoadedChain as LoadedChain
+    from ._loader import StageDeclaration as StageDeclaration
+    from ._loader import load_chain as load_chain
+    from ._registry import PLUGIN_GROUP as PLUGIN_GROUP
+    from ._registry import PluginWarning as PluginWarning
+    from ._registry import Registry as Registry
+    from ._registry import TransformerSpec as TransformerSpec
+    from ._registry import default_registry as default_registry
+    from ._schema import chain_schema as chain_schema
 else:
-    from .._lazy import attach
+    from .._lazy import attach as _attach
 
-    __getattr__, __dir__ = attach(
-        __name__,
-        {
-            "MAX_CHAIN_BYTES": "._bounds",
-            "MAX_CHAIN_DEPTH": "._bounds",
-            "MAX_CHAIN_NODES": "._bounds",
-            "MAX_CHAIN_STAGES": "._bounds",
-            "ConfigError": "._errors",
-            "ChainSource": "._loader",
-            "LoadedChain": "._loader",
-            "StageDeclaration": "._loader",
-            "load_chain": "._loader",
-            "PLUGIN_GROUP": "._registry",
-            "PluginWarning": "._registry",
-            "Registry": "._registry",
-            "TransformerSpec": "._registry",
-            "default_registry": "._registry",
-            "chain_schema": "._schema",
-        },
-    )
-
-__all__ = [
-    "MAX_CHAIN_BYTES",
-    "MAX_CHAIN_DEPTH",
-    "MAX_CHAIN_NODES",
-    "MAX_CHAIN_STAGES",
-    "PLUGIN_GROUP",
-    "ChainSource",
-    "ConfigError",
-    "LoadedChain",
-    "PluginWarning",
-    "Registry",
-    "StageDeclaration",
-    "TransformerSpec",
-    "chain_schema",
-    "default_registry",
-    "load_chain",
-]
+    _EXPORTS = {
+        "MAX_CHAIN_BYTES": "._bounds",
+        "MAX_CHAIN_DEPTH": "._bounds",
+        "MAX_CHAIN_NODES": "._bounds",
+        "MAX_CHAIN_STAGES": "._bounds",
+        "ConfigError": "._errors",
+        "ChainSource": "._loader",
+        "LoadedChain": "._loader",
+        "StageDeclaration": "._loader",
+        "load_chain": "._loader",
+        "PLUGIN_GROUP": "._registry",
+        "PluginWarning": "._registry",
+        "Registry": "._registry",
+        "TransformerSpec": "._registry",
+        "default_registry": "._registry",
+        "chain_schema": "._schema",
+    }
+    __getattr__, __dir__ = _attach(__name__, _EXPORTS)
+    __all__ = [*_EXPORTS]

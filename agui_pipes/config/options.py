@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.config import JsonDict
 
 from .._foundation.limits import Limits
+from .._lazy import public_dir
 from ._no_options import NoOptions
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "VerifyOptions",
     "is_json_pointer",
 ]
+__dir__ = public_dir(__all__)
 
 
 class _Options(BaseModel):

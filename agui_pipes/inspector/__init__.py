@@ -16,21 +16,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._app import RecentRuns, inspector_app, with_inspector
-    from ._model import NOT_AN_EVENT, InspectedRun
+    # What type checkers see; `_EXPORTS` below is what runs (a test keeps them equal).
+    from ._app import RecentRuns as RecentRuns
+    from ._app import inspector_app as inspector_app
+    from ._app import with_inspector as with_inspector
+    from ._model import NOT_AN_EVENT as NOT_AN_EVENT
+    from ._model import InspectedRun as InspectedRun
 else:
-    from .._lazy import attach
+    from .._lazy import attach as _attach
 
-    __getattr__, __dir__ = attach(
-        __name__,
-        {
-            "InspectedRun": "._model",
-            "NOT_AN_EVENT": "._model",
-            "RecentRuns": "._app",
-            "inspector_app": "._app",
-            "with_inspector": "._app",
-        },
-        extras={"._app": "pip install 'agui-pipes[server]'"},
+    _EXPORTS = {
+        "InspectedRun": "._model",
+        "NOT_AN_EVENT": "._model",
+        "RecentRuns": "._app",
+        "inspector_app": "._app",
+        "with_inspector": "._app",
+    }
+    __getattr__, __dir__ = _attach(
+        __name__, _EXPORTS, extras={"._app": "pip install 'agui-pipes[server]'"}
     )
-
-__all__ = ["NOT_AN_EVENT", "InspectedRun", "RecentRuns", "inspector_app", "with_inspector"]
+    __all__ = [*_EXPORTS]

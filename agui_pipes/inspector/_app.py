@@ -65,9 +65,9 @@ class RecentRuns:
 
     def recorder(self) -> Any:
         """A pass-through stage recording the events it sees as one live run per stream."""
-        from ._recorder import Recorder
+        from ._tap import InspectorTap
 
-        return Recorder(self)
+        return InspectorTap(self)
 
 
 class _JSON(JSONResponse):

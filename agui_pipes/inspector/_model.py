@@ -206,67 +206,15 @@ class InspectedRun:
                 self._warn(None, "recording-capped",
                            f"only the first {self.max_events} events were kept; the run went on")
             return
-        event: BaseEvent | None
-        obj: Any = None
-        if not isinstance(item, bytes | str | dict) and isinstance(item, BaseEvent):
-            event = item
-            raw = wire_json(item)
-            type_name = item.type.value
-        else:
-            if type(item) is bytes:
-                raw = item.strip()
-            elif isinstance(item, str):
-                raw = item.strip().encode()
-            elif isinstance(item, bytes | bytearray):
-                raw = bytes(item).strip()
-            else:
-                raw = kept(orjson.dumps(item))
-                obj = item
-            event = None
-            try:
-                decoded = decode(obj if obj is not None else raw, index=index)
-            except DecodeError as error:
-                self._reject(index, error)
-            else:
-                event = decoded.event
-                for warning in decoded.warnings:
-                    self._warn(index, warning.code, warning.message)
-            if event is not None:
-                type_name = event.type.value
-            else:
-                if obj is None:
-                    try:
-                        obj = orjson.loads(raw)
-                    except orjson.JSONDecodeError:
-                        obj = None
-                found = obj.get("type") if isinstance(obj, dict) else None
-                type_name = found if isinstance(found, str) else NOT_AN_EVENT
+        raw, event, obj, type_name = self._read(item, index)
         self._note_type(index, type_name)
-        timestamp = event.__dict__.get("timestamp") if event is not None else None
-        if timestamp is None and isinstance(obj, dict):
-            value = obj.get("timestamp")
-            timestamp = value if isinstance(value, int | float) else None
-        if timestamp is None:
-            self._timed_all = False
-            self._t.append(math.nan)
-        else:
-            self._t.append(float(timestamp))
+        self._note_time(event, obj)
         if event is None:
             self._owner.append(-1)
             self._raw.append(raw)  # last: readers bound themselves by len(self._raw)
             return
         self._index_ids(index, event)
-        delivered: Sequence[BaseEvent] = (event,)
-        consumer = self._consumer
-        if consumer is not None:
-            try:
-                delivered = consumer.push(event)
-            except ProtocolViolation as violation:
-                self._collect_consumer_warnings(consumer, index)
-                self._reject(index, violation)
-                delivered = (event,)
-            else:
-                self._collect_consumer_warnings(consumer, index)
+        delivered = self._deliver(index, event)
         if len(delivered) != 1 or delivered[0] is not event:
             self._expanded[index] = [wire_json(e) for e in delivered]
         owner: str | None = None
@@ -278,6 +226,74 @@ class InspectedRun:
             self._block.extend(delivered)  # while a consumer lives, it folds them
         if index + 1 - self._block_start >= self._gap:
             self._checkpoint(index)
+
+    def _read(
+        self, item: dict[str, Any] | str | bytes | BaseEvent, index: int
+    ) -> tuple[bytes, BaseEvent | None, Any, str]:
+        """``item`` as (its wire bytes, its event or None, its JSON object if parsed, its type).
+
+        An item that does not decode is flagged (rejected, or warned about) here;
+        its type is then what its ``type`` field says, or ``NOT_AN_EVENT``.
+        """
+        if not isinstance(item, bytes | str | dict) and isinstance(item, BaseEvent):
+            return wire_json(item), item, None, item.type.value
+        obj: Any = None
+        if type(item) is bytes:
+            raw = item.strip()
+        elif isinstance(item, str):
+            raw = item.strip().encode()
+        elif isinstance(item, bytes | bytearray):
+            raw = bytes(item).strip()
+        else:
+            raw = kept(orjson.dumps(item))
+            obj = item
+        event = self._decode(obj if obj is not None else raw, index)
+        if event is not None:
+            return raw, event, obj, event.type.value
+        if obj is None:
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                obj = None
+        found = obj.get("type") if isinstance(obj, dict) else None
+        return raw, None, obj, found if isinstance(found, str) else NOT_AN_EVENT
+
+    def _decode(self, payload: dict[str, Any] | bytes, index: int) -> BaseEvent | None:
+        """The event ``payload`` holds (its decode warnings noted), or None, rejected."""
+        try:
+            decoded = decode(payload, index=index)
+        except DecodeError as error:
+            self._reject(index, error)
+            return None
+        for warning in decoded.warnings:
+            self._warn(index, warning.code, warning.message)
+        return decoded.event
+
+    def _note_time(self, event: BaseEvent | None, obj: Any) -> None:
+        """The event's ``timestamp`` (or its wire object's), NaN when it has none."""
+        timestamp = event.__dict__.get("timestamp") if event is not None else None
+        if timestamp is None and isinstance(obj, dict):
+            value = obj.get("timestamp")
+            timestamp = value if isinstance(value, int | float) else None
+        if timestamp is None:
+            self._timed_all = False
+            self._t.append(math.nan)
+        else:
+            self._t.append(float(timestamp))
+
+    def _deliver(self, index: int, event: BaseEvent) -> Sequence[BaseEvent]:
+        """What the consumer makes of ``event`` (chunks expanded); itself once rejected."""
+        consumer = self._consumer
+        if consumer is None:
+            return (event,)
+        try:
+            delivered = consumer.push(event)
+        except ProtocolViolation as violation:
+            self._collect_consumer_warnings(consumer, index)
+            self._reject(index, violation)
+            return (event,)
+        self._collect_consumer_warnings(consumer, index)
+        return delivered
 
     def close(self) -> None:
         """The stream ended: settle the outcome (truncated runs are not violations here)."""

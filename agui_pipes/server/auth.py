@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from .._foundation.errors import AguiPipesError
+from .._lazy import public_dir
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -56,6 +57,7 @@ __all__ = [
     "bearer_token",
     "scope_problem",
 ]
+__dir__ = public_dir(__all__)
 
 DEFAULT_SCOPE: Final = "default"
 """The scope of every caller of a server without ``authorize=``, and of 0.1 event logs."""

@@ -16,66 +16,43 @@ test-only dependency). Fixtures are registered with pytest by the package's
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._assertions import assert_events_equal, event_lines, run_transformer
-    from ._builders import (
-        reasoning,
-        run_error,
-        run_events,
-        run_finished,
-        run_started,
-        step,
-        subagent,
-        tagged,
-        text,
-        text_chunks,
-        tool_call,
-        tool_call_chunks,
-    )
-    from ._collect import collect
-
-    run = run_events
-    """Deprecated: the 0.1 name of ``run_events``."""
+    # What type checkers see; `_EXPORTS` below is what runs (a test keeps them equal).
+    from ._assertions import assert_events_equal as assert_events_equal
+    from ._assertions import event_lines as event_lines
+    from ._assertions import run_transformer as run_transformer
+    from ._builders import reasoning as reasoning
+    from ._builders import run_error as run_error
+    from ._builders import run_events as run_events
+    from ._builders import run_finished as run_finished
+    from ._builders import run_started as run_started
+    from ._builders import step as step
+    from ._builders import subagent as subagent
+    from ._builders import tagged as tagged
+    from ._builders import text as text
+    from ._builders import text_chunks as text_chunks
+    from ._builders import tool_call as tool_call
+    from ._builders import tool_call_chunks as tool_call_chunks
+    from ._collect import collect as collect
 else:
-    from .._lazy import attach
+    from .._lazy import attach as _attach
 
-    __getattr__, __dir__ = attach(
-        __name__,
-        {
-            "assert_events_equal": "._assertions",
-            "event_lines": "._assertions",
-            "run_transformer": "._assertions",
-            "reasoning": "._builders",
-            "run_error": "._builders",
-            "run_events": "._builders",
-            "run_finished": "._builders",
-            "run_started": "._builders",
-            "step": "._builders",
-            "subagent": "._builders",
-            "tagged": "._builders",
-            "text": "._builders",
-            "text_chunks": "._builders",
-            "tool_call": "._builders",
-            "tool_call_chunks": "._builders",
-            "collect": "._collect",
-        },
-        deprecated={"run": "run_events"},
-    )
-
-__all__ = [
-    "assert_events_equal",
-    "collect",
-    "event_lines",
-    "reasoning",
-    "run_error",
-    "run_events",
-    "run_finished",
-    "run_started",
-    "run_transformer",
-    "step",
-    "subagent",
-    "tagged",
-    "text",
-    "text_chunks",
-    "tool_call",
-    "tool_call_chunks",
-]
+    _EXPORTS = {
+        "assert_events_equal": "._assertions",
+        "event_lines": "._assertions",
+        "run_transformer": "._assertions",
+        "reasoning": "._builders",
+        "run_error": "._builders",
+        "run_events": "._builders",
+        "run_finished": "._builders",
+        "run_started": "._builders",
+        "step": "._builders",
+        "subagent": "._builders",
+        "tagged": "._builders",
+        "text": "._builders",
+        "text_chunks": "._builders",
+        "tool_call": "._builders",
+        "tool_call_chunks": "._builders",
+        "collect": "._collect",
+    }
+    __getattr__, __dir__ = _attach(__name__, _EXPORTS)
+    __all__ = [*_EXPORTS]

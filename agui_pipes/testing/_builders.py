@@ -10,9 +10,8 @@ compose with ``+`` and ``*``::
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
@@ -298,19 +297,3 @@ def run_events(
     """A whole run: RUN_STARTED, ``inner``, RUN_FINISHED (or RUN_ERROR when ``error``)."""
     end = run_error(error) if error is not None else run_finished(thread_id, run_id, **finished)
     return [*run_started(thread_id, run_id), *inner, *end]
-
-
-if not TYPE_CHECKING:
-
-    def __getattr__(name: str) -> Any:
-        # The ``agui_events`` fixture hands out this module: its 0.1 name ``run`` keeps
-        # working one more release, with the same warning as ``agui_pipes.testing.run``.
-        if name == "run":
-            warnings.warn(
-                "agui_events.run is deprecated and will be removed in the next release: use "
-                "agui_events.run_events (the same builder under its new name)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return run_events
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,34 +9,27 @@ so it cannot collide with a project's own fixtures:
   instance (pass ``stage.fresh()`` to keep a configured stage pristine).
 * ``agui_assert_events_equal`` — ``assert_events_equal`` with its readable diff.
 
-The 0.1 names ``run_stage`` (which ran a fresh copy) and ``assert_events`` still
-work for one release and warn with a ``DeprecationWarning``.
-
 The kit is imported when a fixture is first used, not when pytest loads the
 plugin: every pytest session of a project with agui_pipes installed loads it.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
 
+from .._lazy import public_dir
+
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
 
     from .._pipeline.transformer import Stage
 
-__all__ = [
-    "agui_assert_events_equal",
-    "agui_events",
-    "agui_run_transformer",
-    "assert_events",
-    "run_stage",
-]
+__all__ = ["agui_assert_events_equal", "agui_events", "agui_run_transformer"]
+__dir__ = public_dir(__all__)
 
 _RunTransformer = Callable[["Stage", "Iterable[BaseEvent]"], "list[BaseEvent]"]
 
@@ -60,36 +53,6 @@ def agui_run_transformer() -> _RunTransformer:
 @pytest.fixture
 def agui_assert_events_equal() -> Callable[..., None]:
     """``assert_events_equal(actual, expected)``: equality with a unified diff on failure."""
-    from ._assertions import assert_events_equal
-
-    return assert_events_equal
-
-
-def _renamed(old: str, new: str) -> None:
-    warnings.warn(
-        f"the pytest fixture {old!r} is deprecated and will be removed in the next release: "
-        f"use {new}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-
-
-@pytest.fixture
-def run_stage() -> _RunTransformer:
-    """Deprecated: ``agui_run_transformer(stage.fresh(), events)`` does the same."""
-    _renamed("run_stage", "agui_run_transformer(stage.fresh(), events)")
-    from ._assertions import run_transformer
-
-    def _run(stage: Stage, events: Iterable[BaseEvent]) -> list[BaseEvent]:
-        return run_transformer(stage.fresh(), events)
-
-    return _run
-
-
-@pytest.fixture
-def assert_events() -> Callable[..., None]:
-    """Deprecated: use ``agui_assert_events_equal``."""
-    _renamed("assert_events", "agui_assert_events_equal")
     from ._assertions import assert_events_equal
 
     return assert_events_equal

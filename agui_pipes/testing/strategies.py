@@ -60,7 +60,7 @@ from typing import Any
 from ag_ui.core import BaseEvent
 from hypothesis import strategies as st
 
-from .._lazy import publish
+from .._lazy import public_dir, publish
 from ._choices import Choices
 from ._patches import patch_for
 from ._streamgen import DEFAULT_TOOL_NAMES, StreamConfig, simulate_fragment, simulate_stream
@@ -80,6 +80,7 @@ __all__ = [
     "text_messages",
     "tool_calls",
 ]
+__dir__ = public_dir(__all__)
 
 
 def _config(**knobs: Any) -> StreamConfig:

@@ -43,10 +43,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_unverified_input import _broken
 
-from agui_pipes import Limits, StreamRejected, TransformerChain, compact, fold
+from agui_pipes import Limits, StreamRejected, TransformerChain, fold
 from agui_pipes.config import load_chain
 from agui_pipes.testing.strategies import expanded_streams, json_patches, json_values, streams
 from agui_pipes.transformers import Compact, ExpandChunks, Verify
+from agui_pipes.transformers.compact import compact
 
 _SETTINGS = settings(
     max_examples=100,

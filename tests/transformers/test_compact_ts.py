@@ -16,9 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_compact import state_bursts
 
-from agui_pipes import TransformerChain, compact, fold, thread_history
+from agui_pipes import TransformerChain, fold, thread_history
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import ExpandChunks
+from agui_pipes.transformers.compact import compact
 
 Oracle = Callable[..., list[dict[str, Any]]]
 

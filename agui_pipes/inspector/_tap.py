@@ -1,4 +1,4 @@
-"""The stage ``serve --inspect`` appends to every run's chain: it records, passing all.
+"""The stage ``serve --inspect`` appends to every run's chain: a tap that copies, passing all.
 
 It sees exactly what the client is sent (the chain's output), starts a live run in
 the ``RecentRuns`` ring at the first event and seals it at the end of the stream.
@@ -19,10 +19,10 @@ if TYPE_CHECKING:
     from ._app import RecentRuns
     from ._model import InspectedRun
 
-__all__ = ["Recorder"]
+__all__ = ["InspectorTap"]
 
 
-class Recorder(StreamTransformer):
+class InspectorTap(StreamTransformer):
     """Pass-through; each fresh copy records one stream into ``runs``."""
 
     def __init__(self, runs: RecentRuns) -> None:
@@ -33,8 +33,8 @@ class Recorder(StreamTransformer):
     def name(self) -> str:
         return "inspect"
 
-    def fresh(self) -> Recorder:
-        return Recorder(self._runs)
+    def fresh(self) -> InspectorTap:
+        return InspectorTap(self._runs)
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         run = self._run
