@@ -46,7 +46,7 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import anyio
 import anyio.to_thread
@@ -54,6 +54,7 @@ import anyio.to_thread
 from ._base import EventLog, Retention, RunRecord, RunStatus, doomed_runs, new_epoch
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunEnded, RunLost, StoreError, UnknownRun, WrongThread
+from ._url import EXAMPLES, StoreURL
 
 __all__ = ["RedisEventLog"]
 
@@ -230,6 +231,16 @@ class RedisEventLog(EventLog):
         self._client: Any = None
         self._scripts: dict[str, Any] = {}
         self._bridge: _Bridge | None = None
+
+    @classmethod
+    def from_url(cls, url: StoreURL) -> RedisEventLog:
+        """``redis://`` / ``rediss://``; options ``prefix``, ``block``, the rest to redis-py."""
+        prefix = url.options.pop("prefix", "agui:")
+        block = url.number("block", float, 5.0)
+        if not url.parts.hostname and not url.parts.path.strip("/"):
+            raise ValueError(f"store URL {url.text!r} names no Redis server; {EXAMPLES}")
+        client_url = urlunsplit(url.parts._replace(query=urlencode(url.options)))
+        return cls(client_url, url.retention, prefix=prefix, block=block)
 
     def __repr__(self) -> str:
         parts = urlsplit(self.url)

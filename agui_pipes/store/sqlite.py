@@ -42,6 +42,7 @@ from ._base import (
 )
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, StoreError, UnknownRun
+from ._url import EXAMPLES, StoreURL
 
 __all__ = ["SQLiteEventLog"]
 
@@ -111,6 +112,21 @@ class SQLiteEventLog(EventLog):
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
         self._signals = ChangeSignals()
+
+    @classmethod
+    def from_url(cls, url: StoreURL) -> SQLiteEventLog:
+        """``sqlite:///`` then the file's path; option ``poll``."""
+        if not url.text.lower().startswith("sqlite:///") or url.parts.netloc:
+            raise ValueError(
+                f"store URL {url.text!r}: a SQLite URL is 'sqlite:///' followed by the file's "
+                f"path (three slashes, then the path; a fourth for an absolute one); {EXAMPLES}"
+            )
+        path = url.parts.path[1:]
+        if not path:
+            raise ValueError(f"store URL {url.text!r} names no database file; {EXAMPLES}")
+        poll = url.number("poll", float, 0.1)
+        url.no_more()
+        return cls(path, url.retention, poll_interval=poll)
 
     def __repr__(self) -> str:
         return f"SQLiteEventLog({self.path!r})"

@@ -1,0 +1,146 @@
+"""Which class serves which store URL scheme: the entry-point group ``agui_pipes.stores``.
+
+The backend contract, for built-ins and plugins alike: a backend is a class
+registered under its URL scheme in the entry-point group ``agui_pipes.stores``
+(``postgres = "acme_store:PostgresEventLog"``; one entry per scheme, several
+schemes may name one class) whose classmethod ``from_url(url: StoreURL)``
+returns the :class:`EventLog` the URL names, *not yet opened*: it reads and
+checks ``url.parts`` and its own options (``url.number``, then
+``url.no_more``), raises ValueError naming ``url.text`` for anything wrong,
+and connects nothing. See :class:`StoreBackend` and docs/durable.md.
+
+Why entry points, for the built-ins too: adding a backend — Postgres is
+next — is a class and one registration, and ``memory``, ``sqlite`` and
+``redis`` are found exactly the way a plugin is, so the path a plugin takes
+is the path every test takes.
+
+Why the built-ins are listed once, in pyproject.toml: that table is where
+they are registered; installed (normally or editable), it is the package
+metadata. A source tree run without being installed has no metadata, so the
+same table is read from the tree's pyproject.toml instead: the list is
+never written twice.
+
+Entry points are *discovered* (metadata only, once per process) when a URL is
+first opened, and a backend is *imported* only when its scheme is opened: a
+broken plugin breaks its own scheme, with a message naming its entry point,
+never the others.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from ._base import EventLog
+    from ._url import StoreURL
+
+__all__ = ["GROUP", "StoreBackend", "backend_for", "schemes"]
+
+GROUP = "agui_pipes.stores"
+"""The entry-point group store backends register under, one entry per URL scheme."""
+
+_DISTRIBUTION = "agui-pipes"
+_PYPROJECT = Path(__file__).resolve().parent.parent.parent / "pyproject.toml"
+_TABLE = f'[project.entry-points."{GROUP}"]'
+_ENTRY = re.compile(r'"?(?P<name>[\w.-]+)"?\s*=\s*"(?P<value>[^"]*)"\s*(#.*)?')
+
+
+class StoreBackend(Protocol):
+    """What a store backend class provides: ``from_url``, the one way a URL becomes a log."""
+
+    @classmethod
+    def from_url(cls, url: StoreURL) -> EventLog:
+        """The event log ``url`` names, not connected yet; ValueError for a bad URL."""
+        ...
+
+
+_discovered: dict[str, list[EntryPoint]] | None = None
+_loaded: dict[str, StoreBackend] = {}
+
+
+def schemes() -> list[str]:
+    """Every registered scheme, sorted (discovered, not imported)."""
+    return sorted(_discover())
+
+
+def backend_for(url: StoreURL) -> StoreBackend | None:
+    """The backend registered for ``url.scheme`` (importing it), or None for no backend.
+
+    Raises ValueError naming the entry point when the scheme is registered
+    twice with different targets, or when its backend fails to import or is
+    not a backend (no ``from_url``).
+    """
+    backend = _loaded.get(url.scheme)
+    if backend is not None:
+        return backend
+    found = _discover().get(url.scheme)
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ValueError(
+            f"store URL {url.text!r}: scheme {url.scheme!r} is registered by more than one "
+            f"backend: {', '.join(map(_describe, found))}; uninstall all but one"
+        )
+    (entry,) = found
+    try:
+        loaded = entry.load()
+    except Exception as exc:
+        raise ValueError(
+            f"store URL {url.text!r}: the backend for {url.scheme!r}, entry point "
+            f"{_describe(entry)} in group {GROUP!r}, failed to import: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if not callable(getattr(loaded, "from_url", None)):
+        raise ValueError(
+            f"store URL {url.text!r}: entry point {_describe(entry)} in group {GROUP!r} is "
+            f"not a store backend: {loaded!r} has no from_url(url) classmethod"
+        )
+    backend = _loaded[url.scheme] = cast(StoreBackend, loaded)
+    return backend
+
+
+def _discover() -> dict[str, list[EntryPoint]]:
+    """Scheme -> its entry points (one, unless two distributions claim the scheme)."""
+    global _discovered
+    if _discovered is None:
+        found = list(entry_points(group=GROUP))
+        if not any(_distribution(entry) == _DISTRIBUTION for entry in found):
+            found = [*_source_tree_entries(), *found]  # not installed: no metadata of ours
+        by_scheme: dict[str, list[EntryPoint]] = {}
+        for entry in found:
+            same = by_scheme.setdefault(entry.name.lower(), [])
+            # The same target twice (an editable install beside a regular one) is one entry.
+            if all(other.value != entry.value for other in same):
+                same.append(entry)
+        _discovered = by_scheme
+    return _discovered
+
+
+def _source_tree_entries() -> list[EntryPoint]:
+    """The built-ins from the source tree's pyproject.toml (its ``agui_pipes.stores`` table)."""
+    try:
+        lines = _PYPROJECT.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    entries: list[EntryPoint] = []
+    inside = False
+    for line in map(str.strip, lines):
+        if line.startswith("["):
+            inside = line == _TABLE
+        elif inside and (match := _ENTRY.fullmatch(line)):
+            entries.append(EntryPoint(match["name"], match["value"], GROUP))
+    return entries
+
+
+def _distribution(entry: EntryPoint) -> str:
+    dist = getattr(entry, "dist", None)
+    return "" if dist is None else re.sub(r"[-_.]+", "-", str(dist.name)).lower()
+
+
+def _describe(entry: EntryPoint) -> str:
+    dist = getattr(entry, "dist", None)
+    origin = f", from {dist.name}" if dist is not None else ""
+    return f"`{entry.name}` ({entry.value}{origin})"
