@@ -58,7 +58,7 @@ toy = "toy_store:ToyEventLog"
 py-modules = ["toy_store"]
 '''
 
-USE_TOY = '''
+USE_TOY = """
 import anyio, json
 from agui_pipes.store import open_store
 
@@ -74,9 +74,9 @@ async def main() -> None:
     }))
 
 anyio.run(main)
-'''
+"""
 
-OUTCOMES = '''
+OUTCOMES = """
 import json, sys
 from agui_pipes.store import open_store
 
@@ -87,7 +87,7 @@ for url in sys.argv[1:]:
     except Exception as exc:
         out[url] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
-'''
+"""
 
 
 def python(
@@ -96,7 +96,12 @@ def python(
     """Run ``code`` in a fresh interpreter in ``cwd``: away from the source tree's *.egg-info."""
     done = subprocess.run(
         [sys.executable, *flags, "-c", code, *args],
-        capture_output=True, text=True, env=env, cwd=cwd, check=False, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        check=False,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -128,9 +133,22 @@ def test_a_backend_installed_by_entry_point_serves_its_scheme(tmp_path: Path) ->
     (source / "toy_store.py").write_text(TOY_MODULE)
     target = tmp_path / "site"
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(target), str(source)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     env = with_path(target)
@@ -144,19 +162,25 @@ def test_a_backend_installed_by_entry_point_serves_its_scheme(tmp_path: Path) ->
 
     shutil.rmtree(target)  # uninstalled: the scheme is gone with it
     message = json.loads(python(OUTCOMES, env, tmp_path, "toy://pantry"))["toy://pantry"]
-    assert message.startswith("ValueError: unknown store URL scheme in 'toy://pantry' "
-                              "(registered schemes: memory, redis, rediss, sqlite)")
+    assert message.startswith(
+        "ValueError: unknown store URL scheme in 'toy://pantry' "
+        "(registered schemes: memory, redis, rediss, sqlite)"
+    )
     assert "sqlite:///runs.db" in message
 
 
 def test_a_broken_plugin_names_its_entry_point_and_breaks_only_its_scheme(
     tmp_path: Path,
 ) -> None:
-    fake_distribution(tmp_path, "store_plugins_test", {
-        "broken": "no_such_module_for_store_tests:Log",
-        "notabackend": "json:dumps",
-        "twice": "json:JSONDecoder",
-    })
+    fake_distribution(
+        tmp_path,
+        "store_plugins_test",
+        {
+            "broken": "no_such_module_for_store_tests:Log",
+            "notabackend": "json:dumps",
+            "twice": "json:JSONDecoder",
+        },
+    )
     fake_distribution(tmp_path, "other_store_plugins_test", {"twice": "json:JSONEncoder"})
     urls = ["broken://x", "notabackend://x", "twice://x", "memory:", "sqlite:///runs.db"]
     out = json.loads(python(OUTCOMES, with_path(tmp_path), tmp_path, *urls))
@@ -172,8 +196,7 @@ def test_a_broken_plugin_names_its_entry_point_and_breaks_only_its_scheme(
     )
     assert out["notabackend://x"].endswith("has no from_url(url) classmethod")
     assert out["twice://x"].startswith(
-        "ValueError: store URL 'twice://x': scheme 'twice' is registered by more than one "
-        "backend: "
+        "ValueError: store URL 'twice://x': scheme 'twice' is registered by more than one backend: "
     )
     assert "json:JSONEncoder, from other_store_plugins_test" in out["twice://x"]
     assert "json:JSONDecoder, from store_plugins_test" in out["twice://x"]
