@@ -21,9 +21,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     # What type checkers see; `_EXPORTS` below is what runs (a test keeps them equal).
     from ._base import EventLog as EventLog
-    from ._base import Retention as Retention
-    from ._base import RunRecord as RunRecord
-    from ._base import RunStatus as RunStatus
     from ._errors import BadEventId as BadEventId
     from ._errors import RunBroken as RunBroken
     from ._errors import RunEnded as RunEnded
@@ -39,7 +36,10 @@ if TYPE_CHECKING:
     from ._ids import sse_frame as sse_frame
     from ._open import open_store as open_store
     from ._recorder import RunRecorder as RunRecorder
+    from ._records import RunRecord as RunRecord
+    from ._records import RunStatus as RunStatus
     from ._registry import StoreBackend as StoreBackend
+    from ._retention import Retention as Retention
     from ._url import StoreURL as StoreURL
     from .memory import MemoryEventLog as MemoryEventLog
     from .redis import RedisEventLog as RedisEventLog
@@ -49,9 +49,6 @@ else:
 
     _EXPORTS = {
         "EventLog": "._base",
-        "Retention": "._base",
-        "RunRecord": "._base",
-        "RunStatus": "._base",
         "BadEventId": "._errors",
         "RunBroken": "._errors",
         "RunEnded": "._errors",
@@ -67,7 +64,10 @@ else:
         "sse_frame": "._ids",
         "open_store": "._open",
         "RunRecorder": "._recorder",
+        "RunRecord": "._records",
+        "RunStatus": "._records",
         "StoreBackend": "._registry",
+        "Retention": "._retention",
         "StoreURL": "._url",
         "MemoryEventLog": ".memory",
         "RedisEventLog": ".redis",

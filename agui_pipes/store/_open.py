@@ -12,7 +12,8 @@ entry-point group ``agui_pipes.stores``), so this function names no backend.
 from __future__ import annotations
 
 from . import _registry
-from ._base import EventLog, Retention
+from ._base import EventLog
+from ._retention import Retention
 from ._url import EXAMPLES, StoreURL
 
 __all__ = ["open_store"]

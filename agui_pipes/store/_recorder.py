@@ -26,8 +26,9 @@ from types import TracebackType
 import anyio
 import anyio.abc
 
-from ._base import EventLog, RunStatus
+from ._base import EventLog
 from ._ids import format_event_id
+from ._records import RunStatus
 
 __all__ = ["RunRecorder"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
-from ._base import Retention
+from ._retention import Retention
 
 __all__ = ["EXAMPLES", "RETENTION_OPTIONS", "StoreURL"]
 

@@ -13,17 +13,10 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
-from ._base import (
-    ChangeSignals,
-    EventLog,
-    Retention,
-    RunRecord,
-    RunStatus,
-    check_appendable,
-    doomed_runs,
-    new_epoch,
-)
+from ._base import ChangeSignals, EventLog, new_epoch
 from ._errors import RunBroken, UnknownRun
+from ._records import RunRecord, RunStatus, check_appendable
+from ._retention import Retention, doomed_runs
 from ._url import EXAMPLES, RETENTION_OPTIONS, StoreURL
 
 __all__ = ["MemoryEventLog"]

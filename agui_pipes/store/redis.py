@@ -51,9 +51,11 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import anyio
 import anyio.to_thread
 
-from ._base import EventLog, Retention, RunRecord, RunStatus, doomed_runs, new_epoch
+from ._base import EventLog, new_epoch
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunEnded, RunLost, StoreError, UnknownRun, WrongThread
+from ._records import RunRecord, RunStatus
+from ._retention import Retention, doomed_runs
 from ._url import EXAMPLES, StoreURL
 
 __all__ = ["RedisEventLog"]

@@ -30,18 +30,11 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from ._base import (
-    ChangeSignals,
-    EventLog,
-    Retention,
-    RunRecord,
-    RunStatus,
-    check_appendable,
-    doomed_runs,
-    new_epoch,
-)
+from ._base import ChangeSignals, EventLog, new_epoch
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, StoreError, UnknownRun
+from ._records import RunRecord, RunStatus, check_appendable
+from ._retention import Retention, doomed_runs
 from ._url import EXAMPLES, StoreURL
 
 __all__ = ["SQLiteEventLog"]
