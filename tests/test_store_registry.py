@@ -179,6 +179,7 @@ def test_a_broken_plugin_names_its_entry_point_and_breaks_only_its_scheme(
             "broken": "no_such_module_for_store_tests:Log",
             "notabackend": "json:dumps",
             "twice": "json:JSONDecoder",
+            "memory": "json:JSONDecoder",  # a built-in scheme is not a plugin's to take
         },
     )
     fake_distribution(tmp_path, "other_store_plugins_test", {"twice": "json:JSONEncoder"})
@@ -204,12 +205,8 @@ def test_a_broken_plugin_names_its_entry_point_and_breaks_only_its_scheme(
     assert out["sqlite:///runs.db"] == "SQLiteEventLog"
 
 
-def test_a_source_tree_without_metadata_reads_the_builtins_from_pyproject(
-    tmp_path: Path,
-) -> None:
-    # The dependencies without agui_pipes' own metadata (nor its editable finder), and
-    # the package from the source tree: as when the tree is run without installing it.
-    view = tmp_path / "site"
+def dependencies_only(view: Path) -> Path:
+    """``view``: this environment's site-packages without agui_pipes (nor its metadata)."""
     view.mkdir()
     for directory in map(Path, site.getsitepackages()):
         for entry in directory.iterdir() if directory.is_dir() else ():
@@ -218,6 +215,14 @@ def test_a_source_tree_without_metadata_reads_the_builtins_from_pyproject(
                 continue
             if not (view / entry.name).exists():
                 (view / entry.name).symlink_to(entry)
+    return view
+
+
+def test_a_source_tree_without_metadata_reads_the_builtins_from_pyproject(
+    tmp_path: Path,
+) -> None:
+    # The package from the source tree, no metadata of it: the tree run without installing.
+    view = dependencies_only(tmp_path / "site")
     (view / "agui_pipes").symlink_to(ROOT / "agui_pipes")
     env = {**os.environ, "PYTHONPATH": str(view)}
     check = (
@@ -241,3 +246,25 @@ def test_a_source_tree_without_metadata_reads_the_builtins_from_pyproject(
         "redis://cache/0": "RedisEventLog",
         "rediss://cache/0": "RedisEventLog",
     }
+
+
+def test_an_installed_copy_takes_its_builtins_from_its_metadata(tmp_path: Path) -> None:
+    # A copy of the package with metadata of its own and no pyproject.toml near it, whose
+    # built-in table names the memory backend `memo`: only the metadata can say so.
+    view = dependencies_only(tmp_path / "site")
+    shutil.copytree(
+        ROOT / "agui_pipes", view / "agui_pipes", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    info = view / "agui_pipes-0.0.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: agui-pipes\nVersion: 0.0.0\n")
+    (info / "entry_points.txt").write_text(
+        f"[{GROUP}]\nmemo = agui_pipes.store.memory:MemoryEventLog\n"
+        "sqlite = agui_pipes.store.sqlite:SQLiteEventLog\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(view)}
+    out = json.loads(python(OUTCOMES, env, tmp_path, "memo:", "memory:", flags=("-S",)))
+    assert out["memo:"] == "MemoryEventLog"
+    assert out["memory:"].startswith(
+        "ValueError: unknown store URL scheme in 'memory:' (registered schemes: memo, sqlite)"
+    )

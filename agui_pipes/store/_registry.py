@@ -11,8 +11,8 @@ and connects nothing. See :class:`StoreBackend` and docs/durable.md.
 
 Why entry points, for the built-ins too: adding a backend — Postgres is
 next — is a class and one registration, and ``memory``, ``sqlite`` and
-``redis`` are found exactly the way a plugin is, so the path a plugin takes
-is the path every test takes.
+``redis`` are registered and loaded exactly the way a plugin is, so the path
+a plugin takes is the path every test takes.
 
 Why the built-ins are listed once, in pyproject.toml: that table is where
 they are registered; installed (normally or editable), it is the package
@@ -23,13 +23,16 @@ never written twice.
 Entry points are *discovered* (metadata only, once per process) when a URL is
 first opened, and a backend is *imported* only when its scheme is opened: a
 broken plugin breaks its own scheme, with a message naming its entry point,
-never the others.
+never the others. The built-ins are read from agui_pipes' own distribution
+alone (a tenth of the cost of scanning every installed one), so opening
+``sqlite:`` never waits on the scan, and a plugin cannot take over a
+built-in scheme; every other scheme is looked up among all distributions.
 """
 
 from __future__ import annotations
 
 import re
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, cast
 
@@ -57,13 +60,14 @@ class StoreBackend(Protocol):
         ...
 
 
-_discovered: dict[str, list[EntryPoint]] | None = None
+_builtins: dict[str, EntryPoint] | None = None
+_plugins: dict[str, list[EntryPoint]] | None = None
 _loaded: dict[str, StoreBackend] = {}
 
 
 def schemes() -> list[str]:
     """Every registered scheme, sorted (discovered, not imported)."""
-    return sorted(_discover())
+    return sorted({*_builtin_entries(), *_plugin_entries()})
 
 
 def backend_for(url: StoreURL) -> StoreBackend | None:
@@ -76,15 +80,17 @@ def backend_for(url: StoreURL) -> StoreBackend | None:
     backend = _loaded.get(url.scheme)
     if backend is not None:
         return backend
-    found = _discover().get(url.scheme)
-    if not found:
-        return None
-    if len(found) > 1:
-        raise ValueError(
-            f"store URL {url.text!r}: scheme {url.scheme!r} is registered by more than one "
-            f"backend: {', '.join(map(_describe, found))}; uninstall all but one"
-        )
-    (entry,) = found
+    entry = _builtin_entries().get(url.scheme)
+    if entry is None:
+        found = _plugin_entries().get(url.scheme)
+        if not found:
+            return None
+        if len(found) > 1:
+            raise ValueError(
+                f"store URL {url.text!r}: scheme {url.scheme!r} is registered by more than one "
+                f"backend: {', '.join(map(_describe, found))}; uninstall all but one"
+            )
+        (entry,) = found
     try:
         loaded = entry.load()
     except Exception as exc:
@@ -102,21 +108,36 @@ def backend_for(url: StoreURL) -> StoreBackend | None:
     return backend
 
 
-def _discover() -> dict[str, list[EntryPoint]]:
-    """Scheme -> its entry points (one, unless two distributions claim the scheme)."""
-    global _discovered
-    if _discovered is None:
-        found = list(entry_points(group=GROUP))
-        if not any(_distribution(entry) == _DISTRIBUTION for entry in found):
-            found = [*_source_tree_entries(), *found]  # not installed: no metadata of ours
+def _builtin_entries() -> dict[str, EntryPoint]:
+    """Scheme -> entry point of agui_pipes' own backends: its metadata, else its pyproject.toml."""
+    global _builtins
+    if _builtins is None:
+        try:
+            own = list(distribution(_DISTRIBUTION).entry_points.select(group=GROUP))
+        except PackageNotFoundError:
+            own = []
+        # No metadata of ours (a source tree run without installing it): the same table
+        # from the tree's pyproject.toml.
+        _builtins = {entry.name.lower(): entry for entry in own or _source_tree_entries()}
+    return _builtins
+
+
+def _plugin_entries() -> dict[str, list[EntryPoint]]:
+    """Scheme -> its entry points in other distributions (one, unless two claim it)."""
+    global _plugins
+    if _plugins is None:
+        builtins = _builtin_entries()
         by_scheme: dict[str, list[EntryPoint]] = {}
-        for entry in found:
-            same = by_scheme.setdefault(entry.name.lower(), [])
-            # The same target twice (an editable install beside a regular one) is one entry.
+        for entry in entry_points(group=GROUP):
+            scheme = entry.name.lower()
+            if scheme in builtins or _distribution(entry) == _DISTRIBUTION:
+                continue
+            same = by_scheme.setdefault(scheme, [])
+            # The same target twice (two copies of one plugin on the path) is one entry.
             if all(other.value != entry.value for other in same):
                 same.append(entry)
-        _discovered = by_scheme
-    return _discovered
+        _plugins = by_scheme
+    return _plugins
 
 
 def _source_tree_entries() -> list[EntryPoint]:
