@@ -34,11 +34,10 @@ from __future__ import annotations
 import re
 from importlib.metadata import EntryPoint, PackageNotFoundError, distribution, entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import Protocol, cast
 
-if TYPE_CHECKING:
-    from ._base import EventLog
-    from ._url import StoreURL
+from ._base import EventLog
+from ._url import StoreURL
 
 __all__ = ["GROUP", "StoreBackend", "backend_for", "schemes"]
 

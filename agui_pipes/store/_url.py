@@ -10,11 +10,14 @@ options from it with the same checks and the same messages (``number``,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import SplitResult, parse_qsl, urlsplit
 
 from ._retention import Retention
 
 __all__ = ["EXAMPLES", "RETENTION_OPTIONS", "StoreURL"]
+
+_N = TypeVar("_N", int, float)
 
 EXAMPLES = (
     "accepted: 'memory:', 'sqlite:///runs.db' (relative path), 'sqlite:////var/lib/runs.db' "
@@ -63,8 +66,8 @@ class StoreURL:
         read.retention = read._retention(retention or Retention())
         return read
 
-    def number(self, name: str, kind: type, default: float, zero: bool = False) -> float:
-        """Take option ``name`` (an int or float ``kind``, positive, or >= 0 with ``zero``)."""
+    def number(self, name: str, kind: type[_N], default: _N, zero: bool = False) -> _N:
+        """Take option ``name``: an ``int`` or ``float`` ``kind``, positive (>= 0 with ``zero``)."""
         text = self.options.pop(name, None)
         if text is None:
             return default
@@ -78,7 +81,7 @@ class StoreURL:
         if not (value >= 0 if zero else value > 0):
             bound = "0 or more" if zero else "positive"
             raise ValueError(f"store URL {self.text!r}: option {name}={text!r} must be {bound}")
-        return float(value)
+        return value
 
     def no_more(self) -> None:
         """Refuse the options no one took (a typo must not be ignored silently)."""
