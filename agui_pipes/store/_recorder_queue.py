@@ -10,6 +10,8 @@ queue, ending the run and giving up on a failing store are the writer's job:
 
 from __future__ import annotations
 
+import abc
+
 import anyio
 import anyio.abc
 
@@ -20,7 +22,7 @@ from ._sse_tails import id_tail, id_tails
 __all__ = ["RecorderQueue"]
 
 
-class RecorderQueue:
+class RecorderQueue(abc.ABC):
     """A run's numbering and bounded queue of wire JSON; ``RunRecorder`` stores it.
 
     See :class:`RunRecorder` for the settings.
@@ -246,6 +248,6 @@ class RecorderQueue:
             self._wake = None
             wake.set()
 
+    @abc.abstractmethod
     async def _break(self, reason: str, exc: BaseException | None = None) -> None:
         """Stop recording the run (the writer logs, marks it broken, drops the queue)."""
-        raise NotImplementedError
