@@ -1,4 +1,4 @@
-"""What every event log backend shares: the records, retention, and the interface.
+"""What every event log backend shares: the interface, ``EventLog``, and in-process wake-ups.
 
 The log keeps, per run, the JSON text of each event exactly as the server
 wrote it after ``data:`` (bytes), numbered 1, 2, 3... Storing the wire text
@@ -8,114 +8,25 @@ decodes or re-encodes an event.
 Backends differ in how they store and how a follower waits; the reading
 logic a follower runs (stored entries, then live ones, then stop where the
 run ended, or raise if it broke) is written once here, in ``follow``, on top
-of ``read``, ``run`` and a backend's ``_wait``.
+of ``read``, ``run`` and a backend's ``_wait``. The run records and the checks on
+them are in ``_records``, retention in ``_retention``.
 """
 
 from __future__ import annotations
 
 import abc
-import enum
 import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 
 import anyio
 
-from ._errors import (
-    RunBroken,
-    RunEnded,
-    RunLost,
-    StoreClosed,
-    UnknownRun,
-    WrongRun,
-    WrongThread,
-)
-from ._ids import parse_event_id
+from ._errors import RunLost, StoreClosed
+from ._records import RunRecord, RunStatus, check_readable, resume_seq
+from ._retention import Retention, SweepSchedule
 
-__all__ = [
-    "ChangeSignals",
-    "EventLog",
-    "Retention",
-    "RunRecord",
-    "RunStatus",
-    "check_appendable",
-    "doomed_runs",
-    "new_epoch",
-]
-
-
-class RunStatus(str, enum.Enum):
-    """Where a run's log stands. Only ``LIVE`` runs take appends."""
-
-    LIVE = "live"
-    FINISHED = "finished"
-    ERROR = "error"
-    CANCELLED = "cancelled"
-    BROKEN = "broken"
-    """A write failed: the log has a hole, so reads raise :class:`RunBroken`."""
-    LOST = "lost"
-    """The writing process stopped heartbeating (it died): the stored events are
-    readable, and a follower raises :class:`RunLost` after them."""
-
-    @property
-    def ended(self) -> bool:
-        return self is not RunStatus.LIVE
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One run as the store knows it.
-
-    ``created`` / ``updated`` / ``ended`` are Unix times in seconds;
-    ``updated`` is the last append or status change, which retention by age
-    measures from (a run still being written is never "old").
-    """
-
-    thread_id: str
-    run_id: str
-    status: RunStatus
-    created: float
-    updated: float
-    ended: float | None
-    last_seq: int
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
-class Retention:
-    """How long runs are kept. ``None`` everywhere (the default) keeps everything.
-
-    * ``max_age`` — seconds since a run's last write; older runs are deleted,
-      ended or not (a run nobody wrote to for that long belongs to a process
-      that died).
-    * ``max_runs_per_thread`` / ``max_runs`` — the newest ended runs kept per
-      thread / in the whole store; a live run is never deleted for a count.
-    * ``interval`` — at most one sweep per this many seconds per store object.
-
-    Sweeps run when a run is created (its first append), rate-limited by
-    ``interval``, and whenever ``EventLog.prune()`` is awaited (a server can
-    call it on a timer). Redis also sets key expiry from ``max_age``, so
-    runs of a crashed fleet still go away.
-    """
-
-    max_age: float | None = None
-    max_runs_per_thread: int | None = None
-    max_runs: int | None = None
-    interval: float = 60.0
-
-    def __post_init__(self) -> None:
-        for name in ("max_age", "max_runs_per_thread", "max_runs"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"Retention.{name} must be positive or None, got {value!r}")
-        if not self.interval >= 0:
-            raise ValueError(f"Retention.interval must be >= 0 seconds, got {self.interval!r}")
-
-    @property
-    def keeps_everything(self) -> bool:
-        return self.max_age is None and self.max_runs_per_thread is None and self.max_runs is None
+__all__ = ["ChangeSignals", "EventLog", "new_epoch"]
 
 
 class ChangeSignals:
@@ -177,7 +88,7 @@ class EventLog(abc.ABC):
         self.retention = retention or Retention()
         self._epoch: str | None = None
         self._closed = False
-        self._last_sweep = float("-inf")
+        self._sweeps = SweepSchedule()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -378,11 +289,7 @@ class EventLog(abc.ABC):
             change = self._change(run_id)
             # The record is read before the entries: a run seen ended here
             # had all its entries stored, so an empty read below is its end.
-            record = await self.run(run_id)
-            if record is None:
-                raise UnknownRun(run_id)
-            if record.status is RunStatus.BROKEN:
-                raise RunBroken(run_id, record.reason or "a write failed")
+            record = check_readable(await self.run(run_id), run_id)
             entries = await self.read(run_id, after=after, limit=self.follow_batch)
             for entry in entries:
                 yield entry
@@ -422,36 +329,14 @@ class EventLog(abc.ABC):
         ended run, :class:`UnknownRun` (404) for a run not in the store, and
         :class:`RunBroken` (410) for a run whose log is incomplete.
         """
-        record = await self.run(run_id)
-        if record is None:
-            raise UnknownRun(run_id)
-        if record.status is RunStatus.BROKEN:
-            raise RunBroken(run_id, record.reason or "a write failed")
+        record = check_readable(await self.run(run_id), run_id)
         if last_event_id is None:
             return 0
-        parsed = parse_event_id(last_event_id)
-        if parsed.epoch != self.epoch:
-            raise WrongRun(
-                f"event id {last_event_id!r} is from another store epoch ({parsed.epoch!r}, "
-                f"this store's is {self.epoch!r}): the store was reset; start the run again"
-            )
-        if parsed.run_id != run_id:
-            raise WrongRun(
-                f"event id {last_event_id!r} belongs to run {parsed.run_id!r}, not {run_id!r}"
-            )
-        if record.status.ended and parsed.seq > record.last_seq:
-            raise WrongRun(
-                f"event id {last_event_id!r} is past the end of run {run_id!r} "
-                f"(its last event is #{record.last_seq})"
-            )
-        return parsed.seq
+        return resume_seq(record, last_event_id, self.epoch)
 
     def _sweep_due(self, now: float) -> bool:
         """True at most once per ``retention.interval``: time to prune on this create."""
-        if self.retention.keeps_everything or now - self._last_sweep < self.retention.interval:
-            return False
-        self._last_sweep = now
-        return True
+        return self._sweeps.due(self.retention, now)
 
     @staticmethod
     def _now() -> float:
@@ -460,42 +345,3 @@ class EventLog(abc.ABC):
 
 def _time(value: str | None) -> float | None:
     return None if value is None else float(value)
-
-
-def check_appendable(record: RunRecord, thread_id: str) -> None:
-    """Raise what an append to ``record`` under ``thread_id`` must raise, if anything."""
-    if record.status is RunStatus.BROKEN:
-        raise RunBroken(record.run_id, record.reason or "a write failed")
-    if record.thread_id != thread_id:
-        raise WrongThread(
-            f"run {record.run_id!r} belongs to thread {record.thread_id!r}, "
-            f"not {thread_id!r}"
-        )
-    if record.status.ended:
-        raise RunEnded(
-            f"run {record.run_id!r} ended ({record.status.value}); its log takes no more events"
-        )
-
-
-def doomed_runs(records: Sequence[RunRecord], retention: Retention, now: float) -> list[str]:
-    """The run ids ``retention`` deletes among ``records`` (oldest first) at time ``now``.
-
-    Shared by the backends that prune in Python, so ``memory:`` and
-    ``sqlite:`` keep exactly the same runs.
-    """
-    doomed: set[str] = set()
-    if retention.max_age is not None:
-        limit = now - retention.max_age
-        doomed.update(r.run_id for r in records if r.updated < limit)
-    # newest first; creation order, not timestamps, which tie within a clock tick
-    ended = [r for r in reversed(records) if r.status.ended and r.run_id not in doomed]
-    if retention.max_runs_per_thread is not None:
-        seen: dict[str, int] = {}
-        for r in ended:
-            count = seen[r.thread_id] = seen.get(r.thread_id, 0) + 1
-            if count > retention.max_runs_per_thread:
-                doomed.add(r.run_id)
-    if retention.max_runs is not None:
-        kept = [r for r in ended if r.run_id not in doomed]
-        doomed.update(r.run_id for r in kept[retention.max_runs :])
-    return sorted(doomed)

@@ -13,17 +13,11 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
-from ._base import (
-    ChangeSignals,
-    EventLog,
-    Retention,
-    RunRecord,
-    RunStatus,
-    check_appendable,
-    doomed_runs,
-    new_epoch,
-)
+from ._base import ChangeSignals, EventLog, new_epoch
 from ._errors import RunBroken, UnknownRun
+from ._records import RunRecord, RunStatus, check_appendable
+from ._retention import Retention, doomed_runs
+from ._url import EXAMPLES, RETENTION_OPTIONS, StoreURL
 
 __all__ = ["MemoryEventLog"]
 
@@ -43,6 +37,16 @@ class MemoryEventLog(EventLog):
         self._threads: dict[str, list[str]] = {}
         self._signals = ChangeSignals()
         self._marks: dict[tuple[str, str], str] = {}
+
+    @classmethod
+    def from_url(cls, url: StoreURL) -> MemoryEventLog:
+        """``memory:``: no path, no options but retention."""
+        if url.parts.netloc or url.parts.path.strip("/") or url.options:
+            raise ValueError(
+                f"store URL {url.text!r}: 'memory:' takes no path and no options other than "
+                f"retention ({', '.join(RETENTION_OPTIONS)}); {EXAMPLES}"
+            )
+        return cls(url.retention)
 
     def __repr__(self) -> str:
         return f"MemoryEventLog(runs={len(self._runs)})"

@@ -42,18 +42,20 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import anyio
-import anyio.to_thread
 
-from ._base import EventLog, Retention, RunRecord, RunStatus, doomed_runs, new_epoch
+from ._base import EventLog, new_epoch
 from ._batches import join_batch, split_batch
-from ._errors import RunBroken, RunEnded, RunLost, StoreError, UnknownRun, WrongThread
+from ._errors import RunBroken, RunLost, StoreError, UnknownRun
+from ._records import RunRecord, RunStatus, check_readable
+from ._redis_bridge import Bridge, close_client, translated
+from ._redis_layout import APPEND, BROKEN, END, appended, run_record, text
+from ._retention import Retention, doomed_runs
+from ._url import EXAMPLES, StoreURL
 
 __all__ = ["RedisEventLog"]
 
@@ -63,147 +65,6 @@ _LAST_EVENT = "0-18446744073709551615"
 
 _MARKS = ("reader", "stop", "beat")
 """The kinds of marks ``EventLog`` writes (see ``_base``), deleted with their run."""
-
-_APPEND = """
-local status = redis.call('HGET', KEYS[1], 'status')
-local last = 0
-local created = 0
-if not status then
-  local order = redis.call('INCR', KEYS[5])
-  redis.call('HSET', KEYS[1], 'thread', ARGV[1], 'status', 'live', 'created', ARGV[3],
-             'updated', ARGV[3], 'last_seq', 0, 'order', order)
-  redis.call('ZADD', KEYS[3], order, ARGV[2])
-  redis.call('ZADD', KEYS[4], order, ARGV[2])
-  created = 1
-else
-  if status == 'broken' then
-    return {-1, redis.call('HGET', KEYS[1], 'reason') or ''}
-  end
-  local thread = redis.call('HGET', KEYS[1], 'thread')
-  if thread ~= ARGV[1] then return {-2, thread} end
-  if status ~= 'live' then return {-3, status} end
-  last = tonumber(redis.call('HGET', KEYS[1], 'last_seq'))
-end
-local n = tonumber(ARGV[5])
-if n > 0 then
-  redis.call('XADD', KEYS[2], '0-' .. (last + n), 'f', last + 1, 'd', ARGV[6], 'l', ARGV[7])
-  redis.call('HSET', KEYS[1], 'last_seq', last + n, 'updated', ARGV[3])
-end
-local ttl = tonumber(ARGV[4])
-if ttl > 0 then
-  redis.call('EXPIRE', KEYS[1], ttl)
-  redis.call('EXPIRE', KEYS[2], ttl)
-  redis.call('EXPIRE', KEYS[3], ttl)
-end
-return {last + 1, created}
-"""
-
-_END = """
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return nil end
-if status == 'live' then
-  redis.call('HSET', KEYS[1], 'status', ARGV[1], 'ended', ARGV[2], 'updated', ARGV[2])
-  if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'reason', ARGV[3]) end
-  redis.call('XADD', KEYS[2], '1-*', 'end', ARGV[1])
-  local ttl = tonumber(ARGV[5])
-  if ttl > 0 then
-    redis.call('EXPIRE', KEYS[1], ttl)
-    redis.call('EXPIRE', KEYS[2], ttl)
-  end
-end
-return redis.call('HGETALL', KEYS[1])
-"""
-
-_BROKEN = """
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'thread', '', 'created', ARGV[2], 'last_seq', 0, 'order', 0)
-end
-redis.call('HSET', KEYS[1], 'status', 'broken', 'reason', ARGV[1], 'ended', ARGV[2],
-           'updated', ARGV[2])
-redis.call('DEL', KEYS[2])
-redis.call('XADD', KEYS[2], '1-*', 'end', 'broken')
-local ttl = tonumber(ARGV[3])
-if ttl > 0 then
-  redis.call('EXPIRE', KEYS[1], ttl)
-  redis.call('EXPIRE', KEYS[2], ttl)
-end
-return 1
-"""
-
-
-async def _close_client(client: Any) -> None:
-    """``aclose()`` from redis 5.0.1 on; ``close()`` (deprecated later) before it."""
-    close = getattr(client, "aclose", None) or client.close
-    await close()
-
-
-def _text(value: bytes | str | None) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _record(run_id: str, fields: dict[bytes, bytes]) -> RunRecord | None:
-    if not fields or b"status" not in fields:
-        return None
-    ended = fields.get(b"ended")
-    return RunRecord(
-        thread_id=fields.get(b"thread", b"").decode(),
-        run_id=run_id,
-        status=RunStatus(fields[b"status"].decode()),
-        created=float(fields.get(b"created", b"0")),
-        updated=float(fields.get(b"updated", fields.get(b"created", b"0"))),
-        ended=None if ended is None else float(ended),
-        last_seq=int(fields.get(b"last_seq", b"0")),
-        reason=_text(fields.get(b"reason")),
-    )
-
-
-@contextmanager
-def _translated(store: RedisEventLog) -> Iterator[None]:
-    """Raise redis-py's own errors (connection lost, timeout) as :class:`StoreError`."""
-    try:
-        yield
-    except StoreError:
-        raise
-    except Exception as exc:
-        import redis.exceptions
-
-        if isinstance(exc, redis.exceptions.RedisError):
-            raise StoreError(f"the Redis event log {store!r} failed: {exc}") from exc
-        raise
-
-
-class _Bridge:
-    """An asyncio loop in a thread of its own, for running redis.asyncio from trio.
-
-    redis.asyncio's connections, locks and pool belong to an asyncio loop.
-    Under trio (or any non-asyncio loop) every Redis call is handed to this
-    loop and awaited through a worker thread: one thread hop per call, so
-    slower than on asyncio, but the same behaviour. Cancelling the caller
-    cancels the call in the bridge loop.
-    """
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self.loop.run_forever, name="agui-pipes-redis-bridge", daemon=True
-        )
-        self._thread.start()
-
-    async def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
-        except BaseException:
-            future.cancel()
-            raise
-
-    async def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        await anyio.to_thread.run_sync(self._thread.join)
-        self.loop.close()
-
 
 class RedisEventLog(EventLog):
     """The event log in Redis Streams; see the module docstring.
@@ -229,7 +90,17 @@ class RedisEventLog(EventLog):
         self.block = block
         self._client: Any = None
         self._scripts: dict[str, Any] = {}
-        self._bridge: _Bridge | None = None
+        self._bridge: Bridge | None = None
+
+    @classmethod
+    def from_url(cls, url: StoreURL) -> RedisEventLog:
+        """``redis://`` / ``rediss://``; options ``prefix``, ``block``, the rest to redis-py."""
+        prefix = url.options.pop("prefix", "agui:")
+        block = url.number("block", float, 5.0)
+        if not url.parts.hostname and not url.parts.path.strip("/"):
+            raise ValueError(f"store URL {url.text!r} names no Redis server; {EXAMPLES}")
+        client_url = urlunsplit(url.parts._replace(query=urlencode(url.options)))
+        return cls(client_url, url.retention, prefix=prefix, block=block)
 
     def __repr__(self) -> str:
         parts = urlsplit(self.url)
@@ -252,7 +123,7 @@ class RedisEventLog(EventLog):
 
     async def _io(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run a redis.asyncio coroutine: here on asyncio, in the bridge loop elsewhere."""
-        with _translated(self):
+        with translated(self):
             bridge = self._bridge
             if bridge is None:
                 return await coro
@@ -270,7 +141,7 @@ class RedisEventLog(EventLog):
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # trio: redis.asyncio runs in a bridge loop
-            self._bridge = _Bridge()
+            self._bridge = Bridge()
         client = redis.asyncio.Redis.from_url(self.url, decode_responses=False)
         self._client = client
 
@@ -285,11 +156,11 @@ class RedisEventLog(EventLog):
             await self._close()
             raise StoreError(f"cannot reach the Redis event log at {self!r}: {exc}") from exc
         self._scripts = {
-            "append": client.register_script(_APPEND),
-            "end": client.register_script(_END),
-            "broken": client.register_script(_BROKEN),
+            "append": client.register_script(APPEND),
+            "end": client.register_script(END),
+            "broken": client.register_script(BROKEN),
         }
-        return str(_text(epoch))
+        return str(text(epoch))
 
     async def _close(self) -> None:
         client, self._client = self._client, None
@@ -297,7 +168,7 @@ class RedisEventLog(EventLog):
         try:
             if client is not None:
                 with anyio.CancelScope(shield=True):
-                    await self._io(_close_client(client))
+                    await self._io(close_client(client))
         finally:
             if bridge is not None:
                 self._bridge = None
@@ -319,17 +190,9 @@ class RedisEventLog(EventLog):
         args: list[str | int | bytes] = [thread_id, run_id, repr(now), self._ttl, count]
         if count:
             args.extend(join_batch(payloads))
-        code, detail = await self._io(self._scripts["append"](keys=keys, args=args))
-        if code == -1:
-            raise RunBroken(run_id, _text(detail) or "a write failed")
-        if code == -2:
-            raise WrongThread(
-                f"run {run_id!r} belongs to thread {_text(detail)!r}, not {thread_id!r}"
-            )
-        if code == -3:
-            raise RunEnded(f"run {run_id!r} ended ({_text(detail)}); its log takes no more events")
-        first = int(code)
-        if detail == 1 and self._sweep_due(now):
+        reply = await self._io(self._scripts["append"](keys=keys, args=args))
+        first, created = appended(reply, run_id, thread_id)
+        if created and self._sweep_due(now):
             await self.prune(now)
         return list(range(first, first + len(payloads)))
 
@@ -350,7 +213,7 @@ class RedisEventLog(EventLog):
                 ],
             )
         )
-        record = _record(run_id, dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
+        record = run_record(run_id, dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
         if record is None:
             raise UnknownRun(run_id)
         return record
@@ -371,7 +234,7 @@ class RedisEventLog(EventLog):
     async def _prune(self, now: float | None) -> int:
         when = self._now() if now is None else now
         client = self._redis()
-        run_ids = [_text(name) or "" for name in await client.zrange(self._key("runs"), 0, -1)]
+        run_ids = [text(name) or "" for name in await client.zrange(self._key("runs"), 0, -1)]
         records: list[RunRecord] = []
         gone: list[str] = []
         for run_id, record in zip(run_ids, await self._records(run_ids), strict=True):
@@ -405,7 +268,7 @@ class RedisEventLog(EventLog):
 
     async def _get_mark(self, run_id: str, kind: str) -> str | None:
         value = await self._io(self._redis().get(self._key(f"mark:{kind}:", run_id)))
-        return _text(value)
+        return text(value)
 
     # -- reads -----------------------------------------------------------------
 
@@ -416,12 +279,12 @@ class RedisEventLog(EventLog):
             for run_id in run_ids:
                 pipe.hgetall(self._key("run:", run_id))
             replies = await pipe.execute()
-        return [_record(run_id, fields) for run_id, fields in zip(run_ids, replies, strict=True)]
+        return [run_record(run_id, fields) for run_id, fields in zip(run_ids, replies, strict=True)]
 
     async def run(self, run_id: str) -> RunRecord | None:
         self._check_open()
         fields = await self._io(self._redis().hgetall(self._key("run:", run_id)))
-        return _record(run_id, fields)
+        return run_record(run_id, fields)
 
     async def thread_runs(self, thread_id: str) -> list[RunRecord]:
         self._check_open()
@@ -429,7 +292,7 @@ class RedisEventLog(EventLog):
 
     async def _thread_runs(self, thread_id: str) -> list[RunRecord]:
         key = self._key("thread:", thread_id)
-        run_ids = [_text(name) or "" for name in await self._redis().zrange(key, 0, -1)]
+        run_ids = [text(name) or "" for name in await self._redis().zrange(key, 0, -1)]
         records = await self._records(run_ids)
         pairs = zip(run_ids, records, strict=True)
         expired = [run_id for run_id, record in pairs if record is None]
@@ -455,7 +318,7 @@ class RedisEventLog(EventLog):
         if status is None:
             raise UnknownRun(run_id)
         if status == b"broken":
-            raise RunBroken(run_id, _text(reason) or "a write failed")
+            raise RunBroken(run_id, text(reason) or "a write failed")
         out: list[tuple[int, bytes]] = []
         for _, fields in entries:
             out.extend(split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], after))
@@ -464,11 +327,7 @@ class RedisEventLog(EventLog):
     async def follow(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
         """Stored entries, then live ones through ``XREAD BLOCK``, until the end marker."""
         self._check_open()
-        record = await self.run(run_id)
-        if record is None:
-            raise UnknownRun(run_id)
-        if record.status is RunStatus.BROKEN:
-            raise RunBroken(run_id, record.reason or "a write failed")
+        check_readable(await self.run(run_id), run_id)
         stream = self._key("events:", run_id)
         position = f"0-{max(after, 0)}"
         check_every = self._owner_check_interval()
@@ -481,28 +340,27 @@ class RedisEventLog(EventLog):
             if not reply:
                 # Timed out: the stream may have expired or been pruned, or its
                 # end marker been lost, or its writer died; the record says which.
-                record = await self.check_owner(run_id)
-                if record is None:
-                    raise UnknownRun(run_id)
-                if record.status is RunStatus.BROKEN:
-                    raise RunBroken(run_id, record.reason or "a write failed")
+                record = check_readable(await self.check_owner(run_id), run_id)
                 if record.status.ended:
                     for stored in await self.read(run_id, after=int(position[2:])):
                         yield stored
-                    if record.status is RunStatus.LOST:
-                        raise RunLost(run_id, record.reason or "its writer died")
+                    _raise_if_lost(record)
                     return
                 continue
             for entry_id, fields in reply[0][1]:
-                entry_name = _text(entry_id) or ""
+                entry_name = text(entry_id) or ""
                 if not entry_name.startswith("0-"):  # the end marker: every event came before it
-                    record = await self.run(run_id)
-                    if record is not None and record.status is RunStatus.BROKEN:
-                        raise RunBroken(run_id, record.reason or "a write failed")
-                    if record is not None and record.status is RunStatus.LOST:
-                        raise RunLost(run_id, record.reason or "its writer died")
+                    final = await self.run(run_id)
+                    if final is not None:
+                        check_readable(final, run_id)
+                        _raise_if_lost(final)
                     return
                 seen = int(position[2:])
                 position = entry_name
                 for entry in split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], seen):
                     yield entry
+
+
+def _raise_if_lost(record: RunRecord) -> None:
+    if record.status is RunStatus.LOST:
+        raise RunLost(record.run_id, record.reason or "its writer died")

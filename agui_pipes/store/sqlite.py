@@ -30,58 +30,20 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
-from ._base import (
-    ChangeSignals,
-    EventLog,
-    Retention,
-    RunRecord,
-    RunStatus,
-    check_appendable,
-    doomed_runs,
-    new_epoch,
-)
+from ._base import ChangeSignals, EventLog
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, StoreError, UnknownRun
+from ._records import RunRecord, RunStatus, check_appendable
+from ._retention import Retention, doomed_runs
+from ._sqlite_file import immediate, open_file
+from ._url import EXAMPLES, StoreURL
 
 __all__ = ["SQLiteEventLog"]
 
 _T = TypeVar("_T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL UNIQUE,
-    thread_id TEXT NOT NULL,
-    status TEXT NOT NULL,
-    created REAL NOT NULL,
-    updated REAL NOT NULL,
-    ended REAL,
-    last_seq INTEGER NOT NULL,
-    reason TEXT
-);
-CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, id);
-CREATE TABLE IF NOT EXISTS batches (
-    run INTEGER NOT NULL,
-    last_seq INTEGER NOT NULL,
-    first_seq INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    lengths BLOB NOT NULL,
-    PRIMARY KEY (run, last_seq)
-);
-CREATE TABLE IF NOT EXISTS marks (
-    run_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (run_id, kind)
-);
-"""
-
-_FORMAT = "1"
-
 _RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 """``UPDATE ... RETURNING`` (SQLite 3.35+): an append to a live run in two statements."""
-"""The layout version kept in ``meta``: a file of another layout is refused, not misread."""
 
 _COLUMNS = "id, thread_id, run_id, status, created, updated, ended, last_seq, reason"
 
@@ -112,6 +74,21 @@ class SQLiteEventLog(EventLog):
         self._lock = threading.Lock()
         self._signals = ChangeSignals()
 
+    @classmethod
+    def from_url(cls, url: StoreURL) -> SQLiteEventLog:
+        """``sqlite:///`` then the file's path; option ``poll``."""
+        if not url.text.lower().startswith("sqlite:///") or url.parts.netloc:
+            raise ValueError(
+                f"store URL {url.text!r}: a SQLite URL is 'sqlite:///' followed by the file's "
+                f"path (three slashes, then the path; a fourth for an absolute one); {EXAMPLES}"
+            )
+        path = url.parts.path[1:]
+        if not path:
+            raise ValueError(f"store URL {url.text!r} names no database file; {EXAMPLES}")
+        poll = url.number("poll", float, 0.1)
+        url.no_more()
+        return cls(path, url.retention, poll_interval=poll)
+
     def __repr__(self) -> str:
         return f"SQLiteEventLog({self.path!r})"
 
@@ -134,49 +111,8 @@ class SQLiteEventLog(EventLog):
     # -- lifecycle -------------------------------------------------------------
 
     async def _open(self) -> str:
-        return await anyio.to_thread.run_sync(self._open_sync)
-
-    def _open_sync(self) -> str:
-        if self.path != ":memory:" and not Path(self.path).parent.is_dir():
-            raise StoreError(
-                f"cannot open the SQLite event log {self.path!r}: its directory "
-                f"{str(Path(self.path).parent)!r} does not exist; create it first"
-            )
-        try:
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the SQLite event log {self.path!r}: {exc}") from exc
-        try:
-            conn.execute("PRAGMA busy_timeout = 10000")
-            # Batches are blobs of tens of KB: larger pages make fewer overflow pages
-            # to chain and write (about half the write cost of 4 KiB pages). Only a
-            # new file takes it; an existing one keeps its page size.
-            conn.execute("PRAGMA page_size = 16384")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("BEGIN IMMEDIATE")
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', ?)", (new_epoch(),))
-            conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (_FORMAT,))
-            (epoch,) = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
-            (layout,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            conn.close()
-            raise StoreError(
-                f"cannot use {self.path!r} as an event log: {exc} (is it a SQLite database "
-                f"this version of agui_pipes wrote?)"
-            ) from exc
-        if layout != _FORMAT:
-            conn.close()
-            raise StoreError(
-                f"the SQLite event log {self.path!r} has layout {layout!r}; this version of "
-                f"agui_pipes reads layout {_FORMAT!r} only: use another file"
-            )
-        self._conn = conn
-        return str(epoch)
+        self._conn, epoch = await anyio.to_thread.run_sync(open_file, self.path)
+        return epoch
 
     async def _close(self) -> None:
         conn, self._conn = self._conn, None
@@ -198,8 +134,7 @@ class SQLiteEventLog(EventLog):
         data, lengths = join_batch(payloads) if count else (b"", b"")
 
         def write(conn: sqlite3.Connection) -> tuple[int, bool]:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 if count and _RETURNING:
                     # The common case, a live run of this thread, in two statements:
                     # the run's row moved on and read back at once, then the batch.
@@ -216,7 +151,6 @@ class SQLiteEventLog(EventLog):
                             " VALUES (?, ?, ?, ?, ?)",
                             (key, last + count, last + 1, data, lengths),
                         )
-                        conn.execute("COMMIT")
                         return last + 1, False
                 # A new run, or one that refuses the append: read it and say why.
                 row = conn.execute(
@@ -243,11 +177,6 @@ class SQLiteEventLog(EventLog):
                         "UPDATE runs SET last_seq = ?, updated = ? WHERE id = ?",
                         (last + count, now, key),
                     )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
             return last + 1, created
 
         first, created = await self._call(write)
@@ -286,8 +215,7 @@ class SQLiteEventLog(EventLog):
         now = self._now()
 
         def write(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 conn.execute(
                     "INSERT INTO runs (run_id, thread_id, status, created, updated, ended,"
                     " last_seq, reason) VALUES (?, '', 'broken', ?, ?, ?, 0, ?)"
@@ -299,11 +227,6 @@ class SQLiteEventLog(EventLog):
                     "DELETE FROM batches WHERE run = (SELECT id FROM runs WHERE run_id = ?)",
                     (run_id,),
                 )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
 
         await self._call(write)
         self._signals.changed(run_id)
@@ -314,8 +237,7 @@ class SQLiteEventLog(EventLog):
         retention = self.retention
 
         def write(conn: sqlite3.Connection) -> list[str]:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(conn):
                 rows = conn.execute(f"SELECT {_COLUMNS} FROM runs ORDER BY id").fetchall()
                 doomed = doomed_runs([_record(row) for row in rows], retention, when)
                 for run_id in doomed:
@@ -325,11 +247,6 @@ class SQLiteEventLog(EventLog):
                     )
                     conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
                     conn.execute("DELETE FROM marks WHERE run_id = ?", (run_id,))
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
             return doomed
 
         doomed = await self._call(write)

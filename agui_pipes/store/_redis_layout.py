@@ -1,0 +1,116 @@
+"""How a run lies in Redis: the Lua scripts that write it atomically, and reading it back.
+
+The key layout is described in ``redis.py``'s docstring. Each script is one
+round trip and atomic, so two processes can never interleave a run's seqs;
+the append script's reply codes and the run hash's fields are decoded here,
+next to the scripts that write them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._errors import RunBroken, RunEnded, WrongThread
+from ._records import RunRecord, RunStatus
+
+__all__ = ["APPEND", "BROKEN", "END", "appended", "run_record", "text"]
+
+APPEND = """
+local status = redis.call('HGET', KEYS[1], 'status')
+local last = 0
+local created = 0
+if not status then
+  local order = redis.call('INCR', KEYS[5])
+  redis.call('HSET', KEYS[1], 'thread', ARGV[1], 'status', 'live', 'created', ARGV[3],
+             'updated', ARGV[3], 'last_seq', 0, 'order', order)
+  redis.call('ZADD', KEYS[3], order, ARGV[2])
+  redis.call('ZADD', KEYS[4], order, ARGV[2])
+  created = 1
+else
+  if status == 'broken' then
+    return {-1, redis.call('HGET', KEYS[1], 'reason') or ''}
+  end
+  local thread = redis.call('HGET', KEYS[1], 'thread')
+  if thread ~= ARGV[1] then return {-2, thread} end
+  if status ~= 'live' then return {-3, status} end
+  last = tonumber(redis.call('HGET', KEYS[1], 'last_seq'))
+end
+local n = tonumber(ARGV[5])
+if n > 0 then
+  redis.call('XADD', KEYS[2], '0-' .. (last + n), 'f', last + 1, 'd', ARGV[6], 'l', ARGV[7])
+  redis.call('HSET', KEYS[1], 'last_seq', last + n, 'updated', ARGV[3])
+end
+local ttl = tonumber(ARGV[4])
+if ttl > 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('EXPIRE', KEYS[2], ttl)
+  redis.call('EXPIRE', KEYS[3], ttl)
+end
+return {last + 1, created}
+"""
+
+END = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return nil end
+if status == 'live' then
+  redis.call('HSET', KEYS[1], 'status', ARGV[1], 'ended', ARGV[2], 'updated', ARGV[2])
+  if ARGV[4] == '1' then redis.call('HSET', KEYS[1], 'reason', ARGV[3]) end
+  redis.call('XADD', KEYS[2], '1-*', 'end', ARGV[1])
+  local ttl = tonumber(ARGV[5])
+  if ttl > 0 then
+    redis.call('EXPIRE', KEYS[1], ttl)
+    redis.call('EXPIRE', KEYS[2], ttl)
+  end
+end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+BROKEN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'thread', '', 'created', ARGV[2], 'last_seq', 0, 'order', 0)
+end
+redis.call('HSET', KEYS[1], 'status', 'broken', 'reason', ARGV[1], 'ended', ARGV[2],
+           'updated', ARGV[2])
+redis.call('DEL', KEYS[2])
+redis.call('XADD', KEYS[2], '1-*', 'end', 'broken')
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  redis.call('EXPIRE', KEYS[2], ttl)
+end
+return 1
+"""
+
+
+def appended(reply: Any, run_id: str, thread_id: str) -> tuple[int, bool]:
+    """The first seq ``APPEND`` gave and whether it created the run; or what it refused."""
+    code, detail = reply
+    if code == -1:
+        raise RunBroken(run_id, text(detail) or "a write failed")
+    if code == -2:
+        raise WrongThread(f"run {run_id!r} belongs to thread {text(detail)!r}, not {thread_id!r}")
+    if code == -3:
+        raise RunEnded(f"run {run_id!r} ended ({text(detail)}); its log takes no more events")
+    return int(code), detail == 1
+
+
+def text(value: bytes | str | None) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def run_record(run_id: str, fields: dict[bytes, bytes]) -> RunRecord | None:
+    if not fields or b"status" not in fields:
+        return None
+    ended = fields.get(b"ended")
+    return RunRecord(
+        thread_id=fields.get(b"thread", b"").decode(),
+        run_id=run_id,
+        status=RunStatus(fields[b"status"].decode()),
+        created=float(fields.get(b"created", b"0")),
+        updated=float(fields.get(b"updated", fields.get(b"created", b"0"))),
+        ended=None if ended is None else float(ended),
+        last_seq=int(fields.get(b"last_seq", b"0")),
+        reason=text(fields.get(b"reason")),
+    )

@@ -1,0 +1,111 @@
+"""The SQLite file of an event log: its layout, opening (creating) it, and write transactions.
+
+Why apart from the queries: what a file must look like to be read — the
+tables, the layout version in ``meta``, the pragmas it is opened with — is
+decided once, when the store opens; the queries (``sqlite.py``) rely on it.
+A file of another layout is refused, not misread.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ._base import new_epoch
+from ._errors import StoreError
+
+__all__ = ["FORMAT", "immediate", "open_file"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL UNIQUE,
+    thread_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    ended REAL,
+    last_seq INTEGER NOT NULL,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, id);
+CREATE TABLE IF NOT EXISTS batches (
+    run INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    lengths BLOB NOT NULL,
+    PRIMARY KEY (run, last_seq)
+);
+CREATE TABLE IF NOT EXISTS marks (
+    run_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (run_id, kind)
+);
+"""
+
+FORMAT = "1"
+"""The layout version kept in ``meta``: a file of another layout is refused, not misread."""
+
+
+def open_file(path: str) -> tuple[sqlite3.Connection, str]:
+    """Open (creating if need be) the event log at ``path``: its connection and its epoch.
+
+    Blocking: run it in a worker thread.
+    """
+    if path != ":memory:" and not Path(path).parent.is_dir():
+        raise StoreError(
+            f"cannot open the SQLite event log {path!r}: its directory "
+            f"{str(Path(path).parent)!r} does not exist; create it first"
+        )
+    try:
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot open the SQLite event log {path!r}: {exc}") from exc
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        # Batches are blobs of tens of KB: larger pages make fewer overflow pages
+        # to chain and write (about half the write cost of 4 KiB pages). Only a
+        # new file takes it; an existing one keeps its page size.
+        conn.execute("PRAGMA page_size = 16384")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("BEGIN IMMEDIATE")
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', ?)", (new_epoch(),))
+        conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
+        (epoch,) = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
+        (layout,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreError(
+            f"cannot use {path!r} as an event log: {exc} (is it a SQLite database "
+            f"this version of agui_pipes wrote?)"
+        ) from exc
+    if layout != FORMAT:
+        conn.close()
+        raise StoreError(
+            f"the SQLite event log {path!r} has layout {layout!r}; this version of "
+            f"agui_pipes reads layout {FORMAT!r} only: use another file"
+        )
+    return conn, str(epoch)
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, taken at once (``BEGIN IMMEDIATE``); rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
