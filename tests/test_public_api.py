@@ -162,7 +162,6 @@ def test_a_command_help_still_shows_its_options(
 DIR_PENDING = {
     "agui_pipes.codecs", "agui_pipes.relay",  # the wire
     "agui_pipes.server.endpoint", "agui_pipes.server.gateway",  # serving
-    "agui_pipes.store.memory", "agui_pipes.store.redis", "agui_pipes.store.sqlite",  # stores
     *(m for m in PUBLIC_MODULES if m.startswith("agui_pipes.transformers.")),  # stages
 }  # fmt: skip
 

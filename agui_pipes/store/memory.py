@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import anyio
 
+from .._lazy import public_dir
 from ._base import ChangeSignals, EventLog, new_epoch
 from ._errors import RunBroken, UnknownRun
 from ._records import RunRecord, RunStatus, check_appendable
@@ -20,6 +21,7 @@ from ._retention import Retention, doomed_runs
 from ._url import EXAMPLES, RETENTION_OPTIONS, StoreURL
 
 __all__ = ["MemoryEventLog"]
+__dir__ = public_dir(__all__)
 
 
 @dataclass

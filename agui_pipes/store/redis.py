@@ -48,6 +48,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import anyio
 
+from .._lazy import public_dir
 from ._base import EventLog, new_epoch
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunLost, StoreError, UnknownRun
@@ -58,6 +59,7 @@ from ._retention import Retention, doomed_runs
 from ._url import EXAMPLES, StoreURL
 
 __all__ = ["RedisEventLog"]
+__dir__ = public_dir(__all__)
 
 _T = TypeVar("_T")
 

@@ -30,6 +30,7 @@ from typing import TypeVar
 import anyio
 import anyio.to_thread
 
+from .._lazy import public_dir
 from ._base import ChangeSignals, EventLog
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, StoreError, UnknownRun
@@ -39,6 +40,7 @@ from ._sqlite_file import immediate, open_file
 from ._url import EXAMPLES, StoreURL
 
 __all__ = ["SQLiteEventLog"]
+__dir__ = public_dir(__all__)
 
 _T = TypeVar("_T")
 
