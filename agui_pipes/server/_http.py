@@ -19,6 +19,7 @@ from .. import _json
 from .._chain import ChainFactory, TransformerChain
 from .._legacy import upgrade_binary_parts
 from .._transformer import Stage
+from ._options import DEFAULT_MAX_BODY_BYTES
 from ._streaming import Receive, Scope, Send
 
 __all__ = [
@@ -30,10 +31,9 @@ __all__ = [
     "compat_down_picker",
     "parse_run_input",
     "read_body",
+    "send_json",
     "send_json_error",
 ]
-
-DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 
 
 class BadRequest(Exception):
@@ -116,20 +116,33 @@ def parse_run_input(body: bytes) -> RunAgentInput:
         raise BadRequest(422, "invalid_run_input", message, details) from None
 
 
+async def send_json(
+    send: Send,
+    status: int,
+    payload: dict[str, Any],
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    """A complete JSON response: ``payload`` with ``status`` (and ``headers`` after the two)."""
+    body = json.dumps(payload).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *headers,
+        ],
+    })
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
 async def send_json_error(send: Send, error: BadRequest) -> None:
     """A complete JSON error response (never a half-open stream)."""
     payload: dict[str, Any] = {"error": error.error, "message": error.message}
     if error.details is not None:
         payload["details"] = error.details
-    body = json.dumps(payload).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    if error.status == 405:
-        headers.append((b"allow", b"POST"))
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    allow = ((b"allow", b"POST"),) if error.status == 405 else ()
+    await send_json(send, error.status, payload, allow)
 
 
 async def accept_run_input(

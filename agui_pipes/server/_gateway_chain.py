@@ -1,0 +1,122 @@
+"""The chain a gateway runs over each upstream run: ``ExpandChunks | <yours> | Verify``.
+
+Built per request (``request_chain``): chunk expansion first, a fresh
+``Repair`` after it when the gateway repairs, your chain, the consumer
+verification of what the client receives, and the compat stage of the
+request's era after that (it checks 1.0). Stages the gateway would run twice
+are merged (``consumer_chain``), keeping the client's bytes and errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from ag_ui.core import RunAgentInput
+
+from .._chain import ChainFactory, TransformerChain
+from .._limits import Limits
+from .._limits_scope import using_limits
+from .._trace_context import using_trace_headers
+from .._transformer import Stage
+from ..transformers import ExpandChunks, Verify
+from ._stats import RunStats, instrument
+from ._streaming import Scope
+
+__all__ = ["chain_repr", "consumer_chain", "request_chain"]
+
+
+def request_chain(
+    scope: Scope,
+    run_input: RunAgentInput,
+    stats: RunStats,
+    *,
+    factory: ChainFactory | None,
+    limits: Limits,
+    verify: bool,
+    repair: bool,
+    down: Callable[[RunAgentInput], list[Stage]] | None,
+    log: logging.Logger,
+) -> tuple[TransformerChain, Verify | None]:
+    """The request's whole chain (instrumented when it is counted) and its final ``Verify``."""
+    # Verification comes *after* your chain: it checks what the client
+    # receives, and its messages can only name what the client sees.
+    configured: list[Stage] = []
+    if factory is not None:
+        # The request's traceparent parents the spans of a tracing stage.
+        with using_limits(limits), using_trace_headers(scope.get("headers", ())):
+            configured.append(factory())
+    stages, final = consumer_chain(TransformerChain(configured).stages, verify)
+    if repair:
+        stages.insert(1, _repair_stage(run_input.thread_id, run_input.run_id, stats))
+    if down is not None:
+        stages.extend(down(run_input))  # after Verify: it checks 1.0
+    chain = TransformerChain(stages)
+    if not chain.is_sync or log.isEnabledFor(logging.INFO):
+        # The counters are for the INFO line only; on the relay path
+        # they are a tenth of its work, so without that line the relay
+        # counts only the source (``relay_frames``).
+        chain = instrument(chain, stats)
+    return chain, final
+
+
+def consumer_chain(configured: Sequence[Stage], verify: bool) -> tuple[list[Stage], Verify | None]:
+    """``ExpandChunks | <configured> | Verify``, each of the gateway's stages run once.
+
+    Returns the stages and the gateway's own final ``Verify`` (None when it
+    has none). Each merge keeps the client's bytes and errors as they were:
+
+    * A chain starting with a plain ``ExpandChunks`` loses it: behind the
+      gateway's, it never sees a chunk (expansion leaves none), so it never
+      opens a lane, and it passes every event as it is.
+    * A chain ending with a plain ``Verify`` of the consumer profile that
+      raises and refuses a truncated run (what the gateway's is) keeps it and
+      the gateway adds none: the gateway's would see the same events after
+      it, in the same verifier state, so it could never raise first. Its
+      violations were the chain's, withheld from the client, and still are.
+      Any other policy (``warn`` passes violations, ``run_error`` rewrites
+      the stream, ``allow_truncated`` skips the end check), another profile,
+      a subclass, or a ``Verify`` with a stage after it is not a substitute.
+    """
+    stages = list(configured)
+    if stages and _plain(stages[0], ExpandChunks):
+        del stages[0]
+    last = stages[-1] if stages else None
+    final: Verify | None = None
+    if verify and not (
+        isinstance(last, Verify)
+        and _plain(last, Verify)
+        and last.enabled
+        and last.on_violation == "raise"
+        and not last.allow_truncated
+        and last.verifier.profile == "consumer"
+    ):
+        final = Verify(profile="consumer", on_violation="raise")
+    return [ExpandChunks(), *stages, *([final] if final is not None else [])], final
+
+
+def _repair_stage(thread_id: str, run_id: str, stats: RunStats) -> Stage:
+    """A fresh ``Repair`` for one run, known to the run's stats (for the log line)."""
+    from ..transformers.repair import Repair  # loads only for a repairing gateway
+
+    repair = Repair(thread_id=thread_id, run_id=run_id)
+    stats.repair = repair
+    return repair
+
+
+def _plain(stage: Stage, cls: type[Stage]) -> bool:
+    """Whether ``stage`` is an instance of exactly ``cls``, none of its methods replaced."""
+    if type(stage) is not cls:
+        return False
+    replaced = getattr(stage, "__dict__", {})
+    return not any(name in replaced for name in ("transform", "finish", "route", "passes"))
+
+
+def chain_repr(factory: ChainFactory | None) -> str:
+    """The stages of a chain given as a TransformerChain or LoadedChain, else the factory's name."""
+    owner = getattr(factory, "__self__", None)  # a TransformerChain's bound fresh()
+    if isinstance(owner, TransformerChain):
+        return repr(owner)
+    if factory is None or hasattr(factory, "names"):  # None, or a LoadedChain
+        return repr(factory)
+    return getattr(factory, "__qualname__", None) or repr(factory)
