@@ -42,16 +42,37 @@ INVALID = b"".join(
 )
 
 
-async def _invalid(request: Request) -> StreamingResponse:
-    async def body() -> AsyncIterator[bytes]:
-        yield INVALID
+# A continuation chunk naming another tool than its start: chunk expansion, the
+# gateway's first stage, refuses the upstream's event #2. What a stage before the end
+# of the chain finds is withheld from the client, and logged in full.
+CONFLICTING_CHUNKS = b"".join(
+    f"data: {json.dumps(event)}\n\n".encode()
+    for event in (
+        {"type": "RUN_STARTED", "threadId": "thread-1", "runId": "run-1"},
+        {"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "toolCallName": "a", "delta": "{"},
+        {"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "toolCallName": "b", "delta": "}"},
+        {"type": "RUN_FINISHED", "threadId": "thread-1", "runId": "run-1"},
+    )
+)
 
-    return StreamingResponse(body(), media_type="text/event-stream")
+
+def _answering(stream: bytes) -> Any:
+    async def answer(request: Request) -> StreamingResponse:
+        async def body() -> AsyncIterator[bytes]:
+            yield stream
+
+        return StreamingResponse(body(), media_type="text/event-stream")
+
+    return answer
 
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[Running]:
-    with serve(Starlette(routes=[Route("/", _invalid, methods=["POST"])])) as running:
+    routes = [
+        Route("/", _answering(INVALID), methods=["POST"]),
+        Route("/chunks", _answering(CONFLICTING_CHUNKS), methods=["POST"]),
+    ]
+    with serve(Starlette(routes=routes)) as running:
         yield running
 
 
@@ -96,13 +117,15 @@ async def _run_and_read_log(
     return events[-1], _warnings(caplog, "run-1")
 
 
-def _assert_one_warning(records: list[logging.LogRecord], position: str) -> None:
+def _assert_one_warning(
+    records: list[logging.LogRecord], position: str, rule: str = "rule `not-open`"
+) -> None:
     assert len(records) == 1, [r.getMessage() for r in records]
     (record,) = records
     assert record.levelno == logging.WARNING
     assert record.exc_info is None, "a producer's violation is no traceback"
     message = record.getMessage()
-    assert "rule `not-open`" in message, message
+    assert rule in message, message
     assert position in message, message
 
 
@@ -117,6 +140,21 @@ async def test_an_upstream_that_breaks_the_protocol_is_one_warning(
     assert last.type is EventType.RUN_ERROR
     assert last.code == "PROTOCOL_VIOLATION"  # type: ignore[attr-defined]
     _assert_one_warning(records, "event #2 (TEXT_MESSAGE_CONTENT)")
+
+
+@pytest.mark.parametrize("store", [None, "memory:"])
+@pytest.mark.parametrize("mode", ["relay", "apply"])
+async def test_a_withheld_violation_is_one_warning_with_the_whole_message(
+    upstream: Running, caplog: pytest.LogCaptureFixture, mode: str, store: str | None
+) -> None:
+    chain = None if mode == "relay" else (lambda: TransformerChain([_Passing()]))
+    app = build_app(upstream=upstream.url + "/chunks", chain=chain, store=store)
+    last, records = await _run_and_read_log(app, caplog)
+    assert last.type is EventType.RUN_ERROR
+    assert "message is withheld" in last.message  # type: ignore[attr-defined]
+    # The log has what the client does not: the tools' names.
+    _assert_one_warning(records, "event #2", rule="rule `chunk-conflict`")
+    assert "'a'" in records[0].getMessage()
 
 
 @pytest.mark.parametrize("store", [None, "memory:"])
