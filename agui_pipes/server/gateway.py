@@ -20,7 +20,7 @@ violation found earlier (chunk expansion, a Verify in your chain) reaches the
 client as a ``WithheldViolation``: the rule and the position, not the text.
 A chain that starts with ``ExpandChunks`` or ends with a ``Verify`` as strict
 as the gateway's shares it with the gateway instead of running it twice (see
-``_consumer_chain``; the client receives the same bytes).
+``_gateway_chain.consumer_chain``; the client receives the same bytes).
 
 When that chain is synchronous (every stage a ``StreamTransformer``, the
 usual case) it runs through ``agui_pipes.relay.Relay``: each upstream
