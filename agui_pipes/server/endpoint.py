@@ -251,7 +251,6 @@ class AgentEndpoint:
             chain = TransformerChain([*([chain] if chain is not None else []), *down])
         return agent, chain
 
-
     async def _serve_recorded(
         self,
         scope: Scope,

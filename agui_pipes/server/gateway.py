@@ -214,6 +214,7 @@ class Gateway:
         if self.durable is not None:
             routes.extend(self.durable.routes(path))
         return routes
+
     async def aclose(self) -> None:
         """Stop the runs still recorded here and close the event log it opened; close the client.
 
@@ -244,6 +245,7 @@ class Gateway:
             await self._serve(scope, receive, send, first)
         finally:
             first.sent()
+
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, first: FirstFrame
     ) -> None:
@@ -287,7 +289,6 @@ class Gateway:
         else:
             response = SSERun(run.applied, stats=stats, **self._streaming)
         await response(scope, receive, send)
-
 
     async def _serve_recorded(
         self,
