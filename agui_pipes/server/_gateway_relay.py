@@ -73,6 +73,22 @@ class FirstFrame:
         """Whether another run of the gateway waits for its first frame."""
         return self._all.waiting > self.pending
 
+    async def after_slice(self, wrote: bool, *, more: bool) -> None:
+        """Between two slices of a read: wait for the first frame to go out, or hand back.
+
+        ``wrote``: the slice gave bytes; ``more``: the read has slices left.
+        """
+        if wrote and self.pending:
+            # Let the writer send it before the rest of the read: the response
+            # tells when its first body went out (counting scheduler turns would
+            # depend on how the backend and the writer order theirs).
+            await self.written.wait()
+            self.sent()
+        elif more and self.others():
+            # Another run waits for its first frame: let it have the loop rather
+            # than wait behind this whole read.
+            await anyio.lowlevel.checkpoint()
+
 
 RUN_CLASSES: frozenset[type[BaseEvent]] = frozenset(
     {RunStartedEvent, RunFinishedEvent, RunErrorEvent}
@@ -214,18 +230,7 @@ async def relay_frames(
                 stats.written = relay.events_out
                 if out:
                     yield out
-                    if first.pending:
-                        # Let the writer send it before the rest of the read:
-                        # the response tells when its first body went out
-                        # (counting scheduler turns would depend on how the
-                        # backend and the writer order theirs).
-                        await first.written.wait()
-                        first.sent()
-                        continue
-                if start < total and first.others():
-                    # Another run waits for its first frame: let it have
-                    # the loop rather than wait behind this whole read.
-                    await anyio.lowlevel.checkpoint()
+                await first.after_slice(bool(out), more=start < total)
         decoder.close()
     except UPSTREAM_FAILURES as exc:
         if isinstance(exc, DecodeError) and exc.stage is not None:
