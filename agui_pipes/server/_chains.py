@@ -1,10 +1,13 @@
-"""The chain a gateway runs over each upstream run: ``ExpandChunks | <yours> | Verify``.
+"""The chains a server runs per request, built from its ``chain=`` and its options.
 
-Built per request (``request_chain``): chunk expansion first, a fresh
-``Repair`` after it when the gateway repairs, your chain, the consumer
-verification of what the client receives, and the compat stage of the
-request's era after that (it checks 1.0). Stages the gateway would run twice
-are merged (``consumer_chain``), keeping the client's bytes and errors.
+* ``as_chain_factory`` — the ``chain=`` argument as a factory called per request;
+* ``compat_down_picker`` — the ``compat`` stage a request's protocol era needs;
+* ``repair_stage`` — a fresh ``Repair`` with the request's ids;
+* ``gateway_chain`` — what a gateway runs over each upstream run: chunk
+  expansion first, the ``Repair`` after it when the gateway repairs, your
+  chain, the consumer verification of what the client receives, and the
+  compat stage after that (it checks 1.0). Stages the gateway would run twice
+  are merged (``consumer_chain``), keeping the client's bytes and errors.
 """
 
 from __future__ import annotations
@@ -23,10 +26,60 @@ from ..transformers import ExpandChunks, Verify
 from ._stats import RunStats, instrument
 from ._streaming import Scope
 
-__all__ = ["chain_repr", "consumer_chain", "request_chain"]
+__all__ = [
+    "as_chain_factory",
+    "chain_repr",
+    "compat_down_picker",
+    "consumer_chain",
+    "gateway_chain",
+    "repair_stage",
+]
 
 
-def request_chain(
+def as_chain_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:
+    """The ``chain=`` argument of a server app as a per-request factory.
+
+    A plain chain is accepted for convenience, but its stages hold per-run
+    state, so each request gets a ``fresh()`` copy rather than the object.
+    """
+    if chain is None:
+        return None
+    if isinstance(chain, TransformerChain):
+        return chain.fresh
+    if callable(chain):
+        return chain
+    raise TypeError(
+        f"chain must be a chain factory (e.g. load_chain(...)) or a TransformerChain, got "
+        f"{type(chain).__name__}"
+    )
+
+
+def compat_down_picker(
+    enabled: bool, undeclared: str
+) -> Callable[[RunAgentInput], list[Stage]] | None:
+    """What ``compat_down=`` adds to a request's chain: its client's ``down`` stage, if any.
+
+    None when disabled (the chain is then exactly what it was). ``undeclared``
+    (the era served to a request without ``protocolVersion``) is checked here,
+    at construction, so a typo fails the server's start rather than a request.
+    """
+    if not enabled:
+        return None
+    from ..transformers.compat import Compat, down_for_request
+
+    try:
+        Compat(direction="down", peer=undeclared)
+    except ValueError as exc:
+        raise ValueError(f"compat_undeclared: {exc}") from None
+
+    def pick(run_input: RunAgentInput) -> list[Stage]:
+        stage = down_for_request(run_input, undeclared=undeclared)
+        return [] if stage is None else [stage]
+
+    return pick
+
+
+def gateway_chain(
     scope: Scope,
     run_input: RunAgentInput,
     stats: RunStats,
@@ -48,7 +101,7 @@ def request_chain(
             configured.append(factory())
     stages, final = consumer_chain(TransformerChain(configured).stages, verify)
     if repair:
-        stages.insert(1, _repair_stage(run_input.thread_id, run_input.run_id, stats))
+        stages.insert(1, repair_stage(run_input, stats))
     if down is not None:
         stages.extend(down(run_input))  # after Verify: it checks 1.0
     chain = TransformerChain(stages)
@@ -95,11 +148,11 @@ def consumer_chain(configured: Sequence[Stage], verify: bool) -> tuple[list[Stag
     return [ExpandChunks(), *stages, *([final] if final is not None else [])], final
 
 
-def _repair_stage(thread_id: str, run_id: str, stats: RunStats) -> Stage:
-    """A fresh ``Repair`` for one run, known to the run's stats (for the log line)."""
-    from ..transformers.repair import Repair  # loads only for a repairing gateway
+def repair_stage(run_input: RunAgentInput, stats: RunStats) -> Stage:
+    """A fresh ``Repair`` with the request's ids, known to the run's stats (for the log line)."""
+    from ..transformers.repair import Repair  # loads only for a repairing server
 
-    repair = Repair(thread_id=thread_id, run_id=run_id)
+    repair = Repair(thread_id=run_input.thread_id, run_id=run_input.run_id)
     stats.repair = repair
     return repair
 

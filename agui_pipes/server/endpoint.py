@@ -40,11 +40,10 @@ from .._limits_scope import resolve_limits, using_limits
 from .._trace_context import using_trace_headers
 from .._transformer import Stage
 from ..driver import AgentLike, CancelToken, Run, run
+from ._chains import as_chain_factory, compat_down_picker, repair_stage
 from ._http import (
     BadRequest,
     accept_run_input,
-    as_chain_factory,
-    compat_down_picker,
     send_json_error,
 )
 from ._options import (
@@ -244,8 +243,9 @@ class AgentEndpoint:
         # The request's traceparent parents the spans of a tracing stage.
         with using_limits(self._limits), using_trace_headers(scope.get("headers", ())):
             chain: Stage | None = None if self._chain_factory is None else self._chain_factory()
-        if self.options.repair:
-            chain = _with_repair(chain, run_input, stats)
+        if self.options.repair:  # Repair | chain
+            repair = repair_stage(run_input, stats)
+            chain = TransformerChain([repair] if chain is None else [repair, chain])
         down = [] if self._down is None else self._down(run_input)
         if down:
             chain = TransformerChain([*([chain] if chain is not None else []), *down])
@@ -324,17 +324,6 @@ def _split(
     if stats.repair is not None:
         return TransformerChain(chain.stages[:3]), TransformerChain(chain.stages[3:])
     return None, chain
-
-
-def _with_repair(
-    chain: Stage | None, run_input: RunAgentInput, stats: RunStats
-) -> TransformerChain:
-    """``Repair | chain``: a fresh ``Repair`` with the request's ids, known to the stats."""
-    from ..transformers.repair import Repair  # loads only for a repairing endpoint
-
-    repair = Repair(thread_id=run_input.thread_id, run_id=run_input.run_id)
-    stats.repair = repair
-    return TransformerChain([repair] if chain is None else [repair, chain])
 
 
 @asynccontextmanager

@@ -20,7 +20,7 @@ violation found earlier (chunk expansion, a Verify in your chain) reaches the
 client as a ``WithheldViolation``: the rule and the position, not the text.
 A chain that starts with ``ExpandChunks`` or ends with a ``Verify`` as strict
 as the gateway's shares it with the gateway instead of running it twice (see
-``_gateway_chain.consumer_chain``; the client receives the same bytes).
+``_chains.consumer_chain``; the client receives the same bytes).
 
 When that chain is synchronous (every stage a ``StreamTransformer``, the
 usual case) it runs through ``agui_pipes.relay.Relay``: each upstream
@@ -66,13 +66,11 @@ from .._lazy import publish
 from .._legacy import reads_legacy
 from .._limits_scope import resolve_limits
 from ..codecs import DEFAULT_MAX_FRAME_BYTES, DecodeWarning
-from ._gateway_chain import chain_repr, request_chain
+from ._chains import as_chain_factory, chain_repr, compat_down_picker, gateway_chain
 from ._gateway_relay import FirstFrame, FirstFrames, relay_frames
 from ._http import (
     BadRequest,
     accept_run_input,
-    as_chain_factory,
-    compat_down_picker,
     send_json_error,
 )
 from ._options import (
@@ -259,7 +257,7 @@ class Gateway:
 
         stats = RunStats("gateway", run_input.run_id, run_input.thread_id)
         try:
-            chain, final = request_chain(
+            chain, final = gateway_chain(
                 scope, run_input, stats, factory=self._chain_factory, limits=self._limits,
                 verify=self.options.verify, repair=self.options.repair, down=self._down,
                 log=self._log,
