@@ -11,8 +11,9 @@ from agui_pipes import Limits
 from agui_pipes._cli._input import MAX_DOCUMENT_BYTES
 from agui_pipes.codecs import DEFAULT_MAX_FRAME_BYTES
 from agui_pipes.config import _bounds
+from agui_pipes.demo import DemoAgent
 from agui_pipes.driver import DEFAULT_BACKPRESSURE
-from agui_pipes.server import AgentEndpoint
+from agui_pipes.server import AgentEndpoint, Gateway, ServerOptions
 from agui_pipes.server._durable import DEFAULT_DETACH_GRACE
 from agui_pipes.server._frames import DEFAULT_SEND_BUFFER
 from agui_pipes.server._http import DEFAULT_MAX_BODY_BYTES
@@ -36,8 +37,8 @@ BOUNDS = {
     "DEFAULT_SEND_BUFFER": DEFAULT_SEND_BUFFER,
     "DEFAULT_SEND_TIMEOUT": DEFAULT_SEND_TIMEOUT,
     "DEFAULT_BACKPRESSURE": DEFAULT_BACKPRESSURE,
-    # the endpoint's default is the durable module's (it loads that module only with a store)
-    "DEFAULT_DETACH_GRACE": inspect.signature(AgentEndpoint).parameters["detach_grace"].default,
+    # the servers' default is their options' (the durable module loads only with a store)
+    "DEFAULT_DETACH_GRACE": ServerOptions().detach_grace,
     **{
         f"RunRecorder.{name}": inspect.signature(RunRecorder).parameters[name].default
         for name in ("max_events", "max_bytes", "stall_timeout", "close_timeout", "max_batch")
@@ -50,7 +51,6 @@ def test_the_limits_page_states_the_codes_default(name: str, value: object) -> N
     assert f"| `{name}` | {value} |" in DOC, f"docs/limits.md: `{name}` should read {value}"
 
 
-def test_the_endpoint_detach_grace_is_the_durable_default() -> None:
-    assert inspect.signature(AgentEndpoint).parameters["detach_grace"].default == (
-        DEFAULT_DETACH_GRACE
-    )
+def test_the_servers_detach_grace_is_the_durable_default() -> None:
+    assert AgentEndpoint(DemoAgent()).options.detach_grace == DEFAULT_DETACH_GRACE
+    assert Gateway("http://127.0.0.1:1/").options.detach_grace == DEFAULT_DETACH_GRACE

@@ -33,13 +33,22 @@ import logging
 import socket
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..server._options import (
+    DEFAULT_COMPAT_UNDECLARED,
+    DEFAULT_DETACH_GRACE,
+    DEFAULT_KEEPALIVE,
+    DEFAULT_SEND_BUFFER,
+    DEFAULT_SEND_TIMEOUT,
+)
 from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
 from ._limits import add_limit_options, limits_of
 
 if TYPE_CHECKING:
     from .._pipeline.chain import TransformerChain
+    from ..server import ServerOptions
 
 __all__ = ["register"]
 
@@ -73,9 +82,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--keepalive",
         type=float,
-        default=15.0,
+        default=DEFAULT_KEEPALIVE,
         metavar="SECONDS",
-        help="send an SSE comment after this much idle time (default 15; 0 disables)",
+        help=(
+            f"send an SSE comment after this much idle time (default {DEFAULT_KEEPALIVE:g}; "
+            "0 disables)"
+        ),
     )
     parser.add_argument(
         "--timeout",
@@ -87,16 +99,22 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--send-buffer",
         type=int,
-        default=4 * 1024 * 1024,
+        default=DEFAULT_SEND_BUFFER,
         metavar="BYTES",
-        help="encoded events queued per client before the run waits for it (default 4 MiB)",
+        help=(
+            "encoded events queued per client before the run waits for it "
+            f"(default {DEFAULT_SEND_BUFFER // (1024 * 1024)} MiB)"
+        ),
     )
     parser.add_argument(
         "--send-timeout",
         type=float,
-        default=30.0,
+        default=DEFAULT_SEND_TIMEOUT,
         metavar="SECONDS",
-        help="a client that reads nothing this long is disconnected (default 30; 0 disables)",
+        help=(
+            "a client that reads nothing this long is disconnected "
+            f"(default {DEFAULT_SEND_TIMEOUT:g}; 0 disables)"
+        ),
     )
     parser.add_argument(
         "--store",
@@ -109,11 +127,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--detach-grace",
         type=float,
-        default=30.0,
+        default=DEFAULT_DETACH_GRACE,
         metavar="SECONDS",
         help=(
             "with --store: how long a run whose client left goes on waiting for a resume "
-            "before it is cancelled (default 30)"
+            f"before it is cancelled (default {DEFAULT_DETACH_GRACE:g})"
         ),
     )
     parser.add_argument(
@@ -126,11 +144,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--compat-undeclared",
-        default="0.0.57",
+        default=DEFAULT_COMPAT_UNDECLARED,
         metavar="VERSION",
         help=(
             "with --compat: the protocol version assumed for a request that declares none "
-            "(default 0.0.57, the last era before 1.0)"
+            f"(default {DEFAULT_COMPAT_UNDECLARED}, the last era before 1.0)"
         ),
     )
     parser.add_argument(
@@ -184,22 +202,9 @@ def _usage(message: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    if not args.upstream and not args.demo:
-        return _usage("give --upstream URL (a gateway) or --demo (the demo agent)")
-    if not args.path.startswith("/"):
-        return _usage(f"--path must start with '/', got {args.path!r}")
-    if args.inspect and (args.path.rstrip("/") + "/").startswith("/inspect/"):
-        return _usage(f"--path {args.path} would be hidden by --inspect, which serves "
-                      "/inspect/; choose another --path")
-    if args.keepalive < 0 or args.timeout <= 0 or args.pace < 0:
-        return _usage("--keepalive and --pace must be >= 0 and --timeout > 0")
-    if args.send_buffer < 1 or not args.send_timeout >= 0:
-        return _usage(
-            f"--send-buffer must be a positive number of bytes (got {args.send_buffer}) and "
-            f"--send-timeout a number of seconds >= 0 (got {args.send_timeout})"
-        )
-    if not args.detach_grace >= 0:
-        return _usage(f"--detach-grace must be a number of seconds >= 0, got {args.detach_grace}")
+    problem = _usage_problem(args)
+    if problem is not None:
+        return _usage(problem)
     try:
         import uvicorn
 
@@ -208,23 +213,9 @@ def _serve(args: argparse.Namespace) -> int:
         return _usage(f"serving needs the server extras: pip install 'agui-pipes[server,http]' "
                       f"({exc})")
 
-    if args.config is not None:
-        chain = load_or_report(args.config, allow_imports=args.allow_imports)
-        if chain is None:
-            return EXIT_CONFIG
-    elif args.demo:
-        from ..config import ConfigError, load_chain
-        from ..demo import DEFAULT_CHAIN
-
-        with plugin_warnings_on_stderr():
-            try:
-                chain = load_chain(DEFAULT_CHAIN)
-            except ConfigError as exc:  # only if an installation is broken
-                print(f"agui-pipes: the default demo chain did not load: {exc}", file=sys.stderr)
-                return EXIT_CONFIG
-    else:
-        chain = None
-
+    chain = _chain_of(args)
+    if isinstance(chain, int):
+        return chain
     served: Callable[[], TransformerChain] | None = chain
     traced_to = None
     if args.otel:
@@ -245,46 +236,19 @@ def _serve(args: argparse.Namespace) -> int:
         inspected = RecentRuns()
         served = _recording(served, inspected)
 
-    keepalive = args.keepalive or None
-    sending: dict[str, Any] = {
-        "send_buffer": args.send_buffer,
-        "send_timeout": args.send_timeout or None,
-    }
-    durable: dict[str, Any] = {}
-    if args.store is not None:
-        durable = {"store": args.store, "detach_grace": args.detach_grace}
-    compat: dict[str, Any] = {}
-    if args.compat:
-        compat = {"compat_down": True, "compat_undeclared": args.compat_undeclared}
     try:
         if args.demo:
             from ..demo import DemoAgent
 
             app = build_app(
-                agent=DemoAgent(pace=args.pace),
-                chain=served,
-                path=args.path,
-                keepalive=keepalive,
-                **sending,
-                limits=limits_of(args),
-                repair=args.repair,
-                **durable,
-                **compat,
+                agent=DemoAgent(pace=args.pace), chain=served, path=args.path,
+                options=_options_of(args),
             )
             what = "the demo agent"
         else:
             app = build_app(
-                upstream=args.upstream,
-                chain=served,
-                path=args.path,
-                keepalive=keepalive,
-                timeout=_timeout(args.timeout),
-                verify=not args.no_verify,
-                **sending,
-                limits=limits_of(args),
-                repair=args.repair,
-                **durable,
-                **compat,
+                upstream=args.upstream, chain=served, path=args.path,
+                options=_options_of(args), timeout=_timeout(args.timeout),
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:
@@ -295,12 +259,84 @@ def _serve(args: argparse.Namespace) -> int:
         wrapped: Any = with_inspector(app, inspector_app(inspected))
         app = wrapped
 
-    level = getattr(logging, args.log_level.upper())
+    _configure_logging(args.log_level)
+    _log_start(args, what, chain, traced_to, inspected is not None)
+    return _run(uvicorn, app, args)
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line (the usage message), or None."""
+    if not args.upstream and not args.demo:
+        return "give --upstream URL (a gateway) or --demo (the demo agent)"
+    if not args.path.startswith("/"):
+        return f"--path must start with '/', got {args.path!r}"
+    if args.inspect and (args.path.rstrip("/") + "/").startswith("/inspect/"):
+        return (f"--path {args.path} would be hidden by --inspect, which serves "
+                "/inspect/; choose another --path")
+    if args.keepalive < 0 or args.timeout <= 0 or args.pace < 0:
+        return "--keepalive and --pace must be >= 0 and --timeout > 0"
+    if args.send_buffer < 1 or not args.send_timeout >= 0:
+        return (
+            f"--send-buffer must be a positive number of bytes (got {args.send_buffer}) and "
+            f"--send-timeout a number of seconds >= 0 (got {args.send_timeout})"
+        )
+    if not args.detach_grace >= 0:
+        return f"--detach-grace must be a number of seconds >= 0, got {args.detach_grace}"
+    return None
+
+
+def _chain_of(args: argparse.Namespace) -> Callable[[], TransformerChain] | int | None:
+    """The chain of ``--config`` (or the demo's default), None, or the exit status of a
+    chain that did not load (its report is on stderr)."""
+    if args.config is not None:
+        chain = load_or_report(args.config, allow_imports=args.allow_imports)
+        return EXIT_CONFIG if chain is None else chain
+    if not args.demo:
+        return None
+    from ..config import ConfigError, load_chain
+    from ..demo import DEFAULT_CHAIN
+
+    with plugin_warnings_on_stderr():
+        try:
+            return load_chain(DEFAULT_CHAIN)
+        except ConfigError as exc:  # only if an installation is broken
+            print(f"agui-pipes: the default demo chain did not load: {exc}", file=sys.stderr)
+            return EXIT_CONFIG
+
+
+def _options_of(args: argparse.Namespace) -> ServerOptions:
+    """The server's options as the command line gives them (0 turns a timer off)."""
+    from ..server import ServerOptions
+
+    options = ServerOptions(
+        keepalive=args.keepalive or None,
+        send_buffer=args.send_buffer,
+        send_timeout=args.send_timeout or None,
+        limits=limits_of(args),
+        repair=args.repair,
+        # --no-verify is the gateway's: the demo agent's own runs are always verified.
+        verify=not (args.no_verify and args.upstream),
+    )
+    if args.store is not None:
+        options = replace(options, store=args.store, detach_grace=args.detach_grace)
+    if args.compat:
+        options = replace(options, compat_down=True, compat_undeclared=args.compat_undeclared)
+    return options
+
+
+def _configure_logging(log_level: str) -> None:
+    level = getattr(logging, log_level.upper())
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("agui_pipes").setLevel(level)
     # httpx logs every upstream request at INFO; the per-run line says more.
     logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
-    logging.getLogger(__name__).info(
+
+
+def _log_start(
+    args: argparse.Namespace, what: str, chain: object, traced_to: object, inspecting: bool
+) -> None:
+    log = logging.getLogger(__name__)
+    log.info(
         "serving %s at http://%s:%s%s%s%s",
         what,
         args.host,
@@ -310,14 +346,16 @@ def _serve(args: argparse.Namespace) -> int:
         ", repairing each run first" if args.repair else "",
     )
     if traced_to is not None:
-        logging.getLogger(__name__).info(
+        log.info(
             "OpenTelemetry: every run traced (opentelemetry stage last unless the chain has "
             "one), spans go to %s", traced_to
         )
-    if inspected is not None:
-        logging.getLogger(__name__).info(
-            "inspector at http://%s:%s/inspect/", args.host, args.port
-        )
+    if inspecting:
+        log.info("inspector at http://%s:%s/inspect/", args.host, args.port)
+
+
+def _run(uvicorn: Any, app: Any, args: argparse.Namespace) -> int:
+    """Serve ``app`` until Ctrl-C: 0 after a clean shutdown, 1 if it never started."""
     config = uvicorn.Config(
         app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
     )

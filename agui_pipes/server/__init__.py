@@ -4,6 +4,8 @@
   RunAgentInput and stream the run as SSE (the ``server`` extra).
 * ``Gateway`` / ``gateway_route`` — forward each request to an upstream AG-UI
   agent and apply a chain to what comes back (the ``http`` extra as well).
+* ``ServerOptions`` — what both take besides their source (keep-alive, send
+  bounds, limits, store, repair, compat), with the defaults in one place.
 
 See docs/serving.md.
 """
@@ -17,8 +19,10 @@ if TYPE_CHECKING:
 
     from ..driver import AgentLike
     from ._app import HEALTH_PATH, build_app
+    from ._failures import RunFailure, run_error_for
+    from ._options import ServerOptions
     from ._stats import RunStats
-    from ._streaming import SSE_HEADERS, RunFailure, SSERun, run_error_for
+    from ._streaming import SSE_HEADERS, SSERun
     from .endpoint import AgentEndpoint, AgentFactory
     from .gateway import Gateway, UpstreamError, gateway_route
 else:
@@ -30,10 +34,11 @@ else:
             "HEALTH_PATH": "._app",
             "build_app": "._app",
             "RunStats": "._stats",
+            "ServerOptions": "._options",
             "SSE_HEADERS": "._streaming",
-            "RunFailure": "._streaming",
+            "RunFailure": "._failures",
             "SSERun": "._streaming",
-            "run_error_for": "._streaming",
+            "run_error_for": "._failures",
             "AgentEndpoint": ".endpoint",
             "AgentFactory": ".endpoint",
             # The gateway needs httpx (the ``http`` extra); it is imported only when asked.
@@ -53,6 +58,7 @@ __all__ = [
     "RunFailure",
     "RunStats",
     "SSERun",
+    "ServerOptions",
     "UpstreamError",
     "agent_route",
     "agent_routes",
@@ -68,7 +74,9 @@ def agent_route(path: str, agent: AgentLike | None = None, **options: Any) -> Ro
     With ``store=`` an endpoint serves more than one route: use
     :func:`agent_routes`.
     """
-    if options.get("store") is not None:
+    from ._options import records
+
+    if records(options):
         raise TypeError(
             "agent_route() returns the one POST route; with store=... the endpoint also serves "
             "runs/{runId}, runs/{runId}/stop and threads/{threadId}: use "

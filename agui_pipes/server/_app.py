@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from .._pipeline.chain import ChainFactory
+from ._options import ServerOptions
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -29,13 +30,14 @@ def build_app(
     upstream: str | None = None,
     chain: ChainFactory | None = None,
     path: str = "/",
-    keepalive: float | None = 15.0,
-    **options: Any,
+    options: ServerOptions | None = None,
+    **keywords: Any,
 ) -> Starlette:
     """A Starlette app serving ``agent`` or relaying to ``upstream`` at ``POST path``.
 
-    Exactly one of ``agent`` and ``upstream``. ``options`` go to
-    ``AgentEndpoint`` or ``Gateway``. The gateway's HTTP client is closed at
+    Exactly one of ``agent`` and ``upstream``. ``options`` (a
+    ``ServerOptions``) and the other keywords go to ``AgentEndpoint`` or
+    ``Gateway``, whose defaults they are. The gateway's HTTP client is closed at
     shutdown by the app's lifespan. With ``store=`` (agent or gateway) the
     app also serves ``{path}/runs/{runId}`` (resume), ``{path}/runs/{runId}/stop``
     and ``{path}/threads/{threadId}``, and its lifespan opens the event log at
@@ -60,7 +62,7 @@ def build_app(
     if upstream is not None:
         from .gateway import Gateway
 
-        gateway = Gateway(upstream, chain=chain, keepalive=keepalive, **options)
+        gateway = Gateway(upstream, chain=chain, options=options, **keywords)
         routes.extend(gateway.routes(path))
 
         @asynccontextmanager
@@ -72,7 +74,7 @@ def build_app(
 
     from .endpoint import AgentEndpoint
 
-    endpoint = AgentEndpoint(agent, chain=chain, keepalive=keepalive, **options)
+    endpoint = AgentEndpoint(agent, chain=chain, options=options, **keywords)
     routes.extend(endpoint.routes(path))
     if endpoint.durable is None:
         return Starlette(routes=routes)

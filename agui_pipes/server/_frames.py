@@ -22,10 +22,9 @@ from collections import deque
 
 import anyio
 
-__all__ = ["DEFAULT_SEND_BUFFER", "FrameQueue"]
+from ._options import DEFAULT_SEND_BUFFER
 
-DEFAULT_SEND_BUFFER = 4 * 1024 * 1024
-"""Bytes of encoded frames queued per connection before the run waits for the client."""
+__all__ = ["DEFAULT_SEND_BUFFER", "FrameQueue"]
 
 
 class FrameQueue:

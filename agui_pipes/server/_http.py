@@ -1,4 +1,8 @@
-"""Plain-ASGI request plumbing shared by the endpoint and the gateway.
+"""Request intake shared by the endpoint and the gateway: read, validate, or answer JSON.
+
+A POSTed run is read with a cap on its size, validated as a RunAgentInput
+(an older client's ``binary`` parts upgraded first, with ``compat_down``),
+and refused with a complete JSON answer before any stream starts.
 
 Kept free of any framework so the endpoint is one ASGI callable that mounts
 anywhere (Starlette, FastAPI, any ASGI router); Starlette is needed only for
@@ -9,16 +13,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
 
 from .._foundation import json as _json
-from .._pipeline.chain import ChainFactory, TransformerChain
-from .._pipeline.transformer import Stage
 from .._protocol.legacy import upgrade_binary_parts
+from ._options import DEFAULT_MAX_BODY_BYTES
 from ._streaming import Receive, Scope, Send
 
 __all__ = [
@@ -26,14 +28,11 @@ __all__ = [
     "BadRequest",
     "ClientGone",
     "accept_run_input",
-    "as_chain_factory",
-    "compat_down_picker",
     "parse_run_input",
     "read_body",
+    "send_json",
     "send_json_error",
 ]
-
-DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 
 
 class BadRequest(Exception):
@@ -116,20 +115,33 @@ def parse_run_input(body: bytes) -> RunAgentInput:
         raise BadRequest(422, "invalid_run_input", message, details) from None
 
 
+async def send_json(
+    send: Send,
+    status: int,
+    payload: dict[str, Any],
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+) -> None:
+    """A complete JSON response: ``payload`` with ``status`` (and ``headers`` after the two)."""
+    body = json.dumps(payload).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *headers,
+        ],
+    })
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
 async def send_json_error(send: Send, error: BadRequest) -> None:
     """A complete JSON error response (never a half-open stream)."""
     payload: dict[str, Any] = {"error": error.error, "message": error.message}
     if error.details is not None:
         payload["details"] = error.details
-    body = json.dumps(payload).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    if error.status == 405:
-        headers.append((b"allow", b"POST"))
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    allow = ((b"allow", b"POST"),) if error.status == 405 else ()
+    await send_json(send, error.status, payload, allow)
 
 
 async def accept_run_input(
@@ -194,46 +206,3 @@ def _upgraded_body(body: bytes, log: logging.Logger) -> bytes:
         return body
     log.info("upgraded the pre-1.0 binary content parts of the request to media parts")
     return json.dumps(parsed).encode()
-
-
-def as_chain_factory(chain: ChainFactory | TransformerChain | None) -> ChainFactory | None:
-    """The ``chain=`` argument of a server app as a per-request factory.
-
-    A plain chain is accepted for convenience, but its stages hold per-run
-    state, so each request gets a ``fresh()`` copy rather than the object.
-    """
-    if chain is None:
-        return None
-    if isinstance(chain, TransformerChain):
-        return chain.fresh
-    if callable(chain):
-        return chain
-    raise TypeError(
-        f"chain must be a chain factory (e.g. load_chain(...)) or a TransformerChain, got "
-        f"{type(chain).__name__}"
-    )
-
-
-def compat_down_picker(
-    enabled: bool, undeclared: str
-) -> Callable[[RunAgentInput], list[Stage]] | None:
-    """What ``compat_down=`` adds to a request's chain: its client's ``down`` stage, if any.
-
-    None when disabled (the chain is then exactly what it was). ``undeclared``
-    (the era served to a request without ``protocolVersion``) is checked here,
-    at construction, so a typo fails the server's start rather than a request.
-    """
-    if not enabled:
-        return None
-    from ..transformers.compat import Compat, down_for_request
-
-    try:
-        Compat(direction="down", peer=undeclared)
-    except ValueError as exc:
-        raise ValueError(f"compat_undeclared: {exc}") from None
-
-    def pick(run_input: RunAgentInput) -> list[Stage]:
-        stage = down_for_request(run_input, undeclared=undeclared)
-        return [] if stage is None else [stage]
-
-    return pick

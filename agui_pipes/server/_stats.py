@@ -55,9 +55,22 @@ class _Count(StreamTransformer):
 
 
 class RunStats:
-    """Counters and outcome of one served run; ``log()`` writes the INFO line."""
+    """Counters and outcome of one served run; ``log()`` writes the INFO line.
 
-    def __init__(self, kind: str, run_id: str = "-", thread_id: str = "-") -> None:
+    With ``producer_verdicts`` (the agent endpoint, whose driver verifies the
+    agent and ends a run that breaks a rule with RUN_ERROR
+    ``PROTOCOL_VIOLATION``) such a verdict is also one WARNING line, with the
+    rule and the position: the agent's fault, told once and without a traceback.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        run_id: str = "-",
+        thread_id: str = "-",
+        *,
+        producer_verdicts: bool = False,
+    ) -> None:
         self.kind = kind
         self.run_id = run_id
         self.thread_id = thread_id
@@ -71,6 +84,10 @@ class RunStats:
         self.repair: Repair | None = None
         """The run's ``Repair`` stage when the server repairs (``repair=True``): its
         report's count goes into the line, so a producer that needs repairs shows."""
+        self.violation: tuple[int, str] | None = None
+        """Where the producer broke the protocol (the RUN_ERROR's position in the stream)
+        and the verdict, when a RUN_ERROR ``PROTOCOL_VIOLATION`` came with its events."""
+        self._producer_verdicts = producer_verdicts
         self._started = time.monotonic()
         self._logged = False
 
@@ -90,8 +107,16 @@ class RunStats:
             code = getattr(event, "code", None)
             message = getattr(event, "message", "")
             self.detail = f"{code}: {message}" if code else str(message)
+            if self._producer_verdicts and code == "PROTOCOL_VIOLATION":
+                # The driver put it where the event it refused would have been.
+                self.violation = (self.written, str(message))
         elif kind is EventType.RUN_STARTED:
             self.outcome = "incomplete"
+
+    def note_failure(self, error: BaseEvent) -> None:
+        """Track the RUN_ERROR the server made of a failure (already logged where it was made)."""
+        self.note_output(error)
+        self.violation = None
 
     def stages_line(self) -> str:
         counts = [n + self.forwarded for n in self.counts]
@@ -114,6 +139,12 @@ class RunStats:
         if self._logged:
             return
         self._logged = True
+        if self.violation is not None:
+            position, verdict = self.violation
+            logger.warning(
+                "run %s: the agent broke the protocol at event #%d of the run's stream "
+                "(counted from 0): %s", self.run_id, position, verdict,
+            )
         duration = time.monotonic() - self._started
         detail = f" ({self.detail})" if self.detail else ""
         logger.info(

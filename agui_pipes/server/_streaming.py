@@ -48,13 +48,13 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-from ag_ui.core import BaseEvent, EventType, RunErrorEvent
+from ag_ui.core import BaseEvent, EventType
 
-from .._foundation.errors import AguiPipesError, StageError, StreamRejected
 from .._pipeline.chain import TransformerChain
-from ..codecs import SSE_CONTENT_TYPE, EncodeError, encode_sse, sse_comment
-from ..verify import ProtocolViolation
+from ..codecs import SSE_CONTENT_TYPE, encode_sse, sse_comment
+from ._failures import RunFailure, log_after_terminal, log_failure, run_error_for
 from ._frames import DEFAULT_SEND_BUFFER, FrameQueue
+from ._options import DEFAULT_KEEPALIVE, DEFAULT_SEND_TIMEOUT, check_send_limits
 from ._stats import RunStats
 
 __all__ = [
@@ -96,42 +96,12 @@ SSE_HEADERS: list[tuple[bytes, bytes]] = [
     (b"x-accel-buffering", b"no"),
 ]
 
-DEFAULT_SEND_TIMEOUT = 30.0
-"""Seconds one write to the client may stay pending before the client counts as gone."""
-
 _KEEPALIVE = sse_comment("keep-alive")
 _BATCH_BYTES = 64 * 1024
 """Most bytes of frames joined into one ASGI body message when the client is slower
 than the run (a frame larger than this goes out alone). Kept small so the copy a
 join makes, and what the server's transport buffers past its high-water mark, stay
 a small constant beside ``send_buffer``."""
-
-
-class RunFailure(AguiPipesError):
-    """A failure the client should see as RUN_ERROR with this ``code``."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def run_error_for(exc: BaseException) -> RunErrorEvent:
-    """The RUN_ERROR that tells the client what went wrong (codes are stable)."""
-    if isinstance(exc, RunFailure):
-        return RunErrorEvent(code=exc.code, message=exc.message)
-    if isinstance(exc, StreamRejected):
-        code = "PROTOCOL_VIOLATION" if isinstance(exc, ProtocolViolation) else "REJECTED"
-        return RunErrorEvent(code=code, message=str(exc))
-    if isinstance(exc, StageError):
-        return RunErrorEvent(code="STAGE_ERROR", message=str(exc))
-    if isinstance(exc, EncodeError):
-        # The agent or a stage made a value no JSON peer can read back (NaN, too deep):
-        # a fault of that code, named by event type and path, not of the server.
-        return RunErrorEvent(code="ENCODE_ERROR", message=str(exc))
-    return RunErrorEvent(
-        code="INTERNAL_ERROR", message=f"the server failed: {type(exc).__name__}: {exc}"
-    )
 
 
 class FrameSink:
@@ -215,7 +185,7 @@ class SSERun:
         stats: RunStats,
         chain: TransformerChain | None = None,
         count_source: bool = False,
-        keepalive: float | None = 15.0,
+        keepalive: float | None = DEFAULT_KEEPALIVE,
         send_buffer: int = DEFAULT_SEND_BUFFER,
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         on_disconnect: Callable[[], object] | None = None,
@@ -348,20 +318,11 @@ class SSERun:
                         await self._forward(output, frames)
         except Exception as exc:
             if stats.outcome in ("finished", "error", "interrupt", "cancelled"):
-                self._log.warning(
-                    "run %s failed after its terminal event (not sent): %s",
-                    stats.run_id,
-                    exc,
-                )
+                log_after_terminal(self._log, stats.run_id, exc)
                 return
+            log_failure(self._log, stats.run_id, exc)
             error = run_error_for(exc)
-            if isinstance(exc, EncodeError):
-                self._log.warning("run %s failed: %s", stats.run_id, exc)
-            elif not isinstance(exc, RunFailure):
-                self._log.error("run %s failed: %s", stats.run_id, exc, exc_info=exc)
-            else:
-                self._log.warning("run %s failed: %s: %s", stats.run_id, exc.code, exc.message)
-            stats.note_output(error)
+            stats.note_failure(error)
             stats.written += 1
             await frames.put(encode_sse(error))
 
@@ -484,18 +445,6 @@ async def _drop(frames: FrameQueue) -> None:
     while not frames.closed or frames.size:
         if frames.take(_BATCH_BYTES) is None:
             await frames.wait_readable()
-
-
-def check_send_limits(send_buffer: int, send_timeout: float | None) -> None:
-    """Raise ``ValueError`` for a ``send_buffer`` / ``send_timeout`` that cannot work."""
-    if not isinstance(send_buffer, int) or isinstance(send_buffer, bool) or send_buffer < 1:
-        raise ValueError(
-            f"send_buffer must be a positive number of bytes, got {send_buffer!r}"
-        )
-    if send_timeout is not None and not send_timeout > 0:
-        raise ValueError(
-            f"send_timeout must be a positive number of seconds or None, got {send_timeout!r}"
-        )
 
 
 _WATCHED = frozenset({EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR})

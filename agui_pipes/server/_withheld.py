@@ -11,15 +11,13 @@ is sent in full.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator
 
 from ag_ui.core import BaseEvent
 
 from ..transformers import Verify
 from ..verify import ProtocolViolation, Rule
-from ._stats import RunStats
-from ._streaming import RunFailure
+from ._failures import RunFailure
 
 __all__ = ["ToldViolations", "WithheldViolation"]
 
@@ -64,23 +62,14 @@ class ToldViolations:
 
     ``final`` is the server's own verification of what the client receives, if
     any: its violations are safe to quote. ``origin`` and ``log`` word the
-    withheld message for the server at hand.
+    withheld message for the server at hand. The full message is logged where
+    the run's failure is (``log_failure``), once.
     """
 
-    __slots__ = ("_final", "_log", "_log_name", "_origin", "_stats")
+    __slots__ = ("_final", "_log_name", "_origin")
 
-    def __init__(
-        self,
-        final: Verify | None,
-        stats: RunStats,
-        logger: logging.Logger,
-        *,
-        origin: str,
-        log: str,
-    ) -> None:
+    def __init__(self, final: Verify | None, *, origin: str, log: str) -> None:
         self._final = final
-        self._stats = stats
-        self._log = logger
         self._origin = origin
         self._log_name = log
 
@@ -91,10 +80,6 @@ class ToldViolations:
         final = self._final
         if final is not None and any(v is exc for v in final.violations):
             return  # the server's own check of what the client receives: safe to quote
-        self._log.warning(
-            "run %s: protocol violation before the end of the chain (the client gets the "
-            "rule and position only): %s", self._stats.run_id, exc,
-        )
         raise WithheldViolation(exc, origin=self._origin, log=self._log_name) from exc
 
     async def guard(self, events: AsyncIterator[BaseEvent]) -> AsyncIterator[BaseEvent]:

@@ -33,39 +33,36 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
+from typing_extensions import Unpack
 
-from .._foundation.limits import Limits
 from .._foundation.limits_scope import resolve_limits, using_limits
 from .._foundation.trace_context import using_trace_headers
+from .._lazy import public_dir
 from .._pipeline.chain import ChainFactory, TransformerChain
 from .._pipeline.transformer import Stage
 from ..driver import AgentLike, CancelToken, Run, run
+from ._chains import as_chain_factory, compat_down_picker, repair_stage
 from ._http import (
-    DEFAULT_MAX_BODY_BYTES,
     BadRequest,
     accept_run_input,
-    as_chain_factory,
-    compat_down_picker,
     send_json_error,
 )
-from ._stats import RunStats, instrument
-from ._streaming import (
-    DEFAULT_SEND_BUFFER,
-    DEFAULT_SEND_TIMEOUT,
-    FrameSink,
-    Receive,
-    Scope,
-    Send,
-    SSERun,
-    check_send_limits,
+from ._options import (
+    ServerOptions,
+    ServerOptionValues,
+    check_streaming,
+    server_options,
+    streaming,
 )
+from ._stats import RunStats, instrument
+from ._streaming import FrameSink, Receive, Scope, Send, SSERun
 from ._withheld import ToldViolations
 
 if TYPE_CHECKING:
-    from ..store import EventLog
     from ._durable import DurableRuns, RecordingSink
 
 __all__ = ["AgentEndpoint", "AgentFactory"]
+__dir__ = public_dir(__all__)
 
 _log = logging.getLogger("agui_pipes.server")
 
@@ -86,8 +83,12 @@ class AgentEndpoint:
     ``agent_factory`` (called with the input, per request). ``chain`` is a
     chain factory (``load_chain(...)`` returns one, so does ``lambda:
     a | b``); a plain ``TransformerChain`` is accepted and ``fresh()``-ed per
-    request. ``keepalive`` is the idle time (seconds) before a keep-alive
-    comment; ``None`` disables them.
+    request. ``echo_input=True`` has the run echo its input (see ``run()``).
+
+    The other options are ``ServerOptions``' (defaults there), given as
+    ``options=`` or one by one as keywords of the same names (a keyword
+    overrides ``options``). ``keepalive`` is the idle time (seconds) before a
+    keep-alive comment; ``None`` disables them.
 
     A slow client holds the agent: ``send_buffer`` bytes of encoded frames
     are queued for it, then the agent is held at its next ``await`` until the
@@ -107,6 +108,8 @@ class AgentEndpoint:
     request's declared ``protocolVersion`` picks a ``compat`` stage of
     direction ``down`` put at the end of its chain (none for a 1.0 client; an
     undeclared version is served as ``compat_undeclared``). See docs/compat.md.
+
+    ``store=`` records every run in that event log (docs/durable.md).
     """
 
     def __init__(
@@ -115,20 +118,9 @@ class AgentEndpoint:
         *,
         agent_factory: AgentFactory | None = None,
         chain: ChainFactory | TransformerChain | None = None,
-        keepalive: float | None = 15.0,
-        send_buffer: int = DEFAULT_SEND_BUFFER,
-        send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        verify: bool = True,
         echo_input: bool = False,
-        logger: logging.Logger | None = None,
-        limits: Limits | None = None,
-        store: EventLog | str | None = None,
-        detach_grace: float = 30.0,
-        owner_timeout: float | None = None,
-        repair: bool = False,
-        compat_down: bool = False,
-        compat_undeclared: str = "0.0.57",
+        options: ServerOptions | None = None,
+        **given: Unpack[ServerOptionValues],
     ) -> None:
         if (agent is None) == (agent_factory is None):
             raise TypeError(
@@ -137,37 +129,23 @@ class AgentEndpoint:
             )
         if agent_factory is not None and not callable(agent_factory):
             raise TypeError(f"agent_factory must be callable, got {type(agent_factory).__name__}")
-        if keepalive is not None and keepalive <= 0:
-            raise ValueError(f"keepalive must be a positive number of seconds or None, got "
-                             f"{keepalive!r}")
-        check_send_limits(send_buffer, send_timeout)
+        self.options = opts = server_options(options, given, "AgentEndpoint")
+        """What the endpoint does besides running the agent (``ServerOptions``)."""
+        check_streaming(opts)
         self._agent = agent
         self._agent_factory = agent_factory
         self._chain_factory = as_chain_factory(chain)
-        self._down = compat_down_picker(compat_down, compat_undeclared)
-        self._keepalive = keepalive
-        self._send_buffer = send_buffer
-        self._send_timeout = send_timeout
-        self._max_body = max_body_bytes
-        self._verify = verify
+        self._down = compat_down_picker(opts.compat_down, opts.compat_undeclared)
         self._echo_input = echo_input
-        self._log = logger or _log
-        self._limits = resolve_limits(limits)
-        self._repair = repair
+        self._log = opts.logger or _log
+        self._streaming = streaming(opts, self._log)
+        self._limits = resolve_limits(opts.limits)
         self.durable: DurableRuns | None = None
         """The event log's side of the endpoint (``store=``), or None."""
-        if store is not None:
+        if opts.store is not None:
             from ._durable import DurableRuns  # the store's code loads only when used
 
-            self.durable = DurableRuns(
-                store,
-                detach_grace=detach_grace,
-                owner_timeout=owner_timeout,
-                keepalive=keepalive,
-                send_buffer=send_buffer,
-                send_timeout=send_timeout,
-                logger=self._log,
-            )
+            self.durable = DurableRuns(opts.store, opts, self._log)
 
     def routes(self, path: str) -> list[Any]:
         """Starlette routes: ``POST path``, and with a store the resume, stop and thread routes.
@@ -199,28 +177,16 @@ class AgentEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         accepted = await accept_run_input(
-            scope, receive, send, app="AgentEndpoint", max_body=self._max_body, log=self._log,
-            legacy=self._down is not None,
+            scope, receive, send, app="AgentEndpoint", max_body=self.options.max_body_bytes,
+            log=self._log, legacy=self._down is not None,
         )
         if accepted is None:
             return
         _, run_input = accepted
 
-        stats = RunStats("agent", run_input.run_id, run_input.thread_id)
+        stats = RunStats("agent", run_input.run_id, run_input.thread_id, producer_verdicts=True)
         try:
-            if self._agent_factory is not None:
-                agent = self._agent_factory(run_input)
-            else:
-                assert self._agent is not None  # __init__ takes exactly one of the two
-                agent = self._agent
-            # The request's traceparent parents the spans of a tracing stage.
-            with using_limits(self._limits), using_trace_headers(scope.get("headers", ())):
-                chain = None if self._chain_factory is None else self._chain_factory()
-            if self._repair:
-                chain = _with_repair(chain, run_input, stats)
-            down = [] if self._down is None else self._down(run_input)
-            if down:
-                chain = TransformerChain([*([chain] if chain is not None else []), *down])
+            agent, chain = self._set_up(scope, run_input, stats)
         except Exception as exc:
             self._log.error("cannot set up run %s: %s", run_input.run_id, exc, exc_info=exc)
             await send_json_error(
@@ -229,23 +195,10 @@ class AgentEndpoint:
             )
             return
 
-        inner: TransformerChain | None = None
-        outer: TransformerChain | None = None
-        if chain is not None:
-            if not isinstance(chain, TransformerChain):
-                chain = TransformerChain([chain])  # a factory returning one stage
-            chain = instrument(chain, stats)
-            if chain.is_sync:
-                inner = chain
-            elif stats.repair is not None:
-                # Repair (with its counters) runs in the driver, before its verification.
-                inner = TransformerChain(chain.stages[:3])
-                outer = TransformerChain(chain.stages[3:])
-            else:
-                outer = chain
+        inner, outer = _split(chain, stats)
         token = CancelToken()
         run_options: dict[str, Any] = {
-            "verify": self._verify,
+            "verify": self.options.verify,
             "echo_input": self._echo_input,
             "cancel_token": token,
             "backpressure": _DRIVER_BACKLOG,
@@ -254,7 +207,7 @@ class AgentEndpoint:
         if inner is not None:
             run_options["transformers"] = inner
 
-        told = ToldViolations(None, stats, self._log, origin="event", log="server log")
+        told = ToldViolations(None, origin="event", log="server log")
 
         def open_applied() -> Any:
             assert outer is not None
@@ -263,25 +216,42 @@ class AgentEndpoint:
         def open_sunk(sink: FrameSink) -> Run:
             return Run(agent, run_input, sink=sink, **run_options)
 
-        durable = self.durable
-        if durable is None:
-            response = SSERun(
-                open_applied if outer is not None else None,
-                open_run=open_sunk if outer is None else None,
-                stats=stats,
-                count_source=chain is None,
-                keepalive=self._keepalive,
-                send_buffer=self._send_buffer,
-                send_timeout=self._send_timeout,
-                on_disconnect=token.cancel,
-                logger=self._log,
+        applied = open_applied if outer is not None else None
+        if self.durable is not None:
+            await self._serve_recorded(
+                scope, receive, send, self.durable, run_input, stats, token, chain is None,
+                applied, open_sunk,
             )
-            await response(scope, receive, send)
             return
-        await self._serve_recorded(
-            scope, receive, send, durable, run_input, stats, token, chain is None,
-            open_applied if outer is not None else None, open_sunk,
+        response = SSERun(
+            applied,
+            open_run=open_sunk if outer is None else None,
+            stats=stats,
+            count_source=chain is None,
+            on_disconnect=token.cancel,
+            **self._streaming,
         )
+        await response(scope, receive, send)
+
+    def _set_up(
+        self, scope: Scope, run_input: RunAgentInput, stats: RunStats
+    ) -> tuple[AgentLike, Stage | None]:
+        """The request's agent and its whole chain: yours, with Repair and compat as asked."""
+        if self._agent_factory is not None:
+            agent = self._agent_factory(run_input)
+        else:
+            assert self._agent is not None  # __init__ takes exactly one of the two
+            agent = self._agent
+        # The request's traceparent parents the spans of a tracing stage.
+        with using_limits(self._limits), using_trace_headers(scope.get("headers", ())):
+            chain: Stage | None = None if self._chain_factory is None else self._chain_factory()
+        if self.options.repair:  # Repair | chain
+            repair = repair_stage(run_input, stats)
+            chain = TransformerChain([repair] if chain is None else [repair, chain])
+        down = [] if self._down is None else self._down(run_input)
+        if down:
+            chain = TransformerChain([*([chain] if chain is not None else []), *down])
+        return agent, chain
 
     async def _serve_recorded(
         self,
@@ -298,24 +268,11 @@ class AgentEndpoint:
     ) -> None:
         """Serve the run recorded in the event log; a client that leaves only detaches it."""
         thread_id, run_id = run_input.thread_id, run_input.run_id
+        recordings = durable.recordings
         try:
-            store = await durable.store()
-            if run_id in durable.live or await store.run(run_id) is not None:
-                raise BadRequest(
-                    409,
-                    "run_exists",
-                    f"run {run_id!r} is already in the event log: a run id names one run; "
-                    f"start a new run with a new runId, or resume this one with GET "
-                    f"runs/{run_id}",
-                )
+            await recordings.check_new_run(run_id)
         except BadRequest as error:
             await send_json_error(send, error)
-            return
-        except Exception as exc:
-            self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
-            await send_json_error(send, BadRequest(
-                503, "store_unavailable", f"the event log is unavailable: {exc}"
-            ))
             return
         live_runs = durable.live
 
@@ -328,13 +285,13 @@ class AgentEndpoint:
             def opened(recording: RecordingSink) -> Run:
                 return open_sunk(recording)
 
-            return durable.sunk_run(
+            return recordings.sunk_run(
                 sink, thread_id, run_id, token, opened, gone=lambda: response.disconnected
             )
 
         def open_recorded_frames() -> Any:
             assert open_applied is not None
-            return durable.recorded_frames(
+            return recordings.recorded_frames(
                 thread_id, run_id, token, open_applied, stats, gone=lambda: response.disconnected
             )
 
@@ -343,25 +300,32 @@ class AgentEndpoint:
             open_run=open_recorded_sink if open_applied is None else None,
             stats=stats,
             count_source=count_source,
-            keepalive=self._keepalive,
-            send_buffer=self._send_buffer,
-            send_timeout=self._send_timeout,
             on_disconnect=on_disconnect,
             detach=True,
-            logger=self._log,
+            **self._streaming,
         )
         await response(scope, receive, send)
 
 
-def _with_repair(
-    chain: Stage | None, run_input: RunAgentInput, stats: RunStats
-) -> TransformerChain:
-    """``Repair | chain``: a fresh ``Repair`` with the request's ids, known to the stats."""
-    from ..transformers.repair import Repair  # loads only for a repairing endpoint
+def _split(
+    chain: Stage | None, stats: RunStats
+) -> tuple[TransformerChain | None, TransformerChain | None]:
+    """The instrumented chain as the part run inside the driver and the part run over it.
 
-    repair = Repair(thread_id=run_input.thread_id, run_id=run_input.run_id)
-    stats.repair = repair
-    return TransformerChain([repair] if chain is None else [repair, chain])
+    A sync chain runs inside (the driver's verification sees its output); an
+    async one over the driver's events, except a Repair at its head (with its
+    counters), which stays inside, before the verification.
+    """
+    if chain is None:
+        return None, None
+    if not isinstance(chain, TransformerChain):
+        chain = TransformerChain([chain])  # a factory returning one stage
+    chain = instrument(chain, stats)
+    if chain.is_sync:
+        return chain, None
+    if stats.repair is not None:
+        return TransformerChain(chain.stages[:3]), TransformerChain(chain.stages[3:])
+    return None, chain
 
 
 @asynccontextmanager

@@ -1,0 +1,353 @@
+"""Recording a served run in the event log, whatever produces its events.
+
+``RunRecordings`` is what the agent endpoint and the gateway call to serve a
+run recorded (``store=``):
+
+* ``check_new_run`` — refuse, before the response starts, a run id the log
+  already holds (409) or a log that fails (503);
+* ``recording`` — the run's ``LiveRun`` registered while it is served, with
+  its detach-grace watcher and, for processes sharing the store, a heartbeat
+  and a poll for a stop sent to another process (timers per run, never work
+  per event); the log always ends with a terminal event;
+* ``sunk_run`` — an agent run whose events a ``RecordingSink`` records in the
+  agent's own task;
+* ``recorded_frames`` / ``recorded_batches`` — a source of events (the
+  endpoint's async chain, the gateway's apply path) or of byte batches of SSE
+  frames (the gateway's relay) recorded, each frame given its id.
+
+A run that ends without a terminal event (it failed, or was stopped) gets its
+RUN_ERROR recorded and sent here, so the live stream and the log end alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import anyio
+from ag_ui.core import BaseEvent, EventType, RunErrorEvent
+
+from ..codecs import encode_json
+from ..driver import CancelToken
+from ..store import EventLog, RunRecorder, RunStatus, StoreError
+from ._failures import log_after_terminal, log_failure, run_error_for
+from ._http import BadRequest
+from ._live_run import TERMINAL, LiveRun, RecordingSink, status_of
+from ._stats import RunStats
+from ._streaming import FrameSink
+
+__all__ = ["RunRecordings"]
+
+OpenBatches = Callable[
+    [Callable[[BaseEvent], None], RunRecorder],
+    AbstractAsyncContextManager[AsyncIterator[bytes]],
+]
+"""Opens the gateway relay's batches, given what to call with each watched event and the
+recorder that frames each event with its id."""
+
+
+class RunRecordings:
+    """The runs a server records in its event log, and the registry of those still live.
+
+    ``store`` gives the opened event log; ``live`` is the registry of this
+    process's live runs, by run id, shared with the routes that follow and
+    stop them.
+    """
+
+    def __init__(
+        self,
+        store: Callable[[], Awaitable[EventLog]],
+        live: dict[str, LiveRun],
+        *,
+        detach_grace: float,
+        stop_poll: float,
+        logger: logging.Logger,
+    ) -> None:
+        self._store = store
+        self._live = live
+        self._detach_grace = detach_grace
+        self._stop_poll = stop_poll
+        self._log = logger
+
+    async def check_new_run(self, run_id: str) -> None:
+        """Raise ``BadRequest`` 409 for a run id the store holds, 503 if the store fails.
+
+        Called before a response starts, so a refused run is a JSON error,
+        not a stream that opens and dies.
+        """
+        try:
+            store = await self._store()
+            exists = run_id in self._live or await store.run(run_id) is not None
+        except Exception as exc:
+            self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
+            raise BadRequest(
+                503, "store_unavailable", f"the event log is unavailable: {exc}"
+            ) from exc
+        if exists:
+            raise BadRequest(
+                409,
+                "run_exists",
+                f"run {run_id!r} is already in the event log: a run id names one run; "
+                f"start a new run with a new runId, or resume this one with GET "
+                f"runs/{run_id}",
+            )
+
+    @asynccontextmanager
+    async def recording(
+        self,
+        thread_id: str,
+        run_id: str,
+        token: CancelToken,
+        gone: Callable[[], bool] = lambda: False,
+    ) -> AsyncIterator[LiveRun]:
+        """Record one run while it is served; the grace watcher runs alongside.
+
+        Raises ``BadRequest`` (409) for a run id the store already holds: a
+        run id names one run, and its log takes no second writer.
+        """
+        store = await self._store()
+        if run_id in self._live or await store.run(run_id) is not None:
+            raise BadRequest(
+                409,
+                "run_exists",
+                f"run {run_id!r} was already started on this server's event log; "
+                "a run id names one run: start a new run with a new runId, or resume this "
+                f"one with GET runs/{run_id}",
+            )
+        recorder = RunRecorder(store, thread_id, run_id)
+        live = LiveRun(recorder, token, self._detach_grace)
+        try:
+            async with recorder:
+                self._live[run_id] = live
+                if gone():  # the client left before the run was registered
+                    live.detach()
+                live.remote_reader = lambda: store.reader_seen(run_id)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(live.watch_grace, name=f"agui_pipes detach grace {run_id}")
+                    tg.start_soon(
+                        self._watch_store, store, live, name=f"agui_pipes run watch {run_id}"
+                    )
+                    try:
+                        yield live
+                    finally:
+                        tg.cancel_scope.cancel()
+                        if live.terminal is None:
+                            # Cancelled from outside (the server shutting down): the log
+                            # still ends with a terminal event, as the live stream would.
+                            with anyio.CancelScope(shield=True):
+                                await self._record_end(live)
+                await recorder.end(
+                    status_of(live.terminal),
+                    live.stop_reason
+                    if live.terminal is None or status_of(live.terminal) is RunStatus.CANCELLED
+                    else None,
+                )
+        finally:
+            # Only once the recorder has stored everything and ended the run: a
+            # stop (or a shutdown closing the store) waits for this.
+            self._live.pop(run_id, None)
+            live.done.set()
+
+    def _heartbeat_interval(self, store: EventLog) -> float:
+        """A fifth of the owner timeout (3 s at 15 s): four beats may be late or lost."""
+        timeout = store.owner_timeout
+        return 5.0 if timeout is None else max(0.05, timeout / 5)
+
+    async def _watch_store(self, store: EventLog, live: LiveRun) -> None:
+        """Heartbeat the run and poll for a stop sent to another process, while it lives.
+
+        A failing store is logged and retried on the next tick: the run
+        itself goes on (its recorder reports the store's failure).
+        """
+        beat_every = self._heartbeat_interval(store)
+        next_beat = time.monotonic()
+        failed = False
+        while True:
+            try:
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + beat_every
+                    await store.heartbeat(live.run_id)
+                reason = await store.stop_requested(live.run_id)
+                failed = False
+            except StoreError as exc:
+                if not failed:
+                    self._log.warning(
+                        "run %s: the event log failed a heartbeat: %s", live.run_id, exc
+                    )
+                failed = True
+                reason = None
+            if reason is not None:
+                live.stop(reason)
+                return
+            await anyio.sleep(min(self._stop_poll, max(0.0, next_beat - time.monotonic())))
+
+    async def _record_end(self, live: LiveRun) -> None:
+        error = RunErrorEvent(
+            code="CANCELLED",
+            message=live.stop_reason or "the server stopped the run (it is shutting down)",
+        )
+        await live.recorder.frame(encode_json(error))
+        live.note(error)
+
+    @asynccontextmanager
+    async def sunk_run(
+        self,
+        sink: FrameSink,
+        thread_id: str,
+        run_id: str,
+        token: CancelToken,
+        open_run: Callable[[RecordingSink], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]],
+        gone: Callable[[], bool] = lambda: False,
+    ) -> AsyncIterator[AsyncIterator[BaseEvent]]:
+        """``open_run`` with a ``RecordingSink`` over ``sink``; its end recorded, RUN_ERROR too.
+
+        A failure the sink met (an event that does not encode) and a stop
+        (no terminal event) become a RUN_ERROR recorded and sent here, so
+        the live stream and the log end the same way.
+        """
+        async with self.recording(thread_id, run_id, token, gone) as live:
+            recording = RecordingSink(sink, live)
+            with anyio.CancelScope() as scope:
+                live.scope = scope
+                if live.stop_reason is not None:
+                    scope.cancel()
+                async with open_run(recording) as events:
+                    yield events
+            with anyio.CancelScope(shield=True):
+                await recording.flush()
+                failure, sink.failure = sink.failure, None
+                error = self._error_after(live, failure)
+                if error is not None:
+                    await recording.push(error)
+
+    @asynccontextmanager
+    async def recorded_frames(
+        self,
+        thread_id: str,
+        run_id: str,
+        token: CancelToken,
+        open_events: Callable[[], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]],
+        stats: RunStats,
+        gone: Callable[[], bool] = lambda: False,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """SSE frames (with ids) of the events ``open_events`` gives, each recorded."""
+        async with (
+            self.recording(thread_id, run_id, token, gone) as live,
+            _closing(self._frames(live, open_events, stats)) as frames,
+        ):
+            yield frames
+
+    async def _frames(
+        self,
+        live: LiveRun,
+        open_events: Callable[[], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]],
+        stats: RunStats,
+    ) -> AsyncGenerator[bytes, None]:
+        recorder = live.recorder
+        failure: Exception | None = None
+        with anyio.CancelScope() as scope:
+            live.scope = scope
+            try:
+                async with open_events() as events:
+                    async for event in events:
+                        if event.type in TERMINAL or event.type is EventType.RUN_STARTED:
+                            stats.note_output(event)
+                        stats.written += 1
+                        frame = await recorder.frame(encode_json(event))
+                        live.note(event)
+                        yield frame
+            except Exception as exc:
+                failure = exc
+        end = await self._end_frame(live, failure, stats)
+        if end is not None:
+            yield end
+
+    @asynccontextmanager
+    async def recorded_batches(
+        self,
+        thread_id: str,
+        run_id: str,
+        token: CancelToken,
+        open_batches: OpenBatches,
+        stats: RunStats,
+        gone: Callable[[], bool] = lambda: False,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Batches of SSE frames (the gateway's relay path), each frame recorded and given an id.
+
+        ``open_batches(note, recorder)`` opens the source of batches, which
+        records each event with ``recorder`` and frames it with its ``id:``
+        line itself (the relay has the events apart before it joins them);
+        it calls ``note`` with each RUN_STARTED / RUN_FINISHED / RUN_ERROR it
+        puts in a batch (what tells how the run ended).
+        """
+        async with (
+            self.recording(thread_id, run_id, token, gone) as live,
+            _closing(self._batches(live, open_batches, stats)) as batches,
+        ):
+            yield batches
+
+    async def _batches(
+        self,
+        live: LiveRun,
+        open_batches: OpenBatches,
+        stats: RunStats,
+    ) -> AsyncGenerator[bytes, None]:
+        recorder = live.recorder
+        seen: list[BaseEvent] = []
+        failure: Exception | None = None
+        with anyio.CancelScope() as scope:
+            live.scope = scope
+            try:
+                async with open_batches(seen.append, recorder) as batches:
+                    async for batch in batches:
+                        # Noted once recorded: a run is only "ended" by a stored terminal.
+                        if seen:
+                            for event in seen:
+                                live.note(event)
+                            seen.clear()
+                        yield batch
+            except Exception as exc:
+                failure = exc
+        end = await self._end_frame(live, failure, stats)
+        if end is not None:
+            yield end
+
+    def _error_after(self, live: LiveRun, failure: Exception | None) -> RunErrorEvent | None:
+        """The RUN_ERROR that ends a run which ended without a terminal event, if any."""
+        if live.terminal is not None:
+            if failure is not None:
+                log_after_terminal(self._log, live.run_id, failure)
+            return None
+        if failure is not None:
+            log_failure(self._log, live.run_id, failure)
+            return run_error_for(failure)
+        reason = live.stop_reason or "the run was cancelled"
+        return RunErrorEvent(code="CANCELLED", message=reason)
+
+    async def _end_frame(
+        self, live: LiveRun, failure: Exception | None, stats: RunStats
+    ) -> bytes | None:
+        """The recorded frame of the RUN_ERROR that ends a run of frames or batches, if any."""
+        error = self._error_after(live, failure)
+        if error is None:
+            return None
+        stats.note_failure(error)
+        stats.written += 1
+        with anyio.CancelScope(shield=True):
+            frame = await live.recorder.frame(encode_json(error))
+        live.note(error)
+        return frame
+
+
+@asynccontextmanager
+async def _closing(
+    frames: AsyncGenerator[bytes, None],
+) -> AsyncIterator[AsyncGenerator[bytes, None]]:
+    """``frames``, closed on the way out even when cancelled: its end records the run's end."""
+    try:
+        yield frames
+    finally:
+        with anyio.CancelScope(shield=True):
+            await frames.aclose()
