@@ -16,9 +16,9 @@ from agui_pipes.store import (
     MemoryEventLog,
     RunBroken,
     RunEnded,
-    RunRecord,
     RunRecorder,
     RunStatus,
+    StoredRun,
     format_event_id,
     open_store,
     parse_event_id,
@@ -341,7 +341,7 @@ class _HungEndLog(MemoryEventLog):
 
     async def end_run(
         self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
-    ) -> RunRecord:
+    ) -> StoredRun:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 

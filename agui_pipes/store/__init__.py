@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from ._ids import sse_frame as sse_frame
     from ._open import open_store as open_store
     from ._recorder import RunRecorder as RunRecorder
-    from ._records import RunRecord as RunRecord
     from ._records import RunStatus as RunStatus
+    from ._records import StoredRun as StoredRun
     from ._registry import StoreBackend as StoreBackend
     from ._retention import Retention as Retention
     from ._url import StoreURL as StoreURL
@@ -64,7 +64,7 @@ else:
         "sse_frame": "._ids",
         "open_store": "._open",
         "RunRecorder": "._recorder",
-        "RunRecord": "._records",
+        "StoredRun": "._records",
         "RunStatus": "._records",
         "StoreBackend": "._registry",
         "Retention": "._retention",

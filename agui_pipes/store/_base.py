@@ -23,7 +23,7 @@ from types import TracebackType
 import anyio
 
 from ._errors import RunLost, StoreClosed
-from ._records import RunRecord, RunStatus, check_readable, resume_seq
+from ._records import RunStatus, StoredRun, check_readable, resume_seq
 from ._retention import Retention, SweepSchedule
 
 __all__ = ["ChangeSignals", "EventLog", "new_epoch"]
@@ -161,17 +161,17 @@ class EventLog(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def run(self, run_id: str) -> RunRecord | None:
+    async def run(self, run_id: str) -> StoredRun | None:
         """The run's record, or None."""
 
     @abc.abstractmethod
-    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+    async def thread_runs(self, thread_id: str) -> list[StoredRun]:
         """The thread's runs, oldest first (the order they were created)."""
 
     @abc.abstractmethod
     async def end_run(
         self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
-    ) -> RunRecord:
+    ) -> StoredRun:
         """Close the run's log with ``status``: followers stop after its last entry.
 
         Ending an already ended run keeps its first status (and returns it):
@@ -242,7 +242,7 @@ class EventLog(abc.ABC):
         self._check_open()
         return _time(await self._get_mark(run_id, "beat"))
 
-    async def check_owner(self, run_id: str) -> RunRecord | None:
+    async def check_owner(self, run_id: str) -> StoredRun | None:
         """Mark a live run lost if its writer's heartbeat is older than ``owner_timeout``.
 
         Returns the run's record after the check (``LOST`` if this call or

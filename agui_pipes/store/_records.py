@@ -1,4 +1,4 @@
-"""What the store knows about a run — ``RunStatus``, ``RunRecord`` — and the checks on it.
+"""What the store knows about a run — ``RunStatus``, ``StoredRun`` — and the checks on it.
 
 Why the checks live beside the record: whether a run takes an append, can be
 read, or can be resumed from a client's SSE id is decided by its record
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ._errors import RunBroken, RunEnded, UnknownRun, WrongRun, WrongThread
 from ._ids import parse_event_id
 
-__all__ = ["RunRecord", "RunStatus", "check_appendable", "check_readable", "resume_seq"]
+__all__ = ["RunStatus", "StoredRun", "check_appendable", "check_readable", "resume_seq"]
 
 
 class RunStatus(str, enum.Enum):
@@ -36,7 +36,7 @@ class RunStatus(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class RunRecord:
+class StoredRun:
     """One run as the store knows it.
 
     ``created`` / ``updated`` / ``ended`` are Unix times in seconds;
@@ -54,7 +54,7 @@ class RunRecord:
     reason: str | None = None
 
 
-def check_appendable(record: RunRecord, thread_id: str) -> None:
+def check_appendable(record: StoredRun, thread_id: str) -> None:
     """Raise what an append to ``record`` under ``thread_id`` must raise, if anything."""
     if record.status is RunStatus.BROKEN:
         raise RunBroken(record.run_id, record.reason or "a write failed")
@@ -68,7 +68,7 @@ def check_appendable(record: RunRecord, thread_id: str) -> None:
         )
 
 
-def check_readable(record: RunRecord | None, run_id: str) -> RunRecord:
+def check_readable(record: StoredRun | None, run_id: str) -> StoredRun:
     """``record``, if the run can be read: :class:`UnknownRun` for none, :class:`RunBroken`."""
     if record is None:
         raise UnknownRun(run_id)
@@ -77,7 +77,7 @@ def check_readable(record: RunRecord | None, run_id: str) -> RunRecord:
     return record
 
 
-def resume_seq(record: RunRecord, last_event_id: str, epoch: str) -> int:
+def resume_seq(record: StoredRun, last_event_id: str, epoch: str) -> int:
     """The seq after which a client holding SSE id ``last_event_id`` resumes the run.
 
     :class:`BadEventId` for an unparsable id; :class:`WrongRun` for an id of

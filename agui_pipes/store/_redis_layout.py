@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._errors import RunBroken, RunEnded, WrongThread
-from ._records import RunRecord, RunStatus
+from ._records import RunStatus, StoredRun
 
 __all__ = ["APPEND", "BROKEN", "END", "appended", "run_record", "text"]
 
@@ -100,11 +100,11 @@ def text(value: bytes | str | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def run_record(run_id: str, fields: dict[bytes, bytes]) -> RunRecord | None:
+def run_record(run_id: str, fields: dict[bytes, bytes]) -> StoredRun | None:
     if not fields or b"status" not in fields:
         return None
     ended = fields.get(b"ended")
-    return RunRecord(
+    return StoredRun(
         thread_id=fields.get(b"thread", b"").decode(),
         run_id=run_id,
         status=RunStatus(fields[b"status"].decode()),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._records import RunRecord
+from ._records import StoredRun
 
 __all__ = ["Retention", "SweepSchedule", "doomed_runs"]
 
@@ -64,7 +64,7 @@ class SweepSchedule:
         return True
 
 
-def doomed_runs(records: Sequence[RunRecord], retention: Retention, now: float) -> list[str]:
+def doomed_runs(records: Sequence[StoredRun], retention: Retention, now: float) -> list[str]:
     """The run ids ``retention`` deletes among ``records`` (oldest first) at time ``now``.
 
     Shared by the backends that prune in Python, so ``memory:`` and

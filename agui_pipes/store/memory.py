@@ -16,7 +16,7 @@ import anyio
 from .._lazy import public_dir
 from ._base import ChangeSignals, EventLog, new_epoch
 from ._errors import RunBroken, UnknownRun
-from ._records import RunRecord, RunStatus, check_appendable
+from ._records import RunStatus, StoredRun, check_appendable
 from ._retention import Retention, doomed_runs
 from ._url import EXAMPLES, RETENTION_OPTIONS, StoreURL
 
@@ -26,7 +26,7 @@ __dir__ = public_dir(__all__)
 
 @dataclass
 class _Run:
-    record: RunRecord
+    record: StoredRun
     entries: list[bytes] = field(default_factory=list)
 
 
@@ -67,7 +67,7 @@ class MemoryEventLog(EventLog):
             if self._sweep_due(now):
                 self._prune(now)
             run = self._runs[run_id] = _Run(
-                RunRecord(thread_id, run_id, RunStatus.LIVE, now, now, None, 0)
+                StoredRun(thread_id, run_id, RunStatus.LIVE, now, now, None, 0)
             )
             self._threads.setdefault(thread_id, []).append(run_id)
         record = run.record
@@ -94,20 +94,20 @@ class MemoryEventLog(EventLog):
         stop = len(run.entries) if limit is None else min(len(run.entries), start + limit)
         return [(seq + 1, run.entries[seq]) for seq in range(start, stop)]
 
-    async def run(self, run_id: str) -> RunRecord | None:
+    async def run(self, run_id: str) -> StoredRun | None:
         self._check_open()
         await anyio.lowlevel.checkpoint()
         run = self._runs.get(run_id)
         return None if run is None else run.record
 
-    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+    async def thread_runs(self, thread_id: str) -> list[StoredRun]:
         self._check_open()
         await anyio.lowlevel.checkpoint()
         return [self._runs[run_id].record for run_id in self._threads.get(thread_id, ())]
 
     async def end_run(
         self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
-    ) -> RunRecord:
+    ) -> StoredRun:
         self._check_open()
         status = RunStatus(status)
         run = self._runs.get(run_id)
@@ -126,7 +126,7 @@ class MemoryEventLog(EventLog):
         run = self._runs.get(run_id)
         if run is None:
             self._runs[run_id] = _Run(
-                RunRecord("", run_id, RunStatus.BROKEN, now, now, now, 0, reason)
+                StoredRun("", run_id, RunStatus.BROKEN, now, now, now, 0, reason)
             )
         else:
             run.record = replace(

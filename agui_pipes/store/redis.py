@@ -52,7 +52,7 @@ from .._lazy import public_dir
 from ._base import EventLog, new_epoch
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunLost, StoreError, UnknownRun
-from ._records import RunRecord, RunStatus, check_readable
+from ._records import RunStatus, StoredRun, check_readable
 from ._redis_bridge import Bridge, close_client, translated
 from ._redis_layout import APPEND, BROKEN, END, appended, run_record, text
 from ._retention import Retention, doomed_runs
@@ -200,7 +200,7 @@ class RedisEventLog(EventLog):
 
     async def end_run(
         self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
-    ) -> RunRecord:
+    ) -> StoredRun:
         self._check_open()
         status = RunStatus(status)
         flat = await self._io(
@@ -237,7 +237,7 @@ class RedisEventLog(EventLog):
         when = self._now() if now is None else now
         client = self._redis()
         run_ids = [text(name) or "" for name in await client.zrange(self._key("runs"), 0, -1)]
-        records: list[RunRecord] = []
+        records: list[StoredRun] = []
         gone: list[str] = []
         for run_id, record in zip(run_ids, await self._records(run_ids), strict=True):
             if record is None:
@@ -274,7 +274,7 @@ class RedisEventLog(EventLog):
 
     # -- reads -----------------------------------------------------------------
 
-    async def _records(self, run_ids: Sequence[str]) -> list[RunRecord | None]:
+    async def _records(self, run_ids: Sequence[str]) -> list[StoredRun | None]:
         if not run_ids:
             return []
         async with self._redis().pipeline(transaction=False) as pipe:
@@ -283,16 +283,16 @@ class RedisEventLog(EventLog):
             replies = await pipe.execute()
         return [run_record(run_id, fields) for run_id, fields in zip(run_ids, replies, strict=True)]
 
-    async def run(self, run_id: str) -> RunRecord | None:
+    async def run(self, run_id: str) -> StoredRun | None:
         self._check_open()
         fields = await self._io(self._redis().hgetall(self._key("run:", run_id)))
         return run_record(run_id, fields)
 
-    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+    async def thread_runs(self, thread_id: str) -> list[StoredRun]:
         self._check_open()
         return await self._io(self._thread_runs(thread_id))
 
-    async def _thread_runs(self, thread_id: str) -> list[RunRecord]:
+    async def _thread_runs(self, thread_id: str) -> list[StoredRun]:
         key = self._key("thread:", thread_id)
         run_ids = [text(name) or "" for name in await self._redis().zrange(key, 0, -1)]
         records = await self._records(run_ids)
@@ -363,6 +363,6 @@ class RedisEventLog(EventLog):
                     yield entry
 
 
-def _raise_if_lost(record: RunRecord) -> None:
+def _raise_if_lost(record: StoredRun) -> None:
     if record.status is RunStatus.LOST:
         raise RunLost(record.run_id, record.reason or "its writer died")

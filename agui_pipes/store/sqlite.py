@@ -34,7 +34,7 @@ from .._lazy import public_dir
 from ._base import ChangeSignals, EventLog
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, StoreError, UnknownRun
-from ._records import RunRecord, RunStatus, check_appendable
+from ._records import RunStatus, StoredRun, check_appendable
 from ._retention import Retention, doomed_runs
 from ._sqlite_file import immediate, open_file
 from ._url import EXAMPLES, StoreURL
@@ -52,9 +52,9 @@ _COLUMNS = "id, thread_id, run_id, status, created, updated, ended, last_seq, re
 _Row = tuple[int, str, str, str, float, float, "float | None", int, "str | None"]
 
 
-def _record(row: _Row) -> RunRecord:
+def _record(row: _Row) -> StoredRun:
     _, thread_id, run_id, status, created, updated, ended, last_seq, reason = row
-    return RunRecord(
+    return StoredRun(
         thread_id, run_id, RunStatus(status), created, updated, ended, last_seq, reason
     )
 
@@ -190,7 +190,7 @@ class SQLiteEventLog(EventLog):
 
     async def end_run(
         self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
-    ) -> RunRecord:
+    ) -> StoredRun:
         self._check_open()
         status = RunStatus(status)
         now = self._now()
@@ -287,7 +287,7 @@ class SQLiteEventLog(EventLog):
 
         return await self._call(query)
 
-    async def run(self, run_id: str) -> RunRecord | None:
+    async def run(self, run_id: str) -> StoredRun | None:
         self._check_open()
 
         def query(conn: sqlite3.Connection) -> _Row | None:
@@ -299,7 +299,7 @@ class SQLiteEventLog(EventLog):
         row = await self._call(query)
         return None if row is None else _record(row)
 
-    async def thread_runs(self, thread_id: str) -> list[RunRecord]:
+    async def thread_runs(self, thread_id: str) -> list[StoredRun]:
         self._check_open()
 
         def query(conn: sqlite3.Connection) -> list[_Row]:
