@@ -188,6 +188,16 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help=(
+            "let a browser app on ORIGIN (scheme://host[:port], as its Origin header says) "
+            "call this server; repeatable (default: no cross-origin calls)"
+        ),
+    )
+    parser.add_argument(
         "--inspect",
         action="store_true",
         help="also serve the inspector at /inspect, showing the last 50 runs (live ones update)",
@@ -242,13 +252,14 @@ def _serve(args: argparse.Namespace) -> int:
 
             app = build_app(
                 agent=DemoAgent(pace=args.pace), chain=served, path=args.path,
-                options=_options_of(args),
+                options=_options_of(args), cors_origins=args.cors_origin,
             )
             what = "the demo agent"
         else:
             app = build_app(
                 upstream=args.upstream, chain=served, path=args.path,
                 options=_options_of(args), timeout=_timeout(args.timeout),
+                cors_origins=args.cors_origin,
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:

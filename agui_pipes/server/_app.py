@@ -7,11 +7,12 @@ worker without starting a run.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from .._pipeline.chain import ChainFactory
+from ._cors import cors_middleware
 from ._options import ServerOptions
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ def build_app(
     chain: ChainFactory | None = None,
     path: str = "/",
     options: ServerOptions | None = None,
+    cors_origins: Iterable[str] | None = None,
     **keywords: Any,
 ) -> Starlette:
     """A Starlette app serving ``agent`` or relaying to ``upstream`` at ``POST path``.
@@ -41,7 +43,9 @@ def build_app(
     shutdown by the app's lifespan. With ``store=`` (agent or gateway) the
     app also serves ``{path}/runs/{runId}`` (resume), ``{path}/runs/{runId}/stop``
     and ``{path}/threads/{threadId}``, and its lifespan opens the event log at
-    startup and closes it at shutdown.
+    startup and closes it at shutdown. ``cors_origins`` (``scheme://host[:port]``
+    each, or ``"*"``) lets browser apps on those origins call every route
+    (docs/security.md, CORS); an origin that is not one is a ValueError here.
     """
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -58,6 +62,7 @@ def build_app(
     async def health(request: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
+    middleware = [] if not cors_origins else [cors_middleware(cors_origins)]
     routes = [Route(HEALTH_PATH, health, methods=["GET"])]
     if upstream is not None:
         from .gateway import Gateway
@@ -70,18 +75,18 @@ def build_app(
             async with gateway.lifespan(app):
                 yield
 
-        return Starlette(routes=routes, lifespan=lifespan)
+        return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
 
     from .endpoint import AgentEndpoint
 
     endpoint = AgentEndpoint(agent, chain=chain, options=options, **keywords)
     routes.extend(endpoint.routes(path))
     if endpoint.durable is None:
-        return Starlette(routes=routes)
+        return Starlette(routes=routes, middleware=middleware)
 
     @asynccontextmanager
     async def store_lifespan(app: object) -> AsyncIterator[None]:
         async with endpoint.lifespan(app):
             yield
 
-    return Starlette(routes=routes, lifespan=store_lifespan)
+    return Starlette(routes=routes, lifespan=store_lifespan, middleware=middleware)
