@@ -11,6 +11,10 @@ Hypothesis strategies that generate valid AG-UI streams live in
 ``agui_pipes.testing.strategies`` (imported on demand, so hypothesis stays a
 test-only dependency). Fixtures are registered with pytest by the package's
 ``pytest11`` entry point (``agui_pipes.testing.pytest_plugin``).
+
+``MockServer`` (and ``agui-pipes mock``) is the other side: a fake AG-UI
+backend for testing a frontend — scripted scenarios, replayed recordings,
+planted faults (docs/testing.md, "Testing a frontend").
 """
 
 from typing import TYPE_CHECKING
@@ -32,6 +36,10 @@ if TYPE_CHECKING:
         tool_call_chunks,
     )
     from ._collect import collect
+    from ._mock_faults import FAULT_HEADER
+    from ._mock_replay import ReplayError
+    from ._mock_scenarios import ScenarioFile, load_scenarios
+    from ._mock_server import MockServer, mock_app
 
     run = run_events
     """Deprecated: the 0.1 name of ``run_events``."""
@@ -57,14 +65,26 @@ else:
             "tool_call": "._builders",
             "tool_call_chunks": "._builders",
             "collect": "._collect",
+            "FAULT_HEADER": "._mock_faults",
+            "ReplayError": "._mock_replay",
+            "ScenarioFile": "._mock_scenarios",
+            "load_scenarios": "._mock_scenarios",
+            "MockServer": "._mock_server",
+            "mock_app": "._mock_server",
         },
         deprecated={"run": "run_events"},
     )
 
 __all__ = [
+    "FAULT_HEADER",
+    "MockServer",
+    "ReplayError",
+    "ScenarioFile",
     "assert_events_equal",
     "collect",
     "event_lines",
+    "load_scenarios",
+    "mock_app",
     "reasoning",
     "run_error",
     "run_events",

@@ -8,6 +8,11 @@ so it cannot collide with a project's own fixtures:
 * ``agui_run_transformer`` — ``run_transformer(stage, events)``: runs the given
   instance (pass ``stage.fresh()`` to keep a configured stage pristine).
 * ``agui_assert_events_equal`` — ``assert_events_equal`` with its readable diff.
+* ``agui_mock_server`` — a started ``MockServer`` (the fake AG-UI backend) on a
+  free 127.0.0.1 port, stopped after the test; it serves the scenarios of
+  ``agui_mock_scenarios`` (override that fixture — a path, YAML text or a
+  mapping — or call ``agui_mock_server.use(...)`` in the test). The server has
+  its own thread and loop, so the test may be sync, asyncio or trio.
 
 The 0.1 names ``run_stage`` (which ran a fresh copy) and ``assert_events`` still
 work for one release and warn with a ``DeprecationWarning``.
@@ -19,7 +24,7 @@ plugin: every pytest session of a project with agui_pipes installed loads it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -29,10 +34,13 @@ if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
 
     from .._pipeline.transformer import Stage
+    from ._mock_server import MockServer, ScenarioSource
 
 __all__ = [
     "agui_assert_events_equal",
     "agui_events",
+    "agui_mock_scenarios",
+    "agui_mock_server",
     "agui_run_transformer",
     "assert_events",
     "run_stage",
@@ -63,6 +71,21 @@ def agui_assert_events_equal() -> Callable[..., None]:
     from ._assertions import assert_events_equal
 
     return assert_events_equal
+
+
+@pytest.fixture
+def agui_mock_scenarios() -> ScenarioSource:
+    """The scenarios ``agui_mock_server`` serves: none (override this fixture to give some)."""
+    return None
+
+
+@pytest.fixture
+def agui_mock_server(agui_mock_scenarios: ScenarioSource) -> Iterator[MockServer]:
+    """A ``MockServer`` serving ``agui_mock_scenarios`` on a free port of 127.0.0.1."""
+    from ._mock_server import MockServer
+
+    with MockServer(agui_mock_scenarios) as server:
+        yield server
 
 
 def _renamed(old: str, new: str) -> None:
