@@ -38,6 +38,7 @@ from ag_ui.core import (
     StepStartedEvent,
     TextMessageContentEvent,
     TextMessageStartEvent,
+    ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
@@ -69,8 +70,13 @@ BREAKABLE_RULES: tuple[Rule, ...] = (
     Rule.OPEN_AT_FINISH,
     Rule.TRUNCATED,
 )
-"""The verifier rules ``break=`` can break in any run (the chunk rules need a chunked
-stream and ``limit-exceeded`` a producer-side state, so they are not offered)."""
+"""The verifier rules ``break=`` can break (the chunk rules need a chunked stream and
+``limit-exceeded`` a producer-side state, so they are not offered).
+
+``unknown-id`` and ``out-of-order`` are rules of the strict producer profile
+(``Verifier("producer")``): the reference client tolerates both, so a frontend
+sees nothing wrong. ``open-at-finish`` needs a run that finishes (a RUN_ERROR may
+leave things open)."""
 
 _TERMINAL = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
 _AFTER = re.compile(r"^(?P<value>[^@]+?)(?:@(?P<after>\d+))?$")
@@ -212,6 +218,7 @@ def _planted(rule: Rule) -> list[BaseEvent]:
         return [
             ToolCallStartEvent(tool_call_id="mock-early", tool_call_name="mock"),
             ToolCallResultEvent(message_id="mock-result", tool_call_id="mock-early", content="?"),
+            ToolCallEndEvent(tool_call_id="mock-early"),
         ]
     if rule is Rule.OPEN_AT_FINISH:
         return [StepStartedEvent(step_name="mock-left-open")]
@@ -228,7 +235,7 @@ async def mutate(events: AsyncIterator[BaseEvent], plan: FaultPlan) -> AsyncIter
         out: list[BaseEvent] = [event]
         if rule is not None and event.type == EventType.RUN_STARTED:
             if rule is Rule.FIRST_EVENT:
-                out = []
+                out = [TextMessageStartEvent(message_id="mock-before-start"), event]
             elif rule is Rule.DUPLICATE_RUN_STARTED:
                 out = [event, event]
             else:
