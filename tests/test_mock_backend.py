@@ -162,10 +162,12 @@ async def post(
 
 async def client_run(url: str, payload: dict[str, Any], fault: str | None = None) -> Any:
     headers = {FAULT_HEADER: fault} if fault else {}
-    async with Client(headers=headers, max_reconnects=0) as client:
-        async with client.run(url, payload) as events:
-            seen = [event async for event in events]
-            return seen, events.result()
+    async with (
+        Client(headers=headers, max_reconnects=0) as client,
+        client.run(url, payload) as events,
+    ):
+        seen = [event async for event in events]
+        return seen, events.result()
 
 
 # -- scenarios ---------------------------------------------------------------------
@@ -175,7 +177,11 @@ async def test_text_is_streamed_per_token_at_the_scenario_pace(mock: MockServer)
     answer = await post(mock.url, body("paced"))
     deltas = [e.delta for e in answer.events if e.type == EventType.TEXT_MESSAGE_CONTENT]
     assert deltas == ["one ", "two ", "three"]
-    content = [t for t, e in zip(answer.times, answer.events) if e.type.value.endswith("CONTENT")]
+    content = [
+        t
+        for t, e in zip(answer.times, answer.events, strict=True)
+        if e.type.value.endswith("CONTENT")
+    ]
     assert content[-1] - content[0] >= 2 * 0.05 * 0.9  # two paced gaps (timer granularity)
 
 
@@ -416,6 +422,5 @@ def test_the_scenario_file_and_the_fault_syntax_are_checked_at_load() -> None:
             "scenarios:\n  - name: a\n    fault: drop-after=x\n    script: [{text: hi}]\n"
         )
     assert str(info.value) == (
-        "<string>:3:12: scenarios[0].fault: fault `drop-after` takes a whole number >= 0, "
-        "got 'x'"
+        "<string>:3:12: scenarios[0].fault: fault `drop-after` takes a whole number >= 0, got 'x'"
     )
