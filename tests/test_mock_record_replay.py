@@ -20,7 +20,7 @@ from _servers import serve
 from agui_pipes.codecs import encode_ndjson
 from agui_pipes.server import build_app
 from agui_pipes.testing import MockServer, ReplayError, run_events, text
-from agui_pipes.testing._mock_replay import read_recordings
+from agui_pipes.testing._mock.replay import read_recordings
 
 pytestmark = pytest.mark.anyio
 

@@ -98,11 +98,11 @@ def _main(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from ..testing._mock_server import mock_app, quiet_planted_drops
+        from ..testing._mock.server import mock_app, quiet_planted_drops
     except ImportError as exc:
         return _usage(f"the mock needs the server extra: pip install 'agui-pipes[server]' ({exc})")
     from ..config import ConfigError
-    from ..testing._mock_replay import ReplayError
+    from ..testing._mock.replay import ReplayError
 
     try:
         app, mock = mock_app(

@@ -36,10 +36,10 @@ if TYPE_CHECKING:
         tool_call_chunks,
     )
     from ._collect import collect
-    from ._mock_faults import FAULT_HEADER
-    from ._mock_replay import ReplayError
-    from ._mock_scenarios import ScenarioFile, load_scenarios
-    from ._mock_server import MockServer, mock_app
+    from ._mock.faults import FAULT_HEADER
+    from ._mock.replay import ReplayError
+    from ._mock.scenarios import ScenarioFile, load_scenarios
+    from ._mock.server import MockServer, mock_app
 
     run = run_events
     """Deprecated: the 0.1 name of ``run_events``."""
@@ -65,12 +65,12 @@ else:
             "tool_call": "._builders",
             "tool_call_chunks": "._builders",
             "collect": "._collect",
-            "FAULT_HEADER": "._mock_faults",
-            "ReplayError": "._mock_replay",
-            "ScenarioFile": "._mock_scenarios",
-            "load_scenarios": "._mock_scenarios",
-            "MockServer": "._mock_server",
-            "mock_app": "._mock_server",
+            "FAULT_HEADER": "._mock.faults",
+            "ReplayError": "._mock.replay",
+            "ScenarioFile": "._mock.scenarios",
+            "load_scenarios": "._mock.scenarios",
+            "MockServer": "._mock.server",
+            "mock_app": "._mock.server",
         },
         deprecated={"run": "run_events"},
     )

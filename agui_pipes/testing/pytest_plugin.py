@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
 
     from .._pipeline.transformer import Stage
-    from ._mock_server import MockServer, ScenarioSource
+    from ._mock.server import MockServer, ScenarioSource
 
 __all__ = [
     "agui_assert_events_equal",
@@ -82,7 +82,7 @@ def agui_mock_scenarios() -> ScenarioSource:
 @pytest.fixture
 def agui_mock_server(agui_mock_scenarios: ScenarioSource) -> Iterator[MockServer]:
     """A ``MockServer`` serving ``agui_mock_scenarios`` on a free port of 127.0.0.1."""
-    from ._mock_server import MockServer
+    from . import MockServer
 
     with MockServer(agui_mock_scenarios) as server:
         yield server

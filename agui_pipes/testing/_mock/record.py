@@ -28,9 +28,9 @@ from typing import Any
 import anyio
 from ag_ui.core import RunAgentInput
 
-from ..codecs import CodecError, SSEDecoder
-from ..server._streaming import Receive, Scope, Send
-from ._mock_replay import EVENTS_FILE, REQUEST_FILE, TIMING_FILE
+from ...codecs import CodecError, SSEDecoder
+from ...server._streaming import Receive, Scope, Send
+from .replay import EVENTS_FILE, REQUEST_FILE, TIMING_FILE
 
 __all__ = ["Recorder"]
 

@@ -34,8 +34,8 @@ from ag_ui.core import (
     UserMessage,
 )
 
-from ..driver import Emitter, RunContext, RunError, RunOutcome
-from ._mock_scenarios import Match, Scenario, Step, ToolCallStep
+from ...driver import Emitter, RunContext, RunError, RunOutcome
+from .scenarios import Match, Scenario, Step, ToolCallStep
 
 __all__ = ["ScriptAgent", "matches", "select", "tokens"]
 

@@ -43,7 +43,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from ..verify import Rule
+from ...verify import Rule
 
 __all__ = [
     "BREAKABLE_RULES",

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..config._errors import ConfigError, KeyPath, did_you_mean
-from ..config._source import Located, parse_text
-from ._mock_faults import FaultPlan, parse_faults
+from ...config._errors import ConfigError, KeyPath, did_you_mean
+from ...config._source import Located, parse_text
+from .faults import FaultPlan, parse_faults
 
 __all__ = [
     "Match",
@@ -219,7 +219,7 @@ def load_scenarios(
     Raises ``agui_pipes.config.ConfigError`` located at the problem. Relative
     ``replay:`` paths are resolved against the file's directory.
     """
-    from ..config._loader import read_source
+    from ...config._loader import read_source
 
     doc = read_source(source, env=env)
     base = Path(doc.source).parent if doc.source not in ("<string>", "<mapping>") else Path()

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import RunAgentInput
 
-from ..server._app import HEALTH_PATH
-from ._mock_app import MockApp, MockDrop
-from ._mock_replay import read_recordings
-from ._mock_scenarios import ScenarioFile, load_scenarios
+from ...server._app import HEALTH_PATH
+from .app import MockApp, MockDrop
+from .replay import read_recordings
+from .scenarios import ScenarioFile, load_scenarios
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -96,7 +96,7 @@ def mock_app(
         raise ValueError(f"speed must be > 0 (inf: as fast as possible), got {speed}")
     recorder = None
     if record is not None and upstream is not None:
-        from ._mock_record import Recorder
+        from .record import Recorder
 
         recorder = Recorder(upstream, record)
     mock = MockApp(

@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING
 import anyio
 from ag_ui.core import BaseEvent, RunAgentInput
 
-from ..codecs import encode_sse, sse_comment
-from ..driver import RunContext, RunError, run
-from ..server._http import BadRequest, accept_run_input, send_json_error
-from ..server._streaming import SSE_HEADERS, Receive, Scope, Send
-from ._mock_faults import FAULT_HEADER, FaultPlan, mutate, parse_faults
-from ._mock_replay import Recording, ReplayBook, paced, read_recordings
-from ._mock_scenarios import Scenario, ScenarioFile
-from ._mock_script import ScriptAgent, select
+from ...codecs import encode_sse, sse_comment
+from ...driver import RunContext, RunError, run
+from ...server._http import BadRequest, accept_run_input, send_json_error
+from ...server._streaming import SSE_HEADERS, Receive, Scope, Send
+from .faults import FAULT_HEADER, FaultPlan, mutate, parse_faults
+from .replay import Recording, ReplayBook, paced, read_recordings
+from .scenarios import Scenario, ScenarioFile
+from .script import ScriptAgent, select
 
 if TYPE_CHECKING:
-    from ._mock_record import Recorder
+    from .record import Recorder
 
 __all__ = ["MALFORMED_FRAME", "MockApp", "MockDrop"]
 

@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 from ag_ui.core import BaseEvent, RunAgentInput
 
-from ..codecs import CodecError, DecodeError, NDJSONDecoder, SSEDecoder, decode
+from ...codecs import CodecError, DecodeError, NDJSONDecoder, SSEDecoder, decode
 
 __all__ = [
     "EVENTS_FILE",
