@@ -48,6 +48,7 @@ from ...verify import Rule
 __all__ = [
     "BREAKABLE_RULES",
     "FAULT_HEADER",
+    "FAULT_NAMES",
     "HTTP_FAULT_STATUSES",
     "FaultPlan",
     "mutate",
@@ -136,7 +137,7 @@ def _timed(name: str, text: str, default_after: int) -> tuple[int, float]:
     return (int(after) if after else default_after, _number(name, found.group("value")))
 
 
-_NAMES = (
+FAULT_NAMES: tuple[str, ...] = (
     "status",
     "retry-after",
     "first-byte",
@@ -160,8 +161,8 @@ def parse_faults(spec: str) -> FaultPlan:
         if not item:
             continue
         name, _, value = (part.strip() for part in item.partition("="))
-        if name not in _NAMES:
-            raise ValueError(f"unknown fault `{name}`; the faults are: " + ", ".join(_NAMES))
+        if name not in FAULT_NAMES:
+            raise ValueError(f"unknown fault `{name}`; the faults are: " + ", ".join(FAULT_NAMES))
         if not value:
             raise ValueError(f"fault `{name}` needs a value (`{name}=...`)")
         if name == "status":
