@@ -425,3 +425,46 @@ def test_the_scenario_file_and_the_fault_syntax_are_checked_at_load() -> None:
     assert str(info.value) == (
         "<string>:3:12: scenarios[0].fault: fault `drop-after` takes a whole number >= 0, got 'x'"
     )
+
+
+# -- durable runs: ids, resume, join --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def durable() -> Iterator[MockServer]:
+    with MockServer(SCENARIOS, keepalive=None, durable=True) as server:
+        yield server
+
+
+async def test_durable_frames_carry_ids_and_a_cut_run_is_resumed(
+    durable: MockServer, mock: MockServer
+) -> None:
+    plain = (await post(mock.url, body("long", run_id="cut"))).events
+    answer = await post(durable.url, body("long", run_id="cut-1"))
+    ids = [line for line in answer.raw.split(b"\n") if line.startswith(b"id: ")]
+    assert [i.rsplit(b":", 1)[1] for i in ids] == [str(n).encode() for n in range(1, 11)]
+    assert answer.events == (await post(mock.url, body("long", run_id="cut-1"))).events
+    # Every request of this client (the resumes too) is cut after three frames; the
+    # client resumes after the last id it got and still sees each event exactly once.
+    headers = {FAULT_HEADER: "drop-after=3"}
+    async with (
+        Client(headers=headers, backoff=0.01) as client,
+        client.run(durable.url, body("long", run_id="cut")) as events,
+    ):
+        seen = [event async for event in events]
+    assert seen == plain
+    assert events.reconnects == 3
+
+
+async def test_resume_after_an_id_and_join_from_the_start(durable: MockServer) -> None:
+    first = await post(durable.url, body("long", run_id="join"))
+    second_id = first.raw.split(b"\n")[3].removeprefix(b"id: ").decode()
+    async with httpx.AsyncClient() as http:
+        rest = await http.get(durable.url + "runs/join", headers={"last-event-id": second_id})
+        joined = await http.get(durable.url + "runs/join")
+        unknown = await http.get(durable.url + "runs/nobody")
+        refused = await http.get(durable.url + "runs/join", headers={"last-event-id": "x"})
+    assert rest.content == first.raw.split(b"\n\n", 2)[2]
+    assert joined.content == first.raw
+    assert (unknown.status_code, unknown.json()["error"]) == (404, "resume_failed")
+    assert refused.status_code == 400

@@ -72,6 +72,12 @@ def register(subparsers: Any) -> None:
         help="keep-alive comment after this much silence (default 15; 0: none)",
     )
     parser.add_argument(
+        "--durable",
+        action="store_true",
+        help="give frames SSE ids and serve GET {path}runs/{runId} (resume with "
+        "Last-Event-ID, or join), from an in-memory log",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug")
     )
     parser.set_defaults(handler=_main)
@@ -114,6 +120,7 @@ def _main(args: argparse.Namespace) -> int:
             upstream=args.upstream,
             path=args.path,
             keepalive=args.keepalive or None,
+            durable=args.durable,
         )
     except ConfigError as exc:
         return _usage(f"invalid scenario file: {exc}")

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
+from urllib.parse import parse_qs
 
 import anyio
 from ag_ui.core import BaseEvent, RunAgentInput
@@ -33,6 +34,8 @@ from ...codecs import encode_sse, sse_comment
 from ...driver import RunContext, RunError, run
 from ...server._http import BadRequest, accept_run_input, send_json_error
 from ...server._streaming import SSE_HEADERS, Receive, Scope, Send
+from ...store import StoreError
+from .durable import EventSource, FrameSource, MockRuns
 from .faults import FAULT_HEADER, FaultPlan, mutate, parse_faults
 from .replay import Recording, ReplayBook, paced, read_recordings
 from .scenarios import Scenario, ScenarioFile
@@ -49,8 +52,6 @@ MALFORMED_FRAME = b'data: {"type": "TEXT_MESSAGE_CONTENT", "messageId": \n\n'
 """The frame ``malformed=N`` sends: an SSE frame whose data is not JSON."""
 
 _KEEPALIVE = sse_comment("keep-alive")
-
-Source = Callable[[], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]]
 
 
 class MockDrop(Exception):
@@ -79,6 +80,7 @@ class MockApp:
         keepalive: float | None = 15.0,
         recorder: Recorder | None = None,
         max_body_bytes: int = 10 * 1024 * 1024,
+        durable: bool = False,
     ) -> None:
         self.scenarios = scenarios
         self.book = ReplayBook(replay)
@@ -90,6 +92,8 @@ class MockApp:
         self.requests: list[RunAgentInput] = []
         """Every valid request received, in order (what a test asserts the frontend sent)."""
         self._files: dict[str, Recording] = {}
+        self.runs = MockRuns() if durable else None
+        """The durable runs (``durable=True``): ids, resume and join (``durable.py``)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         accepted = await accept_run_input(
@@ -113,9 +117,37 @@ class MockApp:
                     send, BadRequest(400, "invalid_fault", f"{FAULT_HEADER}: {exc}")
                 )
                 return
-        await self._respond(plan, self._source(scenario, request), receive, send)
+        events = _mutated(self._source(scenario, request), plan)
+        if self.runs is None:
+            await self._respond(plan, _encoded(events), receive, send)
+            return
+        await self.runs.start(request, events)
+        await self._respond(plan, self.runs.frames(request.run_id), receive, send)
 
-    def _source(self, scenario: Scenario | None, request: RunAgentInput) -> Source:
+    async def resume(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``GET {path}runs/{runId}``: the rest of a durable run after ``Last-Event-ID``.
+
+        Without the header (or ``?after=``) the run from its first event: a join.
+        The request's ``x-agui-mock-fault`` frame- and HTTP-level faults apply.
+        """
+        assert self.runs is not None, "the resume route is served for durable=True only"
+        run_id = str(scope.get("path_params", {}).get("run_id", ""))
+        last_event_id = _header(scope, "last-event-id")
+        if last_event_id is None:
+            after = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after")
+            last_event_id = after[-1] if after else None
+        try:
+            plan = parse_faults(_header(scope, FAULT_HEADER) or "")
+            start = await self.runs.resume_after(run_id, last_event_id)
+        except ValueError as exc:
+            await send_json_error(send, BadRequest(400, "invalid_fault", f"{FAULT_HEADER}: {exc}"))
+            return
+        except StoreError as exc:
+            await send_json_error(send, BadRequest(exc.http_status, "resume_failed", str(exc)))
+            return
+        await self._respond(plan, self.runs.frames(run_id, start), receive, send)
+
+    def _source(self, scenario: Scenario | None, request: RunAgentInput) -> EventSource:
         if scenario is not None and scenario.replay is not None:
             path = str(scenario.replay)
             recording = self._files.get(path)
@@ -137,7 +169,9 @@ class MockApp:
 
         return lambda: run(unmatched, request)
 
-    async def _respond(self, plan: FaultPlan, source: Source, receive: Receive, send: Send) -> None:
+    async def _respond(
+        self, plan: FaultPlan, frames: FrameSource, receive: Receive, send: Send
+    ) -> None:
         if plan.first_byte:
             await anyio.sleep(plan.first_byte)
         if plan.status is not None:
@@ -150,7 +184,7 @@ class MockApp:
             group.start_soon(_watch_disconnect, receive, group.cancel_scope)
             group.start_soon(writer.tick)
             try:
-                await self._stream(plan, source, writer)
+                await _stream(plan, frames, writer)
             except _Truncate:
                 pass
             except MockDrop as exc:
@@ -160,14 +194,37 @@ class MockApp:
             raise dropped  # outside the task group: the server sees this one exception
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _stream(self, plan: FaultPlan, source: Source, writer: _Writer) -> None:
-        sent = 0
+
+async def _stream(plan: FaultPlan, frames: FrameSource, writer: _Writer) -> None:
+    sent = 0
+    async with frames() as stream:
+        async for frame in stream:
+            await _planted_at(sent, plan, writer)
+            await writer.write(frame)
+            sent += 1
+    await _planted_at(sent, plan, writer)
+
+
+def _mutated(source: EventSource, plan: FaultPlan) -> EventSource:
+    """``source`` with the plan's event-level faults applied."""
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[AsyncIterator[BaseEvent]]:
         async with source() as events:
-            async for event in mutate(events, plan):
-                await _planted_at(sent, plan, writer)
-                await writer.write(encode_sse(event))
-                sent += 1
-        await _planted_at(sent, plan, writer)
+            yield mutate(events, plan)
+
+    return opened
+
+
+def _encoded(source: EventSource) -> FrameSource:
+    """``source``'s events as SSE frames (``codecs.encode_sse``)."""
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[AsyncIterator[bytes]]:
+        async with source() as events:
+            yield (encode_sse(event) async for event in events)
+
+    return opened
 
 
 def _header(scope: Scope, name: str) -> str | None:
@@ -183,7 +240,7 @@ async def _paced(recording: Recording, speed: float) -> AsyncIterator[AsyncItera
     yield paced(recording, speed)
 
 
-def _replayed(recording: Recording, speed: float) -> Source:
+def _replayed(recording: Recording, speed: float) -> EventSource:
     return lambda: _paced(recording, speed)
 
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ag_ui.core import RunAgentInput
 
 from ...server._app import HEALTH_PATH
+from ...server._streaming import Receive, Scope, Send
 from .app import MockApp, MockDrop
 from .replay import read_recordings
 from .scenarios import ScenarioFile, load_scenarios
@@ -76,12 +77,15 @@ def mock_app(
     upstream: str | None = None,
     path: str = "/",
     keepalive: float | None = 15.0,
+    durable: bool = False,
 ) -> tuple[Starlette, MockApp]:
     """The mock's Starlette app (``POST path`` and ``GET /healthz``) and its ``MockApp``.
 
     ``scenarios`` as for ``MockServer``; ``replay`` recordings are served to
     requests no scenario matches; ``record`` with ``upstream`` relays every
-    request to ``upstream`` and saves it under ``record``. Raises
+    request to ``upstream`` and saves it under ``record``.
+    ``durable`` gives every frame an SSE id and adds ``GET {path}runs/{runId}``
+    (resume after ``Last-Event-ID``, or join from the start). Raises
     ``ConfigError`` for a bad scenario file, ``ReplayError`` for a bad
     recording, ``ValueError`` for bad options.
     """
@@ -106,6 +110,7 @@ def mock_app(
         seed=seed,
         keepalive=keepalive,
         recorder=recorder,
+        durable=durable,
     )
 
     async def health(request: Request) -> PlainTextResponse:
@@ -114,13 +119,31 @@ def mock_app(
     @asynccontextmanager
     async def lifespan(app: object) -> AsyncIterator[None]:
         try:
-            yield
+            if mock.runs is None:
+                yield
+            else:
+                async with mock.runs.running():
+                    yield
         finally:
             if recorder is not None:
                 await recorder.aclose()
 
     routes = [Route(HEALTH_PATH, health, methods=["GET"]), Route(path, mock, methods=["POST"])]
+    if durable:
+        base = path if path.endswith("/") else path + "/"
+        routes.append(Route(f"{base}runs/{{run_id:path}}", _Resume(mock), methods=["GET"]))
     return Starlette(routes=routes, lifespan=lifespan), mock
+
+
+class _Resume:
+    """``MockApp.resume`` as a plain ASGI app (a bound method would be taken for a
+    request-response endpoint by Starlette)."""
+
+    def __init__(self, mock: MockApp) -> None:
+        self._mock = mock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._mock.resume(scope, receive, send)
 
 
 class MockServer:
@@ -144,6 +167,7 @@ class MockServer:
         port: int = 0,
         path: str = "/",
         keepalive: float | None = 15.0,
+        durable: bool = False,
     ) -> None:
         self.app, self._mock = mock_app(
             scenarios,
@@ -154,6 +178,7 @@ class MockServer:
             upstream=upstream,
             path=path,
             keepalive=keepalive,
+            durable=durable,
         )
         self.host = host
         self.port = port
@@ -189,6 +214,7 @@ class MockServer:
             log_level="warning",
             loop="asyncio",
             http="h11",
+            lifespan="on",
             timeout_graceful_shutdown=1,
         )
         server = uvicorn.Server(config)
