@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from _mock_scenarios import SCENARIOS
 from ag_ui.core import BaseEvent, EventType
 
 from agui_pipes.client import Client, ResumeFailed, ServerError
@@ -24,69 +25,6 @@ from agui_pipes.testing._mock.faults import BREAKABLE_RULES
 from agui_pipes.verify import Profile, VerificationError, Verifier
 
 pytestmark = pytest.mark.anyio
-
-SCENARIOS = """\
-version: 1
-seed: 7
-scenarios:
-  - name: weather-shown
-    match: {tool_result: show_weather}
-    script:
-      - text: "The card says {{tool_result}}."
-  - name: weather
-    match: {user: "(?i)weather"}
-    script:
-      - reasoning: "Look it up, then show it."
-      - text: "Checking the weather."
-      - tool_calls:
-          - {name: get_weather, args: {city: Lisbon}, result: {temp: 21}}
-          - {name: show_weather, args: {temp: 21}}
-  - name: paced
-    match: {user: "^paced$"}
-    pace: 0.05
-    script:
-      - text: "one two three"
-  - name: stateful
-    match: {user: state}
-    script:
-      - state: {snapshot: {city: Lisbon, days: 2}}
-      - state: {delta: [{op: replace, path: /days, value: 3}]}
-      - custom: {name: progress, value: 1}
-  - name: delegated
-    match: {user: delegate}
-    script:
-      - step:
-          name: plan
-          script:
-            - subagent:
-                name: expert
-                description: knows the city
-                script: [{text: "Sunny."}]
-                result: {sunny: true}
-            - subagent: {name: flaky, error: "no forecast"}
-  - name: approved
-    match: {resume: true}
-    script: [{text: "Approved, going ahead."}]
-  - name: approval
-    match: {user: "delete"}
-    script:
-      - tool_call: {name: delete_files, args: {path: /tmp}}
-    outcome:
-      interrupt: {reason: tool_approval, message: "Delete /tmp?", tool_call: delete_files}
-  - name: broken
-    match: {user: boom}
-    outcome: {error: {message: "the model is down", code: MODEL_DOWN}}
-  - name: vip
-    match: {thread: "vip-.*", forwarded_props: {tier: gold}}
-    script: [{text: "Welcome back."}]
-  - name: planted
-    match: {user: planted}
-    fault: "duplicate=2"
-    script: [{text: "a b"}]
-  - name: long
-    match: {user: long}
-    script: [{text: "one two three four five six"}]
-"""
 
 
 @pytest.fixture(scope="module")
