@@ -175,3 +175,16 @@ def test_unreadable_recordings_say_which_file(tmp_path: Path) -> None:
     empty.mkdir()
     with pytest.raises(ReplayError, match="a directory with no recorded runs in it"):
         read_recordings([empty])
+
+
+async def test_recording_an_unreachable_upstream_is_a_502(tmp_path: Path) -> None:
+    with MockServer(record=tmp_path / "runs", upstream="http://127.0.0.1:1/") as recorder:
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(recorder.url, json=body())
+    assert response.status_code == 502
+    assert response.json()["error"] == "upstream_unreachable"
+    assert not _runs(tmp_path / "runs")
+
+
+def _runs(directory: Path) -> list[Path]:
+    return list(directory.iterdir())

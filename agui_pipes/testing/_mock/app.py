@@ -36,7 +36,7 @@ from ...server._http import BadRequest, accept_run_input, send_json_error
 from ...server._streaming import SSE_HEADERS, Receive, Scope, Send
 from ...store import StoreError
 from .durable import EventSource, FrameSource, MockRuns
-from .faults import FAULT_HEADER, FaultPlan, mutate, parse_faults
+from .faults import FAULT_HEADER, FaultPlan, MockDrop, mutate, parse_faults
 from .replay import Recording, ReplayBook, paced, read_recordings
 from .scenarios import Scenario, ScenarioFile
 from .script import ScriptAgent, select
@@ -44,7 +44,7 @@ from .script import ScriptAgent, select
 if TYPE_CHECKING:
     from .record import Recorder
 
-__all__ = ["MALFORMED_FRAME", "MockApp", "MockDrop"]
+__all__ = ["MALFORMED_FRAME", "MockApp"]
 
 _log = logging.getLogger("agui_pipes.testing.mock")
 
@@ -52,15 +52,6 @@ MALFORMED_FRAME = b'data: {"type": "TEXT_MESSAGE_CONTENT", "messageId": \n\n'
 """The frame ``malformed=N`` sends: an SSE frame whose data is not JSON."""
 
 _KEEPALIVE = sse_comment("keep-alive")
-
-
-class MockDrop(Exception):
-    """Raised to make the ASGI server cut the connection (the ``drop-after`` fault).
-
-    An ASGI app cannot close its socket; an exception after the response
-    started is how it asks the server to abort the response, which leaves the
-    client with a body that never ended (no final chunk).
-    """
 
 
 class _Truncate(Exception):

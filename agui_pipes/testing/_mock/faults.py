@@ -51,6 +51,7 @@ __all__ = [
     "FAULT_NAMES",
     "HTTP_FAULT_STATUSES",
     "FaultPlan",
+    "MockDrop",
     "mutate",
     "parse_faults",
 ]
@@ -81,6 +82,15 @@ leave things open)."""
 
 _TERMINAL = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
 _AFTER = re.compile(r"^(?P<value>[^@]+?)(?:@(?P<after>\d+))?$")
+
+
+class MockDrop(Exception):
+    """Raised to make the ASGI server cut the connection (the ``drop-after`` fault).
+
+    An ASGI app cannot close its socket; an exception after the response
+    started is how it asks the server to abort the response, which leaves the
+    client with a body that never ended (no final chunk).
+    """
 
 
 @dataclass(frozen=True)

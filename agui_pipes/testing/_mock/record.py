@@ -14,7 +14,8 @@ directory under the recording directory::
 
 which is what ``--replay DIR`` (``_mock_replay``) reads back. Only complete
 ``200 text/event-stream`` answers are saved; anything else is relayed and
-logged.
+logged. An upstream that cannot be reached is a 502 JSON error; one whose
+stream breaks mid-run has the client's connection cut the same way.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ import anyio
 from ag_ui.core import RunAgentInput
 
 from ...codecs import CodecError, SSEDecoder
+from ...server._http import BadRequest, send_json_error
 from ...server._streaming import Receive, Scope, Send
+from .faults import MockDrop
 from .replay import EVENTS_FILE, REQUEST_FILE, TIMING_FILE
 
 __all__ = ["Recorder"]
@@ -70,6 +73,7 @@ class Recorder:
         payloads: list[str] = []
         offsets: list[float] = []
         decoder = SSEDecoder()
+        answered = False
         try:
             async with self._client.stream(
                 "POST", self.upstream, content=body, headers=headers
@@ -86,6 +90,7 @@ class Recorder:
                         "headers": returned,
                     }
                 )
+                answered = True
                 sse = response.status_code == 200 and response.headers.get(
                     "content-type", ""
                 ).startswith("text/event-stream")
@@ -99,7 +104,15 @@ class Recorder:
                     decoder.close()
         except (httpx.HTTPError, CodecError) as exc:
             _log.warning("record: the run from %s was not saved: %s", self.upstream, exc)
-            raise
+            if answered:  # the upstream's stream broke: break the client's the same way
+                raise MockDrop(f"record: the upstream's stream broke: {exc}") from exc
+            await send_json_error(
+                send,
+                BadRequest(
+                    502, "upstream_unreachable", f"cannot reach the upstream {self.upstream}: {exc}"
+                ),
+            )
+            return
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         if not sse:
             _log.warning(

@@ -31,7 +31,8 @@ from ag_ui.core import RunAgentInput
 
 from ...server._app import HEALTH_PATH
 from ...server._streaming import Receive, Scope, Send
-from .app import MockApp, MockDrop
+from .app import MockApp
+from .faults import MockDrop
 from .replay import read_recordings
 from .scenarios import ScenarioFile, load_scenarios
 
