@@ -100,7 +100,7 @@ def served(tmp_path: Path) -> Iterator[str]:
     port = _free_port()
     command = [
         sys.executable, "-m", "agui_pipes", "mock", write(tmp_path, GOOD),
-        "--port", str(port), "--seed", "3", "--log-level", "warning",
+        "--port", str(port), "--seed", "3", "--log-level", "warning", "--durable",
     ]  # fmt: skip
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/"
@@ -125,7 +125,9 @@ def test_the_command_serves_the_scenarios(served: str) -> None:
     body = {"threadId": "t", "runId": "r", "messages": []}
     response = httpx.post(served, json=body, headers={"x-agui-mock-fault": "duplicate=1"})
     assert response.headers["content-type"].startswith("text/event-stream")
-    payloads = [line[6:] for line in response.text.split("\n\n") if line]
+    frames = [frame.split("\n") for frame in response.text.split("\n\n") if frame]
+    assert [f[0].rsplit(":", 1)[1] for f in frames] == [str(n) for n in range(1, 7)]  # --durable
+    payloads = [f[1].removeprefix("data: ") for f in frames]
     assert [json.loads(p)["type"] for p in payloads] == [
         "RUN_STARTED", "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
         "TEXT_MESSAGE_END", "RUN_FINISHED",

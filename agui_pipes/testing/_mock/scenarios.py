@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...config._errors import ConfigError, KeyPath, did_you_mean
-from ...config._source import Located, parse_text
+from ...config._source import Located
 from .faults import FaultPlan, parse_faults
 
 __all__ = [
@@ -224,11 +224,6 @@ def load_scenarios(
     doc = read_source(source, env=env)
     base = Path(doc.source).parent if doc.source not in ("<string>", "<mapping>") else Path()
     return _file(_Reader(doc), base)
-
-
-def parse_scenarios(text: str, source: str = "<string>") -> ScenarioFile:
-    """Like ``load_scenarios`` for text already read (``source`` names it in errors)."""
-    return _file(_Reader(parse_text(text, source, {})), Path())
 
 
 def _file(reader: _Reader, base: Path) -> ScenarioFile:

@@ -37,7 +37,7 @@ from ag_ui.core import (
 from ...driver import Emitter, RunContext, RunError, RunOutcome
 from .scenarios import Match, Scenario, Step, ToolCallStep
 
-__all__ = ["ScriptAgent", "matches", "select", "tokens"]
+__all__ = ["ScriptAgent", "derived_id", "last_user_text", "matches", "select", "tokens"]
 
 _TOKEN = re.compile(r"\S+\s*|\s+")
 
