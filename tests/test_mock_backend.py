@@ -406,3 +406,19 @@ async def test_resume_after_an_id_and_join_from_the_start(durable: MockServer) -
     assert joined.content == first.raw
     assert (unknown.status_code, unknown.json()["error"]) == (404, "resume_failed")
     assert refused.status_code == 400
+
+
+async def test_keepalives_fill_silence_but_not_a_stall() -> None:
+    scenarios = {
+        "scenarios": [
+            {"name": "slow", "match": {"user": "slow"}, "script": [{"sleep": 0.4}]},
+            {"name": "quick", "script": [{"text": "done"}]},
+        ]
+    }
+    with MockServer(scenarios, keepalive=0.05) as server:
+        slow = await post(server.url, body("slow"))
+        stalled = await post(server.url, body("quick"), "stall=0.4@1")
+    assert slow.raw.count(b": keep-alive\n\n") >= 2
+    assert stalled.types[-1] == "RUN_FINISHED"
+    during_stall = stalled.raw.split(b"RUN_STARTED", 1)[1].split(b"TEXT_MESSAGE_START", 1)[0]
+    assert b"keep-alive" not in during_stall  # a stall is silence
