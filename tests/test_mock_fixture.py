@@ -57,6 +57,13 @@ async def test_the_fixture_serves_async_tests_on_either_backend(
     assert response.text.count("\n\n") == 5
 
 
+async def test_the_server_is_an_async_context_manager_too(agui_mock_scenarios: str) -> None:
+    async with MockServer(agui_mock_scenarios) as server, httpx.AsyncClient() as http:
+        response = await http.post(server.url, json={"threadId": "t", "runId": "r", "messages": []})
+    assert '"code":"MOCK_NO_MATCH"' in response.text
+    assert server.port != 0
+
+
 def test_by_default_no_scenario_matches(tmp_path: Path) -> None:
     # In a project of its own (outside this suite's conftest), the fixture as installed.
     (tmp_path / "test_it.py").write_text(

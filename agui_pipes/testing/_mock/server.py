@@ -150,7 +150,8 @@ class _Resume:
 class MockServer:
     """The mock backend served on ``host``:``port`` (0: a free one) in a background thread.
 
-    Use it as a context manager (or ``start()`` / ``stop()``). ``url`` is the
+    Use it as a context manager, ``with`` or ``async with`` (or ``start()`` /
+    ``stop()``). ``url`` is the
     endpoint to point the frontend at, ``requests`` the inputs it POSTed.
     ``use(scenarios)`` swaps the scenarios of a running server.
     """
@@ -251,3 +252,19 @@ class MockServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    async def __aenter__(self) -> MockServer:
+        # Starting and stopping wait for the server's thread: off the event loop.
+        import anyio.to_thread
+
+        return await anyio.to_thread.run_sync(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        import anyio.to_thread
+
+        await anyio.to_thread.run_sync(self.stop)
