@@ -422,3 +422,22 @@ async def test_keepalives_fill_silence_but_not_a_stall() -> None:
     assert stalled.types[-1] == "RUN_FINISHED"
     during_stall = stalled.raw.split(b"RUN_STARTED", 1)[1].split(b"TEXT_MESSAGE_START", 1)[0]
     assert b"keep-alive" not in during_stall  # a stall is silence
+
+
+async def test_a_bad_resume_id_is_the_stores_400(durable: MockServer) -> None:
+    await post(durable.url, body("long", run_id="bad-id"))
+    async with httpx.AsyncClient() as http:
+        refused = await http.get(durable.url + "runs/bad-id", headers={"last-event-id": "x"})
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "resume_failed"
+    assert "unparsable event id 'x'" in refused.json()["message"]
+
+
+async def test_a_durable_run_answered_with_an_http_error_never_starts(
+    durable: MockServer,
+) -> None:
+    answer = await post(durable.url, body("long", run_id="never"), "status=503")
+    assert answer.status == 503
+    async with httpx.AsyncClient() as http:
+        response = await http.get(durable.url + "runs/never")
+    assert response.status_code == 404

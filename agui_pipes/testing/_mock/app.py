@@ -73,18 +73,34 @@ class MockApp:
         max_body_bytes: int = 10 * 1024 * 1024,
         durable: bool = False,
     ) -> None:
-        self.scenarios = scenarios
+        self.scenarios = ScenarioFile(())
+        self._files: dict[str, Recording] = {}
+        self.use(scenarios)
         self.book = ReplayBook(replay)
         self.speed = speed
-        self.seed = scenarios.seed if seed is None else seed
+        self._seed = seed
         self.keepalive = keepalive
         self.recorder = recorder
         self.max_body_bytes = max_body_bytes
         self.requests: list[RunAgentInput] = []
         """Every valid request received, in order (what a test asserts the frontend sent)."""
-        self._files: dict[str, Recording] = {}
         self.runs = MockRuns() if durable else None
         """The durable runs (``durable=True``): ids, resume and join (``durable.py``)."""
+
+    @property
+    def seed(self) -> int:
+        """The seed of the interrupt ids and the jitter: the one given, else the file's."""
+        return self.scenarios.seed if self._seed is None else self._seed
+
+    def use(self, scenarios: ScenarioFile) -> None:
+        """Answer from ``scenarios`` from now on (their ``replay:`` files read here, once,
+        so an unreadable one is a ``ReplayError`` now rather than a failed request)."""
+        files = {
+            str(s.replay): self._files.get(str(s.replay)) or read_recordings([s.replay])[0]
+            for s in scenarios.scenarios
+            if s.replay is not None
+        }
+        self._files, self.scenarios = files, scenarios
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         accepted = await accept_run_input(
@@ -112,7 +128,8 @@ class MockApp:
         if self.runs is None:
             await self._respond(plan, _encoded(events), receive, send)
             return
-        await self.runs.start(request, events)
+        if plan.status is None:  # a run answered with an HTTP error never starts
+            await self.runs.start(request, events)
         await self._respond(plan, self.runs.frames(request.run_id), receive, send)
 
     async def resume(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -129,10 +146,11 @@ class MockApp:
             last_event_id = after[-1] if after else None
         try:
             plan = parse_faults(_header(scope, FAULT_HEADER) or "")
-            start = await self.runs.resume_after(run_id, last_event_id)
         except ValueError as exc:
             await send_json_error(send, BadRequest(400, "invalid_fault", f"{FAULT_HEADER}: {exc}"))
             return
+        try:
+            start = await self.runs.resume_after(run_id, last_event_id)
         except StoreError as exc:
             await send_json_error(send, BadRequest(exc.http_status, "resume_failed", str(exc)))
             return
@@ -140,10 +158,7 @@ class MockApp:
 
     def _source(self, scenario: Scenario | None, request: RunAgentInput) -> EventSource:
         if scenario is not None and scenario.replay is not None:
-            path = str(scenario.replay)
-            recording = self._files.get(path)
-            if recording is None:
-                recording = self._files[path] = read_recordings([path])[0]
+            recording = self._files[str(scenario.replay)]
             return _replayed(recording, scenario.speed or self.speed)
         if scenario is not None:
             agent = ScriptAgent(scenario, self.seed)

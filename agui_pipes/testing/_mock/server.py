@@ -201,7 +201,7 @@ class MockServer:
 
     def use(self, scenarios: ScenarioSource) -> None:
         """Answer the next requests from ``scenarios`` instead."""
-        self._mock.scenarios = _scenarios(scenarios)
+        self._mock.use(_scenarios(scenarios))
 
     def start(self) -> MockServer:
         import uvicorn
