@@ -181,7 +181,7 @@ class _Reader:
         return value
 
     def seconds(self, value: Any, path: KeyPath) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
             raise self.fail(f"expected a number of seconds >= 0, got {_kind(value)}", path)
         return float(value)
 
