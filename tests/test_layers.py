@@ -43,7 +43,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "agui_pipes.testing",
         ),
     ),
-    ("serving", ("agui_pipes.server", "agui_pipes.inspector", "agui_pipes.demo")),
+    (
+        "serving",
+        # The mock backend is a server (it builds on server/), though its public
+        # names live in the testing kit.
+        (
+            "agui_pipes.server",
+            "agui_pipes.inspector",
+            "agui_pipes.demo",
+            "agui_pipes.testing._mock",
+        ),
+    ),
     ("command line", ("agui_pipes._cli", "agui_pipes.__main__")),
 )
 # The package root only maps public names to their modules (imported lazily): a face,

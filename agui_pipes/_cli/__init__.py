@@ -34,6 +34,7 @@ _COMMANDS: dict[str, str] = {
     "history": "print a thread's history from an event log (ndjson, sse or a transcript)",
     "verify": "check that a recorded or piped stream is valid AG-UI 1.0 (exit 0/1/2)",
     "repair": "repair a recorded or piped stream that breaks the ordering rules (exit 0/1/2)",
+    "mock": "serve scripted, replayed or recorded runs as a fake AG-UI backend (with faults)",
     "inspect": "open a recorded stream in the browser inspector (timeline, events, pipeline, "
                "result)",
 }

@@ -11,6 +11,10 @@ Hypothesis strategies that generate valid AG-UI streams live in
 ``agui_pipes.testing.strategies`` (imported on demand, so hypothesis stays a
 test-only dependency). Fixtures are registered with pytest by the package's
 ``pytest11`` entry point (``agui_pipes.testing.pytest_plugin``).
+
+``MockServer`` (and ``agui-pipes mock``) is the other side: a fake AG-UI
+backend for testing a frontend — scripted scenarios, replayed recordings,
+planted faults (docs/testing.md, "Testing a frontend").
 """
 
 from typing import TYPE_CHECKING
@@ -33,6 +37,12 @@ if TYPE_CHECKING:
     from ._builders import tool_call as tool_call
     from ._builders import tool_call_chunks as tool_call_chunks
     from ._collect import collect as collect
+    from ._mock.faults import FAULT_HEADER as FAULT_HEADER
+    from ._mock.replay import ReplayError as ReplayError
+    from ._mock.scenarios import ScenarioFile as ScenarioFile
+    from ._mock.scenarios import load_scenarios as load_scenarios
+    from ._mock.server import MockServer as MockServer
+    from ._mock.server import mock_app as mock_app
 else:
     from .._lazy import attach as _attach
 
@@ -53,6 +63,12 @@ else:
         "tool_call": "._builders",
         "tool_call_chunks": "._builders",
         "collect": "._collect",
+        "FAULT_HEADER": "._mock.faults",
+        "ReplayError": "._mock.replay",
+        "ScenarioFile": "._mock.scenarios",
+        "load_scenarios": "._mock.scenarios",
+        "MockServer": "._mock.server",
+        "mock_app": "._mock.server",
     }
     __getattr__, __dir__ = _attach(__name__, _EXPORTS)
     __all__ = [*_EXPORTS]

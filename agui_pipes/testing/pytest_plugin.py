@@ -8,6 +8,11 @@ so it cannot collide with a project's own fixtures:
 * ``agui_run_transformer`` — ``run_transformer(stage, events)``: runs the given
   instance (pass ``stage.fresh()`` to keep a configured stage pristine).
 * ``agui_assert_events_equal`` — ``assert_events_equal`` with its readable diff.
+* ``agui_mock_server`` — a started ``MockServer`` (the fake AG-UI backend) on a
+  free 127.0.0.1 port, stopped after the test; it serves the scenarios of
+  ``agui_mock_scenarios`` (override that fixture — a path, YAML text or a
+  mapping — or call ``agui_mock_server.use(...)`` in the test). The server has
+  its own thread and loop, so the test may be sync, asyncio or trio.
 
 The kit is imported when a fixture is first used, not when pytest loads the
 plugin: every pytest session of a project with agui_pipes installed loads it.
@@ -15,7 +20,7 @@ plugin: every pytest session of a project with agui_pipes installed loads it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -27,8 +32,15 @@ if TYPE_CHECKING:
     from ag_ui.core import BaseEvent
 
     from .._pipeline.transformer import Stage
+    from ._mock.server import MockServer, ScenarioSource
 
-__all__ = ["agui_assert_events_equal", "agui_events", "agui_run_transformer"]
+__all__ = [
+    "agui_assert_events_equal",
+    "agui_events",
+    "agui_mock_scenarios",
+    "agui_mock_server",
+    "agui_run_transformer",
+]
 __dir__ = public_dir(__all__)
 
 _RunTransformer = Callable[["Stage", "Iterable[BaseEvent]"], "list[BaseEvent]"]
@@ -56,3 +68,18 @@ def agui_assert_events_equal() -> Callable[..., None]:
     from ._assertions import assert_events_equal
 
     return assert_events_equal
+
+
+@pytest.fixture
+def agui_mock_scenarios() -> ScenarioSource:
+    """The scenarios ``agui_mock_server`` serves: none (override this fixture to give some)."""
+    return None
+
+
+@pytest.fixture
+def agui_mock_server(agui_mock_scenarios: ScenarioSource) -> Iterator[MockServer]:
+    """A ``MockServer`` serving ``agui_mock_scenarios`` on a free port of 127.0.0.1."""
+    from . import MockServer
+
+    with MockServer(agui_mock_scenarios) as server:
+        yield server
