@@ -73,7 +73,7 @@ from ._client.errors import (
     snippet,
 )
 from ._client.frames import FrameReader
-from ._client.http import Request, read_body, within
+from ._client.http import Request, close_iterator, read_body, within
 from ._client.sequence import EventIds
 from ._client.sync import SyncClient, SyncRunEvents
 from ._protocol.consume import Consumer, RunResult, fold
@@ -436,6 +436,7 @@ class Client:
             drop: str
             try:
                 response = await self._request.send(budget, method, target, headers, content)
+                chunks: AsyncIterator[bytes] | None = None
                 try:
                     if response.status_code != 200:
                         body, cut = await within(budget, read_body(response))
@@ -454,7 +455,10 @@ class Client:
                         raise error
                     await _check_stream(response, method, target)
                     chunks = response.aiter_raw()
-                    while not state.done:
+                    while True:
+                        # Read to the stream's end even after the run's: frames past
+                        # it are checked like any (the consumer refuses what AG-UI
+                        # does not allow there), and an honest server has closed.
                         chunk = await within(budget, _next_chunk(chunks))
                         if chunk is None:
                             break
@@ -473,11 +477,11 @@ class Client:
                                     state.done = True
                                 if not hidden:
                                     yield event
-                            if state.done:
-                                break  # nothing after the run's end is read
                         if frames:
                             budget.delivered()
                 finally:
+                    if chunks is not None:
+                        await close_iterator(chunks)
                     await response.aclose()
                 if state.done:
                     if state.skip is not None:
@@ -522,6 +526,7 @@ class Client:
         reader = FrameReader(self.bounds.max_frame_bytes)
         try:
             response = await self._request.send(budget, "GET", target, headers)
+            chunks: AsyncIterator[bytes] | None = None
             try:
                 if response.status_code != 200:
                     body, cut = await within(budget, read_body(response))
@@ -541,6 +546,8 @@ class Client:
                         budget.delivered()
                 reader.close()
             finally:
+                if chunks is not None:
+                    await close_iterator(chunks)
                 await response.aclose()
         except httpx.TransportError as exc:
             raise ConnectionFailed(f"GET {target}: {_drop(exc)}") from exc

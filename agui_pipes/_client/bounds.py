@@ -105,13 +105,14 @@ class RunBudget:
             return IdleLimitExceeded(
                 f"{self.what}: no event for max_idle={idle:g} s (keep-alive comments and "
                 f"partial frames do not count); {_raise_it('max_idle')}",
-                "max_idle", idle,
+                "max_idle",
+                idle,
             )
         total = self.bounds.max_duration
         return DurationLimitExceeded(
-            f"{self.what}: not ended within max_duration={total:g} s; "
-            f"{_raise_it('max_duration')}",
-            "max_duration", total,
+            f"{self.what}: not ended within max_duration={total:g} s; {_raise_it('max_duration')}",
+            "max_duration",
+            total,
         )
 
     def received(self, size: int) -> None:
@@ -119,9 +120,9 @@ class RunBudget:
         if self.bytes > self.bounds.max_bytes:
             cap = self.bounds.max_bytes
             raise ByteLimitExceeded(
-                f"{self.what}: more than max_bytes={cap} bytes received; "
-                f"{_raise_it('max_bytes')}",
-                "max_bytes", cap,
+                f"{self.what}: more than max_bytes={cap} bytes received; {_raise_it('max_bytes')}",
+                "max_bytes",
+                cap,
             )
 
     def frame(self) -> None:
@@ -130,7 +131,8 @@ class RunBudget:
             cap = self.bounds.max_events
             raise EventLimitExceeded(
                 f"{self.what}: more than max_events={cap} events; {_raise_it('max_events')}",
-                "max_events", cap,
+                "max_events",
+                cap,
             )
 
     def delivered(self) -> None:
@@ -144,7 +146,8 @@ class RunBudget:
             raise ReconnectLimitExceeded(
                 f"{self.what}: the connection dropped again ({drop}) after max_reconnects="
                 f"{cap} resumes; giving up ({_raise_it('max_reconnects')})",
-                "max_reconnects", cap,
+                "max_reconnects",
+                cap,
             )
 
     def frame_too_large(self) -> FrameLimitExceeded:
@@ -152,5 +155,6 @@ class RunBudget:
         return FrameLimitExceeded(
             f"{self.what}: one SSE frame exceeds max_frame_bytes={cap} bytes (refused "
             f"unread); {_raise_it('max_frame_bytes')}",
-            "max_frame_bytes", cap,
+            "max_frame_bytes",
+            cap,
         )

@@ -14,7 +14,7 @@ to a cap: a server's error page cannot fill memory either.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import TypeVar
 
 import anyio
@@ -23,7 +23,7 @@ import httpx
 from .bounds import RunBudget
 from .errors import BadResponse, CrossOriginRedirect, RedirectLimitExceeded, server_error
 
-__all__ = ["MAX_BODY_BYTES", "Request", "origin", "read_body", "within"]
+__all__ = ["MAX_BODY_BYTES", "Request", "close_iterator", "origin", "read_body", "within"]
 
 MAX_BODY_BYTES = 1024 * 1024  # an error or JSON answer; the event stream is bounded apart
 
@@ -48,11 +48,22 @@ async def within(budget: RunBudget, awaitable: Awaitable[_T]) -> _T:
 async def read_body(response: httpx.Response, cap: int = MAX_BODY_BYTES) -> tuple[bytes, bool]:
     """Up to ``cap`` bytes of the body, and whether there was more."""
     body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > cap:
-            return bytes(body[:cap]), True
+    chunks = response.aiter_bytes()
+    try:
+        async for chunk in chunks:
+            body += chunk
+            if len(body) > cap:
+                return bytes(body[:cap]), True
+    finally:
+        await close_iterator(chunks)
     return bytes(body), False
+
+
+async def close_iterator(iterator: AsyncIterator[bytes]) -> None:
+    """Close an async generator left before its end (httpx's body iterators are ones)."""
+    aclose = getattr(iterator, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 class Request:
@@ -90,7 +101,10 @@ class Request:
                 body, cut = await _closing_body(response)
                 error = server_error(method, str(target), status, body, truncated=cut)
                 raise CrossOriginRedirect(
-                    method, str(target), status, None,
+                    method,
+                    str(target),
+                    status,
+                    None,
                     f"a redirect to another origin, {origin(location)} (the request was for "
                     f"{home}), is never followed: it would send the request and its headers "
                     f"to a host not asked for; Location: {str(location)[:200]}; "
@@ -106,7 +120,8 @@ class Request:
         raise RedirectLimitExceeded(
             f"{method} {url}: more than max_redirects={self.max_redirects} redirects; if the "
             "server is trusted and this is expected, raise it: Client(max_redirects=...)",
-            "max_redirects", self.max_redirects,
+            "max_redirects",
+            self.max_redirects,
         )
 
     async def answer(
@@ -124,9 +139,11 @@ class Request:
             raise server_error(method, url, response.status_code, body, truncated=cut)
         if cut:
             raise BadResponse(
-                method, url, response.status_code, None,
-                f"an answer larger than {MAX_BODY_BYTES} bytes, where a short JSON object "
-                "was due",
+                method,
+                url,
+                response.status_code,
+                None,
+                f"an answer larger than {MAX_BODY_BYTES} bytes, where a short JSON object was due",
             )
         return response.status_code, body
 
