@@ -78,7 +78,7 @@ from ._client.sequence import EventIds
 from ._client.sync import SyncClient, SyncRunEvents
 from ._protocol.consume import Consumer, RunResult, fold
 from .codecs import FrameTooLarge, TruncatedFrame, decode
-from .store import EventId, parse_event_id
+from .store import EventId
 
 if TYPE_CHECKING:
     from .transformers.compat import Compat
@@ -406,9 +406,10 @@ class Client:
             stage = Compat(peer=peer)
         budget = RunBudget(self.bounds, f"run {run_id!r} at {url}")
         if last_event_id is not None and verify:
-            EventIds(run_id, after=last_event_id)  # the id is checked before anything is sent
+            # Checked before anything is sent; then the run is read from its start.
+            skip = EventIds(run_id, after=last_event_id).last
             state = _RunState(budget, EventIds(run_id), verify, allow_truncated, stage)
-            state.skip = parse_event_id(last_event_id)
+            state.skip = skip
         else:
             ids = EventIds(run_id, after=last_event_id)
             state = _RunState(budget, ids, verify, allow_truncated, stage)

@@ -39,7 +39,10 @@ class EventIds:
         self.unusable = ""  # why the ids cannot be used to resume, when they cannot
         self.frames = 0
         if after is not None:
-            self.last = parse_event_id(after)
+            try:
+                self.last = parse_event_id(after)
+            except BadEventId as exc:
+                raise ValueError(f"last_event_id {after!r} is not an agui-pipes id: {exc}") from exc
             if self.last.run_id != run_id:
                 raise ValueError(
                     f"last_event_id {after!r} belongs to run {self.last.run_id!r}, not {run_id!r}"
