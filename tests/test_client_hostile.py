@@ -445,3 +445,27 @@ async def test_bounds_are_checked_when_the_client_is_made() -> None:
             Client(**{name: 0})
     with pytest.raises(ValueError, match="max_reconnects"):
         Client(max_reconnects=-1)
+
+
+@pytest.mark.parametrize("line_end", [b"\n", b"\r\n", b"\r"])
+async def test_frames_cut_anywhere_keep_their_own_ids(line_end: bytes) -> None:
+    events = [STARTED, MESSAGE, *(delta(f"w{n} ") for n in range(30)), END, FINISHED]
+    body = b"".join(frame(n + 1, event) + b": note\n\n" for n, event in enumerate(events))
+    body = body.replace(b"\n", line_end)
+
+    async def handler(index: int, request: Seen, stream: SocketStream, server: Server) -> None:
+        await send(stream, server, SSE_HEAD)
+        for at in range(0, len(body), 7):  # small writes: frames split at every offset
+            await send(stream, server, body[at : at + 7])
+            await anyio.sleep(0.0005)  # so the client reads them apart
+
+    with anyio.fail_after(BOUND):
+        async with (
+            raw_server(handler) as server,
+            _client() as client,
+            client.run(f"{server.url}/agent", RUN_INPUT) as run,
+        ):
+            got = [event async for event in run]
+            result = run.result()
+    assert len(got) == len(events) and run.last_event_id == f"e1:r:{len(events)}"
+    assert result.messages[-1]["content"] == "".join(f"w{n} " for n in range(30))
