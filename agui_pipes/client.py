@@ -76,6 +76,7 @@ from ._client.frames import FrameReader
 from ._client.http import Request, close_iterator, read_body, within
 from ._client.sequence import EventIds
 from ._client.sync import SyncClient, SyncRunEvents
+from ._lazy import publish
 from ._protocol.consume import Consumer, RunResult, fold
 from .codecs import FrameTooLarge, TruncatedFrame, decode
 from .store import EventId
@@ -115,6 +116,27 @@ __all__ = [
     "run",
     "stop",
 ]
+
+publish(
+    __name__,
+    BadResponse,
+    ByteLimitExceeded,
+    ClientError,
+    ClientLimitExceeded,
+    ConnectionFailed,
+    CrossOriginRedirect,
+    DurationLimitExceeded,
+    EventLimitExceeded,
+    FrameLimitExceeded,
+    IdleLimitExceeded,
+    OutOfSequence,
+    ReconnectLimitExceeded,
+    RedirectLimitExceeded,
+    ResumeFailed,
+    ServerError,
+    SyncClient,
+    SyncRunEvents,
+)
 
 _SSE_HEADERS = {"accept": "text/event-stream"}
 _TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
