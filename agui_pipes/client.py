@@ -79,7 +79,7 @@ from ._client.sync import SyncClient, SyncRunEvents
 from ._lazy import publish
 from ._protocol.consume import Consumer, RunResult, fold
 from .codecs import FrameTooLarge, TruncatedFrame, decode
-from .store import EventId
+from .store import BadEventId, EventId, parse_event_id
 
 if TYPE_CHECKING:
     from .transformers.compat import Compat
@@ -167,6 +167,14 @@ def _body(run_input: RunAgentInput | Mapping[str, Any]) -> tuple[bytes, str]:
 
 def _drop(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _run_of(event_id: str) -> str:
+    """The run an SSE id names (``""`` for an id of another form: then it is not checked)."""
+    try:
+        return parse_event_id(event_id).run_id
+    except BadEventId:
+        return ""
 
 
 async def _next_chunk(chunks: AsyncIterator[bytes]) -> bytes | None:
@@ -547,6 +555,9 @@ class Client:
         events: list[BaseEvent] = []
         headers = {**self.headers, **_SSE_HEADERS}
         reader = FrameReader(self.bounds.max_frame_bytes)
+        # The folded history has no ids; a live run after it has its own, checked
+        # from its first frame on as a run's are.
+        live: EventIds | None = None
         try:
             response = await self._request.send(budget, "GET", target, headers)
             chunks: AsyncIterator[bytes] | None = None
@@ -562,8 +573,12 @@ class Client:
                         frames = reader.feed(chunk)
                     except FrameTooLarge as exc:
                         raise budget.frame_too_large() from exc
-                    for _, payload in frames:
+                    for event_id, payload in frames:
                         budget.frame()
+                        if live is None and event_id:
+                            live = EventIds(_run_of(event_id))
+                        if live is not None:
+                            live.accept(event_id)
                         events.extend(state.push(payload))
                     if frames:
                         budget.delivered()

@@ -439,6 +439,23 @@ async def test_history_is_bounded_and_its_errors_are_client_errors() -> None:
                 await client.history(f"{server.url}/agent", "t")
 
 
+async def test_a_live_run_after_the_history_has_its_ids_checked() -> None:
+    history = [
+        frame(None, {"type": "RUN_STARTED", "threadId": "t", "runId": "history:r0"}),
+        frame(None, {"type": "RUN_FINISHED", "threadId": "t", "runId": "history:r0"}),
+    ]
+    live = [frame(1, STARTED), frame(2, MESSAGE), frame(4, delta("!"))]
+
+    async def handler(index: int, request: Seen, stream: SocketStream, server: Server) -> None:
+        await send(stream, server, SSE_HEAD + b"".join(history + live))
+
+    with anyio.fail_after(BOUND):
+        async with raw_server(handler) as server, _client() as client:
+            with pytest.raises(OutOfSequence, match="a gap") as caught:
+                await client.history(f"{server.url}/agent", "t")
+    assert (caught.value.expected, caught.value.got) == ("e1:r:3", "e1:r:4")
+
+
 async def test_bounds_are_checked_when_the_client_is_made() -> None:
     for name in ("max_frame_bytes", "max_events", "max_bytes", "max_idle", "max_duration"):
         with pytest.raises(ValueError, match=name):
