@@ -521,9 +521,19 @@ class Client:
                             f"end of the run (its last frame is {ids.last_text!r})"
                         )
                     return
+                if state.by_id and not progressed and not budget.reconnects and ids.last:
+                    # Nothing after the caller's id, and the server closed: a log
+                    # that ends there ended the run there (its terminal frame is
+                    # the id the caller kept).
+                    state.done = True
+                    return
                 drop = "the server closed the stream before the run ended"
             except _Retry as retry:
                 drop = str(retry)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                if method == "POST":  # the run was never sent: nothing to resume
+                    raise ConnectionFailed(f"POST {target}: {_drop(exc)}") from exc
+                drop = _drop(exc)
             except httpx.TransportError as exc:
                 # A frame cut half-way is dropped with the reader and asked for
                 # again: the resume starts after the last *accepted* id.

@@ -28,6 +28,7 @@ from agui_pipes.client import (
     Client,
     ClientError,
     ClientLimitExceeded,
+    ConnectionFailed,
     CrossOriginRedirect,
     DurationLimitExceeded,
     EventLimitExceeded,
@@ -435,7 +436,7 @@ async def test_history_is_bounded_and_its_errors_are_client_errors() -> None:
             with pytest.raises(ClientError, match="middle of a frame"):
                 await client.history(f"{server.url}/agent", "cut")
         async with _client() as client:
-            with pytest.raises(ClientError):  # nothing listens there
+            with pytest.raises(ConnectionFailed):  # nothing listens there
                 await client.history(f"{server.url}/agent", "t")
 
 
@@ -454,6 +455,18 @@ async def test_a_live_run_after_the_history_has_its_ids_checked() -> None:
             with pytest.raises(OutOfSequence, match="a gap") as caught:
                 await client.history(f"{server.url}/agent", "t")
     assert (caught.value.expected, caught.value.got) == ("e1:r:3", "e1:r:4")
+
+
+async def test_a_server_that_is_not_there_fails_at_once() -> None:
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(SocketAttribute.local_port)
+    await listener.aclose()  # a port nothing listens on
+    with anyio.fail_after(BOUND):
+        async with _client() as client:
+            with pytest.raises(ConnectionFailed, match="POST"):
+                await _drain(client, f"http://127.0.0.1:{port}")
+            with pytest.raises(ConnectionFailed, match="stop"):
+                await client.stop(f"http://127.0.0.1:{port}/agent", "r")
 
 
 async def test_bounds_are_checked_when_the_client_is_made() -> None:

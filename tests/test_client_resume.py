@@ -77,6 +77,9 @@ async def test_a_run_picked_up_by_id_from_its_start_and_after_an_id() -> None:
             async with client.resume(url, "r1", last_event_id=ids_seen) as events:
                 assert [event async for event in events] == []
                 assert events.result().outcome == "success"
+            async with client.resume(url, "r1", last_event_id=ids_seen, verify=False) as events:
+                assert [event async for event in events] == []
+                assert events.reconnects == 0
 
 
 @pytest.mark.anyio
