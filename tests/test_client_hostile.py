@@ -13,6 +13,7 @@ the defaults bound memory to is measured in the benchmarks, not here).
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -499,3 +500,17 @@ async def test_frames_cut_anywhere_keep_their_own_ids(line_end: bytes) -> None:
             result = run.result()
     assert len(got) == len(events) and run.last_event_id == f"e1:r:{len(events)}"
     assert result.messages[-1]["content"] == "".join(f"w{n} " for n in range(30))
+
+
+def test_the_errors_survive_a_pickle() -> None:
+    errors = [
+        ServerError("GET", "http://h/agent", 502, None, "<html>"),
+        CrossOriginRedirect("GET", "http://h/agent", 307, None, "to http://e:80"),
+        OutOfSequence("a gap", "e1:r:4", "e1:r:5"),
+        ReconnectLimitExceeded("giving up", "max_reconnects", 3),
+        IdleLimitExceeded("no event", "max_idle", 0.5),
+    ]
+    for error in errors:
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error)
+        assert vars(again) == vars(error)

@@ -11,6 +11,7 @@ type (a ``JSONDecodeError``, an ``httpx`` error, a codec error).
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from .._foundation.errors import AguiPipesError
 
@@ -59,6 +60,9 @@ class ServerError(ClientError):
         shown = f"{code}: {message}" if code else message
         super().__init__(f"{method} {url} answered {status} ({shown})")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickles (a worker's error) keep the fields
+        return type(self), (self.method, self.url, self.status, self.code, self.message)
+
 
 class BadResponse(ServerError):
     """The answer is not what the protocol says: not JSON where JSON is due, not SSE."""
@@ -92,6 +96,9 @@ class OutOfSequence(ResumeFailed):
         self.got = got
         super().__init__(message)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.expected, self.got)
+
 
 class ClientLimitExceeded(ClientError):
     """One of the client's bounds was crossed; ``limit`` names the option, ``value`` its setting."""
@@ -100,6 +107,9 @@ class ClientLimitExceeded(ClientError):
         self.limit = limit
         self.value = value
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (str(self), self.limit, self.value)
 
 
 class FrameLimitExceeded(ClientLimitExceeded):
