@@ -107,13 +107,13 @@ __all__ = [
     "OutOfSequence",
     "ReconnectLimitExceeded",
     "RedirectLimitExceeded",
+    "RemoteRunEvents",
     "ResumeFailed",
-    "RunEvents",
     "ServerError",
     "SyncClient",
     "SyncRunEvents",
     "history",
-    "run",
+    "run_remote",
     "stop",
 ]
 
@@ -204,7 +204,7 @@ class History:
     result: RunResult
 
 
-class RunEvents:
+class RemoteRunEvents:
     """The events of one run, as an async iterator; ``result()`` once it has ended.
 
     ``reconnects`` counts the resumes that were needed; ``last_event_id`` is the
@@ -372,7 +372,7 @@ class Client:
         allow_truncated: bool = False,
         compat: bool = False,
         peer: str | None = None,
-    ) -> AsyncIterator[RunEvents]:
+    ) -> AsyncIterator[RemoteRunEvents]:
         """POST ``run_input`` to the endpoint at ``url``; the block gets the run's events.
 
         ``verify=False`` only decodes (no chunk expansion, no verification;
@@ -398,7 +398,7 @@ class Client:
         )
         stream = self._events(url, run_id, state, "POST", url, body)
         try:
-            yield RunEvents(stream, state)
+            yield RemoteRunEvents(stream, state)
         finally:
             await stream.aclose()
 
@@ -413,7 +413,7 @@ class Client:
         allow_truncated: bool = False,
         compat: bool = False,
         peer: str | None = None,
-    ) -> AsyncIterator[RunEvents]:
+    ) -> AsyncIterator[RemoteRunEvents]:
         """Pick run ``run_id`` of the endpoint at ``url`` up by id: ``GET {url}/runs/{runId}``.
 
         For a run this process did not POST (the client restarted, another
@@ -421,7 +421,7 @@ class Client:
         with the same checks, bounds and resumes as ``run``. Without
         ``last_event_id`` it is the whole run from its first event.
 
-        With ``last_event_id`` (a ``RunEvents.last_event_id`` kept from before)
+        With ``last_event_id`` (a ``RemoteRunEvents.last_event_id`` kept from before)
         only the events after it are yielded. Verification needs the run from
         its start, so with ``verify=True`` the client reads the run from its
         first event and verifies and folds the frames up to that id without
@@ -446,7 +446,7 @@ class Client:
         state.by_id = True
         stream = self._events(url, run_id, state, "GET", _under(url, "runs", run_id), None)
         try:
-            yield RunEvents(stream, state)
+            yield RemoteRunEvents(stream, state)
         finally:
             await stream.aclose()
 
@@ -631,7 +631,7 @@ class _Retry(Exception):
 
 
 @asynccontextmanager
-async def run(
+async def run_remote(
     url: str,
     run_input: RunAgentInput | Mapping[str, Any],
     *,
@@ -640,7 +640,7 @@ async def run(
     compat: bool = False,
     peer: str | None = None,
     **client_options: Any,
-) -> AsyncIterator[RunEvents]:
+) -> AsyncIterator[RemoteRunEvents]:
     """``Client(**client_options).run(...)`` with a client of its own, closed at the end."""
     async with Client(**client_options) as client, client.run(
         url, run_input, verify=verify, allow_truncated=allow_truncated, compat=compat, peer=peer

@@ -20,9 +20,8 @@ from ag_ui.core import EventType, TextMessageContentEvent
 from anyio.abc import SocketAttribute, SocketStream
 from starlette.applications import Starlette
 
-from agui_pipes.client import Client, ClientError, ResumeFailed, ServerError
+from agui_pipes.client import Client, ClientError, ResumeFailed, ServerError, run_remote
 from agui_pipes.client import history as history_of
-from agui_pipes.client import run as run_once
 from agui_pipes.codecs import SSEDecoder
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import agent_route, agent_routes
@@ -109,7 +108,7 @@ async def _logged(base: str, run_id: str) -> list[Any]:
 async def test_an_uninterrupted_run_and_its_result() -> None:
     agent = Talker(deltas=10, pace=0)
     with serve(_durable_app(agent)) as server:
-        async with run_once(f"{server.url}/agent", run_input("r-plain")) as events:
+        async with run_remote(f"{server.url}/agent", run_input("r-plain")) as events:
             got = [event async for event in events]
             result = events.result()
         assert got[0].type is EventType.RUN_STARTED and got[-1].type is EventType.RUN_FINISHED
@@ -138,7 +137,7 @@ async def test_several_cuts_in_one_run() -> None:
     agent = Talker()
     with serve(_durable_app(agent)) as server:
         async with cutting_proxy(server.port, [500, 400, 300]) as proxy:
-            async with run_once(
+            async with run_remote(
                 f"{proxy}/agent", run_input("r-cuts"), backoff=0.01
             ) as events:
                 got = [event async for event in events]
@@ -152,7 +151,7 @@ async def test_a_server_without_ids_makes_the_drop_an_error_saying_so() -> None:
     with serve(app) as server:
         async with cutting_proxy(server.port, [400]) as proxy:
             with pytest.raises(ResumeFailed, match="does not support resuming"):
-                async with run_once(f"{proxy}/agent", run_input("r-noid")) as events:
+                async with run_remote(f"{proxy}/agent", run_input("r-noid")) as events:
                     async for _ in events:
                         pass
 
@@ -163,7 +162,7 @@ async def test_a_drop_before_the_first_event_without_a_log_is_an_error() -> None
     with serve(app) as server:
         async with cutting_proxy(server.port, [1]) as proxy:
             with pytest.raises(ResumeFailed, match="keeps no log of it") as caught:
-                async with run_once(f"{proxy}/agent", run_input("r-early"), backoff=0) as events:
+                async with run_remote(f"{proxy}/agent", run_input("r-early"), backoff=0) as events:
                     async for _ in events:
                         pass
             assert isinstance(caught.value.__cause__, ServerError)
@@ -173,7 +172,7 @@ async def test_a_drop_before_the_first_event_without_a_log_is_an_error() -> None
 async def test_without_verification_and_result_before_the_end() -> None:
     agent = Talker(deltas=3, pace=0)
     with serve(_durable_app(agent)) as server:
-        async with run_once(f"{server.url}/agent", run_input("r-raw"), verify=False) as events:
+        async with run_remote(f"{server.url}/agent", run_input("r-raw"), verify=False) as events:
             first = await events.__aiter__().__anext__()
             assert first.type is EventType.RUN_STARTED
             with pytest.raises(ClientError, match="read to the end"):
@@ -191,7 +190,7 @@ async def test_resumes_are_bounded_when_the_server_is_gone() -> None:
         async with cutting_proxy(port, [300, 0, 0, 0, 0]) as proxy:
             seen = 0
             with pytest.raises(ResumeFailed, match="max_reconnects=2"):
-                async with run_once(
+                async with run_remote(
                     f"{proxy}/agent", run_input("r-gone"), max_reconnects=2, backoff=0.01
                 ) as events:
                     async for _ in events:
@@ -218,7 +217,7 @@ async def test_http_errors_carry_the_servers_code_and_message() -> None:
                 await client.history(url, "no-such-thread")
             assert caught.value.status == 404
     with pytest.raises(ValueError, match="runId"):
-        async with run_once("http://127.0.0.1:9/agent", {"threadId": "t"}):
+        async with run_remote("http://127.0.0.1:9/agent", {"threadId": "t"}):
             pass
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ag_ui.core import BaseEvent, RunAgentInput
 
     from .._protocol.consume import RunResult
-    from ..client import Client, History, RunEvents
+    from ..client import Client, History, RemoteRunEvents
 
 __all__ = ["SyncClient", "SyncRunEvents"]
 
@@ -40,9 +40,9 @@ def _refuse_inside_a_loop(method: str) -> None:
 
 
 class SyncRunEvents:
-    """``RunEvents`` for sync code: iterate it for the events, then ``result()``."""
+    """``RemoteRunEvents`` for sync code: iterate it for the events, then ``result()``."""
 
-    def __init__(self, portal: anyio.from_thread.BlockingPortal, events: RunEvents) -> None:
+    def __init__(self, portal: anyio.from_thread.BlockingPortal, events: RemoteRunEvents) -> None:
         self._portal = portal
         self._events = events
         self._iterator: AsyncIterator[BaseEvent] = events.__aiter__()
@@ -66,7 +66,7 @@ class SyncRunEvents:
         return self._events.last_event_id
 
     def result(self) -> RunResult:
-        """The fold of the run (``RunEvents.result``)."""
+        """The fold of the run (``RemoteRunEvents.result``)."""
         return self._events.result()
 
 
