@@ -1,13 +1,23 @@
-"""An AG-UI HTTP client that survives dropped connections (the ``http`` extra: httpx).
+"""An AG-UI HTTP client that survives dropped connections and trusts nothing it is sent.
 
 ``Client.run`` POSTs a run and yields its events through the consumer pipeline
 (decode, chunk expansion, consumer verification; the fold at the end). When the
 server gives its frames SSE ids (an endpoint with a store, see docs/durable.md)
 and the connection drops mid-run, the client resumes with
 ``GET {url}/runs/{runId}`` and ``Last-Event-ID`` — the id of the last frame it
-*dispatched*, so a frame cut half-way is asked for again and none is seen twice.
-The caller sees one unbroken stream. A server without ids cannot be resumed, and
-the drop is then an error that says so, never a silent short stream.
+*accepted*, so a frame cut half-way is asked for again. Every frame's id must
+continue the one before it (``<epoch>:<runId>:<seq+1>``): a gap, a duplicate
+or another run's id is ``OutOfSequence`` (a ``ResumeFailed``), so the caller
+sees one unbroken stream with no event twice and none missing, or an error.
+A server without ids cannot be resumed, and the drop is then an error that
+says so, never a silent short stream.
+
+Everything a server can make the client spend is bounded — frame size, events
+and bytes per run, time between events, the run's total time, reconnects,
+redirects — each by a ``Client`` keyword with a default, each with its own
+``ClientLimitExceeded`` error naming the keyword. Redirects to another origin
+are never followed. ``Client.resume`` picks a run up by id (after the client
+process restarted); ``SyncClient`` is the same for code without an event loop.
 
 Works on asyncio and trio (httpx and anyio underneath)::
 
@@ -32,10 +42,44 @@ from urllib.parse import quote
 import anyio
 from ag_ui.core import BaseEvent, EventType, RunAgentInput
 
-from ._foundation.errors import AguiPipesError
-from ._lazy import public_dir
+from ._client.bounds import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_DURATION,
+    DEFAULT_MAX_EVENTS,
+    DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_MAX_IDLE,
+    DEFAULT_MAX_RECONNECTS,
+    DEFAULT_MAX_REDIRECTS,
+    Bounds,
+    RunBudget,
+)
+from ._client.errors import (
+    BadResponse,
+    ByteLimitExceeded,
+    ClientError,
+    ClientLimitExceeded,
+    ConnectionFailed,
+    CrossOriginRedirect,
+    DurationLimitExceeded,
+    EventLimitExceeded,
+    FrameLimitExceeded,
+    IdleLimitExceeded,
+    OutOfSequence,
+    ReconnectLimitExceeded,
+    RedirectLimitExceeded,
+    ResumeFailed,
+    ServerError,
+    server_error,
+    snippet,
+)
+from ._client.frames import FrameReader
+from ._client.http import Request, close_iterator, read_body, within
+from ._client.sequence import EventIds
+from ._client.sync import SyncClient, SyncRunEvents
+from ._lazy import public_dir, publish
 from ._protocol.consume import Consumer, RunResult, fold
-from .codecs import SSEDecoder, decode
+from .codecs import FrameTooLarge, TruncatedFrame, decode
+from .store import BadEventId, EventId, parse_event_id
 
 if TYPE_CHECKING:
     from .transformers.compat import Compat
@@ -48,60 +92,55 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 __all__ = [
+    "BadResponse",
+    "ByteLimitExceeded",
     "Client",
     "ClientError",
+    "ClientLimitExceeded",
+    "ConnectionFailed",
+    "CrossOriginRedirect",
+    "DurationLimitExceeded",
+    "EventLimitExceeded",
+    "FrameLimitExceeded",
     "History",
+    "IdleLimitExceeded",
+    "OutOfSequence",
+    "ReconnectLimitExceeded",
+    "RedirectLimitExceeded",
     "RemoteRunEvents",
     "ResumeFailed",
     "ServerError",
+    "SyncClient",
+    "SyncRunEvents",
     "history",
     "run_remote",
     "stop",
 ]
 __dir__ = public_dir(__all__)
 
+publish(
+    __name__,
+    BadResponse,
+    ByteLimitExceeded,
+    ClientError,
+    ClientLimitExceeded,
+    ConnectionFailed,
+    CrossOriginRedirect,
+    DurationLimitExceeded,
+    EventLimitExceeded,
+    FrameLimitExceeded,
+    IdleLimitExceeded,
+    OutOfSequence,
+    ReconnectLimitExceeded,
+    RedirectLimitExceeded,
+    ResumeFailed,
+    ServerError,
+    SyncClient,
+    SyncRunEvents,
+)
+
 _SSE_HEADERS = {"accept": "text/event-stream"}
 _TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
-
-
-class ClientError(AguiPipesError):
-    """Something the client could not do: the base of this module's errors."""
-
-
-class ServerError(ClientError):
-    """The server answered with an HTTP error; ``code`` and ``message`` are from its JSON body.
-
-    The endpoint's errors are ``{"error": code, "message": ...}``; a body that is
-    not such JSON leaves ``code`` as ``None`` and ``message`` as the body's text.
-    """
-
-    def __init__(self, method: str, url: str, status: int, code: str | None, message: str) -> None:
-        self.method = method
-        self.url = url
-        self.status = status
-        self.code = code
-        self.message = message
-        shown = f"{code}: {message}" if code else message
-        super().__init__(f"{method} {url} answered {status} ({shown})")
-
-
-class ResumeFailed(ClientError):
-    """A dropped run could not be resumed: the server sends no ids, or every retry failed."""
-
-
-def _server_error(method: str, url: str, status: int, body: bytes) -> ServerError:
-    code: str | None = None
-    message = body.decode("utf-8", "replace").strip() or "(empty body)"
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        parsed = None
-    if isinstance(parsed, dict):
-        if isinstance(parsed.get("error"), str):
-            code = parsed["error"]
-        if isinstance(parsed.get("message"), str):
-            message = parsed["message"]
-    return ServerError(method, url, status, code, message)
 
 
 def _under(url: str, *parts: str) -> str:
@@ -127,6 +166,37 @@ def _body(run_input: RunAgentInput | Mapping[str, Any]) -> tuple[bytes, str]:
     return json.dumps(run_input).encode(), run_id
 
 
+def _drop(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _run_of(event_id: str) -> str:
+    """The run an SSE id names (``""`` for an id of another form: then it is not checked)."""
+    try:
+        return parse_event_id(event_id).run_id
+    except BadEventId:
+        return ""
+
+
+async def _next_chunk(chunks: AsyncIterator[bytes]) -> bytes | None:
+    try:
+        return await chunks.__anext__()
+    except StopAsyncIteration:
+        return None
+
+
+async def _check_stream(response: httpx.Response, method: str, url: str) -> None:
+    """Refuse a 200 that is not an event stream (an HTML page, a JSON error with 200)."""
+    media = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media and media != "text/event-stream":
+        body, _ = await read_body(response, 4096)
+        raise BadResponse(
+            method, url, response.status_code, None,
+            f"a {media!r} answer where an event stream (text/event-stream) was due: "
+            f"{snippet(body)}",
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class History:
     """A thread's history as the server streamed it: the events and their fold."""
@@ -139,7 +209,8 @@ class RemoteRunEvents:
     """The events of one run, as an async iterator; ``result()`` once it has ended.
 
     ``reconnects`` counts the resumes that were needed; ``last_event_id`` is the
-    id of the last frame received (empty when the server sends no ids).
+    id of the last frame accepted (empty when the server sends no ids) — what
+    ``Client.resume`` takes to pick the run up again after a restart.
     """
 
     def __init__(self, stream: AsyncIterator[BaseEvent], owner: _RunState) -> None:
@@ -151,11 +222,11 @@ class RemoteRunEvents:
 
     @property
     def reconnects(self) -> int:
-        return self._state.reconnects
+        return self._state.budget.reconnects
 
     @property
     def last_event_id(self) -> str:
-        return self._state.last_id
+        return self._state.ids.last_text
 
     def result(self) -> RunResult:
         """The fold of the run; raises if the stream was not read to its end (or was rejected)."""
@@ -172,17 +243,27 @@ class RemoteRunEvents:
 
 
 class _RunState:
-    def __init__(self, verify: bool, allow_truncated: bool, compat: Compat | None = None) -> None:
+    def __init__(
+        self,
+        budget: RunBudget,
+        ids: EventIds,
+        verify: bool,
+        allow_truncated: bool,
+        compat: Compat | None = None,
+    ) -> None:
+        self.budget = budget
+        self.ids = ids
         self.consumer = (
             Consumer(allow_truncated=allow_truncated, compat=compat) if verify else None
         )
         self.events: list[BaseEvent] = []
         self.final: RunResult | None = None
-        self.last_id = ""
-        self.reconnects = 0
-        self.frames = 0
         self.done = False
         self.index = 0
+        # A resume by id that reads the run from its start: the frames through
+        # this id are verified and folded, not yielded (the caller had them).
+        self.skip: EventId | None = None
+        self.by_id = False  # the run was asked for by id (resume), not POSTed
 
     def push(self, payload: bytes) -> list[BaseEvent]:
         if self.consumer is not None:
@@ -194,13 +275,40 @@ class _RunState:
         self.events.append(decoded.event)
         return [decoded.event]
 
+    def hidden(self) -> bool:
+        """Whether the frame just accepted is one the caller already had (resume by id)."""
+        skip = self.skip
+        if skip is None:
+            return False
+        last = self.ids.last
+        if last is None:
+            raise ResumeFailed(
+                f"{self.budget.what}: the server sends no agui-pipes SSE ids, so the frame "
+                f"with id {str(skip)!r} cannot be found in it"
+            )
+        if last.epoch != skip.epoch:
+            raise ResumeFailed(
+                f"{self.budget.what}: last_event_id {str(skip)!r} is of another store epoch "
+                f"than the run's frames ({str(last)!r}): the server's store was reset or "
+                "replaced, so the position it names is gone"
+            )
+        if last.seq == skip.seq:
+            self.skip = None
+        return True
+
 
 class Client:
     """An AG-UI client over one ``httpx.AsyncClient`` (its own, or the one given).
 
-    ``max_reconnects`` bounds the resumes in a row without progress (a resume that
-    brings new events resets the count); ``backoff`` is the first wait before a
-    resume, doubled each time up to ``max_backoff``, with jitter.
+    The bounds (each documented with its default in docs/client.md):
+    ``max_frame_bytes`` (one SSE frame), ``max_events`` and ``max_bytes`` (per
+    run, over all its resumes), ``max_idle`` (seconds without an event;
+    keep-alive comments do not count), ``max_duration`` (seconds for the whole
+    run), ``max_reconnects`` (resumes per run, each counted even when the
+    connection brought events first) and ``max_redirects`` (same-origin
+    redirects per request, followed when ``follow_redirects``; another origin's
+    never). ``backoff`` is the first wait before a resume, doubled while
+    resumes bring nothing, up to ``max_backoff``, with jitter.
     """
 
     def __init__(
@@ -209,20 +317,37 @@ class Client:
         *,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = 60.0,
-        max_reconnects: int = 5,
+        max_reconnects: int = DEFAULT_MAX_RECONNECTS,
         backoff: float = 0.2,
         max_backoff: float = 5.0,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_idle: float = DEFAULT_MAX_IDLE,
+        max_duration: float = DEFAULT_MAX_DURATION,
+        follow_redirects: bool = True,
+        max_redirects: int = DEFAULT_MAX_REDIRECTS,
     ) -> None:
-        if max_reconnects < 0:
-            raise ValueError(f"max_reconnects must be >= 0, got {max_reconnects}")
         if backoff < 0 or max_backoff < 0:
             raise ValueError(f"backoff and max_backoff must be >= 0, got {backoff}, {max_backoff}")
+        self.bounds = Bounds(
+            max_frame_bytes=max_frame_bytes,
+            max_events=max_events,
+            max_bytes=max_bytes,
+            max_idle=max_idle,
+            max_duration=max_duration,
+            max_reconnects=max_reconnects,
+            max_redirects=max_redirects,
+        )
         self._owns = http is None
         self.http = http if http is not None else httpx.AsyncClient(timeout=timeout)
         self.headers = dict(headers or {})
         self.max_reconnects = max_reconnects
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self._request = Request(
+            self.http, follow_redirects=follow_redirects, max_redirects=max_redirects
+        )
 
     async def __aenter__(self) -> Client:
         return self
@@ -268,35 +393,91 @@ class Client:
             stage = Compat(peer=peer)
             run_input = request_for(peer, run_input)
         body, run_id = _body(run_input)
-        state = _RunState(verify, allow_truncated, stage)
-        stream = self._events(url, body, run_id, state)
+        state = _RunState(
+            RunBudget(self.bounds, f"run {run_id!r} at {url}"), EventIds(run_id),
+            verify, allow_truncated, stage,
+        )
+        stream = self._events(url, run_id, state, "POST", url, body)
+        try:
+            yield RemoteRunEvents(stream, state)
+        finally:
+            await stream.aclose()
+
+    @asynccontextmanager
+    async def resume(
+        self,
+        url: str,
+        run_id: str,
+        *,
+        last_event_id: str | None = None,
+        verify: bool = True,
+        allow_truncated: bool = False,
+        compat: bool = False,
+        peer: str | None = None,
+    ) -> AsyncIterator[RemoteRunEvents]:
+        """Pick run ``run_id`` of the endpoint at ``url`` up by id: ``GET {url}/runs/{runId}``.
+
+        For a run this process did not POST (the client restarted, another
+        process started it): the block gets its events, followed to its end,
+        with the same checks, bounds and resumes as ``run``. Without
+        ``last_event_id`` it is the whole run from its first event.
+
+        With ``last_event_id`` (a ``RemoteRunEvents.last_event_id`` kept from before)
+        only the events after it are yielded. Verification needs the run from
+        its start, so with ``verify=True`` the client reads the run from its
+        first event and verifies and folds the frames up to that id without
+        yielding them — ``result()`` is the whole run's fold; with
+        ``verify=False`` it asks the server for what follows the id only
+        (``Last-Event-ID``), and ``result()`` is the fold of those events.
+        """
+        stage: Compat | None = None
+        if compat or peer is not None:
+            from .transformers.compat import Compat
+
+            stage = Compat(peer=peer)
+        budget = RunBudget(self.bounds, f"run {run_id!r} at {url}")
+        if last_event_id is not None and verify:
+            # Checked before anything is sent; then the run is read from its start.
+            skip = EventIds(run_id, after=last_event_id).last
+            state = _RunState(budget, EventIds(run_id), verify, allow_truncated, stage)
+            state.skip = skip
+        else:
+            ids = EventIds(run_id, after=last_event_id)
+            state = _RunState(budget, ids, verify, allow_truncated, stage)
+        state.by_id = True
+        stream = self._events(url, run_id, state, "GET", _under(url, "runs", run_id), None)
         try:
             yield RemoteRunEvents(stream, state)
         finally:
             await stream.aclose()
 
     async def _events(
-        self, url: str, body: bytes, run_id: str, state: _RunState
+        self, url: str, run_id: str, state: _RunState, method: str, target: str,
+        content: bytes | None,
     ) -> AsyncGenerator[BaseEvent, None]:
+        budget, ids = state.budget, state.ids
         failures = 0
-        method, target = "POST", url
-        headers = {**self.headers, **_SSE_HEADERS, "content-type": "application/json"}
-        content: bytes | None = body
+        headers = {**self.headers, **_SSE_HEADERS}
+        if content is not None:
+            headers["content-type"] = "application/json"
+        elif ids.last_text:
+            headers["last-event-id"] = ids.last_text
         while True:
-            decoder = SSEDecoder()
+            reader = FrameReader(self.bounds.max_frame_bytes)
             progressed = False
             drop: str
             try:
-                async with self.http.stream(
-                    method, target, content=content, headers=headers
-                ) as response:
+                response = await self._request.send(budget, method, target, headers, content)
+                chunks: AsyncIterator[bytes] | None = None
+                try:
                     if response.status_code != 200:
-                        error = _server_error(
-                            method, target, response.status_code, await response.aread()
+                        body, cut = await within(budget, read_body(response))
+                        error = server_error(
+                            method, target, response.status_code, body, truncated=cut
                         )
                         if method == "GET" and response.status_code >= 500:
                             raise _Retry(str(error)) from error
-                        if method == "GET" and not state.frames:
+                        if method == "GET" and not ids.frames and not state.by_id:
                             raise ResumeFailed(
                                 f"the connection to {url} dropped before the first event of "
                                 f"run {run_id!r}, and asking for the run again got {error}: "
@@ -304,64 +485,123 @@ class Client:
                                 "started), so it cannot be resumed"
                             ) from error
                         raise error
-                    async for chunk in response.aiter_raw():
-                        for payload in decoder.feed_bytes(chunk):
-                            state.frames += 1
-                            state.last_id = decoder.dispatched_event_id
+                    await _check_stream(response, method, target)
+                    chunks = response.aiter_raw()
+                    while True:
+                        # Read to the stream's end even after the run's: frames past
+                        # it are checked like any (the consumer refuses what AG-UI
+                        # does not allow there), and an honest server has closed.
+                        chunk = await within(budget, _next_chunk(chunks))
+                        if chunk is None:
+                            break
+                        budget.received(len(chunk))
+                        try:
+                            frames = reader.feed(chunk)
+                        except FrameTooLarge as exc:
+                            raise budget.frame_too_large() from exc
+                        for event_id, payload in frames:
+                            budget.frame()
+                            ids.accept(event_id)
+                            progressed = True
+                            hidden = state.hidden()
                             for event in state.push(payload):
-                                progressed = True
-                                yield event
                                 if event.type in _TERMINAL:
                                     state.done = True
-                    if state.done:
-                        return
-                    drop = "the server closed the stream before the run ended"
+                                if not hidden:
+                                    yield event
+                        if frames:
+                            budget.delivered()
+                finally:
+                    if chunks is not None:
+                        await close_iterator(chunks)
+                    await response.aclose()
+                if state.done:
+                    if state.skip is not None:
+                        raise ResumeFailed(
+                            f"{budget.what}: last_event_id {str(state.skip)!r} is past the "
+                            f"end of the run (its last frame is {ids.last_text!r})"
+                        )
+                    return
+                if state.by_id and not progressed and not budget.reconnects and ids.last:
+                    # Nothing after the caller's id, and the server closed: a log
+                    # that ends there ended the run there (its terminal frame is
+                    # the id the caller kept).
+                    state.done = True
+                    return
+                drop = "the server closed the stream before the run ended"
             except _Retry as retry:
                 drop = str(retry)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                if method == "POST":  # the run was never sent: nothing to resume
+                    raise ConnectionFailed(f"POST {target}: {_drop(exc)}") from exc
+                drop = _drop(exc)
             except httpx.TransportError as exc:
-                # A frame cut half-way is dropped with the decoder and asked for
-                # again: the resume starts after the last *dispatched* id.
-                drop = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            if state.done:
-                return
-            if state.frames and not state.last_id:
+                # A frame cut half-way is dropped with the reader and asked for
+                # again: the resume starts after the last *accepted* id.
+                drop = _drop(exc)
+            if ids.frames and not ids.resumable:
                 raise ResumeFailed(
                     f"the connection to {url} dropped before run {run_id!r} ended ({drop}), "
-                    "and the server sent no SSE ids, so it does not support resuming (an "
-                    "agui-pipes endpoint resumes runs when it is given a store: "
-                    "`agui-pipes serve --store URL`)"
+                    f"and {ids.unusable} (an agui-pipes endpoint resumes runs when it is "
+                    "given a store: `agui-pipes serve --store URL`)"
                 )
+            budget.reconnect(drop)
             failures = 0 if progressed else failures + 1
-            if failures > self.max_reconnects:
-                raise ResumeFailed(
-                    f"run {run_id!r} at {url}: {failures} resumes in a row brought nothing "
-                    f"(last: {drop}); giving up after max_reconnects={self.max_reconnects}"
-                )
             delay = min(self.max_backoff, self.backoff * (2 ** max(failures - 1, 0)))
-            await anyio.sleep(delay * (0.5 + random.random() / 2))
-            state.reconnects += 1
+            await within(budget, anyio.sleep(delay * (0.5 + random.random() / 2)))
             method, target, content = "GET", _under(url, "runs", run_id), None
             headers = {**self.headers, **_SSE_HEADERS}
-            if state.last_id:  # else nothing came yet: the whole run from its start
-                headers["last-event-id"] = state.last_id
+            if ids.last_text:  # else nothing came yet: the whole run from its start
+                headers["last-event-id"] = ids.last_text
 
     async def history(self, url: str, thread_id: str, *, verify: bool = True) -> History:
         """``GET {url}/threads/{threadId}``: the thread's runs folded, then a live run's tail.
 
-        Waits while a run of the thread is live (the stream follows it to its end).
+        Waits while a run of the thread is live (the stream follows it to its
+        end). The stream is held to the same bounds as a run; it is not resumed.
         """
         target = _under(url, "threads", thread_id)
-        state = _RunState(verify, allow_truncated=False)
+        budget = RunBudget(self.bounds, f"thread {thread_id!r} at {url}")
+        state = _RunState(budget, EventIds(thread_id), verify, allow_truncated=False)
         events: list[BaseEvent] = []
         headers = {**self.headers, **_SSE_HEADERS}
-        async with self.http.stream("GET", target, headers=headers) as response:
-            if response.status_code != 200:
-                raise _server_error("GET", target, response.status_code, await response.aread())
-            decoder = SSEDecoder()
-            async for chunk in response.aiter_raw():
-                for payload in decoder.feed_bytes(chunk):
-                    events.extend(state.push(payload))
-            decoder.close()
+        reader = FrameReader(self.bounds.max_frame_bytes)
+        # The folded history has no ids; a live run after it has its own, checked
+        # from its first frame on as a run's are.
+        live: EventIds | None = None
+        try:
+            response = await self._request.send(budget, "GET", target, headers)
+            chunks: AsyncIterator[bytes] | None = None
+            try:
+                if response.status_code != 200:
+                    body, cut = await within(budget, read_body(response))
+                    raise server_error("GET", target, response.status_code, body, truncated=cut)
+                await _check_stream(response, "GET", target)
+                chunks = response.aiter_raw()
+                while (chunk := await within(budget, _next_chunk(chunks))) is not None:
+                    budget.received(len(chunk))
+                    try:
+                        frames = reader.feed(chunk)
+                    except FrameTooLarge as exc:
+                        raise budget.frame_too_large() from exc
+                    for event_id, payload in frames:
+                        budget.frame()
+                        if live is None and event_id:
+                            live = EventIds(_run_of(event_id))
+                        if live is not None:
+                            live.accept(event_id)
+                        events.extend(state.push(payload))
+                    if frames:
+                        budget.delivered()
+                reader.close()
+            finally:
+                if chunks is not None:
+                    await close_iterator(chunks)
+                await response.aclose()
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"GET {target}: {_drop(exc)}") from exc
+        except TruncatedFrame as exc:
+            raise ConnectionFailed(f"GET {target}: {exc}") from exc
         if state.consumer is not None:
             return History(events, state.consumer.finish())
         return History(events, fold(events))
@@ -369,12 +609,21 @@ class Client:
     async def stop(self, url: str, run_id: str) -> dict[str, Any]:
         """``POST {url}/runs/{runId}/stop``: cancel the run; the server's JSON answer."""
         target = _under(url, "runs", run_id, "stop")
-        response = await self.http.post(target, headers=self.headers)
-        if response.status_code not in (200, 202):
-            raise _server_error("POST", target, response.status_code, response.content)
-        answer = response.json()
+        budget = RunBudget(self.bounds, f"stop of run {run_id!r} at {url}")
+        try:
+            status, body = await self._request.answer(
+                budget, "POST", target, self.headers, ok=(200, 202)
+            )
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"POST {target}: {_drop(exc)}") from exc
+        try:
+            answer = json.loads(body)
+        except ValueError:
+            answer = None
         if not isinstance(answer, dict):
-            raise ClientError(f"POST {target} answered {answer!r}, not a JSON object")
+            raise BadResponse(
+                "POST", target, status, None, f"not a JSON object: {snippet(body)}"
+            )
         return answer
 
 

@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "agui_pipes.driver",
             "agui_pipes.store",
             "agui_pipes.client",
+            "agui_pipes._client",
             "agui_pipes.aiostream",
             "agui_pipes.testing",
         ),
