@@ -20,6 +20,12 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     # The names type checkers see; `_EXPORTS` below is what runs (a test keeps them equal).
+    from ._consumer.consume import Consumer as Consumer
+    from ._consumer.consume import RunInfo as RunInfo
+    from ._consumer.consume import RunResult as RunResult
+    from ._consumer.consume import consume as consume
+    from ._consumer.consume import fold as fold
+    from ._consumer.history import thread_history as thread_history
     from ._foundation.errors import AguiPipesError as AguiPipesError
     from ._foundation.errors import StageError as StageError
     from ._foundation.errors import StreamRejected as StreamRejected
@@ -34,12 +40,6 @@ if TYPE_CHECKING:
     from ._pipeline.transformer import Stage as Stage
     from ._pipeline.transformer import StreamOperator as StreamOperator
     from ._pipeline.transformer import StreamTransformer as StreamTransformer
-    from ._protocol.consume import Consumer as Consumer
-    from ._protocol.consume import RunInfo as RunInfo
-    from ._protocol.consume import RunResult as RunResult
-    from ._protocol.consume import consume as consume
-    from ._protocol.consume import fold as fold
-    from ._protocol.history import thread_history as thread_history
     from .codecs import DecodeError as DecodeError
     from .codecs import decode as decode
     from .driver import CancelToken as CancelToken
@@ -56,15 +56,15 @@ else:
         "ChainFactory": "._pipeline.chain",
         "EventStream": "._pipeline.chain",
         "TransformerChain": "._pipeline.chain",
-        "Consumer": "._protocol.consume",
-        "RunInfo": "._protocol.consume",
-        "RunResult": "._protocol.consume",
-        "consume": "._protocol.consume",
-        "fold": "._protocol.consume",
+        "Consumer": "._consumer.consume",
+        "RunInfo": "._consumer.consume",
+        "RunResult": "._consumer.consume",
+        "consume": "._consumer.consume",
+        "fold": "._consumer.consume",
         "AguiPipesError": "._foundation.errors",
         "StageError": "._foundation.errors",
         "StreamRejected": "._foundation.errors",
-        "thread_history": "._protocol.history",
+        "thread_history": "._consumer.history",
         "Limits": "._foundation.limits",
         "using_limits": "._foundation.limits_scope",
         "LimitExceeded": "._foundation.json_patch",

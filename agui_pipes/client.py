@@ -76,8 +76,8 @@ from ._client.frames import FrameReader
 from ._client.http import Request, close_iterator, read_body, within
 from ._client.sequence import EventIds
 from ._client.sync import SyncClient, SyncRunEvents
+from ._consumer.consume import Consumer, RunResult, fold
 from ._lazy import public_dir, publish
-from ._protocol.consume import Consumer, RunResult, fold
 from .codecs import FrameTooLarge, TruncatedFrame, decode
 from .store import BadEventId, EventId, parse_event_id
 

@@ -25,7 +25,7 @@ import orjson
 from streams import generate
 
 from agui_pipes import Consumer
-from agui_pipes._protocol.findings import FindingCollector
+from agui_pipes._consumer.findings import FindingCollector
 
 
 def _consumer(lines: list[bytes], profile: str) -> float:

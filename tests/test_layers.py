@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("protocol", ("agui_pipes._protocol", "agui_pipes.events", "agui_pipes.verify")),
     ("pipeline", ("agui_pipes._pipeline",)),
     ("stages", ("agui_pipes._stagekit", "agui_pipes.transformers")),
+    ("consumer", ("agui_pipes._consumer",)),
     ("wire", ("agui_pipes.codecs", "agui_pipes.relay", "agui_pipes._fastpath")),
     (
         "runtime",
@@ -60,7 +61,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # The package root only maps public names to their modules (imported lazily): a face,
 # above every layer.
 FACES = frozenset({"agui_pipes"})
-REFERENCE_LAYERS = ("plumbing", "foundation", "protocol", "pipeline", "stages")
+REFERENCE_LAYERS = ("plumbing", "foundation", "protocol", "pipeline", "stages", "consumer")
 
 
 def _layer_index(module: str) -> int | None:

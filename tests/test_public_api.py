@@ -374,7 +374,7 @@ def test_consume_is_the_function_and_its_module_private() -> None:
     assert not isinstance(agui_pipes.consume, ModuleType)
     submodules = {info.name for info in pkgutil.iter_modules(agui_pipes.__path__)}
     assert "consume" not in submodules
-    assert importlib.util.find_spec("agui_pipes._protocol.consume") is not None
+    assert importlib.util.find_spec("agui_pipes._consumer.consume") is not None
 
 
 # -- names removed in 0.2 ------------------------------------------------------

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from agui_pipes._cli import main
-from agui_pipes._protocol.findings import (
+from agui_pipes._consumer.findings import (
     RULE_SECTIONS,
     FindingCollector,
     Severity,
@@ -246,6 +246,6 @@ def test_docs_carry_the_generated_catalogue() -> None:
     page = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     assert rule_catalogue_markdown() in page, (
         "docs/rules.md's rule table differs from the code: paste the output of "
-        "python -c 'from agui_pipes._protocol.findings import rule_catalogue_markdown as "
+        "python -c 'from agui_pipes._consumer.findings import rule_catalogue_markdown as "
         "m; print(m())'"
     )

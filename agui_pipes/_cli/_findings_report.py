@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from xml.etree import ElementTree
 
+from .._consumer.findings import Finding, Severity, rejected, rule_catalogue
 from .._foundation import json as _json
-from .._protocol.findings import Finding, Severity, rejected, rule_catalogue
 from .._version import __version__
 
 __all__ = ["REPORTERS", "Located", "Report"]

@@ -74,7 +74,7 @@ def _history(args: argparse.Namespace) -> int:
 
 
 async def _print(store: Any, thread_id: str, form: str, out: TextIO) -> int:
-    from .._protocol.history import thread_history
+    from .._consumer.history import thread_history
     from ..codecs import encode_ndjson, encode_sse
     from ..store import RunBroken, RunStatus, StoreError, UnknownRun
 

@@ -34,10 +34,10 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 from ag_ui.core import BaseEvent
 
+from .._consumer.consume import Consumer, RunResult
 from .._foundation import json as _json
 from .._foundation.errors import StageError, StreamRejected
 from .._pipeline.chain import TransformerChain
-from .._protocol.consume import Consumer, RunResult
 from ..codecs import (
     CodecError,
     DecodeError,

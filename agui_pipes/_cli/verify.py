@@ -16,7 +16,7 @@ per fix, and whether the repaired stream verifies; on stdout, or on stderr
 with ``--result``; the exit status is still the verdict on the stream as given),
 ``--all`` (report every finding, not only the first, each with its rule, severity
 — error / warning / hygiene —, event, ``FILE:LINE`` and AG-UI 1.0 rules section;
-see ``agui_pipes._protocol.findings`` for the recovery rule) and ``--format
+see ``agui_pipes._consumer.findings`` for the recovery rule) and ``--format
 text|json|sarif|junit`` (how ``--all`` writes its report, on stdout; any format but
 ``text`` implies ``--all``).
 
@@ -38,10 +38,10 @@ from typing import Any
 
 import anyio
 
+from .._consumer.consume import Consumer, RunResult
+from .._consumer.findings import MALFORMED, Finding, FindingCollector, Severity
 from .._foundation import json as _json
-from .._protocol.consume import Consumer, RunResult
 from .._protocol.decode import as_object
-from .._protocol.findings import MALFORMED, Finding, FindingCollector, Severity
 from ..codecs import CodecError, DecodeError, DecodeWarning
 from ..verify import ProtocolViolation
 from ._findings_report import REPORTERS, Located, Report

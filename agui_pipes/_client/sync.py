@@ -22,7 +22,7 @@ import anyio.from_thread
 if TYPE_CHECKING:
     from ag_ui.core import BaseEvent, RunAgentInput
 
-    from .._protocol.consume import RunResult
+    from .._consumer.consume import RunResult
     from ..client import Client, History, RemoteRunEvents
 
 __all__ = ["SyncClient", "SyncRunEvents"]

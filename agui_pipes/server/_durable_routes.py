@@ -25,7 +25,7 @@ from urllib.parse import parse_qs
 
 import anyio
 
-from .._protocol.history import thread_history
+from .._consumer.history import thread_history
 from ..codecs import encode_sse
 from ..store import (
     EventLog,

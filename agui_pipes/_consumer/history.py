@@ -39,9 +39,9 @@ from ag_ui.core import (
 
 from .._foundation.errors import ProtocolViolation
 from .._foundation.limits import Limits
-from .chunks import ChunkExpander
+from .._protocol.chunks import ChunkExpander
+from .._protocol.decode import DecodeWarning, as_object, decode_event
 from .consume import WireItem, fold
-from .decode import DecodeWarning, as_object, decode_event
 
 __all__ = ["thread_history"]
 

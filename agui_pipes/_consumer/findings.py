@@ -37,10 +37,16 @@ from ag_ui.core import BaseEvent, EventType
 
 from .._foundation.errors import ProtocolViolation
 from .._foundation.limits import Limits
+from .._protocol.chunks import ChunkExpander
+from .._protocol.decode import (
+    DecodeError,
+    DecodeWarning,
+    as_object,
+    decode_event,
+    decode_legacy_event,
+)
 from ..verify import Profile, Rule, VerificationError, Verifier
-from .chunks import ChunkExpander
 from .consume import Folder, WireItem
-from .decode import DecodeError, DecodeWarning, as_object, decode_event, decode_legacy_event
 
 if TYPE_CHECKING:
     from ..transformers.compat import Compat
@@ -345,7 +351,7 @@ def rejected(findings: Iterable[Finding]) -> bool:
     return any(f.severity is not Severity.HYGIENE for f in findings)
 
 
-CATALOGUE_BEGIN: Final = "<!-- rule catalogue: generated from agui_pipes/_protocol/findings.py -->"
+CATALOGUE_BEGIN: Final = "<!-- rule catalogue: generated from agui_pipes/_consumer/findings.py -->"
 CATALOGUE_END: Final = "<!-- end of rule catalogue -->"
 
 

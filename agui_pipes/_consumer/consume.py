@@ -77,15 +77,15 @@ from ag_ui.core import (
 from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError, clone_json
 from .._foundation.limits import Limits
 from .._foundation.limits_scope import resolve_limits
-from ..verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
-from .chunks import ChunkExpander
-from .decode import (
+from .._protocol.chunks import ChunkExpander
+from .._protocol.decode import (
     DecodeWarning,
     as_object,
     decode_event,
     decode_legacy_event,
     unknown_type_warning,
 )
+from ..verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
 
 if TYPE_CHECKING:
     from ..transformers.compat import Compat
