@@ -86,7 +86,7 @@ def lookup(node: Any, dotted: str) -> tuple[bool, Any]:
 Replay = tuple[str, str | None, list[dict[str, Any]], Any, list[str]]
 
 
-def replay(stream: list[Any], compat: Compat | None = None) -> Replay:
+def replay(stream: list[Any], compat: Compat | bool | None = None) -> Replay:
     consumer = Consumer(compat=compat)
     delivered: list[dict[str, Any]] = []
     try:
@@ -125,11 +125,25 @@ def request_of(case: dict[str, Any], warnings: list[DecodeWarning]) -> dict[str,
 def test_case(path: Path) -> None:
     case = json.loads(path.read_text())
     assert case["name"] == path.stem
-    expect = case["expect"]
     era = case["name"].startswith("era-")
+    check_case(case, Compat(peer=peer_of(case)) if era else None)
+
+
+# The reference client's boundary translates these whatever the producer's version:
+# with no configuration at all, the consumer must agree with the case.
+ALWAYS_ON = ["era-0-0-45-thinking-translated", "era-0-0-47-upgrades-binary-content"]
+
+
+@pytest.mark.parametrize("name", ALWAYS_ON)
+def test_the_always_on_boundary_needs_no_configuration(name: str) -> None:
+    check_case(json.loads((CORPUS / f"{name}.json").read_text()), None)
+
+
+def check_case(case: dict[str, Any], compat: Compat | None) -> None:
+    """Replay one case through ``Consumer(compat=compat)`` and check every expectation."""
+    expect = case["expect"]
     request_warnings: list[DecodeWarning] = []
     request = request_of(case, request_warnings)
-    compat = Compat(peer=peer_of(case)) if era else None
     outcome, error, delivered, result, warnings = replay(case["stream"], compat)
     warnings = [str(w) for w in request_warnings] + warnings
 
@@ -186,6 +200,7 @@ NON_ERA = [p for p in CASES if not p.stem.startswith("era-")]
 
 @pytest.mark.parametrize("path", NON_ERA, ids=[p.stem for p in NON_ERA])
 def test_compat_for_a_current_peer_changes_nothing(path: Path) -> None:
-    """Compat up for a 1.0 producer is the identity on every 1.0 case (valid or not)."""
+    """Compat up for a 1.0 producer is the identity on every 1.0 case (valid or not),
+    and so is the strict view (``compat=False``): a 1.0 stream never engages the boundary."""
     stream = json.loads(path.read_text())["stream"]
-    assert replay(stream, Compat()) == replay(stream)
+    assert replay(stream, Compat()) == replay(stream) == replay(stream, False)

@@ -335,7 +335,7 @@ async def test_consume_async_source_and_truncation() -> None:
     ("source", "wording", "where"),
     [
         ([], "no events at all", "[end of stream]"),
-        ([{"type": "THINKING_START"}], "none of its 1 items", "[end of stream after 1 event]"),
+        ([{"type": "NOT_AN_AG_UI_TYPE"}], "none of its 1 items", "[end of stream after 1 event]"),
     ],
 )
 async def test_a_stream_with_no_event_is_rejected_not_an_outcome_of_none(

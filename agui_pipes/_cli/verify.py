@@ -93,6 +93,10 @@ def register(subparsers: Any) -> None:
                         help="also show what the repair stage would change and whether the "
                              "repaired stream verifies (the exit status stays the verdict on "
                              "the stream as given)")
+    parser.add_argument("--no-compat", action="store_true",
+                        help="the strict 1.0 view: retired THINKING_* events and binary "
+                             "content parts are dropped with warnings instead of being "
+                             "translated as the reference client does")
     parser.add_argument("--all", action="store_true", dest="all_findings",
                         help="report every finding (rule, severity, event, FILE:LINE, spec "
                              "section), not only the first; the exit status is unchanged")
@@ -131,7 +135,8 @@ async def _consume(args: argparse.Namespace, kept: _Kept | None) -> tuple[RunRes
     whole stream, not the part the verdict needed.
     """
     consumer = Consumer(
-        allow_truncated=args.allow_truncated, profile=args.profile, limits=limits_of(args)
+        allow_truncated=args.allow_truncated, profile=args.profile, limits=limits_of(args),
+        compat=False if args.no_compat else None,
     )
     progress = Progress(None)
     name = input_name(args.input)
@@ -184,7 +189,8 @@ async def _consume(args: argparse.Namespace, kept: _Kept | None) -> tuple[RunRes
 async def _collect(args: argparse.Namespace) -> Report:
     """Every finding in the input (``--all``), with the input line of each."""
     collector = FindingCollector(
-        profile=args.profile, allow_truncated=args.allow_truncated, limits=limits_of(args)
+        profile=args.profile, allow_truncated=args.allow_truncated, limits=limits_of(args),
+        compat=False if args.no_compat else None,
     )
     progress = Progress(None)
     name = input_name(args.input)

@@ -43,7 +43,7 @@ carry, ready for ``json.dumps`` or ``ag_ui.core`` model validation.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterable, Iterable, Sequence
+from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -85,6 +85,7 @@ from .._protocol.decode import (
     decode_legacy_event,
     unknown_type_warning,
 )
+from .._protocol.legacy import LEGACY_TYPE_NAMES, has_binary_part
 from ..verify import Profile, ProtocolViolation, Rule, VerificationError, Verifier
 
 if TYPE_CHECKING:
@@ -809,12 +810,17 @@ class Consumer:
     ``allow_truncated``. Decode warnings and application warnings are
     collected in ``warnings`` (and on the result).
 
-    ``compat`` (a :class:`~agui_pipes.transformers.compat.Compat` of direction
-    ``up``) puts the compatibility stage between decoding and chunk expansion,
-    as the reference client's always-on boundary sits: wire items are then
-    decoded reading the pre-1.0 shapes too, which the stage translates into
-    1.0 (see docs/compat.md), and its warnings join ``warnings``. Without it
-    those shapes are dropped with warnings, as AG-UI 1.0 says.
+    ``compat`` is the compatibility boundary between decoding and chunk
+    expansion, where the reference client's always-on boundary sits. By default
+    (``None``) it is the reference client's: the first pre-1.0 shape that
+    arrives — a retired ``THINKING_*`` event, a ``binary`` content part — engages
+    a ``Compat(direction="up")`` stage from that item on (a legacy shape is itself
+    the proof the producer is old), which translates it into 1.0 with its
+    warning (docs/compat.md); a 1.0 stream never pays for it. A
+    :class:`~agui_pipes.transformers.compat.Compat` of direction ``up`` engages
+    that stage from the first item (to name the producer's version, ``peer``).
+    ``False`` is the strict 1.0 view: those shapes are dropped with warnings, as
+    AG-UI 1.0 says of types and members it does not describe.
     """
 
     def __init__(
@@ -825,8 +831,13 @@ class Consumer:
         messages: Iterable[dict[str, Any]] | None = None,
         profile: Profile = "consumer",
         limits: Limits | None = None,
-        compat: Compat | None = None,
+        compat: Compat | bool | None = None,
     ) -> None:
+        self._auto_compat = compat is None
+        if compat is None or compat is False:
+            compat = None
+        elif compat is True:
+            compat = legacy_boundary()
         if compat is not None and not getattr(compat, "reads_legacy", False):
             raise ValueError(
                 f"Consumer(compat=...) takes the consumer side's stage, Compat(direction='up', "
@@ -874,9 +885,18 @@ class Consumer:
                     return ()
                 event = item
             else:
-                decoded = decode_event(as_object(item, index), index, self._folder.warnings)
+                raw = as_object(item, index)
+                decoded = decode_event(raw, index, self._folder.warnings)
                 if decoded is None:
+                    if self._auto_compat and is_legacy_type(raw):
+                        return self._engage_compat(raw, index)
                     return ()
+                if (
+                    decoded.__class__ is MessagesSnapshotEvent
+                    and self._auto_compat
+                    and has_binary_part(raw)
+                ):
+                    return self._engage_compat(raw, index)
                 event = decoded
             expanded = self._expand(event)
             observe = self._observe
@@ -890,6 +910,19 @@ class Consumer:
             self._failure = violation
             raise
         return expanded
+
+    def _engage_compat(self, raw: dict[str, Any], index: int) -> Sequence[BaseEvent]:
+        """The first legacy shape: the boundary takes over from this item on.
+
+        The warnings the 1.0 decoder just gave this item (a dropped type, a removed
+        part) are withdrawn: the boundary reads it again and says what it did.
+        """
+        sink = self._folder.warnings
+        while sink and sink[-1].index == index:
+            sink.pop()
+        self._auto_compat = False
+        self._compat = legacy_boundary()
+        return self._push_compat(raw, index)
 
     def _push_compat(self, item: WireItem, index: int) -> Sequence[BaseEvent]:
         """``push`` with the compat stage between decoding and chunk expansion."""
@@ -962,6 +995,18 @@ class Consumer:
         return self._folder.result_snapshot(final=True)
 
 
+def legacy_boundary() -> Compat:
+    """The reference client's always-on compatibility boundary: ``Compat(direction="up")``."""
+    from ..transformers.compat import Compat
+
+    return Compat(direction="up")
+
+
+def is_legacy_type(raw: Mapping[str, Any]) -> bool:
+    """Whether a wire object the 1.0 decoder dropped is a retired pre-1.0 event type."""
+    return raw.get("type") in LEGACY_TYPE_NAMES
+
+
 def _no_run(items: int) -> VerificationError:
     """The rejection of a stream that ended before its first event (``items`` wire items)."""
     if items == 0:
@@ -985,7 +1030,7 @@ async def consume(
     state: Any = _UNSET,
     messages: Iterable[dict[str, Any]] | None = None,
     limits: Limits | None = None,
-    compat: Compat | None = None,
+    compat: Compat | bool | None = None,
 ) -> RunResult:
     """Consume a whole stream: decode, expand, verify (consumer profile), fold.
 

@@ -45,8 +45,9 @@ from .._protocol.decode import (
     decode_event,
     decode_legacy_event,
 )
+from .._protocol.legacy import has_binary_part
 from ..verify import Profile, Rule, VerificationError, Verifier
-from .consume import Folder, WireItem
+from .consume import Folder, WireItem, is_legacy_type, legacy_boundary
 
 if TYPE_CHECKING:
     from ..transformers.compat import Compat
@@ -166,9 +167,16 @@ class FindingCollector:
         profile: Profile = "consumer",
         allow_truncated: bool = False,
         limits: Limits | None = None,
-        compat: Compat | None = None,
+        compat: Compat | bool | None = None,
     ) -> None:
         self.findings: list[Finding] = []
+        # As for Consumer: None engages the reference client's boundary at the first
+        # legacy shape, False is the strict 1.0 view, True or a stage engages it now.
+        self._auto_compat = compat is None
+        if compat is None or compat is False:
+            compat = None
+        elif compat is True:
+            compat = legacy_boundary()
         self._warnings: list[DecodeWarning] = []
         self._taken = 0
         self._consumer = Verifier("consumer")
@@ -215,7 +223,17 @@ class FindingCollector:
             raw = as_object(item, index)
             if self._compat is not None:
                 return decode_legacy_event(raw, index, self._warnings)
-            return decode_event(raw, index, self._warnings)
+            before = len(self._warnings)
+            event = decode_event(raw, index, self._warnings)
+            if self._auto_compat and (
+                (event is None and is_legacy_type(raw))
+                or (isinstance(event, ag.MessagesSnapshotEvent) and has_binary_part(raw))
+            ):
+                del self._warnings[before:]  # the boundary reads it again, and says so
+                self._auto_compat = False
+                self._compat = legacy_boundary()
+                return decode_legacy_event(raw, index, self._warnings)
+            return event
         except DecodeError as error:
             self.findings.append(
                 Finding(MALFORMED, Severity.ERROR, str(error), index, error.event_type)

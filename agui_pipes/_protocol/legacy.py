@@ -25,9 +25,31 @@ same content is dropped).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["reads_legacy", "upgrade_binary_parts"]
+__all__ = ["LEGACY_TYPE_NAMES", "has_binary_part", "reads_legacy", "upgrade_binary_parts"]
+
+LEGACY_TYPE_NAMES: Final = frozenset({
+    "THINKING_START",
+    "THINKING_END",
+    "THINKING_TEXT_MESSAGE_START",
+    "THINKING_TEXT_MESSAGE_CONTENT",
+    "THINKING_TEXT_MESSAGE_END",
+})
+"""The wire ``type`` of every pre-1.0 event read (``legacy_events.LegacyEventType``'s
+values, which a test holds equal), known without building the models."""
+
+
+def has_binary_part(raw: Mapping[str, Any]) -> bool:
+    """Whether a wire MESSAGES_SNAPSHOT carries a pre-1.0 ``binary`` content part."""
+    messages = raw.get("messages")
+    if not isinstance(messages, list):
+        return False
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(_is_binary(part) for part in content):
+            return True
+    return False
 
 
 def reads_legacy(stages: Iterable[object]) -> bool:
