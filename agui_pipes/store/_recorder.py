@@ -26,6 +26,7 @@ from types import TracebackType
 import anyio
 import anyio.abc
 
+from .._framing import SSE_DATA, SSE_END, SSE_ID
 from ._base import EventLog, RunStatus
 from ._ids import format_event_id
 
@@ -74,7 +75,7 @@ def _tail(seq: int) -> bytes:
 
 def _tail_block(block: int) -> list[bytes]:
     start = block * _BLOCK
-    tails = list(map(b"%d\ndata: ".__mod__, range(start, start + _BLOCK)))
+    tails = list(map((b"%d\n" + SSE_DATA).__mod__, range(start, start + _BLOCK)))
     if len(_tail_blocks) >= _MAX_BLOCKS:
         # Keep the first blocks (every run starts there); drop the oldest of the rest.
         for key in list(_tail_blocks):
@@ -174,8 +175,8 @@ class RunRecorder:
         """
         seq = await self.record(data)
         if seq is None:
-            return b"data: " + data + b"\n\n"
-        return b"".join((self._id_prefix, _tail(seq), data, b"\n\n"))
+            return SSE_DATA + data + SSE_END
+        return b"".join((self._id_prefix, _tail(seq), data, SSE_END))
 
     def frame_nowait(self, data: bytes) -> bytes | None:
         """``frame(data)`` when it can be done without waiting; None when the queue is full.
@@ -200,12 +201,12 @@ class RunRecorder:
             if wake is not None:
                 self._wake = None
                 wake.set()
-            return b"".join((self._id_prefix, _tail(seq), data, b"\n\n"))
+            return b"".join((self._id_prefix, _tail(seq), data, SSE_END))
         if self._tasks is None and not self._ended and self.broken is None:
             raise RuntimeError(
                 f"{self!r} is not started: use `async with RunRecorder(...) as recorder:`"
             )
-        return b"data: " + data + b"\n\n"
+        return SSE_DATA + data + SSE_END
 
     def frames_nowait(self, payloads: list[bytes]) -> bytes | None:
         """``frame`` of each payload, joined, when all fit without waiting; else None.
@@ -236,7 +237,7 @@ class RunRecorder:
                 wake.set()
             # One join, the numbers sliced from a table: no bytecode and no
             # formatting per frame.
-            parts = [self._id_prefix, None, None, b"\n\n"] * count
+            parts = [self._id_prefix, None, None, SSE_END] * count
             parts[1::4] = _tails(seq, count)
             parts[2::4] = payloads
             return b"".join(parts)  # type: ignore[arg-type]
@@ -244,7 +245,7 @@ class RunRecorder:
             raise RuntimeError(
                 f"{self!r} is not started: use `async with RunRecorder(...) as recorder:`"
             )
-        return b"".join([b"data: " + data + b"\n\n" for data in payloads])
+        return b"".join([SSE_DATA + data + SSE_END for data in payloads])
 
     async def frames(self, payloads: list[bytes]) -> bytes:
         """``frame`` of each payload, joined: at once when they fit, else one by one, in order."""
@@ -262,7 +263,7 @@ class RunRecorder:
         propagate: the server decides whether to serve the run unrecorded.
         """
         format_event_id(self.store.epoch, self.run_id, 0)  # refuses ids SSE cannot carry
-        self._id_prefix = f"id: {self.store.epoch}:{self.run_id}:".encode()
+        self._id_prefix = SSE_ID + f"{self.store.epoch}:{self.run_id}:".encode()
         await self.store.append(self.thread_id, self.run_id, [])
         record = await self.store.run(self.run_id)
         if record is not None:
