@@ -375,13 +375,17 @@ def sync_segment(chain: TransformerChain, hooks: bool | None = None) -> SyncSegm
     the route state (``Relay``); raises the usual TypeError for a chain with
     async stages or operators. ``hooks`` asks for a loop that does (True) or
     does not (False) take the stages' ``route`` handlers: the chain's own
-    when it routes so (``None``: whichever it has), else a new one over the
-    same stages, for a driver that then pushes only through it.
+    when it routes so (``None``: whichever it has), else one over the same
+    stages (made once per chain), for a driver that then pushes only through
+    it.
     """
     segment = chain._require_sync("a relay")
     if segment is None or hooks is None or segment.hooks is hooks:
         return segment
-    return SyncSegment(segment.stages, hooks)
+    other = chain._other_routing
+    if other is None:
+        other = chain._other_routing = SyncSegment(segment.stages, hooks)
+    return other
 
 
 async def _aclose(source: object) -> None:
@@ -503,6 +507,7 @@ class TransformerChain(StreamTransformer):
         self._stages: tuple[Stage, ...] = tuple(flat)
         self._segments = _segments(self._stages)
         self._sync_only = all(isinstance(s, SyncSegment) for s in self._segments)
+        self._other_routing: SyncSegment | None = None  # see ``sync_segment``
         self._used = False
 
     # -- introspection ------------------------------------------------------
