@@ -33,21 +33,21 @@ a peer that never ends a frame cannot exhaust the process.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from ag_ui.core import BaseEvent
 
 from . import _fastpath
-from ._fastpath.builders import BUILDERS as _BUILDERS
-from ._fastpath.builders import compile_builder as _compile_builder
-from ._fastpath.open_json import OPEN_BUILDERS as _OPEN_BUILDERS
-from ._fastpath.open_json import build_open as _build_open
+from ._fastpath.decoding import decode_bytes as _fast_decode_bytes
+from ._fastpath.framing import emit_lines as _fast_emit_lines
+from ._fastpath.framing import split_frames as _fast_split_frames
 from ._fastpath.writers import encode_json as _fast_encode_json
 from ._fastpath.writers import encode_model as _fast_encode_model
 from ._fastpath.writers import encode_plain as _fast_encode_plain
 from ._foundation.errors import AguiPipesError
-from ._foundation.json import fast_loads as _fast_loads
-from ._lazy import publish
+from ._foundation.framing import NDJSON_END, SSE_DATA, SSE_END
+from ._lazy import public_dir, publish
 from ._protocol import encode as _encode
 from ._protocol.decode import (
     PROTOCOL_VERSION,
@@ -86,6 +86,7 @@ __all__ = [
     "event_type_names",
     "sse_comment",
 ]
+__dir__ = public_dir(__all__)
 
 SSE_CONTENT_TYPE: Final = "text/event-stream"
 NDJSON_CONTENT_TYPE: Final = "application/x-ndjson"
@@ -141,14 +142,16 @@ def encode_sse(event: BaseEvent, fast_path: bool | None = None) -> bytes:
     """
     if (_fastpath.ENABLED if fast_path is None else fast_path) and isinstance(event, BaseEvent):
         plain = _fast_encode_plain(event)  # the generated writer of the class's common shape
-        return b"data: " + (plain if plain is not None else _fast_encode_model(event)) + b"\n\n"
-    return b"data: " + _encode.encode_json(event) + b"\n\n"
+        return SSE_DATA + (plain if plain is not None else _fast_encode_model(event)) + SSE_END
+    return SSE_DATA + _encode.encode_json(event) + SSE_END
 
 
 def encode_ndjson(event: BaseEvent, fast_path: bool | None = None) -> bytes:
     """One NDJSON line: the event's wire JSON and a newline (``fast_path`` as for
     :func:`encode_json`)."""
-    return encode_json(event, fast_path=fast_path) + b"\n"
+    return encode_json(event, fast_path=fast_path) + NDJSON_END
+
+
 def sse_comment(text: str = "") -> bytes:
     """An SSE comment frame (keep-alive); clients ignore it.
 
@@ -157,7 +160,7 @@ def sse_comment(text: str = "") -> bytes:
     """
     if "\n" in text or "\r" in text:
         raise ValueError(f"an SSE comment cannot contain a line break: {text!r}")
-    return b":" + (b" " + text.encode() if text else b"") + b"\n\n"
+    return b":" + (b" " + text.encode() if text else b"") + SSE_END
 
 
 # -- decoding -------------------------------------------------------------
@@ -190,29 +193,7 @@ def decode(
     if legacy:
         return decode_legacy_object(as_object(wire, index), index)
     if wire.__class__ is bytes and (_fastpath.ENABLED if fast_path is None else fast_path):
-        # The fast path's plan for bytes, looked up here (this runs once per
-        # event): the generated builder of the payload's exact key set.
-        try:
-            raw = _fast_loads(wire)
-        except ValueError:  # malformed JSON or UTF-8: the reference path reports it
-            raw = None
-        if raw.__class__ is dict:
-            type_name = raw.get("type")
-            if type_name.__class__ is str:
-                key = (type_name, tuple(raw))
-                try:
-                    builder = _BUILDERS[key]
-                except KeyError:
-                    builder = _compile_builder(*key)
-                if builder is not None:
-                    event = builder(raw)
-                    if event is not None:
-                        return Decoded(event)
-                elif type_name in _OPEN_BUILDERS:  # snapshots, deltas: open JSON values
-                    event = _build_open(raw, key)
-                    if event is not None:
-                        return Decoded(event)
-            return decode_object(raw, index)
+        return _fast_decode_bytes(wire, index)  # the generated builder of the key set
     return decode_object(as_object(wire, index), index)
 
 
@@ -349,7 +330,12 @@ class SSEDecoder(_ChunkDecoder):
         if max_frame_bytes <= 0:
             raise ValueError(f"max_frame_bytes must be positive, got {max_frame_bytes}")
         self.max_frame_bytes = max_frame_bytes
-        self._fast = _fastpath.ENABLED if fast_path is None else fast_path
+        # The framing, chosen once: the reference line by line, or its fast sibling
+        # (a function, called with the decoder: no reference cycle through a bound method).
+        fast = _fastpath.ENABLED if fast_path is None else fast_path
+        self._split: Callable[[SSEDecoder, bytes, list[Any], bool], list[Any]] = (
+            _fast_split_frames if fast else SSEDecoder._split_lines
+        )
         self.last_event_id = ""
         self.dispatched_event_id = ""
         self.retry_ms: int | None = None
@@ -365,70 +351,14 @@ class SSEDecoder(_ChunkDecoder):
             chunk = self._intake(chunk)
             if not chunk:
                 return []
-        out: list[Any] = []
-        if self._fast and not self._frame_size and not self._skip_lf and b"\r" not in chunk:
-            # At a frame's start, with only LF line ends: the ordinary frames
-            # that lead the chunk are taken whole, the rest goes line by line.
-            if self._line:
-                chunk = bytes(self._line) + chunk
-                self._line.clear()
-            chunk = self._ordinary_frames(chunk, out, text)
-        return self._feed_lines(chunk, out, text)
+        return self._split(self, chunk, [], text)
 
-    def _ordinary_frames(self, chunk: bytes, out: list[Any], text: bool) -> bytes:
-        """Take the frames at the head of ``chunk`` that are one ``data:`` line each.
+    def _split_lines(self, chunk: bytes, out: list[Any], text: bool) -> list[Any]:
+        """The reference framing: ``chunk`` line by line, as the spec describes.
 
-        Such a frame is ``data:<value>\\n\\n`` with no other line end in it and
-        within the size cap; for it the line-by-line path would append exactly
-        its value (one leading space dropped), so it is appended here without
-        per-line work. Returns the rest of ``chunk`` from the first frame that
-        is anything else (a comment, another field, several lines, an
-        unfinished frame, one over the cap), for the line-by-line path, which
-        then starts at a frame boundary as it would have.
+        Appends the payloads of the frames it completes to ``out`` and returns
+        it. ``agui_pipes._fastpath.framing.split_frames`` is its fast sibling.
         """
-        cap = self.max_frame_bytes
-        end = chunk.rfind(b"\n\n") + 2
-        if end >= 2 and chunk.startswith(b"data: "):
-            # The usual chunk: nothing but ``data: <value>\n\n`` frames up to
-            # its last frame end. Then every line end there is one of the two
-            # that end a frame (k frame starts, 2k line ends), and splitting at
-            # the frame starts gives the values.
-            starts = chunk.count(b"\n\ndata: ", 0, end) + 1
-            if chunk.count(b"\n", 0, end) == 2 * starts:
-                values = chunk[6 : end - 2].split(b"\n\ndata: ")
-                if end <= cap or max(map(len, values)) + 6 < cap:
-                    if text:
-                        out += [value.decode("utf-8", "replace") for value in values]
-                    elif chunk.isascii():
-                        out += values
-                    else:  # replace what is not UTF-8, as the text form does
-                        out += [
-                            value if value.isascii()
-                            else value.decode("utf-8", "replace").encode()
-                            for value in values
-                        ]
-                    return chunk[end:]
-        frames = chunk.split(b"\n\n")
-        frames.pop()  # what follows the last frame end: never a whole frame
-        ascii_only = not text and chunk.isascii()
-        at = 0
-        for frame in frames:
-            if frame[:5] != b"data:" or b"\n" in frame or len(frame) >= cap:
-                break
-            at += len(frame) + 2
-            value = frame[6:] if frame[5:6] == b" " else frame[5:]
-            if ascii_only:
-                out.append(value)
-            elif text:
-                out.append(value.decode("utf-8", "replace"))
-            elif value.isascii():
-                out.append(value)
-            else:  # replace what is not UTF-8, as the text form does
-                out.append(value.decode("utf-8", "replace").encode())
-        return chunk[at:] if at else chunk
-
-    def _feed_lines(self, chunk: bytes, out: list[Any], text: bool) -> list[Any]:
-        """The reference framing: ``chunk`` line by line, as the spec describes."""
         if not chunk:
             return out
         chunk, self._skip_lf = _normalise_newlines(chunk, self._skip_lf)
@@ -469,7 +399,7 @@ class SSEDecoder(_ChunkDecoder):
                 else:  # replace what is not UTF-8, as the text form does
                     out.append(payload.decode("utf-8", "replace").encode())
             # Dispatch sets the last event ID string, data or not (WHATWG). The
-            # fast path never gets here, but only takes frames without an id
+            # fast framing never gets here, but only takes frames without an id
             # line, which leave it as it is.
             self.dispatched_event_id = self.last_event_id
             self._data = []
@@ -543,14 +473,27 @@ class NDJSONDecoder(_ChunkDecoder):
     ``feed_bytes`` / ``close_bytes`` return the lines as ``bytes`` instead
     (checked to be UTF-8 all the same); the methods share the decoder's state.
     A line that is not valid UTF-8 raises ``CodecError`` in both forms.
+
+    ``fast_path`` (``None``: follow ``AGUI_PIPES_FAST_PATH``) lets
+    ``feed_bytes`` check a chunk's lines at once and keep them as they are
+    when they are plain (no CR, within the cap, UTF-8); otherwise, and with
+    ``fast_path=False``, each line is checked in turn. Both give the same
+    lines and errors.
     """
 
     _KIND = "NDJSON"
 
-    def __init__(self, *, max_line_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(
+        self, *, max_line_bytes: int = DEFAULT_MAX_FRAME_BYTES, fast_path: bool | None = None
+    ) -> None:
         if max_line_bytes <= 0:
             raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes}")
         self.max_line_bytes = max_line_bytes
+        # Chosen once, as SSEDecoder's framing is.
+        fast = _fastpath.ENABLED if fast_path is None else fast_path
+        self._lines: Callable[[NDJSONDecoder, bytes, list[bytes], list[Any], bool], None] = (
+            _fast_emit_lines if fast else NDJSONDecoder._emit_lines
+        )
         super().__init__()
 
     def _feed(self, chunk: bytes, text: bool) -> list[Any]:
@@ -568,48 +511,23 @@ class NDJSONDecoder(_ChunkDecoder):
             lines[0] = bytes(self._line) + lines[0]
             self._line.clear()
         tail = lines.pop()
-        if not text and self._plain_lines(chunk, lines):
-            # Every line is already what ``_emit`` would append: keep the non-blank ones.
-            out.extend(filter(bytes.strip, lines))
-            self._line += tail
-            self._check()
-            return out
+        self._lines(self, chunk, lines, out, text)
+        self._line += tail
+        self._check()
+        return out
+
+    def _emit_lines(
+        self, chunk: bytes, lines: list[bytes], out: list[Any], text: bool
+    ) -> None:
+        """The reference framing: each complete line of ``chunk`` checked and emitted in turn.
+
+        ``agui_pipes._fastpath.framing.emit_lines`` is its fast sibling.
+        """
         for line in lines:
             if len(line) > self.max_line_bytes:
                 self._line[:] = line
                 self._check()
             self._emit(line, out, text)
-        self._line += tail
-        self._check()
-        return out
-
-    def _plain_lines(self, chunk: bytes, lines: list[bytes]) -> bool:
-        """Whether ``_emit`` would pass each of ``lines`` (cut from ``chunk``) through as it is.
-
-        True when no line ends in CR, none is over the cap and all are UTF-8 —
-        checked over the whole chunk in C rather than line by line, which is
-        most of what decoding a long NDJSON file cost. Only ``lines[0]`` can
-        hold bytes from an earlier chunk, so it is checked apart. Anything
-        else (a CR, a long line, bytes that are not UTF-8 — or a character
-        split across chunks, which a chunk-wide check cannot tell from one)
-        goes through ``_emit`` line by line, with its own errors.
-        """
-        first = lines[0]
-        if b"\r" in chunk or first[-1:] == b"\r":
-            return False
-        if max(map(len, lines)) > self.max_line_bytes:
-            return False
-        if chunk.isascii() and first.isascii():
-            return True
-        start = chunk.index(b"\n") + 1
-        end = chunk.rindex(b"\n") + 1
-        try:
-            if not first.isascii():
-                first.decode("utf-8")
-            str(memoryview(chunk)[start:end], "utf-8")
-        except UnicodeDecodeError:
-            return False
-        return True
 
     def _check(self) -> None:
         try:

@@ -14,12 +14,13 @@ stages (``chain.is_sync``); chains with async stages or operators run through
         send(out)
     send(relay.finish())                    # what the stages flush at the end
 
-The loop takes the fast path (``agui_pipes._fastpath``: generated builders
-and writers, and the *bypass*, which sends a payload on as its own bytes when
-every stage promises to pass it) wherever it has a plan, and gives the same
-bytes as decoding, transforming and encoding every event.
+This module holds the reference loop (``Relay._feed_reference``: decode →
+chain → encode per event); its fast sibling, ``agui_pipes._fastpath.relay_loop``
+(generated builders and writers, and the *bypass*, which sends a payload on
+as its own bytes when every stage promises to pass it), gives the same
+bytes. A relay picks one of the two at construction:
 ``Relay(chain, fast_path=False)`` (or ``AGUI_PIPES_FAST_PATH=0``) runs the
-reference loop only: ``decode`` → chain → ``encode`` per event.
+reference loop.
 
 Errors surface as raised exceptions, exactly as through ``chain.apply``: a
 malformed event is a ``DecodeError``, a stage's refusal its ``StreamRejected``
@@ -30,27 +31,24 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
 
 from ag_ui.core import BaseEvent
 
 from . import _fastpath
-from ._fastpath.builders import RELAY_ENTRIES, relay_entry
-from ._fastpath.bypass import bypass_for
-from ._fastpath.open_json import OPEN_BUILDERS, build_open
-from ._fastpath.writers import WRITERS, compile_common_shape
-from ._fastpath.writers import encode_json as fast_encode_json
-from ._foundation.json import fast_loads, orjson_dumps
+from ._fastpath import relay_loop
+from ._foundation.framing import NDJSON_FRAMING, SSE_FRAMING
+from ._lazy import public_dir
 from ._pipeline.chain import TransformerChain, sync_segment
 from ._protocol.decode import DecodeWarning, as_object, decode_legacy_object, decode_object
 from ._protocol.legacy import reads_legacy
-from .codecs import decode, encode_ndjson, encode_sse
+from .codecs import encode_ndjson, encode_sse
 
 __all__ = ["Relay"]
+__dir__ = public_dir(__all__)
 
 _FRAMING: dict[Callable[[BaseEvent], bytes], tuple[bytes, bytes]] = {
-    encode_sse: (b"data: ", b"\n\n"),
-    encode_ndjson: (b"", b"\n"),
+    encode_sse: SSE_FRAMING,
+    encode_ndjson: NDJSON_FRAMING,
 }
 """How the built-in encoders frame an event's JSON (for re-sending input bytes as they are)."""
 
@@ -60,21 +58,13 @@ _REFERENCE_ENCODERS: dict[Callable[[BaseEvent], bytes], Callable[[BaseEvent], by
 }
 """The built-in encoders held to the reference path (for ``Relay(fast_path=False)``)."""
 
-_UNSEEN: Any = object()
-"""Marks a key set the builder cache has not seen yet."""
+_Loop = Callable[["Relay", Iterable[bytes | str]], list[bytes]]
+"""One batch through decode, chain and encode: the output events' bytes, in order."""
 
 
 def _pass_on(event: BaseEvent, index: int) -> tuple[BaseEvent]:
     """An empty chain's push."""
     return (event,)
-
-
-def _writer_for(output: object) -> Any:
-    """The common-shape writer of an output's class (compiled once), None for non-events."""
-    cls = type(output)
-    if not issubclass(cls, BaseEvent):
-        return None  # the encoder reports it
-    return compile_common_shape(cls)
 
 
 class Relay:
@@ -96,17 +86,18 @@ class Relay:
     __slots__ = (
         "_chain",
         "_encode",
-        "_fast",
         "_finished",
         "_forwarded",
         "_framing",
         "_index",
         "_input_types",
         "_legacy",
+        "_loop",
         "_on_event",
         "_on_input",
         "_on_warning",
         "_output_types",
+        "_segment",
         "_sent",
         "_unknown",
         "_unsent",
@@ -134,11 +125,24 @@ class Relay:
         self._chain = chain
         # A chain with a ``compat`` (up) stage gets the pre-1.0 shapes from the decoder.
         self._legacy = reads_legacy(chain.stages)
-        self._fast = _fastpath.ENABLED if fast_path is None else fast_path
-        if not self._fast:
+        # The loop, chosen once: the reference, or its fast sibling (a function
+        # called with the relay, not a bound method: no reference cycle keeps
+        # the chain alive). ``_framing`` says what its items are: each event's
+        # JSON, framed so in one join (the fast loop with a built-in encoder),
+        # or None for whole frames.
+        # The chain's loop follows the same choice: its stages' ``route``
+        # handlers on the fast path, their ``transform`` on the reference one.
+        self._loop: _Loop
+        fast = _fastpath.ENABLED if fast_path is None else fast_path
+        if fast:
+            self._loop = relay_loop.feed
+            self._framing = _FRAMING.get(encode)
+        else:
+            self._loop = Relay._feed_reference
+            self._framing = None
             encode = _REFERENCE_ENCODERS.get(encode, encode)
         self._encode = encode
-        self._framing = _FRAMING.get(encode) if self._fast else None
+        self._segment = sync_segment(chain, hooks=fast)
         self._on_warning = on_warning
         self._on_event = on_event
         self._on_input = on_input
@@ -153,7 +157,7 @@ class Relay:
         self._forwarded = 0
         self._sent = 0
         self._unknown = 0
-        self._unsent: list[bytes] = []  # JSON items (fast path) or frames (reference)
+        self._unsent: list[bytes] = []  # the loop's items (see ``_framing``)
         self._finished = False
 
     @property
@@ -189,9 +193,7 @@ class Relay:
         is sent as those bytes without re-encoding (tests prove the output is
         identical to encoding every event).
         """
-        if not self._fast:
-            return b"".join(self._feed_reference(payloads))
-        return self._joined(self._feed_fast(payloads))
+        return self._joined(self._loop(self, payloads))
 
     def feed_payloads(self, payloads: Iterable[bytes | str]) -> list[bytes]:
         """``feed``, but each output event's JSON apart, unframed (in order).
@@ -201,11 +203,10 @@ class Relay:
         ``feed``'s bytes back into events. Only with the built-in SSE or
         NDJSON encoder, whose framing is known.
         """
-        if not self._fast:
-            return self._unframed(self._feed_reference(payloads))
-        if self._framing is None:
-            self._known_framing()  # raises: a custom encoder's framing is unknown
-        return self._feed_fast(payloads)
+        if self._framing is not None:
+            return self._loop(self, payloads)  # the items are the events' JSON already
+        self._known_framing()  # raises, before any payload is read, for a custom encoder
+        return self._unframed(self._loop(self, payloads))
 
     def _unframed(self, frames: list[bytes]) -> list[bytes]:
         """Each frame's event JSON, the built-in encoder's framing taken off."""
@@ -222,152 +223,12 @@ class Relay:
             "(their framing is known); with a custom encoder use Relay.feed()"
         )
 
-    def _feed_fast(self, payloads: Iterable[bytes | str]) -> list[bytes]:
-        segment = sync_segment(self._chain)
-        transform = _pass_on if segment is None else segment.push
-        encode = self._encode
-        on_warning = self._on_warning
-        on_event = self._on_event
-        on_input = self._on_input
-        input_types = self._input_types
-        output_types = self._output_types
-        out: list[bytes] = []
-        append = out.append
-        index = self._index
-        forwarded = self._forwarded
-        sent = self._sent
-        framing = self._framing
-        prefix, suffix = framing if framing is not None else (b"", b"")
-        dumps = orjson_dumps
-        reuse = framing is not None and dumps is not None
-        loads = fast_loads
-        entries = RELAY_ENTRIES
-        open_builders = OPEN_BUILDERS
-        writers = WRITERS
-        fast_json = fast_encode_json
-        # The bypass (see ``StreamTransformer.passes``): only when no hook
-        # needs the events themselves and input bytes can be re-sent.
-        watched = self._watched
-        legacy = self._legacy
-        bypasses = (
-            segment.state_cache
-            if reuse and segment is not None and watched is not None
-            else None
-        )
-        try:
-            for payload in payloads:
-                # decode()'s fast path, inlined: this loop runs once per event.
-                event: BaseEvent | None = None
-                raw: Any = None
-                framing_len: int | None = None
-                if payload.__class__ is bytes:
-                    try:
-                        raw = loads(payload)
-                        type_name = raw["type"]
-                    except (ValueError, TypeError, KeyError):
-                        # Not JSON, not an object, or no "type": decode() below
-                        # reports it precisely.
-                        type_name = None
-                    if type_name.__class__ is str:
-                        key = (type_name, tuple(raw))
-                        if bypasses is not None:
-                            try:
-                                bypass = bypasses[key]
-                            except KeyError:
-                                bypass = bypass_for(segment, watched, *key)  # type: ignore[arg-type]
-                            if bypass is not None:
-                                data = bypass(raw, payload)
-                                if data is not None:
-                                    # Every stage passes it (or drops a field) and
-                                    # this is what encoding the output gives: send
-                                    # it without building any event.
-                                    append(data)
-                                    index += 1
-                                    forwarded += 1
-                                    continue
-                        try:
-                            entry = entries[key]
-                        except KeyError:
-                            entry = relay_entry(*key)
-                        if entry is not None:
-                            event = entry[0](raw)
-                            if reuse and event is not None:
-                                # Only a built event's values are all strings (which
-                                # the length check below counts); one the builder
-                                # refused, e.g. a legacy ``null``, is decoded below.
-                                framing_len = entry[1]
-                        elif type_name in open_builders:  # snapshots and deltas
-                            event = build_open(raw, key)
-                if event is None:
-                    # Parsed above and no builder took it: decode() would parse
-                    # it again, try the same builder, then do this.
-                    decoded = (
-                        (decode_legacy_object if legacy else decode_object)(raw, index)
-                        if raw.__class__ is dict
-                        else decode(payload, index=index, fast_path=True, legacy=legacy)
-                    )
-                    if decoded.warnings and on_warning is not None:
-                        for warning in decoded.warnings:
-                            on_warning(warning)
-                    event = decoded.event
-                    if event is None:
-                        index += 1
-                        self._unknown += 1
-                        continue
-                index += 1
-                if on_input is not None and (
-                    input_types is None or event.__class__ in input_types
-                ):
-                    on_input(event)
-                for output in transform(event, index - 1):
-                    sent += 1
-                    if on_event is not None and (
-                        output_types is None or output.__class__ in output_types
-                    ):
-                        on_event(output)
-                    if output is event and framing_len is not None and (
-                        # Any whitespace, escape or non-ASCII character makes a
-                        # payload longer than this; then compare it exactly.
-                        len(payload) == framing_len + sum(map(len, raw.values()))
-                        or dumps(raw) == payload
-                    ):
-                        # No stage replaced the event and its input bytes are
-                        # exactly what encoding it gives: send them on as they are.
-                        append(payload)  # type: ignore[arg-type]
-                    elif framing is None:
-                        append(encode(output))
-                    else:
-                        # The encoder's own first choice, without its two calls: the
-                        # generated writer for the class's common shape.
-                        writer = writers.get(output.__class__, _UNSEEN)
-                        if writer is _UNSEEN:
-                            writer = _writer_for(output)
-                        data = None
-                        if writer is not None and not output.__pydantic_extra__:
-                            data = writer(output.__dict__)  # None: not the common shape
-                        if data is None:
-                            # The built-in encoders frame encode_json's bytes: with
-                            # an event (it has a writer), write those directly.
-                            data = (
-                                fast_json(output)
-                                if writer is not None
-                                else encode(output)[len(prefix) : -len(suffix)]
-                            )
-                        append(data)
-                if bypasses is not None:
-                    bypasses = segment.state_cache  # type: ignore[union-attr]  # a stage may have rerouted
-        except BaseException:
-            self._unsent = out
-            raise
-        finally:
-            self._index = index
-            self._forwarded = forwarded
-            self._sent = sent
-        return out
-
     def _feed_reference(self, payloads: Iterable[bytes | str]) -> list[bytes]:
-        """``feed`` by the reference path: each payload decoded, pushed and encoded (frames)."""
-        segment = sync_segment(self._chain)
+        """The reference loop: each payload decoded, pushed and encoded (frames).
+
+        ``agui_pipes._fastpath.relay_loop.feed`` is its fast sibling.
+        """
+        segment = self._segment
         transform = _pass_on if segment is None else segment.push
         encode = self._encode
         on_warning = self._on_warning
@@ -422,12 +283,12 @@ class Relay:
         send this before reporting the error. Empty when nothing is owed.
         """
         unsent, self._unsent = self._unsent, []
-        return self._joined(unsent) if self._fast else b"".join(unsent)
+        return self._joined(unsent)
 
     def take_unsent_payloads(self) -> list[bytes]:
         """``take_unsent`` for ``feed_payloads``: each owed event's JSON apart."""
         unsent, self._unsent = self._unsent, []
-        return unsent if self._fast else self._unframed(unsent)
+        return unsent if self._framing is not None else self._unframed(unsent)
 
     def finish(self) -> bytes:
         """The stages' end-of-stream output, encoded (call once, after the last ``feed``)."""
@@ -444,7 +305,8 @@ class Relay:
         self._finished = True
         out: list[bytes] = []
         types = self._output_types
-        for output in self._chain.finish_at(self._index):
+        segment = self._segment
+        for output in () if segment is None else segment.finish(self._index - 1):
             self._sent += 1
             if self._on_event is not None and (types is None or output.__class__ in types):
                 self._on_event(output)

@@ -438,6 +438,23 @@ def test_ndjson_bytes_lines_are_the_text_lines_encoded(
     assert raw_error == text_error
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(any_event, max_size=6), cut_lists, st.data())
+def test_ndjson_fast_lines_are_the_reference_lines(
+    events: list[BaseEvent], cuts: list[int], data: st.DataObject
+) -> None:
+    # The fast framing keeps a chunk of plain lines at once; the reference checks
+    # each line in turn. Same lines, same errors, on spliced (broken) bytes too.
+    wire = data.draw(spliced(b"".join(encode_ndjson(e) for e in events)))
+    chunks = split_at(wire, cuts)
+    cap = data.draw(st.sampled_from([1 << 24, 64, 8]))  # lines over the cap fail alike
+    fast = _run_decoder(NDJSONDecoder(max_line_bytes=cap, fast_path=True), chunks, text=False)
+    reference = _run_decoder(
+        NDJSONDecoder(max_line_bytes=cap, fast_path=False), chunks, text=False
+    )
+    assert fast == reference
+
+
 def test_sse_bytes_mode_replaces_invalid_utf8_like_the_text_mode() -> None:
     decoder = SSEDecoder()
     assert decoder.feed_bytes(b"data: caf\xc3\xa9 \xff!\n\n") == ["café \ufffd!".encode()]

@@ -83,6 +83,47 @@ def test_enabled_in_reads_only_an_explicit_off(value: str, on: bool) -> None:
     assert enabled_in({}) is True
 
 
+_WHICH_FUNCTION_THE_CHAIN_CALLS = """
+from agui_pipes import StreamTransformer, TransformerChain
+from agui_pipes.testing import run_events as run, text
+
+calls = []
+
+class Routed(StreamTransformer):
+    def transform(self, event):
+        calls.append("transform")
+        return (event,)
+
+    def route(self, event_class):
+        def handler(event):
+            calls.append("route")
+            return (event,)
+        return handler
+
+events = run(text("m1", "a", "b"))
+assert TransformerChain([Routed()]).apply_sync(events) == events
+print(",".join(sorted(set(calls))))
+"""
+
+
+@pytest.mark.parametrize(("value", "called"), [(None, "route"), ("0", "transform")])
+def test_the_switch_also_keeps_the_chain_to_each_stages_transform(
+    value: str | None, called: str
+) -> None:
+    # ``route`` is an optional hook, an optimisation: with the fast path off the
+    # chain runs the stage contract itself, ``transform``, for every event.
+    env = {k: v for k, v in os.environ.items() if k != "AGUI_PIPES_FAST_PATH"}
+    if value is not None:
+        env["AGUI_PIPES_FAST_PATH"] = value
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", _WHICH_FUNCTION_THE_CHAIN_CALLS],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [called]
+
+
 def test_the_parameter_overrides_the_process_default() -> None:
     events = run_events(text("m1", "a", "b"))
     lines = [encode_sse(e)[6:-2] for e in events]

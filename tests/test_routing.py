@@ -36,6 +36,19 @@ from agui_pipes.transformers import (
 
 _SETTINGS = differential_settings(80)
 
+
+@pytest.fixture
+def route_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chains built in the test take the stages' ``route`` handlers.
+
+    They do unless the fast path is switched off (``AGUI_PIPES_FAST_PATH=0``:
+    then ``transform`` only); the tests that watch which events a ``route``
+    handler is given need them whatever the environment says.
+    """
+    import agui_pipes._foundation.switch as switch
+
+    monkeypatch.setattr(switch, "ENABLED", True)
+
 CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
     "gateway": gateway_stages,
     "verify-warn": lambda: [ExpandChunks(), Verify(profile="consumer", on_violation="warn")],
@@ -154,6 +167,7 @@ class _Opens(StreamTransformer):
         return (event,)
 
 
+@pytest.mark.usefixtures("route_hooks")
 def test_reroute_switches_the_plan_mid_stream() -> None:
     from agui_pipes.testing import run_events, text
 
@@ -229,6 +243,7 @@ class _Unhashable(_Opens):
         return isinstance(other, _Unhashable) and other.seen == self.seen
 
 
+@pytest.mark.usefixtures("route_hooks")
 def test_an_unhashable_stage_reroutes() -> None:
     from agui_pipes.testing import run_events, text
 
@@ -255,6 +270,7 @@ def test_a_finished_chain_does_not_keep_its_stages_alive() -> None:
     assert gone() is None
 
 
+@pytest.mark.usefixtures("route_hooks")
 def test_a_stage_in_a_second_chain_reroutes_that_chain() -> None:
     from agui_pipes.testing import run_events, text
 

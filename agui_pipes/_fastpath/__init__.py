@@ -18,15 +18,23 @@ the reference path's specs and checks, the reference path never imports it.
   stage promises to pass them;
 * ``_promises`` — joining those promises (``StreamTransformer.passes``) for
   one event shape, and deciding which to trust;
+* ``decoding`` — ``decode()``'s fast path for bytes, and the one builder
+  lookup it shares with the relay's loop;
+* ``relay_loop`` — the relay's fast loop, sibling of ``Relay._feed_reference``;
+* ``framing`` — the decoders' fast framing, siblings of their line-by-line
+  reference framing;
 * ``source`` — compiling generated code under a name that says what it is,
   with its text in ``linecache`` (tracebacks show it).
 
-The public entry points (``agui_pipes.codecs.decode`` / ``encode_*``,
-``agui_pipes.relay.Relay``) take the fast path when it has a plan for the
-shape at hand and fall back to the reference path otherwise. Their
-``fast_path`` parameter chooses per call; ``ENABLED`` is the default, read
-once at import from the environment: ``AGUI_PIPES_FAST_PATH=0`` (or
-``false`` / ``no`` / ``off``) turns the fast path off for the process.
+The public entry points (``agui_pipes.codecs.decode`` / ``encode_*``, the
+decoders, ``agui_pipes.relay.Relay``) are the only modules that import this
+package; each picks the fast or the reference implementation once (per
+call for the functions, at construction for the classes), and the fast one
+falls back to the reference path where it has no plan for the shape at
+hand. Their ``fast_path`` parameter chooses; ``ENABLED`` is the default,
+read once at import from the environment (``agui_pipes._foundation.switch``):
+``AGUI_PIPES_FAST_PATH=0`` (or ``false`` / ``no`` / ``off``) turns the fast
+path off for the process.
 
 To read what was generated for a shape::
 
@@ -36,22 +44,14 @@ To read what was generated for a shape::
 
 from __future__ import annotations
 
-import os
-from typing import Final
+from .._foundation.switch import ENABLED as _PROCESS_DEFAULT
+from .._foundation.switch import ENV_VAR, enabled_in
 
 __all__ = ["ENABLED", "ENV_VAR", "enabled_in", "generated_source"]
 
-ENV_VAR: Final = "AGUI_PIPES_FAST_PATH"
-_OFF: Final = frozenset({"0", "false", "no", "off"})
-
-
-def enabled_in(environ: dict[str, str] | os._Environ[str]) -> bool:
-    """Whether an environment leaves the fast path on (anything but an explicit "off")."""
-    return environ.get(ENV_VAR, "1").strip().lower() not in _OFF
-
-
-ENABLED: bool = enabled_in(os.environ)
-"""The process default of every entry point's ``fast_path`` (read once, at import)."""
+ENABLED: bool = _PROCESS_DEFAULT
+"""The process default of every wire entry point's ``fast_path`` (``agui_pipes._foundation.switch``:
+``AGUI_PIPES_FAST_PATH``, read once, at import)."""
 
 # Last: ``show`` imports the builders and writers, which need nothing from here.
 from .show import generated_source  # noqa: E402

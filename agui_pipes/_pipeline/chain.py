@@ -6,7 +6,10 @@ run fused in one plain loop, and single async stages or operators. Only the
 segment boundaries cost an async generator; a chain of sync stages is one
 generator however long it is. Inside a segment each stage is called through
 what its ``route`` answered for the event's class, so stages cost nothing on
-the events they skip (see ``SyncSegment``).
+the events they skip (see ``SyncSegment``). ``route`` is an optional hook,
+an optimisation: with the fast path switched off (``AGUI_PIPES_FAST_PATH=0``,
+``agui_pipes._foundation.switch``) the chain routes by ``event_types`` alone and calls
+each stage's ``transform``, the stage contract itself.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 import anyio
 from ag_ui.core import BaseEvent
 
+from .._foundation import switch as _switch
 from .._foundation.errors import StageError, StreamRejected
 from .._foundation.loops import running_loop
 from .transformer import (
@@ -120,11 +124,19 @@ def _not_an_event(cls: type, what: str, position: int | None = None) -> TypeErro
         f"{what} returned a {cls.__name__} as {where}, not an AG-UI event; {_RETURN_HINT}"
     )
 
-def _router(stage: StreamTransformer) -> Callable[[type[BaseEvent]], _Transform | None]:
-    """How the segment asks ``stage`` for its function per event class (decided once)."""
+
+def _router(
+    stage: StreamTransformer, hooks: bool
+) -> Callable[[type[BaseEvent]], _Transform | None]:
+    """How the segment asks ``stage`` for its function per event class (decided once).
+
+    ``hooks``: whether to take the stage's own ``route`` handlers (the fast
+    path); otherwise, or when they are outdated, ``transform`` for the
+    classes ``event_types`` declares (the reference path).
+    """
     if getattr(stage, "route", None) is None:
         return lambda cls: stage.transform
-    if _route_outdated(stage):
+    if not hooks or _route_outdated(stage):
         return functools.partial(StreamTransformer.route, stage)
     return stage.route
 
@@ -166,6 +178,7 @@ class SyncSegment:
         "_dups",
         "_routers",
         "_states",
+        "hooks",
         "plans",
         "position_of",
         "push",
@@ -175,14 +188,17 @@ class SyncSegment:
         "transforms",
     )
 
-    def __init__(self, stages: Sequence[StreamTransformer]) -> None:
+    def __init__(self, stages: Sequence[StreamTransformer], hooks: bool | None = None) -> None:
         self.stages = tuple(stages)
+        # The stages' ``route`` handlers (the fast path), or ``transform`` only.
+        self.hooks = _switch.ENABLED if hooks is None else hooks
         ids = [id(s) for s in self.stages]
         # The same instance at several positions: each position gets its own
         # function objects, so a function always names one position.
         self._dups = {i for i in ids if ids.count(i) > 1}
         self.transforms: tuple[_Transform, ...] = tuple(s.transform for s in self.stages)
-        self._routers = tuple(_router(s) for s in self.stages)
+        hooks = self.hooks
+        self._routers = tuple(_router(s, hooks) for s in self.stages)
         self.position_of: dict[_Transform, int] = {}
         self._states: dict[tuple[Any, ...], tuple[_Plans, _Routes, _StateCache]] = {}
         self.plans: _Plans = {}
@@ -191,7 +207,7 @@ class SyncSegment:
         self._switch()
         default = StreamTransformer.route
         plain = not self._dups and all(
-            getattr(type(s), "route", default) is default
+            (not hooks or getattr(type(s), "route", default) is default)
             and getattr(s, "event_types", None) is None
             for s in self.stages
         )
@@ -352,14 +368,24 @@ class SyncSegment:
 _Segment = SyncSegment | AsyncStreamTransformer | StreamOperator
 
 
-def sync_segment(chain: TransformerChain) -> SyncSegment | None:
+def sync_segment(chain: TransformerChain, hooks: bool | None = None) -> SyncSegment | None:
     """The fused loop of a chain of sync stages (None when it has no stages).
 
     For drivers inside the package that push events one at a time and read
     the route state (``Relay``); raises the usual TypeError for a chain with
-    async stages or operators.
+    async stages or operators. ``hooks`` asks for a loop that does (True) or
+    does not (False) take the stages' ``route`` handlers: the chain's own
+    when it routes so (``None``: whichever it has), else one over the same
+    stages (made once per chain), for a driver that then pushes only through
+    it.
     """
-    return chain._require_sync("a relay")
+    segment = chain._require_sync("a relay")
+    if segment is None or hooks is None or segment.hooks is hooks:
+        return segment
+    other = chain._other_routing
+    if other is None:
+        other = chain._other_routing = SyncSegment(segment.stages, hooks)
+    return other
 
 
 async def _aclose(source: object) -> None:
@@ -481,6 +507,7 @@ class TransformerChain(StreamTransformer):
         self._stages: tuple[Stage, ...] = tuple(flat)
         self._segments = _segments(self._stages)
         self._sync_only = all(isinstance(s, SyncSegment) for s in self._segments)
+        self._other_routing: SyncSegment | None = None  # see ``sync_segment``
         self._used = False
 
     # -- introspection ------------------------------------------------------

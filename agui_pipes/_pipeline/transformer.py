@@ -123,10 +123,13 @@ class StreamTransformer(Stage):
         """Events to append when the upstream ended normally (never on cancel/close)."""
         return ()
 
-    # -- optional optimisations ------------------------------------------------
-    # ``route``, ``route_key``, ``reroute`` and ``passes`` let a stage cost less;
-    # a stage that leaves them alone is always correct (the contract is
-    # ``transform``, ``finish`` and ``event_types``).
+    # -- optional hooks ---------------------------------------------------------
+    # ``route``, ``route_key``, ``reroute`` and ``passes`` are optimisations that
+    # let a stage cost less; a stage that leaves them alone is always correct
+    # (the contract is ``transform``, ``finish`` and ``event_types``). Only the
+    # fast path reads them: with ``AGUI_PIPES_FAST_PATH=0`` the chain calls
+    # ``transform`` and no relay asks ``passes``. A stage that defines them
+    # must answer exactly as its ``transform`` behaves.
 
     route_key: Hashable = None
     """Names the current answers of ``route`` (see ``reroute``); constant by default."""
@@ -140,7 +143,8 @@ class StreamTransformer(Stage):
         the handler itself and save a call and a lookup on every event. None
         means "pass these events on untouched, without calling me". The
         function must behave exactly as ``transform`` does for that class
-        (``transform`` is still what runs the stage on its own).
+        (``transform`` is still what runs the stage on its own, and what the
+        chain calls with the fast path switched off).
 
         A stage whose answers
         change with its state (it ignores most events until something opens)

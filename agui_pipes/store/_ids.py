@@ -14,11 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._foundation.framing import SSE_DATA, SSE_END, SSE_ID
 from ._errors import BadEventId
 
 __all__ = ["EventId", "format_event_id", "parse_event_id", "sse_frame"]
 
 _MAX_ID = 1024
+_ID_END = b"\n" + SSE_DATA
+"""What follows an ``id:`` line's value: its line end and the ``data:`` line's start."""
 _FORBIDDEN = ("\n", "\r", "\0")
 
 
@@ -73,5 +76,5 @@ def sse_frame(data: bytes, event_id: str | None = None) -> bytes:
     The same bytes serve the live stream and a replay from the log.
     """
     if event_id is None:
-        return b"data: " + data + b"\n\n"
-    return b"id: " + event_id.encode() + b"\ndata: " + data + b"\n\n"
+        return SSE_DATA + data + SSE_END
+    return b"".join((SSE_ID, event_id.encode(), _ID_END, data, SSE_END))

@@ -25,6 +25,7 @@ from types import TracebackType
 
 import anyio
 
+from .._foundation.framing import SSE_ID
 from ._ids import format_event_id
 from ._recorder_queue import RecorderQueue
 from ._records import RunStatus
@@ -61,7 +62,7 @@ class RunRecorder(RecorderQueue):
         propagate: the server decides whether to serve the run unrecorded.
         """
         format_event_id(self.store.epoch, self.run_id, 0)  # refuses ids SSE cannot carry
-        self._id_prefix = f"id: {self.store.epoch}:{self.run_id}:".encode()
+        self._id_prefix = SSE_ID + f"{self.store.epoch}:{self.run_id}:".encode()
         await self.store.append(self.thread_id, self.run_id, [])
         record = await self.store.run(self.run_id)
         if record is not None:

@@ -15,6 +15,7 @@ import abc
 import anyio
 import anyio.abc
 
+from .._foundation.framing import SSE_DATA, SSE_END
 from ._base import EventLog
 from ._ids import format_event_id
 from ._sse_tails import id_tail, id_tails
@@ -99,8 +100,8 @@ class RecorderQueue(abc.ABC):
         """
         seq = await self.record(data)
         if seq is None:
-            return b"data: " + data + b"\n\n"
-        return b"".join((self._id_prefix, id_tail(seq), data, b"\n\n"))
+            return SSE_DATA + data + SSE_END
+        return b"".join((self._id_prefix, id_tail(seq), data, SSE_END))
 
     def frame_nowait(self, data: bytes) -> bytes | None:
         """``frame(data)`` when it can be done without waiting; None when the queue is full.
@@ -125,12 +126,12 @@ class RecorderQueue(abc.ABC):
             if wake is not None:
                 self._wake = None
                 wake.set()
-            return b"".join((self._id_prefix, id_tail(seq), data, b"\n\n"))
+            return b"".join((self._id_prefix, id_tail(seq), data, SSE_END))
         if self._tasks is None and not self._ended and self.broken is None:
             raise RuntimeError(
                 f"{self!r} is not started: use `async with RunRecorder(...) as recorder:`"
             )
-        return b"data: " + data + b"\n\n"
+        return SSE_DATA + data + SSE_END
 
     def frames_nowait(self, payloads: list[bytes]) -> bytes | None:
         """``frame`` of each payload, joined, when all fit without waiting; else None.
@@ -161,7 +162,7 @@ class RecorderQueue(abc.ABC):
                 wake.set()
             # One join, the numbers sliced from a table: no bytecode and no
             # formatting per frame.
-            parts = [self._id_prefix, None, None, b"\n\n"] * count
+            parts = [self._id_prefix, None, None, SSE_END] * count
             parts[1::4] = id_tails(seq, count)
             parts[2::4] = payloads
             return b"".join(parts)  # type: ignore[arg-type]
@@ -169,7 +170,7 @@ class RecorderQueue(abc.ABC):
             raise RuntimeError(
                 f"{self!r} is not started: use `async with RunRecorder(...) as recorder:`"
             )
-        return b"".join([b"data: " + data + b"\n\n" for data in payloads])
+        return b"".join([SSE_DATA + data + SSE_END for data in payloads])
 
     async def frames(self, payloads: list[bytes]) -> bytes:
         """``frame`` of each payload, joined: at once when they fit, else one by one, in order."""

@@ -8,6 +8,8 @@ made in blocks and shared by every run.
 
 from __future__ import annotations
 
+from .._foundation.framing import SSE_DATA
+
 __all__ = ["id_tail", "id_tails"]
 
 _BLOCK = 1024
@@ -51,7 +53,7 @@ def id_tail(seq: int) -> bytes:
 
 def _tail_block(block: int) -> list[bytes]:
     start = block * _BLOCK
-    tails = list(map(b"%d\ndata: ".__mod__, range(start, start + _BLOCK)))
+    tails = list(map((b"%d\n" + SSE_DATA).__mod__, range(start, start + _BLOCK)))
     if len(_tail_blocks) >= _MAX_BLOCKS:
         # Keep the first blocks (every run starts there); drop the oldest of the rest.
         for key in list(_tail_blocks):
