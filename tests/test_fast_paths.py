@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -33,6 +34,7 @@ from ag_ui.core import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
+from pydantic_core import PydanticSerializationError
 
 from agui_pipes import _json, decode
 from agui_pipes._decode import decode_checked
@@ -45,6 +47,23 @@ paths = pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "r
 
 def reference_json(event: BaseEvent) -> bytes:
     return event.model_dump_json(by_alias=True).encode()
+
+
+# The position fields an error may carry (DecodeError, EncodeError, VerificationError).
+_ERROR_FIELDS = ("path", "index", "event_type")
+
+
+def outcome(call: Callable[[], object]) -> object:
+    """What ``call`` returns, or the error it raises as a comparable tuple.
+
+    Two paths agree when their outcomes are equal: the same result, or the same
+    error type with the same message and the same position fields.
+    """
+    try:
+        return call()
+    except Exception as error:
+        fields = tuple(getattr(error, name, None) for name in _ERROR_FIELDS)
+        return (type(error), str(error), *fields)
 
 
 @paths
@@ -91,12 +110,17 @@ def test_encode_plain_values_matches_pydantic(
 )
 @paths
 def test_encode_falls_back_where_plain_is_not_safe(event: BaseEvent, fast_path: bool) -> None:
+    written = outcome(lambda: encode_json(event, fast_path=fast_path))
+    assert written == outcome(lambda: encode_json(event, fast_path=False))
+    framed = outcome(lambda: encode_sse(event, fast_path=fast_path))
+    assert framed == outcome(lambda: encode_sse(event, fast_path=False))
     try:
         expected = reference_json(event)
-    except Exception:  # pydantic cannot write it either (lone surrogate)
+    except PydanticSerializationError:
+        # pydantic refuses a lone surrogate; both paths write it as a \u escape (above).
         return
-    assert encode_json(event, fast_path=fast_path) == expected
-    assert encode_sse(event, fast_path=fast_path) == b"data: " + expected + b"\n\n"
+    assert written == expected
+    assert framed == b"data: " + expected + b"\n\n"
 
 
 def _wire(draw: st.DrawFn) -> dict[str, Any]:
@@ -365,13 +389,9 @@ exotic_values = st.recursive(
 )
 
 
-def _encoded(event: BaseEvent, fast_path: bool) -> bytes | tuple[str, str, str]:
-    try:
-        return encode_json(event, fast_path=fast_path)
-    except EncodeError as error:
-        return (type(error).__name__, str(error), error.path)
-    except Exception as error:  # what pydantic itself refuses, on both paths alike
-        return (type(error).__name__, "", "")
+def _encoded(event: BaseEvent, fast_path: bool) -> object:
+    # What pydantic itself refuses must be refused on both paths alike, with one message.
+    return outcome(lambda: encode_json(event, fast_path=fast_path))
 
 
 @settings(max_examples=600, deadline=None)
@@ -404,11 +424,8 @@ def test_encode_open_values_equal_reference_path(kind: str, value: Any, metadata
         "custom": lambda: CustomEvent(name="n", value=value, raw_event=metadata),
     }[kind]()
     assert _encoded(event, True) == _encoded(event, False)
-    try:
-        reference = encode_sse(event, fast_path=False)
-    except Exception:
-        return
-    assert encode_sse(event, fast_path=True) == reference
+    fast = outcome(lambda: encode_sse(event, fast_path=True))
+    assert fast == outcome(lambda: encode_sse(event, fast_path=False))
 
 
 @paths
@@ -622,7 +639,13 @@ def test_decode_messages_snapshots_equal_checked_path(
     try:
         parsed = _json.loads(line)
     except (ValueError, UnicodeDecodeError):
-        return  # a lone surrogate written raw: not UTF-8, both paths report it alike elsewhere
+        # A lone surrogate written raw is not UTF-8: no checked decode to compare
+        # with, but both paths must refuse it with one error.
+        refused = outcome(lambda: decode(line, index=2, fast_path=fast_path))
+        assert isinstance(refused, tuple)
+        assert refused[0] is DecodeError
+        assert refused == outcome(lambda: decode(line, index=2, fast_path=False))
+        return
     fast_error: DecodeError | None = None
     try:
         fast = decode(line, index=2, fast_path=fast_path)
