@@ -41,7 +41,7 @@ from agui_pipes import AsyncStreamTransformer, fold
 from agui_pipes.demo import DemoAgent, demo_input
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, agent_route, agent_routes, build_app
-from agui_pipes.store import MemoryEventLog
+from agui_pipes.store import MemoryEventLog, open_store
 
 pytestmark = pytest.mark.anyio
 
@@ -68,12 +68,19 @@ def _app(agent: Any, store: str, grace: float = 5.0) -> tuple[Starlette, AgentEn
     return Starlette(routes=routes, lifespan=endpoint.lifespan), endpoint
 
 
+def _following(endpoint: AgentEndpoint, run_id: str) -> bool:
+    """The run is live here, its POSTing client has left and one resume reader follows it."""
+    assert endpoint.durable is not None
+    live = endpoint.durable.live.get(run_id)
+    return live is not None and not live.client_attached and live.readers == 1
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_cut_and_resume_while_producing_gives_exactly_the_missed_events(
     store_url: str, seed: int
 ) -> None:
     agent = Gated()
-    app, _ = _app(agent.run, store_url)
+    app, endpoint = _app(agent.run, store_url)
     cut = random.Random(seed).randint(1, agent.before + 2)  # before the gate: still producing
     with serve(app) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
@@ -91,7 +98,7 @@ async def test_cut_and_resume_while_producing_gives_exactly_the_missed_events(
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(resume)
-                await anyio.sleep(0.05)
+                await wait_until(lambda: _following(endpoint, "run-cut"), 10, "the resume")
                 agent.gate("run-cut").set()
             joined = got + resumed
             seqs = _seqs(joined)
@@ -140,9 +147,8 @@ async def test_disconnect_without_reconnect_cancels_after_the_grace(store_url: s
             got = await _post(client, "/agent", run_input("left"), cut=2)
             left = time.monotonic()
             assert endpoint.durable is not None
-            await anyio.sleep(grace / 3)
-            assert "left" in endpoint.durable.live, "cancelled before the grace"
             await wait_until(lambda: "left" in agent.stopped, 10, "the run was cancelled")
+            # not before the grace: the client had left a grace before the run stopped
             assert agent.stopped["left"] - left >= grace * 0.9
             await wait_until(lambda: "left" not in endpoint.durable.live, 10, "run ended")
             status, frames, _ = await _get(client, "/agent/runs/left")
@@ -157,7 +163,7 @@ async def test_disconnect_without_reconnect_cancels_after_the_grace(store_url: s
 async def test_a_resume_reader_holds_the_run_past_the_grace() -> None:
     agent = Gated(before=3, after=4)
     grace = 0.3
-    app, _ = _app(agent.run, "memory:", grace=grace)
+    app, endpoint = _app(agent.run, "memory:", grace=grace)
     with serve(app) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
             got = await _post(client, "/agent", run_input("held"), cut=1)
@@ -170,7 +176,11 @@ async def test_a_resume_reader_holds_the_run_past_the_grace() -> None:
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(resume)
-                await anyio.sleep(grace * 3)  # the reader stays attached past the grace
+                await wait_until(lambda: _following(endpoint, "held"), 10, "the resume")
+                # A run its client left later, with no reader: once its grace cancelled
+                # it, the grace of "held" has run out too; only the reader holds "held".
+                await _post(client, "/agent", run_input("unheld"), cut=1)
+                await wait_until(lambda: "unheld" in agent.stopped, 10, "the grace cancel")
                 assert "held" not in agent.stopped
                 agent.gate("held").set()
             assert _events(resumed)[-1].type is EventType.RUN_FINISHED
@@ -272,7 +282,7 @@ async def test_thread_history_survives_a_sqlite_restart(tmp_path: Path) -> None:
 
 async def test_thread_history_then_the_live_runs_tail(store_url: str) -> None:
     agent = Gated(before=3, after=2)
-    app, _ = _app(agent.run, store_url)
+    app, endpoint = _app(agent.run, store_url)
     with serve(app) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
             first = await _post_and_open_gate(client, agent, "done-run")
@@ -286,7 +296,7 @@ async def test_thread_history_then_the_live_runs_tail(store_url: str) -> None:
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(load)
-                await anyio.sleep(0.05)
+                await wait_until(lambda: _following(endpoint, "live-run"), 10, "the load")
                 agent.gate("live-run").set()
             events = _events(loaded)
             types = [e.type for e in events]
@@ -327,15 +337,20 @@ async def test_cut_on_one_server_resumed_on_another_sharing_redis(
                 httpx.AsyncClient(base_url=b.url, timeout=20) as to_b:
             got = await _post(to_a, "/agent", run_input("shared"), cut=4)
             resumed: list[tuple[str | None, bytes]] = []
+            following = anyio.Event()
 
             async def resume() -> None:
-                status, frames, body = await _get(to_b, "/agent/runs/shared", got[-1][0])
+                status, frames, body = await _get(
+                    to_b, "/agent/runs/shared", got[-1][0], arrived=following
+                )
                 assert status == 200, body
                 resumed.extend(frames)
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(resume)
-                await anyio.sleep(0.05)
+                # B has sent a frame the run made before its gate: B follows the live run
+                with anyio.fail_after(10):
+                    await following.wait()
                 agent.gate("shared").set()
             joined = got + resumed
             assert _seqs(joined) == list(range(1, len(joined) + 1))
@@ -403,17 +418,20 @@ async def test_detach_and_resume_in_process_on_asyncio_and_trio() -> None:
             app, _scope("GET", "/agent/runs/here", [(b"last-event-id", last_id)]),
             reader.receive, reader.send,
         )
-        await anyio.sleep(0.5)  # past the grace: the reader holds the run
-        assert "here" not in agent.stopped
+        with anyio.fail_after(10):
+            while not _following(endpoint, "here"):  # noqa: ASYNC110 - set by the app
+                await anyio.sleep(0.01)
+        # Without any reader, the same endpoint cancels after its grace: a run left
+        # after "here" was, so once it is cancelled the grace of "here" ran out too.
+        leaver = _Peer(json.dumps(run_input("gone")).encode(), cut=1)
+        with anyio.fail_after(10):
+            await app(_scope("POST", "/agent"), leaver.receive, leaver.send)
+        assert "gone" in agent.stopped
+        assert "here" not in agent.stopped  # the reader holds the run past the grace
         agent.gate("here").set()
     joined = poster.frames + reader.frames
     assert _seqs(joined) == list(range(1, len(joined) + 1))
     assert _events(joined)[-1].type is EventType.RUN_FINISHED
-    # Without any reader, the same endpoint cancels after its grace.
-    leaver = _Peer(json.dumps(run_input("gone")).encode(), cut=1)
-    with anyio.fail_after(10):
-        await app(_scope("POST", "/agent"), leaver.receive, leaver.send)
-    assert "gone" in agent.stopped
     tail = _Peer()
     await app(_scope("GET", "/agent/runs/gone"), tail.receive, tail.send)
     last = _events(tail.frames)[-1]
@@ -452,7 +470,7 @@ async def test_an_async_chain_is_recorded_resumed_and_stopped() -> None:
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(resume)
-                await anyio.sleep(0.05)
+                await wait_until(lambda: _following(endpoint, "chained"), 10, "the resume")
                 agent.gate("chained").set()
             joined = _events(got + resumed)
             assert _seqs(got + resumed) == list(range(1, len(joined) + 1))
@@ -485,13 +503,21 @@ class _HeldLog(MemoryEventLog):
 async def test_a_store_falling_behind_holds_the_agent_and_keeps_the_order() -> None:
     """More events than the recorder queues (10,000) while the store takes none."""
     count = 10_300
+    # The recorder queues 10,000 events: RUN_STARTED, TEXT_MESSAGE_START and 9,998
+    # deltas. The agent's await after delta 9,999 is the first one it must be held at.
+    held_at = 9_999
+    at_the_hold = anyio.Event()
+    released_when_resumed: dict[int, bool] = {}
 
     async def burst(ctx: RunContext[Any]) -> RunOutcome:
         with ctx.message() as message:
             for n in range(count):
                 message.delta(f"{n} ")
                 if n % 1000 == 999:
+                    if n == held_at:
+                        at_the_hold.set()
                     await anyio.lowlevel.checkpoint()
+                    released_when_resumed[n] = log.released
         return RunOutcome.success()
 
     async with _HeldLog() as log:
@@ -501,12 +527,19 @@ async def test_a_store_falling_behind_holds_the_agent_and_keeps_the_order() -> N
         async with anyio.create_task_group() as tg:
             tg.start_soon(app, _scope("POST", "/agent"), poster.receive, poster.send)
             with anyio.fail_after(30):
-                while len(poster.frames) < 9_000:  # noqa: ASYNC110 - frames come from send()
+                await at_the_hold.wait()
+                while len(poster.frames) < 10_000:  # noqa: ASYNC110 - frames come from send()
                     await anyio.sleep(0.01)
-            await anyio.sleep(0.3)
-            # the agent is held: the recorder's queue is full and the store took nothing
-            assert len(poster.frames) <= 10_000
+                # Every other task waits: the agent's await has completed, so the agent
+                # is either held there or has gone on (and recorded the log as held).
+                await anyio.wait_all_tasks_blocked()
+            # the recorder's queue is full and the store took nothing: no frame beyond it
+            assert len(poster.frames) == 10_000
+            assert held_at not in released_when_resumed
             log.released = True
+        # the agent stayed at that await until the store took events (it is not timed)
+        assert released_when_resumed[held_at] is True
+        assert not any(released_when_resumed[n] for n in range(999, held_at, 1000))
         assert len(poster.frames) == count + 4
         assert _seqs(poster.frames) == list(range(1, count + 5))
         deltas = [e.delta for e in _events(poster.frames) if isinstance(e, TextMessageContentEvent)]
@@ -604,20 +637,31 @@ def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 async def _follow_for(
-    client: httpx.AsyncClient, url: str, last_id: str | None, seconds: float
+    client: httpx.AsyncClient, url: str, last_id: str | None, count: int
 ) -> tuple[Frames, bool]:
-    """Follow ``url`` for ``seconds``: the frames, and whether the stream ended by itself."""
+    """Follow ``url`` for ``count`` frames: the frames, and whether the stream ended first."""
     got: Frames = []
     headers = {} if last_id is None else {"last-event-id": last_id}
-    with anyio.move_on_after(seconds):
-        async with client.stream("GET", url, headers=headers) as response:
-            assert response.status_code == 200, await response.aread()
-            buffer = bytearray()
-            async for chunk in response.aiter_raw():
-                buffer += chunk
-                got.extend(_frames(buffer))
-            return got, True
-    return got, False
+    async with client.stream("GET", url, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        buffer = bytearray()
+        async for chunk in response.aiter_raw():
+            buffer += chunk
+            got.extend(_frames(buffer))
+            if len(got) >= count:
+                return got[:count], False
+    return got, True
+
+
+async def _wait_for_the_end(store_url: str, run_id: str, within: float) -> None:
+    """Poll the shared store (it does not follow the run, so it holds nothing) until it ended."""
+    async with open_store(store_url) as store:
+        with anyio.fail_after(within):
+            while True:
+                record = await store.run(run_id)
+                if record is not None and record.status.ended:
+                    return
+                await anyio.sleep(0.05)
 
 
 async def test_a_reader_on_another_process_holds_the_run_past_the_grace(
@@ -629,14 +673,18 @@ async def test_a_reader_on_another_process_holds_the_run_past_the_grace(
         async with httpx.AsyncClient(base_url=a, timeout=20) as to_a, \
                 httpx.AsyncClient(base_url=b, timeout=20) as to_b:
             got = await _post(to_a, "/agent", run_input("held"), cut=3)
-            # B follows for three graces: A must not cancel the run meanwhile
-            followed, ended = await _follow_for(to_b, "/agent/runs/held", got[-1][0], 3 * grace)
+            # B follows while the run makes three graces' worth of deltas (one per 20 ms
+            # at most): A must not cancel the run meanwhile.
+            three_graces = int(3 * grace / 0.02) + 10
+            with anyio.fail_after(30):
+                followed, ended = await _follow_for(
+                    to_b, "/agent/runs/held", got[-1][0], three_graces
+                )
             assert not ended, _events(followed)[-1:]
-            assert len(followed) > 20
             assert _seqs(got + followed) == list(range(1, len(got) + len(followed) + 1))
             # The reader left: A cancels the run one grace after its last mark. (Any
-            # reader holds the run, so look only once it should have ended.)
-            await anyio.sleep(3 * grace)
+            # reader holds the run, so look only once the store says it ended.)
+            await _wait_for_the_end(shared_store, "held", 20)
             with anyio.fail_after(20):
                 status, whole, body = await _get(to_b, "/agent/runs/held")
             assert status == 200, body

@@ -77,6 +77,13 @@ def _app(gateway: Gateway) -> Starlette:
     return Starlette(routes=gateway.routes("/chat"), lifespan=gateway.lifespan)
 
 
+def _following(gateway: Gateway, run_id: str) -> bool:
+    """The run is live here, its POSTing client has left and one resume reader follows it."""
+    assert gateway.durable is not None
+    live = gateway.durable.live.get(run_id)
+    return live is not None and not live.client_attached and live.readers == 1
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_cut_and_resume_while_the_upstream_produces(
     upstream_agent: tuple[Gated, Running], store_url: str, mode: str, seed: int
@@ -100,7 +107,8 @@ async def test_cut_and_resume_while_the_upstream_produces(
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(resume)
-                await anyio.sleep(0.05)
+                await wait_until(lambda: _following(gateway, "run-cut"), 10, "the resume")
+                # (were the upstream closed on detach, the joined run would not equal `whole`)
                 assert "run-cut" not in agent.stopped, "the upstream was closed on detach"
                 agent.gate("run-cut").set()
             joined = got + resumed
@@ -128,15 +136,20 @@ async def test_cut_on_one_gateway_resumed_on_another_sharing_redis(
                 httpx.AsyncClient(base_url=b.url, timeout=20) as to_b:
             got = await _post(to_a, "shared", cut=3)
             resumed: Frames = []
+            following = anyio.Event()
 
             async def resume() -> None:
-                status, frames, body = await _get(to_b, "/chat/runs/shared", got[-1][0])
+                status, frames, body = await _get(
+                    to_b, "/chat/runs/shared", got[-1][0], arrived=following
+                )
                 assert status == 200, body
                 resumed.extend(frames)
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(resume)
-                await anyio.sleep(0.05)  # B follows A's run while A still produces it
+                # B has sent a frame the run made before its gate: B follows A's live run
+                with anyio.fail_after(10):
+                    await following.wait()
                 agent.gate("shared").set()
             joined = got + resumed
             assert _seqs(joined) == list(range(1, len(joined) + 1)), "a gap or a duplicate"
@@ -158,9 +171,8 @@ async def test_disconnect_without_reconnect_closes_the_upstream_after_the_grace(
         async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
             got = await _post(client, "left", cut=2)
             left = time.monotonic()
-            await anyio.sleep(grace / 3)
-            assert "left" in live and "left" not in agent.stopped, "cancelled before the grace"
             await wait_until(lambda: "left" in agent.stopped, 10, "the upstream was closed")
+            # not before the grace: the client had left a grace before the upstream closed
             assert agent.stopped["left"] - left >= grace * 0.9
             await wait_until(lambda: "left" not in live, 10, "the run ended")
             status, frames, _ = await _get(client, "/chat/runs/left")

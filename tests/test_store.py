@@ -28,6 +28,7 @@ from agui_pipes.store import (
     RunBroken,
     RunEnded,
     RunLost,
+    RunRecord,
     RunStatus,
     StoreClosed,
     StoreError,
@@ -199,6 +200,16 @@ async def test_follow_of_a_long_run_crosses_read_batches(store_url: str) -> None
 async def test_a_run_ended_without_events_ends_its_followers(store_url: str) -> None:
     async with open_store(store_url) as store:
         await store.append("t", "r", [])
+        # The follower has looked the run up and found it live: from there it follows.
+        looked_up = anyio.Event()
+        look_up = store.run
+
+        async def looking_up(run_id: str) -> RunRecord | None:
+            record = await look_up(run_id)
+            looked_up.set()
+            return record
+
+        store.run = looking_up  # type: ignore[method-assign]
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tasks:
                 results: list[list[tuple[int, bytes]]] = []
@@ -207,7 +218,7 @@ async def test_a_run_ended_without_events_ends_its_followers(store_url: str) -> 
                     results.append(await collect(store, "r"))
 
                 tasks.start_soon(follower)
-                await anyio.sleep(0.05)
+                await looked_up.wait()
                 await store.end_run("r")
         assert results == [[]]
 
@@ -633,9 +644,29 @@ async def test_a_heartbeating_writer_or_no_heartbeat_at_all_is_never_lost(
                     await store.append("t", "beating", payloads("beating", 1, n))
                 await store.end_run("beating")
             assert got == list(range(1, 8))
-            with anyio.move_on_after(1.0) as waited:
-                await collect(store, "plain")
-            assert waited.cancelled_caught  # still following, nothing lost
+            # The follower of "plain" checks its owner every owner_timeout / 3: once it
+            # has checked twice, "plain" was silent past the timeout and not judged lost.
+            checks: list[str] = []
+            check_owner = store.check_owner
+
+            async def counted_check(run_id: str) -> RunRecord | None:
+                record = await check_owner(run_id)
+                checks.append(run_id)
+                return record
+
+            store.check_owner = counted_check  # type: ignore[method-assign]
+            plain: list[tuple[int, bytes]] = []
+            async with anyio.create_task_group() as tasks:
+
+                async def follow_plain() -> None:
+                    plain.extend(await collect(store, "plain"))
+                    plain.append((-1, b"the follower ended"))
+
+                tasks.start_soon(follow_plain)
+                while checks.count("plain") < 2:  # noqa: ASYNC110 - counted by the follower
+                    await anyio.sleep(0.01)
+                tasks.cancel_scope.cancel()
+            assert plain == []  # still following, nothing lost
         record = await store.run("plain")
         assert record is not None and record.status is RunStatus.LIVE
 

@@ -217,7 +217,7 @@ async def test_end_does_not_wait_out_the_linger() -> None:
         with anyio.fail_after(5):
             async with RunRecorder(store, "t", "r", linger=60) as recorder:
                 await recorder.record(b"{}")
-                await anyio.sleep(0.01)
+                await anyio.wait_all_tasks_blocked()  # the flusher lingers for more
         assert await store.read("r") == [(1, b"{}")]
 
 
