@@ -8,10 +8,10 @@ from typing import Any
 
 import anyio
 import httpx
-from _servers import EVENT
 from ag_ui.core import BaseEvent
 
 from agui_pipes.driver import RunContext, RunOutcome
+from tests._servers import EVENT
 
 HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
 Frames = list[tuple[str | None, bytes]]

@@ -1,6 +1,6 @@
 """User code in the documented forms passes ``mypy --strict``; typed misuse is refused.
 
-tests/typing/agents.py holds the agent forms (bare ``ctx: RunContext``, a
+tests/api/typed_agents.py holds the agent forms (bare ``ctx: RunContext``, a
 state model, agent objects, ``run``, ``collect``, ``AgentEndpoint``) and the
 misuses mypy must refuse, each marked with the ``type: ignore[code]`` it
 needs: ``--warn-unused-ignores`` turns a misuse that stops being refused
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 CHECKED = [
-    ROOT / "tests" / "typing" / "agents.py",
+    ROOT / "tests" / "api" / "typed_agents.py",
     *sorted((ROOT / "examples").glob("*.py")),
     *sorted((ROOT / "examples" / "agents").glob("*.py")),
 ]

@@ -1,4 +1,4 @@
-"""The documented agent forms, as user code checked by ``mypy --strict`` (tests/test_typing.py).
+"""The documented agent forms, as user code checked by ``mypy --strict`` (tests/api/test_typing.py).
 
 Never imported by the tests: mypy reads it. Every form the docs show must
 pass; every misuse below must be refused, and is marked with the exact

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from _redis_server import NO_REDIS
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests._redis_server import NO_REDIS
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_store_benchmark_measures_every_backend() -> None:

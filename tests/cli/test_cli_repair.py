@@ -18,7 +18,7 @@ from agui_pipes import Consumer, decode
 from agui_pipes._cli import main
 from agui_pipes.codecs import SSEDecoder
 
-DATA = Path(__file__).parent / "data" / "producers"
+DATA = Path(__file__).parents[1] / "data" / "producers"
 PARALLEL = DATA / "pydantic-ai-parallel-tools.sse"
 CLEAN = DATA / "pydantic-ai-text.sse"
 

@@ -24,6 +24,9 @@ from agui_pipes.config import load_chain
 from agui_pipes.testing import event_lines
 from agui_pipes.testing.strategies import streams
 
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
+
 BUILTIN = """\
 version: 1
 transformers:
@@ -39,7 +42,7 @@ transformers:
   - subagent_visibility: {mode: inline}
   - state_diff
 """
-ASYNC_TAIL = "  - type: _cli_stages:AsyncPass\n"
+ASYNC_TAIL = "  - type: tests._cli_stages:AsyncPass\n"
 
 
 def payloads(events: list[BaseEvent], style: str) -> list[str]:
@@ -143,7 +146,7 @@ def test_failures_mid_chunk_write_the_events_before_them(
     message: str,
 ) -> None:
     chain = (
-        "version: 1\ntransformers:\n  - type: _cli_stages:Boom\n"
+        "version: 1\ntransformers:\n  - type: tests._cli_stages:Boom\n"
         "  - verify: {profile: producer}\n"
     )
     source = tmp_path / f"input.{in_format}"

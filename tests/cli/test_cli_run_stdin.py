@@ -19,11 +19,11 @@ import pytest
 from agui_pipes.codecs import encode_ndjson
 from agui_pipes.testing import run_events, text, tool_call
 
-TESTS = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]  # where `tests._cli_stages` imports from
 EVENTS = run_events(text("m1", "hello ", "world") + tool_call("c1", "search", '{"q": 1}'))
 EXPECTED = b"".join(encode_ndjson(event) for event in EVENTS)
 SYNC_CHAIN = "transformers:\n  - expand_chunks\n"
-ASYNC_CHAIN = SYNC_CHAIN + "  - type: _cli_stages:AsyncPass\n"
+ASYNC_CHAIN = SYNC_CHAIN + "  - type: tests._cli_stages:AsyncPass\n"
 
 
 def _wire(fmt: str) -> bytes:
@@ -41,7 +41,7 @@ def _run(tmp_path: Path, chain: str, data: bytes, *, trace: bool = False) -> tup
     path.write_text(chain)
     prologue = (
         "import sys\n"
-        f"sys.path.insert(0, {str(TESTS)!r})\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
         "from agui_pipes._cli import main\n"
     )
     if trace:

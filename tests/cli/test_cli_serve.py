@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _servers import post_run
 from ag_ui.core import EventType, TextMessageContentEvent
 
 from agui_pipes._cli import main
+from tests._servers import post_run
 
 CHAIN = """\
 version: 1

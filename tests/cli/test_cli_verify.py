@@ -12,7 +12,10 @@ import pytest
 
 from agui_pipes._cli import main
 
-CORPUS = Path(__file__).parent / "conformance" / "streams"
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
+
+CORPUS = Path(__file__).parents[1] / "conformance" / "streams"
 
 GOOD = [
     {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},

@@ -12,9 +12,9 @@ import pytest
 
 from agui_pipes._cli import main
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 RECORDED = DATA / "demo-run.ndjson"
-CORPUS = Path(__file__).parent / "conformance" / "streams"
+CORPUS = Path(__file__).parents[1] / "conformance" / "streams"
 
 
 @pytest.fixture

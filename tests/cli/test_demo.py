@@ -265,7 +265,7 @@ def test_demo_raw_through_the_default_chain_applies_it_once(tmp_path: Path) -> N
 
 
 def test_demo_raw_is_the_recording_the_chain_tests_replay() -> None:
-    recorded = Path(__file__).parent / "data" / "demo-run.ndjson"
+    recorded = Path(__file__).parents[1] / "data" / "demo-run.ndjson"
     done = demo_cli("--raw")
     assert done.returncode == 0, done.stderr
     assert done.stdout == recorded.read_text(encoding="utf-8"), (

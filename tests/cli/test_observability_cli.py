@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _servers import run_input
+
+from tests._servers import run_input
 
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

@@ -15,7 +15,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from _servers import EVENT, run_input, serve
 from ag_ui.core import EventType, TextMessageContentEvent
 from anyio.abc import SocketAttribute, SocketStream
 from starlette.applications import Starlette
@@ -26,6 +25,7 @@ from agui_pipes.client import run as run_once
 from agui_pipes.codecs import SSEDecoder
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import agent_route, agent_routes
+from tests._servers import EVENT, run_input, serve
 
 pytestmark = pytest.mark.anyio
 

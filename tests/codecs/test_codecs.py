@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _event_strategies import EVENT_CLASSES, any_event, events_of
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
@@ -30,9 +29,11 @@ from agui_pipes.codecs import (
     encode_sse,
     sse_comment,
 )
+from tests._event_strategies import EVENT_CLASSES, any_event, events_of
 
 # Every test here runs on the fast path and on the reference path (tests/conftest.py).
-pytestmark = pytest.mark.usefixtures("wire_path")
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = [pytest.mark.usefixtures("wire_path"), pytest.mark.wire]
 
 _ENCODER = EventEncoder()
 

@@ -23,7 +23,8 @@ from agui_pipes.codecs import decode_all, decode_many, event_type_names
 from agui_pipes.relay import Relay
 
 # Every test here runs on the fast path and on the reference path (tests/conftest.py).
-pytestmark = pytest.mark.usefixtures("wire_path")
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = [pytest.mark.usefixtures("wire_path"), pytest.mark.wire]
 
 
 def test_accepts_dict_str_and_bytes_alike() -> None:

@@ -24,6 +24,9 @@ from agui_pipes import StreamTransformer, TransformerChain
 from agui_pipes.codecs import decode, encode_sse
 from agui_pipes.relay import Relay
 
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
+
 # The caches under test are the fast path's own: these tests take it explicitly
 # (``fast_path=True``) and compare with the reference path (``fast_path=False``).
 builders = importlib.import_module("agui_pipes._fastpath.builders")

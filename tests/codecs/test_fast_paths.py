@@ -41,6 +41,9 @@ from agui_pipes._decode import decode_checked
 from agui_pipes.codecs import DecodeError, EncodeError, encode_json, encode_sse
 from agui_pipes.testing.strategies import streams
 
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
+
 text = st.text(alphabet=st.characters(codec="utf-8"), max_size=20)
 paths = pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "reference-path"])
 

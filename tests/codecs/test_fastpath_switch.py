@@ -26,7 +26,10 @@ from agui_pipes.relay import Relay
 from agui_pipes.testing import run, text
 from agui_pipes.transformers import Verify
 
-ROOT = Path(__file__).resolve().parent.parent
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
+
+ROOT = Path(__file__).resolve().parents[2]
 
 _USE_EVERY_ENTRY_POINT = """
 import linecache

@@ -19,7 +19,6 @@ from typing import Any
 
 import orjson
 import pytest
-from _event_strategies import any_event
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
@@ -47,6 +46,10 @@ from agui_pipes.codecs import (
     encode_sse,
 )
 from agui_pipes.relay import Relay
+from tests._event_strategies import any_event
+
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
 
 LIMIT = DEFAULT_LIMITS.max_depth
 
@@ -349,9 +352,9 @@ def _refusal(attempt: Callable[[], object]) -> str | None:
 def test_run_reports_a_stage_built_nan_as_a_rejection_not_a_traceback(
     tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes], sync: bool
 ) -> None:
-    chain = "version: 1\ntransformers:\n  - type: _cli_stages:NanRatio\n"
+    chain = "version: 1\ntransformers:\n  - type: tests._cli_stages:NanRatio\n"
     if not sync:
-        chain += "  - type: _cli_stages:AsyncPass\n"  # chain.apply instead of the relay
+        chain += "  - type: tests._cli_stages:AsyncPass\n"  # chain.apply instead of the relay
     chain_file = tmp_path / "chain.yaml"
     chain_file.write_text(chain)
     source = tmp_path / "input.ndjson"

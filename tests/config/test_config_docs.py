@@ -7,7 +7,7 @@ from pathlib import Path
 from agui_pipes.config import Registry
 from agui_pipes.config._docgen import generate
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_yaml_reference_is_up_to_date() -> None:

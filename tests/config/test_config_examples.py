@@ -19,9 +19,9 @@ import pytest
 
 from agui_pipes import Consumer, RunResult
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAINS = ROOT / "examples" / "chains"
-RECORDED = Path(__file__).parent / "data" / "demo-run.ndjson"
+RECORDED = Path(__file__).parents[1] / "data" / "demo-run.ndjson"
 EXAMPLES = sorted(CHAINS.glob("*.yaml"))
 
 

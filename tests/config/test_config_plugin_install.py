@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "examples" / "plugin"
 
 pytestmark = pytest.mark.skipif(

@@ -66,7 +66,7 @@ def test_option_types_defaults_and_choices_come_from_the_models() -> None:
 
 # -- the schema as an editor uses it (validated with jsonschema) ---------------------------
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def validator() -> jsonschema.protocols.Validator:

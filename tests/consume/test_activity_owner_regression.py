@@ -19,7 +19,7 @@ import pytest
 from agui_pipes import Consumer
 from agui_pipes.verify import ProtocolViolation
 
-STREAM = Path(__file__).parent / "data" / "activity-owner-across-runs.json"
+STREAM = Path(__file__).parents[1] / "data" / "activity-owner-across-runs.json"
 WORDS = "does not match the activity 'activity-2' opener's subagent '(the parent agent)'"
 
 

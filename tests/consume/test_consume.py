@@ -44,6 +44,9 @@ from agui_pipes.testing import (
 )
 from agui_pipes.transformers import ExpandChunks, Verify
 
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
+
 
 def expand(events: list[BaseEvent]) -> list[BaseEvent]:
     return TransformerChain([ExpandChunks()]).apply_sync(events)

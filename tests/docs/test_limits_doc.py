@@ -19,7 +19,7 @@ from agui_pipes.server._http import DEFAULT_MAX_BODY_BYTES
 from agui_pipes.server._streaming import DEFAULT_SEND_TIMEOUT
 from agui_pipes.store import RunRecorder
 
-DOC = (Path(__file__).resolve().parents[1] / "docs" / "limits.md").read_text(encoding="utf-8")
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text(encoding="utf-8")
 
 _DEFAULTS = Limits()
 BOUNDS = {

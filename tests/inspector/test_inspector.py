@@ -35,7 +35,7 @@ from agui_pipes import (
 from agui_pipes._cli import main
 from agui_pipes.inspector import InspectedRun, RecentRuns, inspector_app
 
-DEMO = Path(__file__).parent / "data" / "demo-run.ndjson"
+DEMO = Path(__file__).parents[1] / "data" / "demo-run.ndjson"
 DEMO_LINES = DEMO.read_bytes().splitlines()
 FILTER_CHAIN = """\
 version: 1

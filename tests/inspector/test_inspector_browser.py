@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "data" / "demo-run.ndjson"
 HIDE_INTERNAL = ROOT / "examples" / "chains" / "hide-internal-tools.yaml"
 IMAGES = ROOT / "docs" / "images"

@@ -34,7 +34,10 @@ import pytest
 from agui_pipes import Consumer, DecodeWarning, ProtocolViolation
 from agui_pipes.transformers.compat import Compat, request_for
 
-CORPUS = Path(__file__).parent / "conformance" / "streams"
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
+
+CORPUS = Path(__file__).parents[1] / "conformance" / "streams"
 CASES = sorted(CORPUS.glob("*.json"))
 INVERTED = {"truncated-run-reported-as-completed"}
 

@@ -30,11 +30,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _wire_streams import mutate, valid_stream
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from agui_pipes import Consumer, DecodeError, ProtocolViolation, Rule, VerificationError
+from tests._wire_streams import mutate, valid_stream
+
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
 
 BATCHES = 6
 PER_BATCH = 400  # 2,400 streams in all

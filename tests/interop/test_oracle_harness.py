@@ -10,8 +10,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from _oracle import OracleResult, run_one, to_wire
-from _oracle import _wire_case as wire_case
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
@@ -21,6 +19,8 @@ from ag_ui.core import (
 )
 
 from agui_pipes.testing import run_events, text, text_chunks, tool_call
+from tests._oracle import OracleResult, run_one, to_wire
+from tests._oracle import _wire_case as wire_case
 
 Oracle = Callable[..., list[OracleResult]]
 

@@ -38,9 +38,12 @@ from agui_pipes import Consumer, DecodeWarning, ProtocolViolation, decode
 from agui_pipes.codecs import SSEDecoder, encode_sse
 from agui_pipes.transformers import FilterToolCalls, StripRawEvents
 
-from hostile._harness import assert_clean, run_cli, serve_gateway  # isort: skip
+from tests.hostile._harness import assert_clean, run_cli, serve_gateway  # isort: skip
 
-DATA = Path(__file__).resolve().parent / "data" / "producers"
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "producers"
 DENIED = "internal_*"
 
 
@@ -257,7 +260,7 @@ def test_a_fresh_recording_has_the_stored_event_types(stem: str) -> None:
             f"LIVE RE-RECORDING SKIPPED: {producer} is not installed "
             "(pip install -e '.[producers]' to check the stored recordings against it)"
         )
-    from producers import record
+    from tests.producers import record
 
     scenario = next(s for s in record.scenarios(producer) if s.stem == stem)
     body = record.record(scenario)

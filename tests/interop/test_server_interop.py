@@ -11,8 +11,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from _oracle import to_wire
-from _servers import Running, post_run, serve
 from ag_ui.core import BaseEvent, StateSnapshotEvent, TextMessageContentEvent
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -20,8 +18,11 @@ from starlette.routing import Route
 from agui_pipes import FunctionTransformer
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import Gateway, agent_route
+from tests._oracle import to_wire
+from tests._servers import Running, post_run, serve
 
-pytestmark = pytest.mark.node
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = [pytest.mark.node, pytest.mark.wire]
 
 USER = {"id": "u1", "role": "user", "content": "What's the weather in Lisbon?"}
 

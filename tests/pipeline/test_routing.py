@@ -15,8 +15,6 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 
 import pytest
-from _differential import differential_settings, gateway_stages
-from _wire_streams import mutate, valid_stream
 from ag_ui.core import BaseEvent
 from hypothesis import given
 from hypothesis import strategies as st
@@ -33,6 +31,8 @@ from agui_pipes.transformers import (
     SubagentVisibility,
     Verify,
 )
+from tests._differential import differential_settings, gateway_stages
+from tests._wire_streams import mutate, valid_stream
 
 _SETTINGS = differential_settings(80)
 

@@ -24,7 +24,8 @@ from agui_pipes.transformers import (
 from agui_pipes.verify import ProtocolViolation
 
 # Every test here runs on the fast path and on the reference path (tests/conftest.py).
-pytestmark = pytest.mark.usefixtures("wire_path")
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = [pytest.mark.usefixtures("wire_path"), pytest.mark.wire]
 
 
 def chain() -> TransformerChain:

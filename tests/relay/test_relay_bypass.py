@@ -17,8 +17,6 @@ from collections.abc import Callable, Sequence
 
 import orjson
 import pytest
-from _differential import differential_settings, gateway_stages
-from _wire_streams import mutate, valid_stream
 from ag_ui.core import BaseEvent, TextMessageContentEvent
 from hypothesis import given
 from hypothesis import strategies as st
@@ -36,6 +34,11 @@ from agui_pipes.transformers import (
     ToolResultToState,
     Verify,
 )
+from tests._differential import differential_settings, gateway_stages
+from tests._wire_streams import mutate, valid_stream
+
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
 
 _SETTINGS = differential_settings(60)
 

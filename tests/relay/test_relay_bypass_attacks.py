@@ -22,8 +22,6 @@ from typing import Any
 
 import orjson
 import pytest
-from _differential import differential_settings
-from _wire_streams import mutate, valid_stream
 from ag_ui.core import BaseEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -55,6 +53,11 @@ from agui_pipes.transformers import (
     ToolResultToState,
     Verify,
 )
+from tests._differential import differential_settings
+from tests._wire_streams import mutate, valid_stream
+
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = pytest.mark.wire
 
 _SETTINGS = differential_settings(60)
 

@@ -9,12 +9,13 @@ from types import ModuleType
 
 import httpx
 import pytest
-from _servers import Running, post_run, run_input, serve
 from ag_ui.core import EventType, TextMessageContentEvent, ToolCallArgsEvent
+
+from tests._servers import Running, post_run, run_input, serve
 
 pytestmark = pytest.mark.anyio
 
-EXAMPLE = Path(__file__).parent.parent / "examples" / "fastapi_app.py"
+EXAMPLE = Path(__file__).parents[2] / "examples" / "fastapi_app.py"
 
 
 def load_example() -> ModuleType:

@@ -26,7 +26,6 @@ from typing import Any
 
 import httpx
 import pytest
-from _servers import Running, run_input, serve, wait_until
 from ag_ui.core import BaseEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -38,6 +37,7 @@ from agui_pipes.codecs import SSEDecoder, decode, encode_sse
 from agui_pipes.server import Gateway
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import ExpandChunks, FilterToolCalls, Redact, Verify
+from tests._servers import Running, run_input, serve, wait_until
 
 pytestmark = pytest.mark.anyio
 

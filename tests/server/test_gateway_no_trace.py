@@ -21,7 +21,6 @@ from typing import Any
 
 import httpx
 import pytest
-from _servers import Running, run_input, serve, wait_until
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -29,8 +28,10 @@ from agui_pipes import AsyncStreamTransformer, TransformerChain
 from agui_pipes.codecs import SSEDecoder, decode
 from agui_pipes.config import load_chain
 from agui_pipes.server import Gateway
+from tests._servers import Running, run_input, serve, wait_until
 
-pytestmark = pytest.mark.anyio
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 
 SECRETS = (b"internal-call-7", b"internal_lookup", b"res-internal", b"ROUTING-SECRET-99")
 

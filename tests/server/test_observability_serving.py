@@ -14,12 +14,12 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from _otel import Recorder
-from _servers import run_input, serve, sse_events
 
 from agui_pipes import TransformerChain
 from agui_pipes.demo import DemoAgent
 from agui_pipes.server import build_app
+from tests._otel import Recorder
+from tests._servers import run_input, serve, sse_events
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"

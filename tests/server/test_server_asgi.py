@@ -14,13 +14,13 @@ from typing import Any
 
 import anyio
 import pytest
-from _servers import EVENT, Running, run_input, serve, wait_until
 from ag_ui.core import EventType
 from starlette.applications import Starlette
 
 from agui_pipes.codecs import SSEDecoder
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, Gateway, agent_route
+from tests._servers import EVENT, Running, run_input, serve, wait_until
 
 pytestmark = pytest.mark.anyio
 

@@ -20,8 +20,6 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
-from _servers import Running, serve
-from _slow_clients import KIB, Flood, poll, stalled_client, wait_until_held
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
@@ -30,6 +28,8 @@ from agui_pipes.codecs import encode_sse
 from agui_pipes.server import AgentEndpoint, agent_route
 from agui_pipes.server.gateway import Gateway
 from agui_pipes.testing import collect
+from tests._servers import Running, serve
+from tests._slow_clients import KIB, Flood, poll, stalled_client, wait_until_held
 
 
 @contextmanager

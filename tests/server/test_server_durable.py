@@ -26,14 +26,6 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
-from _durable_http import HEADERS, Frames, Gated
-from _durable_http import events as _events
-from _durable_http import get_frames as _get
-from _durable_http import read_frames as _read
-from _durable_http import seqs as _seqs
-from _durable_http import take_frames as _frames
-from _servers import run_input, serve, wait_until
-from _store_backends import BACKENDS, redis_url, store_url_for
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent, TextMessageContentEvent
 from starlette.applications import Starlette
 
@@ -42,6 +34,14 @@ from agui_pipes.demo import DemoAgent, demo_input
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, agent_route, agent_routes, build_app
 from agui_pipes.store import MemoryEventLog, open_store
+from tests._durable_http import HEADERS, Frames, Gated
+from tests._durable_http import events as _events
+from tests._durable_http import get_frames as _get
+from tests._durable_http import read_frames as _read
+from tests._durable_http import seqs as _seqs
+from tests._durable_http import take_frames as _frames
+from tests._servers import run_input, serve, wait_until
+from tests._store_backends import BACKENDS, redis_url, store_url_for
 
 pytestmark = pytest.mark.anyio
 
@@ -592,7 +592,7 @@ async def test_a_broken_run_is_410_and_left_out_of_the_history() -> None:
 
 # -- several server processes sharing one store ------------------------------------------
 
-_SERVER_SCRIPT = Path(__file__).with_name("_xproc_server.py")
+_SERVER_SCRIPT = Path(__file__).parents[1] / "_xproc_server.py"
 
 
 @contextmanager

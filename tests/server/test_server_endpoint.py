@@ -12,7 +12,6 @@ import anyio
 import anyio.lowlevel
 import httpx
 import pytest
-from _servers import Running, post_run, run_input, serve, sse_events, wait_until
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
@@ -29,6 +28,7 @@ from agui_pipes import AsyncStreamTransformer, FunctionTransformer, StreamTransf
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, agent_route
 from agui_pipes.transformers import FilterToolCalls, Verify
+from tests._servers import Running, post_run, run_input, serve, sse_events, wait_until
 
 pytestmark = pytest.mark.anyio
 

@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from _servers import Running, post_run, run_input, serve, sse_events, wait_until
 from ag_ui.core import BaseEvent, EventType, TextMessageContentEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,8 +47,10 @@ from agui_pipes.transformers import (
     SubagentVisibility,
     ToolResultToState,
 )
+from tests._servers import Running, post_run, run_input, serve, sse_events, wait_until
 
-pytestmark = pytest.mark.anyio
+# Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
+pytestmark = [pytest.mark.anyio, pytest.mark.wire]
 
 
 # -- upstream agents and misbehaving upstreams --------------------------------------

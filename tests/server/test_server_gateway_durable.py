@@ -21,19 +21,19 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from _durable_http import HEADERS, Frames, Gated
-from _durable_http import events as _events
-from _durable_http import get_frames as _get
-from _durable_http import read_frames as _read
-from _durable_http import seqs as _seqs
-from _durable_http import take_frames as _take_frames
-from _servers import Running, run_input, serve, wait_until
-from _store_backends import BACKENDS, redis_url, store_url_for
 from ag_ui.core import EventType, RunErrorEvent
 from starlette.applications import Starlette
 
 from agui_pipes import AsyncStreamTransformer
 from agui_pipes.server import Gateway, agent_route, build_app, gateway_route
+from tests._durable_http import HEADERS, Frames, Gated
+from tests._durable_http import events as _events
+from tests._durable_http import get_frames as _get
+from tests._durable_http import read_frames as _read
+from tests._durable_http import seqs as _seqs
+from tests._durable_http import take_frames as _take_frames
+from tests._servers import Running, run_input, serve, wait_until
+from tests._store_backends import BACKENDS, redis_url, store_url_for
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from _servers import Running, post_run, serve, wait_until
 from ag_ui.core import (
     RunErrorEvent,
     RunFinishedEvent,
@@ -34,10 +33,11 @@ from starlette.routing import Route
 from agui_pipes import Consumer, FunctionTransformer
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, Gateway, build_app
+from tests._servers import Running, post_run, serve, wait_until
 
-from hostile._harness import serve_gateway  # isort: skip
+from tests.hostile._harness import serve_gateway  # isort: skip
 
-DATA = Path(__file__).parent / "data" / "producers"
+DATA = Path(__file__).parents[1] / "data" / "producers"
 PARALLEL = DATA / "pydantic-ai-parallel-tools.sse"
 META = json.loads(PARALLEL.with_suffix(".json").read_text(encoding="utf-8"))
 REQUEST: dict[str, Any] = META["request"]
@@ -186,7 +186,7 @@ async def interleaving(ctx: RunContext[Any]) -> RunOutcome:
 async def test_endpoint_repairs_its_agent_before_the_driver_verifies(
     caplog: pytest.LogCaptureFixture, async_chain: bool
 ) -> None:
-    from _cli_stages import AsyncPass
+    from tests._cli_stages import AsyncPass
 
     chain = (lambda: AsyncPass()) if async_chain else None
     apps = Starlette(routes=[
@@ -228,7 +228,7 @@ def _run_lines(caplog: pytest.LogCaptureFixture, kind: str) -> list[str]:
 def test_serve_demo_with_repair_logs_a_clean_run() -> None:
     """``serve --demo --repair``: the demo agent is valid, so Repair is the identity and
     the per-run line says it made no fix."""
-    from test_cli_serve import start, stop
+    from tests.cli.test_cli_serve import start, stop
 
     served = start("--demo", "--repair")
     try:

@@ -15,8 +15,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from _redis_server import redis_server
-from _store_backends import BACKENDS, redis_url, store_url_for
 from anyio.streams.buffered import BufferedByteReceiveStream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,6 +36,8 @@ from agui_pipes.store import (
     format_event_id,
     open_store,
 )
+from tests._redis_server import redis_server
+from tests._store_backends import BACKENDS, redis_url, store_url_for
 
 __all__ = ["redis_url"]  # the session fixture, used through store_url_for
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import pytest
-from _store_backends import BACKENDS, redis_url, store_url_for
 
 from agui_pipes.store import (
     EventLog,
@@ -24,6 +23,7 @@ from agui_pipes.store import (
     parse_event_id,
     sse_frame,
 )
+from tests._store_backends import BACKENDS, redis_url, store_url_for
 
 __all__ = ["redis_url"]
 

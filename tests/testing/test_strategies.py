@@ -16,7 +16,6 @@ from typing import Any
 
 import jsonpatch
 import pytest
-from _oracle import OracleResult, to_wire
 from ag_ui.core import BaseEvent, EventType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,6 +35,7 @@ from agui_pipes.testing.strategies import (
     text_messages,
     tool_calls,
 )
+from tests._oracle import OracleResult, to_wire
 
 Oracle = Callable[..., list[OracleResult]]
 ET = EventType

@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _differential import differential_settings
-from _oracle import to_wire
-from _wire_streams import mutate, valid_stream
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
@@ -66,8 +63,11 @@ from agui_pipes.testing import (
     tool_call,
 )
 from agui_pipes.transformers import ExpandChunks
+from tests._differential import differential_settings
+from tests._oracle import to_wire
+from tests._wire_streams import mutate, valid_stream
 
-PRODUCERS = Path(__file__).parent / "data" / "producers"
+PRODUCERS = Path(__file__).parents[1] / "data" / "producers"
 
 
 def repaired(events: list[BaseEvent], **options: Any) -> tuple[list[BaseEvent], RepairReport]:
@@ -624,7 +624,7 @@ def test_a_tool_result_is_never_touched() -> None:
 
 # -- the conformance corpus --------------------------------------------------
 
-CONFORMANCE = sorted((Path(__file__).parent / "conformance" / "streams").glob("*.json"))
+CONFORMANCE = sorted((Path(__file__).parents[1] / "conformance" / "streams").glob("*.json"))
 
 
 @pytest.mark.parametrize("path", CONFORMANCE, ids=[p.stem for p in CONFORMANCE])
