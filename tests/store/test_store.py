@@ -26,7 +26,6 @@ from agui_pipes.store import (
     RunBroken,
     RunEnded,
     RunLost,
-    RunRecord,
     RunStatus,
     StoreClosed,
     StoreError,
@@ -204,7 +203,7 @@ async def test_a_run_ended_without_events_ends_its_followers(store_url: str) -> 
         looked_up = anyio.Event()
         look_up = store.run
 
-        async def looking_up(run_id: str) -> RunRecord | None:
+        async def looking_up(run_id: str) -> object:
             record = await look_up(run_id)
             looked_up.set()
             return record
@@ -649,7 +648,7 @@ async def test_a_heartbeating_writer_or_no_heartbeat_at_all_is_never_lost(
             checks: list[str] = []
             check_owner = store.check_owner
 
-            async def counted_check(run_id: str) -> RunRecord | None:
+            async def counted_check(run_id: str) -> object:
                 record = await check_owner(run_id)
                 checks.append(run_id)
                 return record
