@@ -4,7 +4,7 @@
     python benchmarks/bench_client_hostile.py --max-bytes 4000000 --json out.json
 
 Each case runs in a child process of its own: a raw loopback server that
-misbehaves (the same lies as tests/test_client_hostile.py) and an
+misbehaves (the same lies as tests/client/test_client_hostile.py) and an
 ``agui_pipes.client.Client`` reading it with its default bounds, except
 where the option is given. The child reports the error the run ended in,
 the seconds it took and its peak resident set (``VmHWM``), so the figures are

@@ -1,4 +1,4 @@
-"""Stages that chain files in the CLI tests name with ``type: _cli_stages:<name>``."""
+"""Stages that chain files in the CLI tests name with ``type: tests._cli_stages:<name>``."""
 
 from __future__ import annotations
 

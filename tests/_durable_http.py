@@ -8,10 +8,10 @@ from typing import Any
 
 import anyio
 import httpx
-from _servers import EVENT
 from ag_ui.core import BaseEvent
 
 from agui_pipes.driver import RunContext, RunOutcome
+from tests._servers import EVENT
 
 HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
 Frames = list[tuple[str | None, bytes]]
@@ -74,27 +74,37 @@ def take_frames(buffer: bytearray) -> Frames:
     return out
 
 
-async def read_frames(response: httpx.Response, limit: int | None = None) -> Frames:
-    """The response's frames, or its first ``limit`` (the client then cuts the connection)."""
+async def read_frames(
+    response: httpx.Response, limit: int | None = None, arrived: anyio.Event | None = None
+) -> Frames:
+    """The response's frames, or its first ``limit`` (the client then cuts the connection).
+
+    ``arrived`` is set once the first frame is in: the reader is following the run.
+    """
     got: Frames = []
     buffer = bytearray()
     async for chunk in response.aiter_raw():
         buffer += chunk
         got.extend(take_frames(buffer))
+        if got and arrived is not None:
+            arrived.set()
         if limit is not None and len(got) >= limit:
             return got[:limit]
     return got
 
 
 async def get_frames(
-    client: httpx.AsyncClient, url: str, last_id: str | None = None
+    client: httpx.AsyncClient,
+    url: str,
+    last_id: str | None = None,
+    arrived: anyio.Event | None = None,
 ) -> tuple[int, Frames, bytes]:
     """GET ``url`` (resuming after ``last_id``): status, frames, and the body of an error."""
     headers = {} if last_id is None else {"last-event-id": last_id}
     async with client.stream("GET", url, headers=headers) as response:
         if response.status_code != 200:
             return response.status_code, [], await response.aread()
-        return 200, await read_frames(response), b""
+        return 200, await read_frames(response, arrived=arrived), b""
 
 
 def seqs(frames: Frames) -> list[int]:

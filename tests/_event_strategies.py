@@ -35,7 +35,7 @@ scalars = st.one_of(
     st.booleans(),
     st.integers(min_value=-(2**63), max_value=2**63),
     # Finite only: encode_json refuses NaN / Infinity (the official encoder writes
-    # null); tests/test_codecs.py covers that refusal on its own.
+    # null); tests/codecs/test_codecs.py covers that refusal on its own.
     st.floats(allow_nan=False, allow_infinity=False),
     texts,
 )

@@ -8,8 +8,8 @@ and ``oracle.mjs``, which replays a *batch* of streams through
 in one node process. Batching matters: starting node costs ~0.3 s, replaying a
 stream a fraction of a millisecond, and property tests judge thousands of them.
 
-API (import with ``from _oracle import ...``; ``tests/`` is on ``sys.path``
-under pytest)::
+API (import with ``from tests._oracle import ...``; the repository root is on
+``sys.path`` under pytest)::
 
     ts_available() -> bool
         True when ``node`` and ``npm`` are on PATH. Only their absence may skip

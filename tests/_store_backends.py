@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _redis_server import redis_server
+
+from tests._redis_server import redis_server
 
 BACKENDS = ["memory", "sqlite", "redis"]
 

@@ -17,7 +17,7 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 if TYPE_CHECKING:
-    from _oracle import OracleResult
+    from tests._oracle import OracleResult
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -32,26 +32,24 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 _NODE_MISSING = "node/npm not found: the @ag-ui/client oracle (tests/harness) cannot run"
 
 
-# Modules whose tests cross the wire entry points (decode, encode, Relay) end to end.
+# The modules whose tests cross the wire entry points (decode, encode, Relay) end to end
+# say so themselves, with a module-level ``pytestmark`` holding ``pytest.mark.wire``.
 # CI runs them a second time with AGUI_PIPES_FAST_PATH=0 (`pytest -m wire`), so the
 # reference path passes the same tests as the fast path, not only the equivalence ones.
-WIRE_MODULES = frozenset({
-    "test_decode.py", "test_codecs.py", "test_fast_paths.py", "test_decoder_cache.py",
-    "test_fastpath_switch.py", "test_json_limits.py", "test_relay.py", "test_relay_hooks.py",
-    "test_relay_bypass.py", "test_relay_bypass_attacks.py", "test_consume.py",
-    "test_conformance.py", "test_differential.py", "test_cli_run_paths.py",
-    "test_cli_verify.py", "test_server_gateway.py", "test_gateway_no_trace.py",
-    "test_server_interop.py", "test_real_producers.py",
-})
+# A test run on both paths by the ``wire_path`` fixture must be one of them.
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from _oracle import ts_available
+    from tests._oracle import ts_available
 
     for item in items:
-        if item.path.name in WIRE_MODULES:
-            item.add_marker(pytest.mark.wire)
-        if "ts_oracle" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if "wire_path" in fixtures and item.get_closest_marker("wire") is None:
+            raise pytest.UsageError(
+                f"{item.nodeid} runs on both wire paths (wire_path) but its module is not "
+                "marked `pytestmark = pytest.mark.wire`, so `-m wire` would leave it out"
+            )
+        if "ts_oracle" in fixtures:
             item.add_marker(pytest.mark.node)
     if ts_available():
         return
@@ -64,7 +62,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def ts_oracle() -> Callable[..., list[OracleResult]]:
     """``run_oracle(cases)`` from tests/_oracle.py, with the node harness installed."""
-    from _oracle import ensure_installed, run_oracle, ts_available
+    from tests._oracle import ensure_installed, run_oracle, ts_available
 
     if not ts_available():
         pytest.skip(_NODE_MISSING)

@@ -1,0 +1,1 @@
+"""The run driver (agui_pipes.driver): agents, context, cancellation, backpressure."""

@@ -43,9 +43,9 @@ class Flood:
         return RunOutcome.success()
 
 
-async def _stall(seconds: float) -> None:
-    with anyio.move_on_after(seconds):
-        await anyio.sleep_forever()
+async def _stall() -> None:
+    """Read nothing until every other task waits: the agent is held, or it has ended."""
+    await anyio.wait_all_tasks_blocked()
 
 
 @pytest.mark.parametrize("burst", [1, 10])
@@ -54,12 +54,13 @@ async def test_a_consumer_that_stops_reading_holds_the_agent(burst: int) -> None
     async with run(agent, INPUT, backpressure=50) as events:
         first = await events.__anext__()
         assert first.type is EventType.RUN_STARTED
-        await _stall(0.3)
+        await _stall()
         # RUN_STARTED, TEXT_MESSAGE_START, then deltas: held once 50 wait,
         # plus what one burst emits before its await.
         held_at = agent.emitted
-        assert held_at <= 50 + burst
-        await _stall(0.2)
+        assert not agent.ended.is_set()
+        assert 0 < held_at <= 50 + burst
+        await _stall()
         assert agent.emitted == held_at
         received = 1
         async for _ in events:
@@ -72,8 +73,9 @@ async def test_the_default_bound_holds_too() -> None:
     agent = Flood(10_000)
     async with run(agent, INPUT) as events:
         await events.__anext__()
-        await _stall(0.3)
-        assert agent.emitted <= DEFAULT_BACKPRESSURE
+        await _stall()
+        assert not agent.ended.is_set()
+        assert 0 < agent.emitted <= DEFAULT_BACKPRESSURE
         await events.aclose()
     assert agent.ended_by in ("RunError", "Cancelled", "CancelledError")
 
@@ -95,8 +97,9 @@ async def test_leaving_cancels_a_held_agent_at_its_await(anyio_backend: str) -> 
     agent = Flood(20_000)
     async with run(agent, INPUT, backpressure=20) as events:
         await events.__anext__()
-        await _stall(0.2)
-        assert agent.emitted <= 21
+        await _stall()
+        assert not agent.ended.is_set()
+        assert 0 < agent.emitted <= 21
     # The consumer left: the held agent saw cancellation, not an error.
     assert agent.ended_by == ("Cancelled" if anyio_backend == "trio" else "CancelledError")
 
@@ -105,7 +108,8 @@ async def test_aclose_releases_a_held_agent() -> None:
     agent = Flood(20_000)
     async with run(agent, INPUT, backpressure=20) as events:
         await events.__anext__()
-        await _stall(0.2)
+        await _stall()
+        assert not agent.ended.is_set()
         await events.aclose()
         with anyio.fail_after(5):
             await agent.ended.wait()
@@ -130,7 +134,7 @@ async def test_a_held_agent_gets_the_values_of_its_awaits() -> None:
         async with send:
             for value in range(100):
                 await send.send(value)
-        await _stall(0.2)
+        await _stall()
         deltas = [
             event.delta async for event in events if isinstance(event, TextMessageContentEvent)
         ]

@@ -21,11 +21,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _servers import Running, serve
-from _slow_clients import KIB, Flood, poll, stalled_client, wait_until_held
 from ag_ui.core import RunAgentInput
 
 from agui_pipes.server import AgentEndpoint
+from tests._servers import Running, serve
+from tests._slow_clients import KIB, Flood, poll, stalled_client, wait_until_held
 
 from ._harness import assert_clean, run_cli, serve_gateway
 

@@ -9,7 +9,7 @@ Needs the ``producers`` extra (``pip install -e '.[producers]'``). Each
 scenario writes ``<producer>-<scenario>.sse`` — the HTTP response body exactly
 as the producer's endpoint sent it — and ``<producer>-<scenario>.json`` with
 the package versions, the request, what the stream contains and which fields
-change from one recording to the next. tests/test_real_producers.py replays
+change from one recording to the next. tests/interop/test_real_producers.py replays
 the files (without the producer packages) and, when they are installed,
 re-records to check the stored files still describe what the producers send.
 """
@@ -28,15 +28,15 @@ from typing import Any
 
 import anyio
 
-if __package__ in (None, ""):  # run as a script: make `producers` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # run as a script: make `tests.producers` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from producers._common import Scenario, capture
+from tests.producers._common import Scenario, capture
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "producers"
 PRODUCER_MODULES = {
-    "pydantic-ai": "producers.pydantic_ai_scenarios",
-    "langgraph": "producers.langgraph_scenarios",
+    "pydantic-ai": "tests.producers.pydantic_ai_scenarios",
+    "langgraph": "tests.producers.langgraph_scenarios",
 }
 REQUIREMENTS = {
     "pydantic-ai": "pydantic-ai-slim[ag-ui]",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from _stage_helpers import consumed, through, through_async, wire
 from ag_ui.core import (
     BaseEvent,
     MessagesSnapshotEvent,
@@ -32,6 +31,7 @@ from agui_pipes.testing import (
     tool_call_chunks,
 )
 from agui_pipes.transformers import CoalesceDeltas, Redact
+from tests.transformers._stage_helpers import consumed, through, through_async, wire
 
 # -- CoalesceDeltas ---------------------------------------------------------------
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _stage_helpers import consumed, through, through_async, wire
 from ag_ui.core import (
     BaseEvent,
     EventType,
@@ -41,13 +40,14 @@ from ag_ui.core import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_unverified_input import _broken
 
 from agui_pipes import Limits, StreamRejected, TransformerChain, fold
 from agui_pipes.config import load_chain
 from agui_pipes.testing.strategies import expanded_streams, json_patches, json_values, streams
 from agui_pipes.transformers import Compact, ExpandChunks, Verify
 from agui_pipes.transformers.compact import compact
+from tests.transformers._stage_helpers import consumed, through, through_async, wire
+from tests.transformers.test_unverified_input import _broken
 
 _SETTINGS = settings(
     max_examples=100,

@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from _stage_helpers import consumed
 from ag_ui.core import BaseEvent, EventType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_compact import state_bursts
 
 from agui_pipes import TransformerChain, fold, thread_history
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import ExpandChunks
 from agui_pipes.transformers.compact import compact
+from tests.transformers._stage_helpers import consumed
+from tests.transformers.test_compact import state_bursts
 
 Oracle = Callable[..., list[dict[str, Any]]]
 

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from _stage_helpers import consumed, through
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
@@ -59,6 +58,7 @@ from agui_pipes.transformers import (
     Redact,
     SubagentVisibility,
 )
+from tests.transformers._stage_helpers import consumed, through
 
 Oracle = Callable[..., list[dict[str, Any]]]
 

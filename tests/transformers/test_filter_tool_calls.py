@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from _stage_helpers import consumed, through, through_async, wire
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
@@ -37,6 +36,7 @@ from agui_pipes.testing import (
     tool_call_chunks,
 )
 from agui_pipes.transformers import FilterToolCalls
+from tests.transformers._stage_helpers import consumed, through, through_async, wire
 
 DENY = FilterToolCalls.deny(["internal_*"])
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _stage_helpers import consumed, through, wire
 from ag_ui.core import (
     BaseEvent,
     EventType,
@@ -36,6 +35,7 @@ from agui_pipes import TransformerChain
 from agui_pipes.config import load_chain
 from agui_pipes.testing import assert_events_equal, run_events, run_transformer, text, tool_call
 from agui_pipes.transformers import ExpandChunks, FilterToolCalls, Verify
+from tests.transformers._stage_helpers import consumed, through, wire
 
 DENY = FilterToolCalls.deny(["internal_*"])
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _stage_helpers import through, wire
 from ag_ui.core import (
     BaseEvent,
     RunAgentInput,
@@ -27,6 +26,7 @@ from agui_pipes._foundation.json_patch import PatchError, apply_patch, clone_jso
 from agui_pipes.config import ConfigError, load_chain
 from agui_pipes.testing import event_lines, run_events, run_started
 from agui_pipes.transformers import FilterToolCalls
+from tests.transformers._stage_helpers import through, wire
 
 STAGE = FilterToolCalls.deny(["internal_*"], state_messages=["/messages", "/agent/history"])
 

@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from _stage_helpers import consumed, through, wire
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
@@ -33,6 +32,7 @@ from agui_pipes.testing import (
     tool_call_chunks,
 )
 from agui_pipes.transformers import FilterToolCalls
+from tests.transformers._stage_helpers import consumed, through, wire
 
 _CALL = ToolCall(id="c1", function=FunctionCall(name="secret_tool", arguments="{}"))
 Oracle = Callable[..., list[dict[str, Any]]]

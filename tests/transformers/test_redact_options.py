@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 import pytest
-from _stage_helpers import consumed, through, wire
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
@@ -24,6 +23,7 @@ from agui_pipes.config import ConfigError, load_chain
 from agui_pipes.testing import run_events, run_started, subagent, text
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import Redact
+from tests.transformers._stage_helpers import consumed, through, wire
 
 KEY = "sk-" + "A" * 24
 PATTERN = r"sk-[A-Za-z0-9]{20,}"

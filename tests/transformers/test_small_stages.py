@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from _stage_helpers import consumed, through, through_async
 from ag_ui.core import (
     ActivitySnapshotEvent,
     AssistantMessage,
@@ -36,6 +35,7 @@ from agui_pipes.testing import (
 )
 from agui_pipes.transformers import DropEvents, KeepEvents, StateDiff, StripRawEvents, Timestamp
 from agui_pipes.transformers.drop_events import FAMILIES
+from tests.transformers._stage_helpers import consumed, through, through_async
 
 
 def _rich() -> list[BaseEvent]:

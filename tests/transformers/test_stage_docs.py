@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
-from _stage_helpers import consumed
 
 from agui_pipes.config import load_chain
 from agui_pipes.testing import run_events, text, tool_call
+from tests.transformers._stage_helpers import consumed
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "transformers"
 PAGES = sorted(DOCS.glob("*.md"))

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _stage_helpers import consumed, through, wire
 from ag_ui.core import BaseEvent, EventType
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -38,6 +37,7 @@ from agui_pipes.transformers import (
     Timestamp,
     ToolResultToState,
 )
+from tests.transformers._stage_helpers import consumed, through, wire
 
 _SETTINGS = settings(
     max_examples=60,

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from _stage_helpers import consumed, through
 from ag_ui.core import BaseEvent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_stage_properties import STAGES
 
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import FilterToolCalls
+from tests.transformers._stage_helpers import consumed, through
+from tests.transformers.test_stage_properties import STAGES
 
 Oracle = Callable[..., list[dict[str, Any]]]
 

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from _stage_helpers import consumed, through, through_async, wire
 from ag_ui.core import (
     ActivityDeltaEvent,
     ActivityMessage,
@@ -24,6 +23,7 @@ from agui_pipes import Limits, StreamRejected
 from agui_pipes.config import ConfigError, load_chain
 from agui_pipes.testing import run_events, run_started, text
 from agui_pipes.transformers import StateFilter
+from tests.transformers._stage_helpers import consumed, through, through_async, wire
 
 
 def _snapshot(state: Any) -> StateSnapshotEvent:

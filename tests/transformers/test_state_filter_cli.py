@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from hostile._harness import serve_bytes, serve_gateway
 
 from agui_pipes import Consumer, RunResult
+from tests.hostile._harness import serve_bytes, serve_gateway
 
 SECRET = "tok_live_4242"
 CHAIN = """\

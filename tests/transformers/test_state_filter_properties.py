@@ -17,7 +17,6 @@ import copy
 from typing import Any
 
 import pytest
-from _stage_helpers import consumed, wire
 from ag_ui.core import (
     ActivityDeltaEvent,
     ActivitySnapshotEvent,
@@ -32,6 +31,7 @@ from hypothesis import strategies as st
 from agui_pipes._foundation.json_patch import PatchError, apply_patch
 from agui_pipes.testing import run_finished, run_started
 from agui_pipes.transformers import StateFilter
+from tests.transformers._stage_helpers import consumed, wire
 
 _KEYS = ["a", "b", "s", "0", "a/b"]
 _TOKENS = ["a", "b", "s", "*", "0", "1", "a/b"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _stage_helpers import consumed, through, through_async, wire
 from ag_ui.core import (
     ActivitySnapshotEvent,
     AssistantMessage,
@@ -48,6 +47,7 @@ from agui_pipes.testing import (
 )
 from agui_pipes.transformers import SubagentVisibility
 from agui_pipes.verify import VerificationError
+from tests.transformers._stage_helpers import consumed, through, through_async, wire
 
 INLINE = SubagentVisibility.inline()
 HIDDEN = SubagentVisibility.hidden()

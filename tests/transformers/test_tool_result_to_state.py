@@ -6,7 +6,6 @@ import json
 import logging
 
 import pytest
-from _stage_helpers import consumed, through, through_async
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
@@ -23,6 +22,7 @@ from ag_ui.core import (
 
 from agui_pipes.testing import run_events, run_finished, run_started, subagent, tool_call
 from agui_pipes.transformers import ToolResultToState
+from tests.transformers._stage_helpers import consumed, through, through_async
 
 
 def _result_stream(result: object, name: str = "plan", call: str = "c1") -> list[BaseEvent]:

@@ -15,7 +15,6 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
-from _otel import Recorder, parent_of
 from ag_ui.core import (
     BaseEvent,
     RunFinishedEvent,
@@ -47,6 +46,7 @@ from agui_pipes.testing import (
 )
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import FilterToolCalls, SubagentVisibility, Trace
+from tests._otel import Recorder, parent_of
 
 DEMO_TREE = [
     "invoke_agent planner",

@@ -1,0 +1,1 @@
+"""Smoke runs of benchmarks/: every benchmark keeps working (figures not asserted)."""

@@ -1,0 +1,1 @@
+"""agui_pipes.client against real servers."""

@@ -1,0 +1,1 @@
+"""Chain files (agui_pipes.config): loading, schema, registry, plugins, bounds."""

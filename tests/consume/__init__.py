@@ -1,0 +1,1 @@
+"""Consuming streams: ExpandChunks, Verify, fold/Consumer, history, events lookups."""

@@ -1,0 +1,1 @@
+"""The inspector (agui_pipes.inspector): its API, model, command and page."""

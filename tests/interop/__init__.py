@@ -1,0 +1,1 @@
+"""Against other implementations: the official TS client, conformance corpus, real producers."""

@@ -1,0 +1,1 @@
+"""Transformers and chains (TransformerChain, routing, sync helpers, aiostream)."""

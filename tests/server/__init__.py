@@ -1,0 +1,1 @@
+"""Serving (agui_pipes.server): the endpoint, the gateway, durable runs, backpressure."""

@@ -1,0 +1,1 @@
+"""Event logs (agui_pipes.store): the backends, ids and the run recorder."""

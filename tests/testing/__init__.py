@@ -1,0 +1,1 @@
+"""The testing kit (agui_pipes.testing): builders, assertions, strategies."""

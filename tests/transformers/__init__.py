@@ -1,0 +1,1 @@
+"""The built-in stages (agui_pipes.transformers), one module or more per stage."""

@@ -1,0 +1,1 @@
+"""The ordering verifier (agui_pipes.verify): one test per rule and wording."""
