@@ -34,8 +34,8 @@ from ag_ui.core import (
     ToolCallArgsEvent,
 )
 
+from .._stagekit.chunk_lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes
 from .._transformer import StreamTransformer
-from ._lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes
 
 __all__ = ["CoalesceDeltas"]
 

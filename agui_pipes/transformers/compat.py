@@ -69,8 +69,7 @@ from .._legacy_events import (
     ThinkingTextMessageEndEvent,
     ThinkingTextMessageStartEvent,
 )
-from .._transformer import StreamTransformer, Transform
-from ._compat_shapes import (
+from .._stagekit.compat_eras import (
     CURRENT,
     FLAT_CONTENT,
     PRE_SUBAGENTS,
@@ -81,6 +80,7 @@ from ._compat_shapes import (
     shown,
     strip_subagents,
 )
+from .._transformer import StreamTransformer, Transform
 
 __all__ = [
     "Compat",

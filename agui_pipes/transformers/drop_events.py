@@ -12,13 +12,13 @@ so does a STATE_SNAPSHOT or SUBAGENT_FINISHED), so downstream that item stays
 open longer, and a later id-less chunk could resolve differently — ambiguous,
 or to the wrong message. When families that close lanes are dropped while
 chunk families are kept, the stage follows the lanes of its input and output
-(``_lane_mirror.LaneMirror``) and gives such a chunk the ids of the item it
+(``_stagekit.lane_mirror.LaneMirror``) and gives such a chunk the ids of the item it
 belongs to; chunks that resolve the same way either side are untouched.
 
 The other: ownership. An untagged TOOL_CALL_START with a ``parentMessageId`` is
 owned by that message's owner, which the client learns from events of the
 ``text`` / ``messages_snapshot`` families; with those dropped and tool calls
-kept, such a start gets its owner's tag explicitly (``_message_owners``).
+kept, such a start gets its owner's tag explicitly (``_stagekit.message_owners``).
 
 Where a dropped family also lives inside MESSAGES_SNAPSHOT (and the RUN_STARTED
 input echo) it is removed there too, so the client's history agrees with the
@@ -35,11 +35,11 @@ from typing import Any, Final
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
+from .._stagekit.chunk_lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem
+from .._stagekit.lane_mirror import LaneMirror
+from .._stagekit.message_owners import MessageOwners
 from .._transformer import StreamTransformer, Transform
 from ..events import EVENT_CLASS_BY_TYPE
-from ._lane_mirror import LaneMirror
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem
-from ._message_owners import MessageOwners
 
 __all__ = ["FAMILIES", "DropEvents", "KeepEvents"]
 
@@ -130,7 +130,7 @@ def _lane_handlers(
 _OWNER_SOURCES: Final[frozenset[type[BaseEvent]]] = frozenset(
     {ag.TextMessageStartEvent, ag.TextMessageChunkEvent, ag.MessagesSnapshotEvent}
 )
-"""Dropped, these take a message's owner off the record (``_message_owners``)."""
+"""Dropped, these take a message's owner off the record (``_stagekit.message_owners``)."""
 
 
 def _owner_handlers(

@@ -26,7 +26,7 @@ those: a blocked call leaves no trace anywhere in the stream —
 * its id and name in the free text of a RUN_ERROR passing the stage (written
   upstream by a Verify with ``on_violation="run_error"`` or the run driver);
 * with ``state_messages``, its entries in message lists kept in the state
-  (``_state_messages``), snapshots and deltas.
+  (``_stagekit.state_messages``), snapshots and deltas.
 
 Interrupts are the one thing not removed: the next run must answer every
 interrupt of an interrupted run, so an interrupt tied to a blocked call or
@@ -46,12 +46,18 @@ from typing import Any
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
+from .._stagekit.call_traces import MODEL_SHAPE, scrub_messages
+from .._stagekit.chunk_lanes import (
+    CHUNK_CLASSES,
+    CLOSING_CLASSES,
+    ChunkAssignment,
+    ChunkItem,
+    ChunkLanes,
+)
+from .._stagekit.lane_mirror import LaneMirror
+from .._stagekit.state_messages import StateMessages, parse_pointer
 from .._transformer import Condition, StreamTransformer, Transform
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
-from ._call_traces import MODEL_SHAPE, scrub_messages
-from ._lane_mirror import LaneMirror
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem, ChunkLanes
-from ._state_messages import StateMessages, parse_pointer
 
 __all__ = ["FilterToolCalls"]
 

@@ -51,9 +51,9 @@ from typing import Any
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
+from .._stagekit.chunk_lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem
+from .._stagekit.lane_mirror import LaneMirror, fill_chunk
 from .._transformer import StreamTransformer
-from ._lane_mirror import LaneMirror, fill_chunk
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem
 
 __all__ = ["Redact"]
 

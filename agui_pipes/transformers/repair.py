@@ -46,9 +46,9 @@ from ag_ui.core import BaseEvent
 from .._chunks import ChunkExpander
 from .._construct import construct, replace
 from .._patch import JsonDocument, LimitExceeded, PatchError, clone_json
+from .._stagekit.repair_report import RepairFix, RepairLimitExceeded, RepairReport
 from .._transformer import StreamTransformer, Transform
 from ..verify import Rule, VerificationError, Verifier
-from ._repair_report import RepairFix, RepairLimitExceeded, RepairReport
 
 __all__ = ["REPAIR_EVENT_NAME", "Repair", "RepairFix", "RepairLimitExceeded", "RepairReport"]
 

@@ -36,11 +36,11 @@ import jsonpatch
 from ag_ui.core import BaseEvent, EventType
 from pydantic import ValidationError
 
+from .._decode import DecodeWarning
 from .._limits import Limits
 from .._limits_scope import resolve_limits
 from .._patch import JsonDocument, LimitExceeded, PatchError, json_equal
 from .._transformer import StreamTransformer
-from ..codecs import DecodeWarning
 
 __all__ = ["StateDiff"]
 

@@ -12,7 +12,7 @@ The client must end up with exactly the pruned state, whatever mix of
 snapshots and deltas carries it: ``fold(output).state ==
 prune(fold(input).state)``. Snapshots are pruned whole. Deltas are
 translated against the stage's one copy of the state as the input has it
-(``_scoped_document``): operations inside hidden parts are dropped, values
+(``_stagekit.scoped_document``): operations inside hidden parts are dropped, values
 are pruned, ``copy`` / ``move`` out of hidden parts become an ``add`` of the
 pruned value (or a ``remove``), array indices are mapped to the pruned
 array. Where inserting or removing an array element changes *which* elements
@@ -47,9 +47,9 @@ from ag_ui.core import BaseEvent, EventType
 
 from .._construct import replace
 from .._limits import DEFAULT_LIMITS, Limits
+from .._stagekit.pointer_scope import PointerScope
+from .._stagekit.scoped_document import ScopedDocument, replace_root
 from .._transformer import StreamTransformer
-from ._pointer_scope import PointerScope
-from ._scoped_document import ScopedDocument, replace_root
 
 __all__ = ["StateFilter"]
 

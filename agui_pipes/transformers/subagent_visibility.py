@@ -50,11 +50,11 @@ from ag_ui.core import BaseEvent, EventType
 
 from .._chunks import LANE_CLOSERS
 from .._construct import replace
+from .._stagekit.chunk_lanes import CHUNK_CLASSES, ChunkLanes
+from .._stagekit.lane_mirror import fill_chunk
 from .._transformer import Condition, StreamTransformer, Transform
 from ..events import strip_attribution
 from ..verify import Rule, VerificationError
-from ._lane_mirror import fill_chunk
-from ._lanes import CHUNK_CLASSES, ChunkLanes
 
 __all__ = ["SubagentVisibility"]
 

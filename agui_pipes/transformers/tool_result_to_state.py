@@ -41,11 +41,11 @@ from ag_ui.core import BaseEvent, EventType
 from pydantic import ValidationError
 
 from .. import _json
+from .._decode import DecodeWarning
 from .._limits import Limits
 from .._limits_scope import resolve_limits
 from .._patch import JsonDocument, LimitExceeded, PatchError, measure_json
 from .._transformer import StreamTransformer
-from ..codecs import DecodeWarning
 
 __all__ = ["ToolResultToState"]
 

@@ -53,9 +53,7 @@ from ag_ui.core import (
 )
 
 from .._construct import replace
-from .._trace_context import current_trace_headers
-from .._transformer import Condition, StreamTransformer, Transform
-from ._otel import (
+from .._stagekit.telemetry import (
     TOKEN_TYPE_OF,
     Instruments,
     instruments_for,
@@ -65,6 +63,8 @@ from ._otel import (
     usage_attributes,
     usage_from_metadata,
 )
+from .._trace_context import current_trace_headers
+from .._transformer import Condition, StreamTransformer, Transform
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context

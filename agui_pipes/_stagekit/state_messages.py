@@ -7,7 +7,7 @@ stream, with its secret result. :class:`StateMessages` rewrites the state
 events so the client's state is always the scrubbed input state:
 
 * a STATE_SNAPSHOT (and the RUN_STARTED ``input.state`` echo) has each list
-  named by a pointer scrubbed (``_call_traces.scrub_messages``, the same
+  named by a pointer scrubbed (``call_traces.scrub_messages``, the same
   rules as MESSAGES_SNAPSHOT);
 * a STATE_DELTA whose operations all work inside one list (and away from all
   lists) is replayed operation by operation on copies of the input's and the
@@ -40,7 +40,7 @@ from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 
 from .._construct import construct
 from .._patch import PatchError, apply_patch, clone_json, json_equal
-from ._call_traces import DICT_SHAPE, scrub_messages
+from .call_traces import DICT_SHAPE, scrub_messages
 
 __all__ = ["StateMessages", "parse_pointer"]
 
