@@ -262,26 +262,9 @@ class FilterToolCalls(StreamTransformer):
         """
         item = assignment.item
         if item is not None and type(event) is ag.TextMessageChunkEvent:
-            if assignment.opened and item.role == "assistant":
-                if item.id in self._held:
-                    # The id opens again (the START again, in expanded terms): the new
-                    # message replaces the held one, as a second START would.
-                    self._held[item.id] = _Held(event, assignment)
-                    if _opens_only(event):
-                        self._select_table()
-                        return ()
-                    return self._settle()
-                if _opens_only(event) and len(self._held) < _MAX_HELD:
-                    self._held[item.id] = _Held(event, assignment)
-                    self._select_table()
-                    return ()
-            elif self._held and _contentless(event):
-                held = self._held.get(item.id)
-                if held is not None and held.item is item:
-                    # It folds to nothing; past the bound it is dropped rather than kept.
-                    if len(held.events) < _MAX_HELD:
-                        held.events.append((event, assignment))
-                    return ()
+            held_back = self._hold_text_chunk(event, assignment, item)
+            if held_back is not None:
+                return held_back
         if self._held and item is not None and not assignment.opened and _contentless(event):
             # A continuation carrying nothing expands to no event: it releases nothing.
             out = self._mirror.kept_assigned(event, assignment)
@@ -298,6 +281,36 @@ class FilterToolCalls(StreamTransformer):
         out = self._mirror.kept_assigned(event, assignment)
         self._select_table()
         return (*released, out) if released else (out,)
+
+    def _hold_text_chunk(
+        self, event: BaseEvent, assignment: ChunkAssignment, item: ChunkItem
+    ) -> Sequence[BaseEvent] | None:
+        """What a text chunk does to the held messages, or None when it is kept as any chunk.
+
+        An assistant message's opening chunk is held (or replaces the held message of
+        its id); a content-less continuation of a held message waits with it.
+        """
+        if assignment.opened and item.role == "assistant":
+            if item.id in self._held:
+                # The id opens again (the START again, in expanded terms): the new
+                # message replaces the held one, as a second START would.
+                self._held[item.id] = _Held(event, assignment)
+                if _opens_only(event):
+                    self._select_table()
+                    return ()
+                return self._settle()
+            if _opens_only(event) and len(self._held) < _MAX_HELD:
+                self._held[item.id] = _Held(event, assignment)
+                self._select_table()
+                return ()
+        elif self._held and _contentless(event):
+            held = self._held.get(item.id)
+            if held is not None and held.item is item:
+                # It folds to nothing; past the bound it is dropped rather than kept.
+                if len(held.events) < _MAX_HELD:
+                    held.events.append((event, assignment))
+                return ()
+        return None
 
     route_key: int = 0
     """Which of the four handler tables is in use, plus 4 while an assistant message
