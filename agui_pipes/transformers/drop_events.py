@@ -36,9 +36,10 @@ import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
 from .._stagekit.chunk_lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem
+from .._stagekit.dispatch import TableDispatch
 from .._stagekit.lane_mirror import LaneMirror
 from .._stagekit.message_owners import MessageOwners
-from .._transformer import StreamTransformer, Transform
+from .._transformer import Transform
 from ..events import EVENT_CLASS_BY_TYPE
 
 __all__ = ["FAMILIES", "DropEvents", "KeepEvents"]
@@ -229,7 +230,7 @@ def _family_names(families: Iterable[str] | str, who: str) -> list[str]:
     return names
 
 
-class DropEvents(StreamTransformer):
+class DropEvents(TableDispatch):
     """Drop every event of the given families (a dropped entity's continuations go with it).
 
     ``DropEvents(["reasoning"])`` for a client that does not render reasoning.
@@ -299,12 +300,13 @@ class DropEvents(StreamTransformer):
             self.reroute()
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        handler = self._handlers.get(event_class)
+        handler = super().route(event_class)
         if handler is self._keep_closer and not self.route_key:
             return None  # no chunk item open: a kept delta passes without a call
         return handler
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        # The table's dispatch, with the hot case first (so not TableDispatch.transform).
         handler = self._handlers.get(type(event))
         if handler is None:
             return (event,)

@@ -43,13 +43,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import ag_ui.core as ag
-from ag_ui.core import BaseEvent, EventType
+from ag_ui.core import BaseEvent
 
 from .._construct import replace
 from .._limits import DEFAULT_LIMITS, Limits
+from .._stagekit.dispatch import TableDispatch, handled_types
 from .._stagekit.pointer_scope import PointerScope
 from .._stagekit.scoped_document import ScopedDocument, replace_root
-from .._transformer import StreamTransformer
 
 __all__ = ["StateFilter"]
 
@@ -68,7 +68,7 @@ def _pointers(value: Iterable[str] | str | None, option: str) -> list[str] | Non
     return list(value)
 
 
-class StateFilter(StreamTransformer):
+class StateFilter(TableDispatch):
     """Keep only the allowed parts of the state (JSON Pointers, ``*`` for any key or index).
 
     ``StateFilter(deny=["/messages", "/config/api_key"])``,
@@ -98,22 +98,12 @@ class StateFilter(StreamTransformer):
             ag.StateDeltaEvent: self._state_delta,
             ag.RunStartedEvent: self._run_started,
         }
-        types = [EventType.STATE_SNAPSHOT, EventType.STATE_DELTA, EventType.RUN_STARTED]
         if activities:
             handlers[ag.ActivitySnapshotEvent] = self._activity_snapshot
             handlers[ag.ActivityDeltaEvent] = self._activity_delta
             handlers[ag.MessagesSnapshotEvent] = self._messages_snapshot
-            types += [
-                EventType.ACTIVITY_SNAPSHOT,
-                EventType.ACTIVITY_DELTA,
-                EventType.MESSAGES_SNAPSHOT,
-            ]
         self._handlers = handlers
-        self.event_types = tuple(types)
-
-    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        handler = self._handlers.get(type(event))
-        return (event,) if handler is None else handler(event)
+        self.event_types = handled_types(handlers)
 
     # -- state -------------------------------------------------------------------
 

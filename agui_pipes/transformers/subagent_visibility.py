@@ -51,8 +51,9 @@ from ag_ui.core import BaseEvent, EventType
 from .._chunks import LANE_CLOSERS
 from .._construct import replace
 from .._stagekit.chunk_lanes import CHUNK_CLASSES, ChunkLanes
+from .._stagekit.dispatch import TableDispatch
 from .._stagekit.lane_mirror import fill_chunk
-from .._transformer import Condition, StreamTransformer, Transform
+from .._transformer import Condition
 from ..events import strip_attribution
 from ..verify import Rule, VerificationError
 
@@ -97,7 +98,7 @@ def _pass(event: BaseEvent) -> Sequence[BaseEvent]:
     return (event,)
 
 
-class SubagentVisibility(StreamTransformer):
+class SubagentVisibility(TableDispatch):
     """Choose how subagent activity reaches the client: attributed, inlined, or hidden.
 
     Build with ``SubagentVisibility.inline()``, ``.hidden()`` or
@@ -155,14 +156,6 @@ class SubagentVisibility(StreamTransformer):
     def hidden(cls) -> SubagentVisibility:
         """Only the parent's own events (shared state always passes)."""
         return cls("hidden")
-
-    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        handler = self._handlers.get(type(event))
-        return (event,) if handler is None else handler(event)
-
-    def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        # The mode's handler itself; classes it has none for skip the stage.
-        return self._handlers.get(event_class)
 
     def passes(
         self, event_class: type[BaseEvent], fields: frozenset[str]
