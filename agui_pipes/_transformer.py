@@ -126,7 +126,10 @@ class StreamTransformer(Stage):
     # -- optional optimisations ------------------------------------------------
     # ``route``, ``route_key``, ``reroute`` and ``passes`` let a stage cost less;
     # a stage that leaves them alone is always correct (the contract is
-    # ``transform``, ``finish`` and ``event_types``).
+    # ``transform``, ``finish`` and ``event_types``). One that defines them must
+    # mean exactly what ``transform`` means: same events out, same errors, same
+    # state left behind (tests/transformers/test_optimisation_hooks.py holds every
+    # built-in to it; docs/writing-transformers.md).
 
     route_key: Hashable = None
     """Names the current answers of ``route`` (see ``reroute``); constant by default."""

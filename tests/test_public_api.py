@@ -285,7 +285,19 @@ def _declarations(package: str) -> tuple[dict[str, str], dict[str, str], list[st
                             if k is not None
                         }
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__":
-            exported = ast.literal_eval(node.value)
+            try:
+                exported = ast.literal_eval(node.value)
+            except ValueError:  # derived at import (agui_pipes.transformers: from a list)
+                exported = list(importlib.import_module(package).__all__)
+    if not lazy:
+        # A lazy map built at import rather than written out: what ``attach`` recorded.
+        module = importlib.import_module(package)
+        from agui_pipes import _lazy
+
+        lazy = {
+            name: source.removeprefix(package)
+            for name, source in _lazy._EXPORTS.get(module.__name__, {}).items()
+        }
     return typed, lazy, exported
 
 

@@ -17,7 +17,12 @@ from collections.abc import Callable, Sequence
 
 import orjson
 import pytest
-from _differential import differential_settings, gateway_stages
+from _differential import (
+    assert_bypass_agrees,
+    differential_settings,
+    gateway_stages,
+    relay_outcome,
+)
 from _wire_streams import mutate, valid_stream
 from ag_ui.core import BaseEvent, TextMessageContentEvent
 from hypothesis import given
@@ -65,36 +70,8 @@ def _canonical(item: object) -> bytes:
     return encode_sse(event)[len(b"data: ") : -2]
 
 
-def _relay_outcome(
-    factory: Callable[[], list[StreamTransformer]],
-    lines: Sequence[bytes],
-    batch: int,
-    bypass: bool,
-    fast_path: bool = True,
-) -> tuple[list[bytes], object, int]:
-    """Output per batch, then the error (class and message) or the end-of-stream output."""
-    relay = Relay(
-        TransformerChain(factory()),
-        on_input=None if bypass else (lambda e: None),
-        fast_path=fast_path,
-    )
-    out: list[bytes] = []
-    try:
-        for start in range(0, len(lines), batch):
-            out.append(relay.feed(lines[start : start + batch]))
-        end: object = relay.finish()
-    except Exception as exc:
-        end = (type(exc).__name__, str(exc))
-    return out, end, relay.events_forwarded
-
-
 def _compare(name: str, lines: Sequence[bytes], batch: int) -> int:
-    with_bypass = _relay_outcome(CHAINS[name], lines, batch, bypass=True)
-    without = _relay_outcome(CHAINS[name], lines, batch, bypass=False)
-    reference = _relay_outcome(CHAINS[name], lines, batch, bypass=False, fast_path=False)
-    assert with_bypass[:2] == without[:2] == reference[:2]
-    assert without[2] == reference[2] == 0
-    return with_bypass[2]
+    return assert_bypass_agrees(CHAINS[name], lines, batch)
 
 
 @pytest.mark.parametrize("name", sorted(CHAINS))
@@ -288,8 +265,8 @@ def test_an_untagged_delta_still_closes_an_open_chunk_stream_in_inline_mode() ->
         _content("m2", "y"),
         b'{"type":"TEXT_MESSAGE_CHUNK","delta":"z"}',  # no id: nothing open to continue
     ]
-    with_bypass = _relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=True)
-    without = _relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=False)
+    with_bypass = relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=True)
+    without = relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=False)
     assert with_bypass[:2] == without[:2]
     assert b'"messageId":"m1","delta":"z"' not in b"".join(with_bypass[0])
 
@@ -337,8 +314,8 @@ def test_inline_strips_the_tag_of_a_forwarded_delta_as_encoding_would(delta: byt
         return [Verify(), SubagentVisibility.inline()]
 
     lines = [*_TAGGED_HEAD, delta, delta]
-    with_bypass = _relay_outcome(stages, lines, 9, bypass=True)
-    without = _relay_outcome(stages, lines, 9, bypass=False)
+    with_bypass = relay_outcome(stages, lines, 9, bypass=True)
+    without = relay_outcome(stages, lines, 9, bypass=False)
     assert with_bypass[:2] == without[:2]
     assert b"subagentRunId" not in b"".join(with_bypass[0])
     assert with_bypass[2] == 2  # key orders other than the model's are rewritten too
@@ -351,8 +328,8 @@ def test_a_delta_tagged_by_another_subagent_is_refused_not_forwarded() -> None:
     def stages() -> list[StreamTransformer]:
         return [Verify(), SubagentVisibility.inline()]
 
-    with_bypass = _relay_outcome(stages, lines, 9, bypass=True)
-    assert with_bypass[:2] == _relay_outcome(stages, lines, 9, bypass=False)[:2]
+    with_bypass = relay_outcome(stages, lines, 9, bypass=True)
+    assert with_bypass[:2] == relay_outcome(stages, lines, 9, bypass=False)[:2]
     error = with_bypass[1]
     assert isinstance(error, tuple) and error[0] == "VerificationError" and "s2" in error[1]
 
@@ -439,7 +416,7 @@ def test_timestamped_deltas_take_the_bypass_when_the_number_is_the_encoders(
         def stages() -> list[StreamTransformer]:
             return [Verify(), SubagentVisibility.inline()]
 
-        with_bypass = _relay_outcome(stages, lines, 9, bypass=True)
-        without = _relay_outcome(stages, lines, 9, bypass=False)
+        with_bypass = relay_outcome(stages, lines, 9, bypass=True)
+        without = relay_outcome(stages, lines, 9, bypass=False)
         assert with_bypass[:2] == without[:2]
         assert with_bypass[2] == forwarded

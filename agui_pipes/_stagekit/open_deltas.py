@@ -42,9 +42,7 @@ class DeltaGate:
         self.seen = seen
 
 
-def open_item_deltas(
-    table: OpenItems, gate: DeltaGate, fallback: Transform
-) -> Transform:
+def open_item_deltas(table: OpenItems, gate: DeltaGate, fallback: Transform) -> Transform:
     """A handler accepting a delta of an open item whose tag agrees, else calling ``fallback``.
 
     A missing owner record accepts any tag, as the verifier does.
