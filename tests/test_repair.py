@@ -22,6 +22,7 @@ from _wire_streams import mutate, valid_stream
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    MessagesSnapshotEvent,
     RawEvent,
     RunErrorEvent,
     RunStartedEvent,
@@ -733,6 +734,22 @@ def _ends_moved_early(events: list[BaseEvent], rng: random.Random) -> list[BaseE
             ToolCallStartEvent(tool_call_id="c1", tool_call_name="search"),
             ToolCallArgsEvent(tool_call_id="c1", delta="{}", metadata={"usage": " is"}),
             ToolCallEndEvent(tool_call_id="c1", metadata={"usage": None}),
+        ]
+    ),
+    seed=2,
+)
+# The END a closer stands in for is the latest one: here it carries no metadata, and
+# the earlier END's (before a MESSAGES_SNAPSHOT dropped the message) must not return.
+@example(
+    events=run_events(
+        [
+            TextMessageStartEvent(message_id="m1", role="assistant"),
+            TextMessageContentEvent(message_id="m1", delta="a"),
+            TextMessageEndEvent(message_id="m1", metadata={"trace": 1}),
+            MessagesSnapshotEvent(messages=[]),
+            TextMessageStartEvent(message_id="m1", role="assistant"),
+            TextMessageContentEvent(message_id="m1", delta="b"),
+            TextMessageEndEvent(message_id="m1"),
         ]
     ),
     seed=2,

@@ -241,7 +241,7 @@ class Repair(StreamTransformer):
         self._reopened: dict[_Key, BaseEvent] = {}
         """Items Repair (re)opened itself; closed at the first event of another kind."""
         self._end_metadata: dict[_Key, Any] = {}
-        """The ``metadata`` of the END that last closed each item of the run (if it had one)."""
+        """The ``metadata`` of the latest END of each item of the run (absent: it had none)."""
         self._opening: list[tuple[int, BaseEvent]] | None = None
         """The first events, held while looking for a late RUN_STARTED (None: not looking)."""
         self._hold_kinds: set[type] = set()
@@ -540,6 +540,8 @@ class Repair(StreamTransformer):
         self._reopened.pop(key, None)
         if event.metadata is not None:
             self._end_metadata[key] = event.metadata
+        else:  # the latest END is the one a closer stands in for: none to repeat
+            self._end_metadata.pop(key, None)
 
     def _subagent_closed(self, event: Any) -> None:
         self._open.pop((ag.SubagentStartedEvent, event.subagent_run_id), None)
