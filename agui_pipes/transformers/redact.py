@@ -52,9 +52,9 @@ import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
 from .._stagekit.chunk_lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem
-from .._stagekit.dispatch import TableDispatch
+from .._stagekit.dispatch import HandlerTable
 from .._stagekit.lane_mirror import LaneMirror, fill_chunk
-from .._transformer import Transform
+from .._transformer import StreamTransformer
 
 __all__ = ["Redact"]
 
@@ -88,7 +88,7 @@ class _Queue:
         self.ends.append(len(self.text))
 
 
-class Redact(TableDispatch):
+class Redact(StreamTransformer):
     """Replace text matching regular expressions in message content, tool arguments and results.
 
     ``Redact([r"sk-[A-Za-z0-9]{20,}", r"\\b\\d{16}\\b"], replacement="[secret]")``.
@@ -135,7 +135,7 @@ class Redact(TableDispatch):
         self._queues: dict[tuple[str, str], _Queue] = {}
         # chunk items: key -> (held text, template chunk to release it with, its item)
         self._held: dict[tuple[str, str, str], tuple[str, BaseEvent, ChunkItem]] = {}
-        handlers: dict[type[BaseEvent], _Handler] = {}
+        handlers: HandlerTable = {}
         for cls in CLOSING_CLASSES:
             handlers[cls] = self._closing
         for cls in _CONTENT:
@@ -264,7 +264,7 @@ class Redact(TableDispatch):
     # -- dispatch --------------------------------------------------------------
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        # The table's dispatch, then the output lanes follow what a handler other
+        # Not TableDispatch.transform: the output lanes follow what a handler other
         # than the chunk handler (which follows them itself) emitted.
         handler = self._handlers.get(type(event))
         if handler is None:
@@ -273,14 +273,6 @@ class Redact(TableDispatch):
         if handler is not self._chunk_handler:
             self._follow(out)
         return out
-
-    def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        # A class with no handler skips the stage; the chunk handler is handed over
-        # as it is; every other handler needs ``transform``'s following.
-        handler = super().route(event_class)
-        if handler is None or handler is self._chunk_handler:
-            return handler
-        return self.transform
 
     def _follow(self, out: Sequence[BaseEvent]) -> None:
         """Apply what is emitted to the output's lanes (released chunks name their item)."""
