@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ._pipeline.chain import EventStream as EventStream
     from ._pipeline.chain import TransformerChain as TransformerChain
     from ._pipeline.transformer import AsyncStreamTransformer as AsyncStreamTransformer
+    from ._pipeline.transformer import Condition as Condition
     from ._pipeline.transformer import FunctionTransformer as FunctionTransformer
     from ._pipeline.transformer import Stage as Stage
     from ._pipeline.transformer import StreamOperator as StreamOperator
@@ -69,6 +70,7 @@ else:
         "using_limits": "._foundation.limits_scope",
         "LimitExceeded": "._foundation.json_patch",
         "AsyncStreamTransformer": "._pipeline.transformer",
+        "Condition": "._pipeline.transformer",
         "FunctionTransformer": "._pipeline.transformer",
         "Stage": "._pipeline.transformer",
         "StreamOperator": "._pipeline.transformer",

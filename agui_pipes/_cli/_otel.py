@@ -33,7 +33,7 @@ class SetupError(Exception):
 
 
 def _require_sdk() -> None:
-    from ..transformers._otel import require_opentelemetry
+    from .._stagekit.telemetry import require_opentelemetry
 
     try:
         require_opentelemetry()

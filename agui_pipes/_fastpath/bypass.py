@@ -5,7 +5,7 @@ events of a class and key set through unchanged (or with one field dropped),
 a relay need not build the event at all: a generated function checks the
 payload's values exactly as the key set's builder would, then the stages'
 conditions, and returns the bytes encoding the chain's output would give.
-Distinct from the protocol's chunk lanes (``transformers/_lanes.py``): a
+Distinct from the protocol's chunk lanes (``_stagekit/chunk_lanes.py``): a
 bypass is a shortcut through the chain, not a stream of chunks.
 """
 

@@ -128,8 +128,10 @@ class StreamTransformer(Stage):
     # let a stage cost less; a stage that leaves them alone is always correct
     # (the contract is ``transform``, ``finish`` and ``event_types``). Only the
     # fast path reads them: with ``AGUI_PIPES_FAST_PATH=0`` the chain calls
-    # ``transform`` and no relay asks ``passes``. A stage that defines them
-    # must answer exactly as its ``transform`` behaves.
+    # ``transform`` and no relay asks ``passes``. One that defines them must mean
+    # exactly what ``transform`` means: same events out, same errors, same state
+    # left behind (tests/transformers/test_optimisation_hooks.py holds every
+    # built-in to it; docs/writing-transformers.md).
 
     route_key: Hashable = None
     """Names the current answers of ``route`` (see ``reroute``); constant by default."""

@@ -1,6 +1,7 @@
 """Which YAML ``type`` names exist and how each one becomes a stage.
 
-Built-ins are listed here with their options model and a *lazy* import path,
+Built-ins come from the one list of them (``agui_pipes/_stagekit/builtins.py``)
+with their options model and a *lazy* import path,
 so loading a chain that uses two stages imports two modules, and ``agui-pipes
 list`` works even where an optional stage dependency is missing.
 
@@ -29,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .._pipeline.transformer import Stage
+from .._stagekit.builtins import BUILTINS
 from ._no_options import NoOptions
 
 __all__ = [
@@ -160,25 +162,11 @@ def spec_from_object(obj: object, name: str, origin: str) -> TransformerSpec:
     return TransformerSpec(name, obj, model, summary=summary, origin=origin)
 
 
-_BUILTINS: tuple[tuple[str, str, str], ...] = (
-    # (YAML name, stage class in agui_pipes.transformers, options model in .options)
-    ("expand_chunks", "ExpandChunks", "ExpandChunksOptions"),
-    ("verify", "Verify", "VerifyOptions"),
-    ("repair", "Repair", "RepairOptions"),
-    ("filter_tool_calls", "FilterToolCalls", "FilterToolCallsOptions"),
-    ("tool_result_to_state", "ToolResultToState", "ToolResultToStateOptions"),
-    ("subagent_visibility", "SubagentVisibility", "SubagentVisibilityOptions"),
-    ("drop_events", "DropEvents", "DropEventsOptions"),
-    ("keep_events", "KeepEvents", "KeepEventsOptions"),
-    ("strip_raw_events", "StripRawEvents", "StripRawEventsOptions"),
-    ("coalesce_deltas", "CoalesceDeltas", "CoalesceDeltasOptions"),
-    ("compact", "Compact", "CompactOptions"),
-    ("redact", "Redact", "RedactOptions"),
-    ("state_filter", "StateFilter", "StateFilterOptions"),
-    ("state_diff", "StateDiff", "StateDiffOptions"),
-    ("timestamp", "Timestamp", "TimestampOptions"),
-    ("opentelemetry", "Trace", "OpenTelemetryOptions"),
-    ("compat", "Compat", "CompatOptions"),
+_BUILTINS: tuple[tuple[str, str, str], ...] = tuple(
+    # (YAML name, stage class in agui_pipes.transformers, options model in .options),
+    # from the one list of built-ins
+    (builtin.name, builtin.stage, builtin.options)
+    for builtin in BUILTINS
 )
 
 

@@ -1,72 +1,37 @@
-"""Built-in stages, one module each (see docs/architecture.md for the YAML names)."""
+"""Built-in stages, one module each, listed once in ``_stagekit/builtins.py``.
+
+How to add one: docs/writing-transformers.md ("Adding a built-in stage").
+"""
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .coalesce_deltas import CoalesceDeltas
-    from .compact import Compact
-    from .compat import Compat
-    from .drop_events import DropEvents, KeepEvents
-    from .expand_chunks import ExpandChunks
-    from .filter_tool_calls import FilterToolCalls
-    from .redact import Redact
-    from .repair import Repair, RepairFix, RepairLimitExceeded, RepairReport
-    from .state_diff import StateDiff
-    from .state_filter import StateFilter
-    from .strip_raw_events import StripRawEvents
-    from .subagent_visibility import SubagentVisibility
-    from .timestamp import Timestamp
-    from .tool_result_to_state import ToolResultToState
-    from .trace import Trace
-    from .verify import Verify
+    # For type checkers only (``X as X`` re-exports); at run time the names come
+    # lazily from the list of built-ins, and a test keeps the two equal.
+    from .coalesce_deltas import CoalesceDeltas as CoalesceDeltas
+    from .compact import Compact as Compact
+    from .compat import Compat as Compat
+    from .drop_events import DropEvents as DropEvents
+    from .drop_events import KeepEvents as KeepEvents
+    from .expand_chunks import ExpandChunks as ExpandChunks
+    from .filter_tool_calls import FilterToolCalls as FilterToolCalls
+    from .redact import Redact as Redact
+    from .repair import Repair as Repair
+    from .repair import RepairFix as RepairFix
+    from .repair import RepairLimitExceeded as RepairLimitExceeded
+    from .repair import RepairReport as RepairReport
+    from .state_diff import StateDiff as StateDiff
+    from .state_filter import StateFilter as StateFilter
+    from .strip_raw_events import StripRawEvents as StripRawEvents
+    from .subagent_visibility import SubagentVisibility as SubagentVisibility
+    from .timestamp import Timestamp as Timestamp
+    from .tool_result_to_state import ToolResultToState as ToolResultToState
+    from .trace import Trace as Trace
+    from .verify import Verify as Verify
 else:
     from .._lazy import attach
+    from .._stagekit.builtins import transformer_exports
 
-    __getattr__, __dir__ = attach(
-        __name__,
-        {
-            "CoalesceDeltas": ".coalesce_deltas",
-            "Compact": ".compact",
-            "Compat": ".compat",
-            "DropEvents": ".drop_events",
-            "KeepEvents": ".drop_events",
-            "ExpandChunks": ".expand_chunks",
-            "FilterToolCalls": ".filter_tool_calls",
-            "Redact": ".redact",
-            "Repair": ".repair",
-            "RepairFix": ".repair",
-            "RepairLimitExceeded": ".repair",
-            "RepairReport": ".repair",
-            "StateDiff": ".state_diff",
-            "StateFilter": ".state_filter",
-            "StripRawEvents": ".strip_raw_events",
-            "SubagentVisibility": ".subagent_visibility",
-            "Timestamp": ".timestamp",
-            "ToolResultToState": ".tool_result_to_state",
-            "Trace": ".trace",
-            "Verify": ".verify",
-        },
-    )
-
-__all__ = [
-    "CoalesceDeltas",
-    "Compact",
-    "Compat",
-    "DropEvents",
-    "ExpandChunks",
-    "FilterToolCalls",
-    "KeepEvents",
-    "Redact",
-    "Repair",
-    "RepairFix",
-    "RepairLimitExceeded",
-    "RepairReport",
-    "StateDiff",
-    "StateFilter",
-    "StripRawEvents",
-    "SubagentVisibility",
-    "Timestamp",
-    "ToolResultToState",
-    "Trace",
-    "Verify",
-]
+    __getattr__, __dir__ = attach(__name__, transformer_exports())
+    __all__ = sorted(transformer_exports())
+    del attach, transformer_exports

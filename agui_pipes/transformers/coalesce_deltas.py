@@ -34,10 +34,12 @@ from ag_ui.core import (
     ToolCallArgsEvent,
 )
 
+from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer
-from ._lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes
+from .._stagekit.chunk_lanes import CHUNK_CLASSES, ChunkItem, ChunkLanes
 
 __all__ = ["CoalesceDeltas"]
+__dir__ = public_dir(__all__)
 
 _CONTENT_KEY: dict[type[BaseEvent], str] = {
     TextMessageContentEvent: "message_id",

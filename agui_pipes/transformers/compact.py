@@ -87,10 +87,12 @@ from ag_ui.core import (
 from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError, clone_json
 from .._foundation.limits import Limits
 from .._foundation.limits_scope import resolve_limits
+from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer
 from .._protocol.chunks import ChunkExpander
 
 __all__ = ["Compact", "compact"]
+__dir__ = public_dir(__all__)
 
 _TEXT: Final = 0
 _REASONING: Final = 1

@@ -57,6 +57,7 @@ from ag_ui.core import (
     SubagentStartedEvent,
 )
 
+from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer, Transform
 from .._protocol.decode import DecodeWarning
 from .._protocol.legacy import upgrade_binary_parts
@@ -70,7 +71,7 @@ from .._protocol.legacy_events import (
     ThinkingTextMessageEndEvent,
     ThinkingTextMessageStartEvent,
 )
-from ._compat_shapes import (
+from .._stagekit.compat_eras import (
     CURRENT,
     FLAT_CONTENT,
     PRE_SUBAGENTS,
@@ -95,6 +96,7 @@ __all__ = [
     "down_for_request",
     "request_for",
 ]
+__dir__ = public_dir(__all__)
 
 logger = logging.getLogger("agui_pipes.compat")
 logger.addHandler(logging.NullHandler())

@@ -12,13 +12,13 @@ so does a STATE_SNAPSHOT or SUBAGENT_FINISHED), so downstream that item stays
 open longer, and a later id-less chunk could resolve differently — ambiguous,
 or to the wrong message. When families that close lanes are dropped while
 chunk families are kept, the stage follows the lanes of its input and output
-(``_lane_mirror.LaneMirror``) and gives such a chunk the ids of the item it
+(``_stagekit.lane_mirror.LaneMirror``) and gives such a chunk the ids of the item it
 belongs to; chunks that resolve the same way either side are untouched.
 
 The other: ownership. An untagged TOOL_CALL_START with a ``parentMessageId`` is
 owned by that message's owner, which the client learns from events of the
 ``text`` / ``messages_snapshot`` families; with those dropped and tool calls
-kept, such a start gets its owner's tag explicitly (``_message_owners``).
+kept, such a start gets its owner's tag explicitly (``_stagekit.message_owners``).
 
 Where a dropped family also lives inside MESSAGES_SNAPSHOT (and the RUN_STARTED
 input echo) it is removed there too, so the client's history agrees with the
@@ -35,13 +35,16 @@ from typing import Any, Final
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
-from .._pipeline.transformer import StreamTransformer, Transform
+from .._lazy import public_dir
+from .._pipeline.transformer import Transform
+from .._stagekit.chunk_lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem
+from .._stagekit.dispatch import TableDispatch
+from .._stagekit.lane_mirror import LaneMirror
+from .._stagekit.message_owners import MessageOwners
 from ..events import EVENT_CLASS_BY_TYPE
-from ._lane_mirror import LaneMirror
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkItem
-from ._message_owners import MessageOwners
 
 __all__ = ["FAMILIES", "DropEvents", "KeepEvents"]
+__dir__ = public_dir(__all__)
 
 _E = EventType
 FAMILIES: Final[dict[str, frozenset[EventType]]] = {
@@ -130,7 +133,7 @@ def _lane_handlers(
 _OWNER_SOURCES: Final[frozenset[type[BaseEvent]]] = frozenset(
     {ag.TextMessageStartEvent, ag.TextMessageChunkEvent, ag.MessagesSnapshotEvent}
 )
-"""Dropped, these take a message's owner off the record (``_message_owners``)."""
+"""Dropped, these take a message's owner off the record (``_stagekit.message_owners``)."""
 
 
 def _owner_handlers(
@@ -229,7 +232,7 @@ def _family_names(families: Iterable[str] | str, who: str) -> list[str]:
     return names
 
 
-class DropEvents(StreamTransformer):
+class DropEvents(TableDispatch):
     """Drop every event of the given families (a dropped entity's continuations go with it).
 
     ``DropEvents(["reasoning"])`` for a client that does not render reasoning.
@@ -299,12 +302,13 @@ class DropEvents(StreamTransformer):
             self.reroute()
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        handler = self._handlers.get(event_class)
+        handler = super().route(event_class)
         if handler is self._keep_closer and not self.route_key:
             return None  # no chunk item open: a kept delta passes without a call
         return handler
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        # The table's dispatch, with the hot case first (so not TableDispatch.transform).
         handler = self._handlers.get(type(event))
         if handler is None:
             return (event,)

@@ -14,10 +14,12 @@ from collections.abc import Sequence
 
 from ag_ui.core import BaseEvent
 
+from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer, Transform
 from .._protocol.chunks import ChunkExpander
 
 __all__ = ["ExpandChunks"]
+__dir__ = public_dir(__all__)
 
 
 class ExpandChunks(StreamTransformer):

@@ -26,7 +26,7 @@ those: a blocked call leaves no trace anywhere in the stream —
 * its id and name in the free text of a RUN_ERROR passing the stage (written
   upstream by a Verify with ``on_violation="run_error"`` or the run driver);
 * with ``state_messages``, its entries in message lists kept in the state
-  (``_state_messages``), snapshots and deltas.
+  (``_stagekit.state_messages``), snapshots and deltas.
 
 Interrupts are the one thing not removed: the next run must answer every
 interrupt of an interrupted run, so an interrupt tied to a blocked call or
@@ -46,14 +46,22 @@ from typing import Any
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
+from .._lazy import public_dir
 from .._pipeline.transformer import Condition, StreamTransformer, Transform
+from .._stagekit.call_traces import MODEL_SHAPE, scrub_messages
+from .._stagekit.chunk_lanes import (
+    CHUNK_CLASSES,
+    CLOSING_CLASSES,
+    ChunkAssignment,
+    ChunkItem,
+    ChunkLanes,
+)
+from .._stagekit.lane_mirror import LaneMirror
+from .._stagekit.state_messages import StateMessages, parse_pointer
 from ..events import ATTRIBUTABLE_TYPES, EVENT_CLASS_BY_TYPE
-from ._call_traces import MODEL_SHAPE, scrub_messages
-from ._lane_mirror import LaneMirror
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem, ChunkLanes
-from ._state_messages import StateMessages, parse_pointer
 
 __all__ = ["FilterToolCalls"]
+__dir__ = public_dir(__all__)
 
 
 _ENTITY: dict[type[BaseEvent], tuple[str, str]] = {
@@ -256,26 +264,9 @@ class FilterToolCalls(StreamTransformer):
         """
         item = assignment.item
         if item is not None and type(event) is ag.TextMessageChunkEvent:
-            if assignment.opened and item.role == "assistant":
-                if item.id in self._held:
-                    # The id opens again (the START again, in expanded terms): the new
-                    # message replaces the held one, as a second START would.
-                    self._held[item.id] = _Held(event, assignment)
-                    if _opens_only(event):
-                        self._select_table()
-                        return ()
-                    return self._settle()
-                if _opens_only(event) and len(self._held) < _MAX_HELD:
-                    self._held[item.id] = _Held(event, assignment)
-                    self._select_table()
-                    return ()
-            elif self._held and _contentless(event):
-                held = self._held.get(item.id)
-                if held is not None and held.item is item:
-                    # It folds to nothing; past the bound it is dropped rather than kept.
-                    if len(held.events) < _MAX_HELD:
-                        held.events.append((event, assignment))
-                    return ()
+            held_back = self._hold_text_chunk(event, assignment, item)
+            if held_back is not None:
+                return held_back
         if self._held and item is not None and not assignment.opened and _contentless(event):
             # A continuation carrying nothing expands to no event: it releases nothing.
             out = self._mirror.kept_assigned(event, assignment)
@@ -292,6 +283,36 @@ class FilterToolCalls(StreamTransformer):
         out = self._mirror.kept_assigned(event, assignment)
         self._select_table()
         return (*released, out) if released else (out,)
+
+    def _hold_text_chunk(
+        self, event: BaseEvent, assignment: ChunkAssignment, item: ChunkItem
+    ) -> Sequence[BaseEvent] | None:
+        """What a text chunk does to the held messages, or None when it is kept as any chunk.
+
+        An assistant message's opening chunk is held (or replaces the held message of
+        its id); a content-less continuation of a held message waits with it.
+        """
+        if assignment.opened and item.role == "assistant":
+            if item.id in self._held:
+                # The id opens again (the START again, in expanded terms): the new
+                # message replaces the held one, as a second START would.
+                self._held[item.id] = _Held(event, assignment)
+                if _opens_only(event):
+                    self._select_table()
+                    return ()
+                return self._settle()
+            if _opens_only(event) and len(self._held) < _MAX_HELD:
+                self._held[item.id] = _Held(event, assignment)
+                self._select_table()
+                return ()
+        elif self._held and _contentless(event):
+            held = self._held.get(item.id)
+            if held is not None and held.item is item:
+                # It folds to nothing; past the bound it is dropped rather than kept.
+                if len(held.events) < _MAX_HELD:
+                    held.events.append((event, assignment))
+                return ()
+        return None
 
     route_key: int = 0
     """Which of the four handler tables is in use, plus 4 while an assistant message

@@ -51,11 +51,14 @@ from typing import Any
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
+from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer
-from ._lane_mirror import LaneMirror, fill_chunk
-from ._lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem
+from .._stagekit.chunk_lanes import CHUNK_CLASSES, CLOSING_CLASSES, ChunkAssignment, ChunkItem
+from .._stagekit.dispatch import HandlerTable
+from .._stagekit.lane_mirror import LaneMirror, fill_chunk
 
 __all__ = ["Redact"]
+__dir__ = public_dir(__all__)
 
 _Handler = Callable[[Any], Sequence[BaseEvent]]
 
@@ -134,7 +137,7 @@ class Redact(StreamTransformer):
         self._queues: dict[tuple[str, str], _Queue] = {}
         # chunk items: key -> (held text, template chunk to release it with, its item)
         self._held: dict[tuple[str, str, str], tuple[str, BaseEvent, ChunkItem]] = {}
-        handlers: dict[type[BaseEvent], _Handler] = {}
+        handlers: HandlerTable = {}
         for cls in CLOSING_CLASSES:
             handlers[cls] = self._closing
         for cls in _CONTENT:
@@ -263,6 +266,8 @@ class Redact(StreamTransformer):
     # -- dispatch --------------------------------------------------------------
 
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        # Not TableDispatch.transform: the output lanes follow what a handler other
+        # than the chunk handler (which follows them itself) emitted.
         handler = self._handlers.get(type(event))
         if handler is None:
             return (event,)

@@ -44,13 +44,16 @@ import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
 from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError, clone_json
+from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer, Transform
 from .._protocol.chunks import ChunkExpander
 from .._protocol.construct import construct, replace
+from .._stagekit.open_deltas import DeltaGate, open_item_deltas
+from .._stagekit.repair_report import RepairFix, RepairLimitExceeded, RepairReport
 from ..verify import Rule, VerificationError, Verifier
-from ._repair_report import RepairFix, RepairLimitExceeded, RepairReport
 
 __all__ = ["REPAIR_EVENT_NAME", "Repair", "RepairFix", "RepairLimitExceeded", "RepairReport"]
+__dir__ = public_dir(__all__)
 
 logger = logging.getLogger("agui_pipes.repair")
 logger.addHandler(logging.NullHandler())
@@ -148,10 +151,16 @@ def _item_id(event: Any) -> Any:
     return event.message_id
 
 
-def _closer(start: Any) -> BaseEvent:
-    """The END that closes the item ``start`` opened (carrying the opener's tag)."""
+def _closer(start: Any, metadata: Any = None) -> BaseEvent:
+    """The END that closes the item ``start`` opened (carrying the opener's tag).
+
+    ``metadata``: the producer's own END metadata, when this END stands in for
+    it (see ``Repair._close_reopened``).
+    """
     cls = start.__class__
     tag = {} if start.subagent_run_id is None else {"subagent_run_id": start.subagent_run_id}
+    if metadata is not None:
+        tag["metadata"] = metadata
     if cls is ag.TextMessageStartEvent:
         return construct(ag.TextMessageEndEvent, {"message_id": start.message_id, **tag})
     if cls is ag.ToolCallStartEvent:
@@ -220,18 +229,21 @@ class Repair(StreamTransformer):
         self._verifier = Verifier("consumer")
         self._expander = ChunkExpander(self._chunks_changed)
         self._chunking = False
-        self._slow = True
-        """Whether the next event needs the full path: between runs (the verifier's
-        sequence checks), a chunk stream open, an item Repair reopened, or ENDs
-        being held. Only the full path or a run's end can make it true, and each
-        sets it (``_settle`` / ``_run_ended``)."""
-        self._index = -1
+        self._gate = DeltaGate(shut=True, seen=-1)
+        """``shut``: whether the next event needs the full path: between runs (the
+        verifier's sequence checks), a chunk stream open, an item Repair reopened,
+        or ENDs being held. Only the full path or a run's end can make it true, and
+        each sets it (``_settle`` / ``_run_ended``). ``seen``: the input position of
+        the latest event (fix positions are input positions); the routed delta
+        handlers count the deltas they accept into it."""
         self._open: dict[_Key, BaseEvent] = {}
         """Open items of the current run, by (opener class, id), in opening order."""
         self._openers: dict[_Key, BaseEvent] = {}
         """The first opener of every message, tool call and reasoning item of the run."""
         self._reopened: dict[_Key, BaseEvent] = {}
         """Items Repair (re)opened itself; closed at the first event of another kind."""
+        self._end_metadata: dict[_Key, Any] = {}
+        """The ``metadata`` of the latest END of each item of the run (absent: it had none)."""
         self._opening: list[tuple[int, BaseEvent]] | None = None
         """The first events, held while looking for a late RUN_STARTED (None: not looking)."""
         self._hold_kinds: set[type] = set()
@@ -270,7 +282,7 @@ class Repair(StreamTransformer):
     # -- the stage -------------------------------------------------------------
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
-        self._index += 1
+        self._gate.seen += 1
         out = self._process(event)
         self._settle()
         return out
@@ -280,8 +292,8 @@ class Repair(StreamTransformer):
         # class is skipped; what ``route`` saves is the verifier's dispatch.
         # Mid-run, with nothing reopened and no chunk stream open, an event is
         # checked by the verifier's per-class check directly, and a delta of
-        # an open item whose tag agrees needs no check at all (what
-        # ``Verify.route`` does, for the same reason: most of a stream is deltas).
+        # an open item whose tag agrees needs no check at all (the handler
+        # ``Verify.route`` uses too: ``_stagekit.open_deltas``).
         if event_class in _CHUNKS or event_class is ag.StateDeltaEvent:
             return self.transform
         check = self._verifier.mid_run_check(event_class)
@@ -291,11 +303,12 @@ class Repair(StreamTransformer):
         refused = self._refused_alone
         after = self._after.get(event_class)
         table = self._verifier.open_items(event_class)
+        gate = self._gate
 
         def checked(event: BaseEvent) -> Iterable[BaseEvent]:
-            if self._slow:
+            if gate.shut:
                 return transform(event)
-            self._index += 1
+            gate.seen += 1
             try:
                 check(event)
             except VerificationError as error:
@@ -308,31 +321,7 @@ class Repair(StreamTransformer):
 
         if table is None:
             return checked
-        opened, owners = table.ids, table.owners
-
-        if table.by_tool_call:
-
-            def args(event: Any) -> Iterable[BaseEvent]:
-                call_id = event.tool_call_id
-                if call_id in opened and not self._slow:
-                    tag = event.subagent_run_id
-                    if tag is None or owners.get(call_id, tag) == tag:
-                        self._index += 1
-                        return (event,)
-                return checked(event)
-
-            return args
-
-        def delta(event: Any) -> Iterable[BaseEvent]:
-            message_id = event.message_id
-            if message_id in opened and not self._slow:
-                tag = event.subagent_run_id
-                if tag is None or owners.get(message_id, tag) == tag:
-                    self._index += 1
-                    return (event,)
-            return checked(event)
-
-        return delta
+        return open_item_deltas(table, self._gate, checked)
 
     def _process(self, event: BaseEvent) -> Iterable[BaseEvent]:
         cls = event.__class__
@@ -381,7 +370,7 @@ class Repair(StreamTransformer):
                 if key in self._open:
                     # This producer sends content after END: hold the END until
                     # the item's kind gives way to another (see _release).
-                    self._held[key] = _Held(event, self._index)
+                    self._held[key] = _Held(event, self._gate.seen)
                     self._reopened.pop(key, None)
                     return
             elif cls in _CONTENT:
@@ -432,8 +421,8 @@ class Repair(StreamTransformer):
         return self._flush(out)
 
     def _settle(self) -> None:
-        """Work out ``_slow`` again after the full path ran (it may have changed any of it)."""
-        self._slow = (
+        """Work out ``_gate.shut`` again after the full path ran (it may have changed any of it)."""
+        self._gate.shut = (
             self._chunking
             or bool(self._reopened)
             or bool(self._hold_kinds)
@@ -441,14 +430,14 @@ class Repair(StreamTransformer):
         )
 
     def _run_ended(self, event: BaseEvent) -> None:
-        self._slow = True  # between runs: the next event needs the sequence checks
+        self._gate.shut = True  # between runs: the next event needs the sequence checks
 
     def _chunks_changed(self) -> None:
         self._chunking = self._expander.is_open
 
     def finish(self) -> Iterable[BaseEvent]:
-        self._index += 1
-        self._slow = True
+        self._gate.seen += 1
+        self._gate.shut = True
         out: list[BaseEvent] = []
         if self._opening is not None:
             self._synthesize_start(None, out)
@@ -523,7 +512,7 @@ class Repair(StreamTransformer):
             out.append(custom)
 
     def _fix(self, rule: str, action: str, detail: str, index: int | None = None) -> None:
-        fix = RepairFix(rule, max(self._index if index is None else index, 0), action, detail)
+        fix = RepairFix(rule, max(self._gate.seen if index is None else index, 0), action, detail)
         self.report.add(fix)
         logger.warning("repaired event #%d: %s (%s, %s)", fix.index, detail, rule, action)
         limit = self._max_fixes
@@ -551,6 +540,10 @@ class Repair(StreamTransformer):
         key = (opener, _item_id(event))
         self._open.pop(key, None)
         self._reopened.pop(key, None)
+        if event.metadata is not None:
+            self._end_metadata[key] = event.metadata
+        else:  # the latest END is the one a closer stands in for: none to repeat
+            self._end_metadata.pop(key, None)
 
     def _subagent_closed(self, event: Any) -> None:
         self._open.pop((ag.SubagentStartedEvent, event.subagent_run_id), None)
@@ -558,6 +551,7 @@ class Repair(StreamTransformer):
     def _run_started(self, event: Any) -> None:
         self._open.clear()
         self._openers.clear()
+        self._end_metadata.clear()
         self._reopened.clear()
         self._hold_kinds.clear()
         self._held.clear()
@@ -582,10 +576,17 @@ class Repair(StreamTransformer):
             self._state = None  # too big to track: deltas pass unchecked, as before a snapshot
 
     def _close_reopened(self, out: list[BaseEvent]) -> None:
-        """End the items Repair reopened: the producer had closed them already."""
+        """End the items Repair reopened: the producer had closed them already.
+
+        The closing END carries the metadata of the producer's own END: that END
+        came before content of its item, and metadata merges per key with the
+        last write winning, so its keys must be written after that content again
+        for the item to fold as the producer meant (its END last).
+        """
         for key, start in list(self._reopened.items()):
             if key in self._open:
-                self._feed(_closer(start), out, retry=False)
+                metadata = self._end_metadata.get(key)
+                self._feed(_closer(start, metadata), out, retry=False)
         self._reopened.clear()
 
     # -- the fixes -------------------------------------------------------------
@@ -642,7 +643,7 @@ class Repair(StreamTransformer):
 
     def _start_run(self, event: Any, out: list[BaseEvent]) -> None:
         """The stream does not open with RUN_STARTED: look a few events ahead for it."""
-        self._opening = [(self._index, event)]
+        self._opening = [(self._gate.seen, event)]
         self._buffered(event, out)
 
     def _buffered(self, event: Any, out: list[BaseEvent]) -> None:
@@ -659,7 +660,7 @@ class Repair(StreamTransformer):
             self._open_run(event, out)
             return
         if event is not opening[-1][1]:
-            opening.append((self._index, event))
+            opening.append((self._gate.seen, event))
         carries = getattr(event, "thread_id", None) is not None
         if carries or len(opening) >= _LOOKAHEAD:
             self._synthesize_start(event if carries else None, out)
@@ -687,11 +688,11 @@ class Repair(StreamTransformer):
         assert opening is not None
         self._opening = None
         self._feed(started, out, retry=False)
-        now = self._index
+        now = self._gate.seen
         for index, event in opening:
-            self._index = index
+            self._gate.seen = index
             self._one(event, out)
-        self._index = now
+        self._gate.seen = now
 
     def _not_open(self, event: Any, out: list[BaseEvent]) -> None:
         cls = event.__class__

@@ -39,10 +39,12 @@ from pydantic import ValidationError
 from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError, json_equal
 from .._foundation.limits import Limits
 from .._foundation.limits_scope import resolve_limits
+from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer
 from .._protocol.decode import DecodeWarning
 
 __all__ = ["StateDiff"]
+__dir__ = public_dir(__all__)
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ The client must end up with exactly the pruned state, whatever mix of
 snapshots and deltas carries it: ``fold(output).state ==
 prune(fold(input).state)``. Snapshots are pruned whole. Deltas are
 translated against the stage's one copy of the state as the input has it
-(``_scoped_document``): operations inside hidden parts are dropped, values
+(``_stagekit.scoped_document``): operations inside hidden parts are dropped, values
 are pruned, ``copy`` / ``move`` out of hidden parts become an ``add`` of the
 pruned value (or a ``remove``), array indices are mapped to the pruned
 array. Where inserting or removing an array element changes *which* elements
@@ -43,15 +43,17 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import ag_ui.core as ag
-from ag_ui.core import BaseEvent, EventType
+from ag_ui.core import BaseEvent
 
 from .._foundation.limits import DEFAULT_LIMITS, Limits
-from .._pipeline.transformer import StreamTransformer
+from .._lazy import public_dir
 from .._protocol.construct import replace
-from ._pointer_scope import PointerScope
-from ._scoped_document import ScopedDocument, replace_root
+from .._stagekit.dispatch import TableDispatch, handled_types
+from .._stagekit.pointer_scope import PointerScope
+from .._stagekit.scoped_document import ScopedDocument, replace_root
 
 __all__ = ["StateFilter"]
+__dir__ = public_dir(__all__)
 
 logger = logging.getLogger("agui_pipes.state_filter")
 
@@ -68,7 +70,7 @@ def _pointers(value: Iterable[str] | str | None, option: str) -> list[str] | Non
     return list(value)
 
 
-class StateFilter(StreamTransformer):
+class StateFilter(TableDispatch):
     """Keep only the allowed parts of the state (JSON Pointers, ``*`` for any key or index).
 
     ``StateFilter(deny=["/messages", "/config/api_key"])``,
@@ -98,22 +100,12 @@ class StateFilter(StreamTransformer):
             ag.StateDeltaEvent: self._state_delta,
             ag.RunStartedEvent: self._run_started,
         }
-        types = [EventType.STATE_SNAPSHOT, EventType.STATE_DELTA, EventType.RUN_STARTED]
         if activities:
             handlers[ag.ActivitySnapshotEvent] = self._activity_snapshot
             handlers[ag.ActivityDeltaEvent] = self._activity_delta
             handlers[ag.MessagesSnapshotEvent] = self._messages_snapshot
-            types += [
-                EventType.ACTIVITY_SNAPSHOT,
-                EventType.ACTIVITY_DELTA,
-                EventType.MESSAGES_SNAPSHOT,
-            ]
         self._handlers = handlers
-        self.event_types = tuple(types)
-
-    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        handler = self._handlers.get(type(event))
-        return (event,) if handler is None else handler(event)
+        self.event_types = handled_types(handlers)
 
     # -- state -------------------------------------------------------------------
 

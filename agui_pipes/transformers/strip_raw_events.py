@@ -14,10 +14,12 @@ from collections.abc import Sequence
 
 from ag_ui.core import BaseEvent, RawEvent
 
+from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer
 from .._protocol.construct import replace
 
 __all__ = ["StripRawEvents"]
+__dir__ = public_dir(__all__)
 
 
 class StripRawEvents(StreamTransformer):

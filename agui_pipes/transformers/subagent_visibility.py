@@ -48,15 +48,18 @@ from typing import Any, Final, Literal
 import ag_ui.core as ag
 from ag_ui.core import BaseEvent, EventType
 
-from .._pipeline.transformer import Condition, StreamTransformer, Transform
+from .._lazy import public_dir
+from .._pipeline.transformer import Condition
 from .._protocol.chunks import LANE_CLOSERS
 from .._protocol.construct import replace
+from .._stagekit.chunk_lanes import CHUNK_CLASSES, ChunkLanes
+from .._stagekit.dispatch import TableDispatch
+from .._stagekit.lane_mirror import fill_chunk
 from ..events import strip_attribution
 from ..verify import Rule, VerificationError
-from ._lane_mirror import fill_chunk
-from ._lanes import CHUNK_CLASSES, ChunkLanes
 
 __all__ = ["SubagentVisibility"]
+__dir__ = public_dir(__all__)
 
 Mode = Literal["attributed", "inline", "hidden"]
 _MODES: Final = ("attributed", "inline", "hidden")
@@ -97,7 +100,7 @@ def _pass(event: BaseEvent) -> Sequence[BaseEvent]:
     return (event,)
 
 
-class SubagentVisibility(StreamTransformer):
+class SubagentVisibility(TableDispatch):
     """Choose how subagent activity reaches the client: attributed, inlined, or hidden.
 
     Build with ``SubagentVisibility.inline()``, ``.hidden()`` or
@@ -155,14 +158,6 @@ class SubagentVisibility(StreamTransformer):
     def hidden(cls) -> SubagentVisibility:
         """Only the parent's own events (shared state always passes)."""
         return cls("hidden")
-
-    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        handler = self._handlers.get(type(event))
-        return (event,) if handler is None else handler(event)
-
-    def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        # The mode's handler itself; classes it has none for skip the stage.
-        return self._handlers.get(event_class)
 
     def passes(
         self, event_class: type[BaseEvent], fields: frozenset[str]

@@ -12,10 +12,12 @@ from collections.abc import Callable, Sequence
 
 from ag_ui.core import BaseEvent
 
+from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer
 from .._protocol.construct import replace
 
 __all__ = ["Timestamp"]
+__dir__ = public_dir(__all__)
 
 
 def _now_ms() -> int:

@@ -33,7 +33,7 @@ skipped, as such a consumer skips it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Literal
 
 import ag_ui.core as ag
@@ -44,10 +44,12 @@ from .._foundation import json as _json
 from .._foundation.json_patch import JsonDocument, LimitExceeded, PatchError, measure_json
 from .._foundation.limits import Limits
 from .._foundation.limits_scope import resolve_limits
-from .._pipeline.transformer import StreamTransformer
+from .._lazy import public_dir
 from .._protocol.decode import DecodeWarning
+from .._stagekit.dispatch import HandlerTable, TableDispatch
 
 __all__ = ["ToolResultToState"]
+__dir__ = public_dir(__all__)
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ def _content_text(content: Any) -> str | None:
     return "".join(texts) if texts else None
 
 
-class ToolResultToState(StreamTransformer):
+class ToolResultToState(TableDispatch):
     """Turn one tool's results into state updates: a snapshot, a JSON Patch, or a value at a path.
 
     Build with ``ToolResultToState.snapshot("plan")``, ``.delta("edit_state")``
@@ -143,7 +145,7 @@ class ToolResultToState(StreamTransformer):
         self._promoted: set[str] = set()
         self._state = JsonDocument({}, limits=self.limits)
         self._track_state = mode == "at"
-        self._handlers: dict[type[BaseEvent], Callable[[Any], Sequence[BaseEvent]]] = {
+        self._handlers: HandlerTable = {
             ag.RunStartedEvent: self._run_started,
             ag.ToolCallStartEvent: self._start,
             ag.ToolCallChunkEvent: self._chunk,
@@ -171,10 +173,6 @@ class ToolResultToState(StreamTransformer):
     def replacing(self) -> ToolResultToState:
         """The same stage, but the TOOL_CALL_RESULT itself is dropped when promoted."""
         return type(self)(self.tool, self.mode, self.pointer, True, self._limits_given)
-
-    def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        handler = self._handlers.get(type(event))
-        return (event,) if handler is None else handler(event)
 
     # -- learning which calls are ours ---------------------------------------
 

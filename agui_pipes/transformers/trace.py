@@ -53,9 +53,10 @@ from ag_ui.core import (
 )
 
 from .._foundation.trace_context import current_trace_headers
+from .._lazy import public_dir
 from .._pipeline.transformer import Condition, StreamTransformer, Transform
 from .._protocol.construct import replace
-from ._otel import (
+from .._stagekit.telemetry import (
     TOKEN_TYPE_OF,
     Instruments,
     instruments_for,
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
 __all__ = ["Trace"]
+__dir__ = public_dir(__all__)
 
 _Handler = Callable[[Any], Sequence[BaseEvent]]
 

@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from ag_ui.core import BaseEvent, RunErrorEvent
 
+from .._lazy import public_dir
 from .._pipeline.transformer import Condition, StreamTransformer, Transform
 from .._protocol.construct import construct
+from .._stagekit.open_deltas import DeltaGate, open_item_deltas
 from ..verify import Profile, VerificationError, Verifier
 
 __all__ = ["OnViolation", "Verify"]
+__dir__ = public_dir(__all__)
 
 logger = logging.getLogger("agui_pipes.verify")
 logger.addHandler(logging.NullHandler())
@@ -62,6 +65,8 @@ class Verify(StreamTransformer):
         self._allow_truncated = allow_truncated
         self._enabled = enabled
         self._stopped = False
+        self._gate = DeltaGate(shut=True)
+        """Shut exactly while ``route_key`` is True (the delta handlers read it)."""
         self.violations: list[VerificationError] = []
         """Every violation seen (all policies), in order."""
         if not enabled:
@@ -107,6 +112,7 @@ class Verify(StreamTransformer):
         closed = self._verifier.between_runs or self._stopped
         if closed is not self.route_key:
             self.route_key = closed
+            self._gate.shut = closed
             self.reroute()
 
     def passes(
@@ -152,31 +158,8 @@ class Verify(StreamTransformer):
         table = self._verifier.open_items(event_class)
         if table is None:
             return verify
-        opened, owners = table.ids, table.owners
-        # The deltas: one continuing an open item, untagged or tagged by the item's
-        # owner (a missing owner record accepts any tag, as the handler does), needs
-        # no handler call.
-        if table.by_tool_call:
-
-            def verify_args(event: Any) -> Sequence[BaseEvent]:
-                call_id = event.tool_call_id
-                if call_id in opened and not self.route_key:
-                    tag = event.subagent_run_id
-                    if tag is None or owners.get(call_id, tag) == tag:
-                        return (event,)
-                return verify(event)
-
-            return verify_args
-
-        def verify_delta(event: Any) -> Sequence[BaseEvent]:
-            message_id = event.message_id
-            if message_id in opened and not self.route_key:
-                tag = event.subagent_run_id
-                if tag is None or owners.get(message_id, tag) == tag:
-                    return (event,)
-            return verify(event)
-
-        return verify_delta
+        # The deltas: one continuing an open item needs no handler call.
+        return open_item_deltas(table, self._gate, verify)
 
     def finish(self) -> Sequence[BaseEvent]:
         if self._stopped:

@@ -12,6 +12,7 @@ import pytest
 from ag_ui.core import TextMessageContentEvent
 
 from agui_pipes import StreamTransformer
+from agui_pipes._stagekit import builtins as builtins_list
 from agui_pipes.config import (
     PLUGIN_GROUP,
     ConfigError,
@@ -23,30 +24,14 @@ from agui_pipes.config import (
 from agui_pipes.config.options import NoOptions, VerifyOptions
 from agui_pipes.testing import run_events, text
 
-BUILTINS = [
-    "expand_chunks",
-    "verify",
-    "repair",
-    "filter_tool_calls",
-    "tool_result_to_state",
-    "subagent_visibility",
-    "drop_events",
-    "keep_events",
-    "strip_raw_events",
-    "coalesce_deltas",
-    "compact",
-    "redact",
-    "state_filter",
-    "state_diff",
-    "timestamp",
-    "opentelemetry",
-    "compat",
-]
+# The registry lists exactly the one list of built-ins, in its order.
+BUILTINS = [builtin.name for builtin in builtins_list.BUILTINS]
 
 PLUGIN_MODULE = '''
 from pydantic import BaseModel, Field
 from ag_ui.core import TextMessageContentEvent
 from agui_pipes import StreamTransformer
+from agui_pipes._stagekit import builtins as builtins_list
 from agui_pipes.config import TransformerSpec
 
 

@@ -12,7 +12,7 @@ where the slow paths and violation policies run.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 from ag_ui.core import BaseEvent
@@ -31,7 +31,7 @@ from agui_pipes.transformers import (
     SubagentVisibility,
     Verify,
 )
-from tests._differential import differential_settings, gateway_stages
+from tests._differential import assert_routing_agrees, differential_settings, gateway_stages
 from tests._wire_streams import mutate, valid_stream
 
 _SETTINGS = differential_settings(80)
@@ -73,46 +73,8 @@ CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
 }
 
 
-def _unrouted(stages: Sequence[StreamTransformer], events: list[BaseEvent]) -> list[BaseEvent]:
-    """Each event depth-first through every stage's ``transform``, then each ``finish``.
-
-    Event by event (not stage by stage) like the chain, so when a stream breaks two
-    rules the first failure in stream order is the one both report.
-    """
-
-    def push(position: int, batch: Iterable[BaseEvent]) -> list[BaseEvent]:
-        if position == len(stages):
-            return list(batch)
-        out: list[BaseEvent] = []
-        for event in batch:
-            out.extend(push(position + 1, stages[position].transform(event)))
-        return out
-
-    out: list[BaseEvent] = []
-    for event in events:
-        out.extend(push(0, (event,)))
-    for position, stage in enumerate(stages):
-        out.extend(push(position + 1, stage.finish()))
-    return out
-
-
-def _outcome(run: Callable[[], list[BaseEvent]]) -> tuple[str, object]:
-    try:
-        return "events", [(type(e), e) for e in run()]
-    except Exception as exc:  # the same failure, whichever way the stages ran
-        return "error", (type(exc).__name__, getattr(exc, "message", None))
-
-
 def _compare(name: str, events: list[BaseEvent]) -> None:
-    factory = CHAINS[name]
-    routed = _outcome(lambda: TransformerChain(factory()).apply_sync(events))
-    reference = _outcome(lambda: _unrouted(factory(), events))
-    if routed[0] == "error" and reference[0] == "error":
-        # The chain annotates a stage's error (StageError / stage name); the class
-        # of the underlying refusal and its message are what must agree.
-        assert routed[1][1] == reference[1][1]  # type: ignore[index]
-    else:
-        assert routed == reference
+    assert_routing_agrees(CHAINS[name], events)
 
 
 @pytest.mark.parametrize("name", sorted(CHAINS))

@@ -21,9 +21,8 @@ from ag_ui.core import BaseEvent, TextMessageContentEvent
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agui_pipes import StreamTransformer, TransformerChain
+from agui_pipes import Condition, StreamTransformer, TransformerChain
 from agui_pipes._pipeline.chain import sync_segment
-from agui_pipes._pipeline.transformer import Condition
 from agui_pipes.codecs import decode, encode_sse
 from agui_pipes.relay import Relay
 from agui_pipes.testing import run_events, text
@@ -35,7 +34,12 @@ from agui_pipes.transformers import (
     ToolResultToState,
     Verify,
 )
-from tests._differential import differential_settings, gateway_stages
+from tests._differential import (
+    assert_bypass_agrees,
+    differential_settings,
+    gateway_stages,
+    relay_outcome,
+)
 from tests._wire_streams import mutate, valid_stream
 
 # Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
@@ -69,36 +73,8 @@ def _canonical(item: object) -> bytes:
     return encode_sse(event)[len(b"data: ") : -2]
 
 
-def _relay_outcome(
-    factory: Callable[[], list[StreamTransformer]],
-    lines: Sequence[bytes],
-    batch: int,
-    bypass: bool,
-    fast_path: bool = True,
-) -> tuple[list[bytes], object, int]:
-    """Output per batch, then the error (class and message) or the end-of-stream output."""
-    relay = Relay(
-        TransformerChain(factory()),
-        on_input=None if bypass else (lambda e: None),
-        fast_path=fast_path,
-    )
-    out: list[bytes] = []
-    try:
-        for start in range(0, len(lines), batch):
-            out.append(relay.feed(lines[start : start + batch]))
-        end: object = relay.finish()
-    except Exception as exc:
-        end = (type(exc).__name__, str(exc))
-    return out, end, relay.events_forwarded
-
-
 def _compare(name: str, lines: Sequence[bytes], batch: int) -> int:
-    with_bypass = _relay_outcome(CHAINS[name], lines, batch, bypass=True)
-    without = _relay_outcome(CHAINS[name], lines, batch, bypass=False)
-    reference = _relay_outcome(CHAINS[name], lines, batch, bypass=False, fast_path=False)
-    assert with_bypass[:2] == without[:2] == reference[:2]
-    assert without[2] == reference[2] == 0
-    return with_bypass[2]
+    return assert_bypass_agrees(CHAINS[name], lines, batch)
 
 
 @pytest.mark.parametrize("name", sorted(CHAINS))
@@ -292,8 +268,8 @@ def test_an_untagged_delta_still_closes_an_open_chunk_stream_in_inline_mode() ->
         _content("m2", "y"),
         b'{"type":"TEXT_MESSAGE_CHUNK","delta":"z"}',  # no id: nothing open to continue
     ]
-    with_bypass = _relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=True)
-    without = _relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=False)
+    with_bypass = relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=True)
+    without = relay_outcome(lambda: [SubagentVisibility.inline()], lines, 9, bypass=False)
     assert with_bypass[:2] == without[:2]
     assert b'"messageId":"m1","delta":"z"' not in b"".join(with_bypass[0])
 
@@ -341,8 +317,8 @@ def test_inline_strips_the_tag_of_a_forwarded_delta_as_encoding_would(delta: byt
         return [Verify(), SubagentVisibility.inline()]
 
     lines = [*_TAGGED_HEAD, delta, delta]
-    with_bypass = _relay_outcome(stages, lines, 9, bypass=True)
-    without = _relay_outcome(stages, lines, 9, bypass=False)
+    with_bypass = relay_outcome(stages, lines, 9, bypass=True)
+    without = relay_outcome(stages, lines, 9, bypass=False)
     assert with_bypass[:2] == without[:2]
     assert b"subagentRunId" not in b"".join(with_bypass[0])
     assert with_bypass[2] == 2  # key orders other than the model's are rewritten too
@@ -355,8 +331,8 @@ def test_a_delta_tagged_by_another_subagent_is_refused_not_forwarded() -> None:
     def stages() -> list[StreamTransformer]:
         return [Verify(), SubagentVisibility.inline()]
 
-    with_bypass = _relay_outcome(stages, lines, 9, bypass=True)
-    assert with_bypass[:2] == _relay_outcome(stages, lines, 9, bypass=False)[:2]
+    with_bypass = relay_outcome(stages, lines, 9, bypass=True)
+    assert with_bypass[:2] == relay_outcome(stages, lines, 9, bypass=False)[:2]
     error = with_bypass[1]
     assert isinstance(error, tuple) and error[0] == "VerificationError" and "s2" in error[1]
 
@@ -443,7 +419,7 @@ def test_timestamped_deltas_take_the_bypass_when_the_number_is_the_encoders(
         def stages() -> list[StreamTransformer]:
             return [Verify(), SubagentVisibility.inline()]
 
-        with_bypass = _relay_outcome(stages, lines, 9, bypass=True)
-        without = _relay_outcome(stages, lines, 9, bypass=False)
+        with_bypass = relay_outcome(stages, lines, 9, bypass=True)
+        without = relay_outcome(stages, lines, 9, bypass=False)
         assert with_bypass[:2] == without[:2]
         assert with_bypass[2] == forwarded

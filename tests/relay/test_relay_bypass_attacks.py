@@ -26,9 +26,8 @@ from ag_ui.core import BaseEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agui_pipes import StreamTransformer, TransformerChain
+from agui_pipes import Condition, StreamTransformer, TransformerChain
 from agui_pipes._fastpath.builders import canonical_framing as _canonical_framing
-from agui_pipes._pipeline.transformer import Condition
 from agui_pipes._protocol.construct import replace
 from agui_pipes._protocol.decode import SPECS as _SPECS
 from agui_pipes.codecs import DecodeWarning, decode, encode_ndjson, encode_sse

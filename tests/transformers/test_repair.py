@@ -19,6 +19,7 @@ import pytest
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    MessagesSnapshotEvent,
     RawEvent,
     RunErrorEvent,
     RunStartedEvent,
@@ -36,7 +37,7 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from agui_pipes import Consumer, DecodeError, ProtocolViolation, StreamRejected, VerificationError
@@ -721,6 +722,34 @@ def _ends_moved_early(events: list[BaseEvent], rng: random.Random) -> list[BaseE
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(events=_identity_streams(), seed=st.integers(min_value=0, max_value=2**32 - 1))
+# An END carrying metadata moved before content that carries the same key: the
+# END's value must still be the last write (seed 2 moves the END before the ARGS).
+@example(
+    events=run_events(
+        [
+            ToolCallStartEvent(tool_call_id="c1", tool_call_name="search"),
+            ToolCallArgsEvent(tool_call_id="c1", delta="{}", metadata={"usage": " is"}),
+            ToolCallEndEvent(tool_call_id="c1", metadata={"usage": None}),
+        ]
+    ),
+    seed=2,
+)
+# The END a closer stands in for is the latest one: here it carries no metadata, and
+# the earlier END's (before a MESSAGES_SNAPSHOT dropped the message) must not return.
+@example(
+    events=run_events(
+        [
+            TextMessageStartEvent(message_id="m1", role="assistant"),
+            TextMessageContentEvent(message_id="m1", delta="a"),
+            TextMessageEndEvent(message_id="m1", metadata={"trace": 1}),
+            MessagesSnapshotEvent(messages=[]),
+            TextMessageStartEvent(message_id="m1", role="assistant"),
+            TextMessageContentEvent(message_id="m1", delta="b"),
+            TextMessageEndEvent(message_id="m1"),
+        ]
+    ),
+    seed=2,
+)
 def test_ends_sent_before_their_content_fold_as_the_producer_meant(
     events: list[BaseEvent], seed: int
 ) -> None:

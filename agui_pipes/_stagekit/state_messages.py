@@ -7,7 +7,7 @@ stream, with its secret result. :class:`StateMessages` rewrites the state
 events so the client's state is always the scrubbed input state:
 
 * a STATE_SNAPSHOT (and the RUN_STARTED ``input.state`` echo) has each list
-  named by a pointer scrubbed (``_call_traces.scrub_messages``, the same
+  named by a pointer scrubbed (``call_traces.scrub_messages``, the same
   rules as MESSAGES_SNAPSHOT);
 * a STATE_DELTA whose operations all work inside one list (and away from all
   lists) is replayed operation by operation on copies of the input's and the
@@ -40,7 +40,7 @@ from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 
 from .._foundation.json_patch import PatchError, apply_patch, clone_json, json_equal
 from .._protocol.construct import construct
-from ._call_traces import DICT_SHAPE, scrub_messages
+from .call_traces import DICT_SHAPE, scrub_messages
 
 __all__ = ["StateMessages", "parse_pointer"]
 
@@ -219,28 +219,32 @@ class StateMessages:
                 # Clean before and after: the operations mean the same to the client.
                 return (event,)
             client = clone_json(work)  # ``work`` is still the list before the delta
+        replayed = self._replayed(event.delta, within, pointer, work, client)
+        if replayed is None or not json_equal(replayed[1], expected):
+            return self._fallback()
+        ops = replayed[0]
+        if not ops:
+            return ()
+        return (event.model_copy(update={"delta": ops}),)
+
+    def _replayed(
+        self, delta: list[Any], within: list[Any], pointer: Pointer, work: Any, client: Any
+    ) -> tuple[list[Any], Any] | None:
+        """The operations at the client's indices and the client's list after them.
+
+        ``work`` and ``client`` are copies of the input's and the client's list
+        before the delta; each operation inside the list is mapped, then applied
+        to both. None when an operation has no exact counterpart for the client.
+        """
         ops: list[Any] = []
         depth = len(pointer)
-        for op, target in zip(event.delta, within, strict=True):
+        for op, target in zip(delta, within, strict=True):
             if target is None:
                 ops.append(op)
                 continue
-            origins: list[int] = []
-            kept = scrub_messages(
-                work, DICT_SHAPE, self._blocked, self._blocks, self._blocked_owners, origins
-            )
-            if kept is None:
-                origins = list(range(len(work)))
-            mapped = _mapped(op, pointer, origins, len(work), len(origins))
-            if mapped is None:
-                return self._fallback()
-            if op.op in ("add", "replace") and len(_op_tokens(op.path)) == depth + 1:
-                # A whole message: it is scrubbed, and may be nothing to the client.
-                kept = self._scrub_list([op.value])
-                if not kept:
-                    mapped = None if op.op == "add" else _remove(mapped.path)
-                elif kept[0] is not op.value:
-                    mapped = mapped.model_copy(update={"value": kept[0]})
+            mapped = self._mapped_for_client(op, pointer, work)
+            if mapped is _FALLBACK:
+                return None
             try:
                 work = apply_patch(work, [op.model_copy(update=_relative(op, depth))])
                 if mapped is not None:
@@ -248,14 +252,34 @@ class StateMessages:
                         client, [mapped.model_copy(update=_relative(mapped, depth))]
                     )
             except PatchError:
-                return self._fallback()
+                return None
             if mapped is not None:
                 ops.append(mapped)
-        if not json_equal(client, expected):
-            return self._fallback()
-        if not ops:
-            return ()
-        return (event.model_copy(update={"delta": ops}),)
+        return ops, client
+
+    def _mapped_for_client(self, op: Any, pointer: Pointer, work: list[Any]) -> Any:
+        """``op`` (inside the list at ``pointer``, now ``work``) at the client's indices.
+
+        None when the client gets nothing of it (a whole message scrubbed away),
+        ``_FALLBACK`` when no operation says it exactly.
+        """
+        origins: list[int] = []
+        kept = scrub_messages(
+            work, DICT_SHAPE, self._blocked, self._blocks, self._blocked_owners, origins
+        )
+        if kept is None:
+            origins = list(range(len(work)))
+        mapped = _mapped(op, pointer, origins, len(work), len(origins))
+        if mapped is None:
+            return _FALLBACK
+        if op.op in ("add", "replace") and len(_op_tokens(op.path)) == len(pointer) + 1:
+            # A whole message: it is scrubbed, and may be nothing to the client.
+            kept = self._scrub_list([op.value])
+            if not kept:
+                return None if op.op == "add" else _remove(mapped.path)
+            if kept[0] is not op.value:
+                return mapped.model_copy(update={"value": kept[0]})
+        return mapped
 
     def _fallback(self) -> Sequence[BaseEvent]:
         """The whole scrubbed state, when no delta says exactly the same to the client."""

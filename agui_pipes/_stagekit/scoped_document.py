@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from .._foundation.errors import StreamRejected
 from .._foundation.json_patch import clone_json, json_equal, rollback, size_json
 from .._foundation.limits import Limits
-from ._pointer_scope import PointerScope, Position, parse_pointer, pointer_text
+from .pointer_scope import PointerScope, Position, parse_pointer, pointer_text
 
 __all__ = ["ScopedDocument", "Translation", "clone", "measure", "replace_root"]
 

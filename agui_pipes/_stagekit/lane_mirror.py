@@ -1,7 +1,7 @@
 """Keeping what an id-less ``*_CHUNK`` means when a stage removes events around it.
 
 A chunk that omits its id is resolved by the client's lane model
-(``_lanes.py``): it continues whatever item its lane — or the only lane with
+(``chunk_lanes.py``): it continues whatever item its lane — or the only lane with
 an item of its kind — holds *at that point of the stream*. Lanes are closed by
 other events (explicit message / tool / step / state / custom / reasoning
 events, run-level events, a subagent's end) and replaced by chunks of another
@@ -40,7 +40,7 @@ from typing import Any
 
 from ag_ui.core import BaseEvent, TextMessageChunkEvent, ToolCallChunkEvent
 
-from ._lanes import CHUNK_CLASSES, ChunkAssignment, ChunkItem, ChunkLanes
+from .chunk_lanes import CHUNK_CLASSES, ChunkAssignment, ChunkItem, ChunkLanes
 
 __all__ = ["LaneMirror", "fill_chunk"]
 
