@@ -1,4 +1,4 @@
-"""What the opentelemetry stage (Trace) costs per event, as ratios measured side by side.
+"""What the opentelemetry stage costs per event, as ratios measured side by side.
 
     python benchmarks/bench_trace.py [--deltas 50000] [--events 20000] [--repeat 9]
     python benchmarks/bench_trace.py --instructions      # callgrind: instructions per delta
@@ -62,7 +62,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 from agui_pipes import StreamTransformer, TransformerChain  # noqa: E402
 from agui_pipes.codecs import decode, encode_ndjson  # noqa: E402
 from agui_pipes.relay import Relay  # noqa: E402
-from agui_pipes.transformers import Trace  # noqa: E402
+from agui_pipes.transformers import OpenTelemetry  # noqa: E402
 
 _OPEN = 64
 """Messages open at once in the deltas measurement."""
@@ -83,9 +83,9 @@ class _Sdk:
         self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
         self.meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
 
-    def trace(self, **options: Any) -> Trace:
+    def trace(self, **options: Any) -> OpenTelemetry:
         self.spans.clear()
-        return Trace(
+        return OpenTelemetry(
             tracer_provider=self.tracer_provider, meter_provider=self.meter_provider, **options
         )
 
@@ -201,8 +201,8 @@ def main() -> None:
 
     sdk = _Sdk()
     rows = [
-        "| measurement | events | without (µs/event) | with Trace (µs/event) | added (µs/event) "
-        "| ratio |",
+        "| measurement | events | without (µs/event) | with OpenTelemetry (µs/event) "
+        "| added (µs/event) | ratio |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     events = _deltas(args.deltas)
@@ -289,7 +289,7 @@ def _instructions(count: int) -> None:
             thrice = collected(kind + case, 3 * count)
             per_delta[kind] = (thrice - once) / (2 * count)
         label = "another message awaiting its first delta" if case else "every message started"
-        print(f"  {label}: chain without the stage {per_delta['skipped']:.0f}, with Trace "
+        print(f"  {label}: chain without the stage {per_delta['skipped']:.0f}, with OpenTelemetry "
               f"{per_delta['trace']:.0f}, added {per_delta['trace'] - per_delta['skipped']:.0f}")
 
 

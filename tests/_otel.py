@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agui_pipes.transformers import Trace
+from agui_pipes.transformers import OpenTelemetry
 
 
 class Recorder:
@@ -31,8 +31,8 @@ class Recorder:
         ticks = itertools.count(1_700_000_000_000_000_000, 1_000)
         self.clock: Callable[[], int] = ticks.__next__
 
-    def stage(self, **options: Any) -> Trace:
-        return Trace(
+    def stage(self, **options: Any) -> OpenTelemetry:
+        return OpenTelemetry(
             tracer_provider=self.tracer_provider,
             meter_provider=self.meter_provider,
             clock=self.clock,

@@ -127,13 +127,13 @@ def with_trace(
     """A chain factory like ``factory`` with the ``opentelemetry`` stage last, unless the
     chain already has one (then it is where the chain's author put it)."""
     _require_sdk()
-    from ..transformers import Trace
+    from ..transformers import OpenTelemetry
 
     def build() -> TransformerChain:
         chain = factory() if factory is not None else TransformerChain()
-        if any(isinstance(stage, Trace) for stage in chain.stages):
+        if any(isinstance(stage, OpenTelemetry) for stage in chain.stages):
             return chain
-        return TransformerChain([*chain.stages, Trace(agent_name=agent_name)])
+        return TransformerChain([*chain.stages, OpenTelemetry(agent_name=agent_name)])
 
     return build
 

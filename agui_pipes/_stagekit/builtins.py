@@ -65,7 +65,7 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("state_filter", "StateFilter", "state_filter", "StateFilterOptions"),
     Builtin("state_diff", "StateDiff", "state_diff", "StateDiffOptions"),
     Builtin("timestamp", "Timestamp", "timestamp", "TimestampOptions"),
-    Builtin("opentelemetry", "Trace", "trace", "OpenTelemetryOptions"),
+    Builtin("opentelemetry", "OpenTelemetry", "trace", "OpenTelemetryOptions"),
     Builtin("compat", "Compat", "compat", "CompatOptions"),
 )
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .subagent_visibility import SubagentVisibility as SubagentVisibility
     from .timestamp import Timestamp as Timestamp
     from .tool_result_to_state import ToolResultToState as ToolResultToState
-    from .trace import Trace as Trace
+    from .trace import OpenTelemetry as OpenTelemetry
     from .verify import Verify as Verify
 else:
     from .._lazy import attach

@@ -1,4 +1,4 @@
-"""Trace: OpenTelemetry GenAI spans and metrics from the events of any AG-UI stream.
+"""OpenTelemetry: GenAI spans and metrics from the events of any AG-UI stream.
 
 The stream already says everything a trace needs — when a run starts and
 ends, which subagent a tool call spawned, what the run cost in tokens — so
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-__all__ = ["Trace"]
+__all__ = ["OpenTelemetry"]
 __dir__ = public_dir(__all__)
 
 _Handler = Callable[[Any], Sequence[BaseEvent]]
@@ -199,7 +199,7 @@ def _abandon(book: _Book) -> None:
     book.end_incomplete("abandoned", _now_ns())
 
 
-class Trace(StreamTransformer):
+class OpenTelemetry(StreamTransformer):
     """OpenTelemetry GenAI spans (and metrics) for every run that passes, built from its events.
 
     A run becomes an ``invoke_agent`` span, each subagent a child
@@ -263,10 +263,10 @@ class Trace(StreamTransformer):
         # freed (and an abandoned run closed) as soon as the server drops the chain.
         weakref.finalize(self, _abandon, self._book)
 
-    def fresh(self) -> Trace:
+    def fresh(self) -> OpenTelemetry:
         # Providers are shared, not deep-copied, and the parent context is the
         # one in effect now (the next request's traceparent), unless fixed.
-        return Trace(
+        return OpenTelemetry(
             agent_name=self._agent_name,
             capture_content=self._capture,
             delta_stats=self._delta_stats,
@@ -286,7 +286,7 @@ class Trace(StreamTransformer):
             "roll_up_usage": self._roll_up,
             "metrics": self._metrics,
         }
-        return f"Trace({', '.join(f'{k}={v!r}' for k, v in options.items())})"
+        return f"OpenTelemetry({', '.join(f'{k}={v!r}' for k, v in options.items())})"
 
     # -- routing -----------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The opentelemetry stage (Trace): span trees, errors, cancellation, usage and metrics.
+"""The opentelemetry stage (OpenTelemetry): span trees, errors, cancellation, usage and metrics.
 
 Every test reads what the SDK's in-memory exporters caught, through the
 stage's public surface (a chain, the run driver, a relay).
@@ -45,7 +45,7 @@ from agui_pipes.testing import (
     tool_call,
 )
 from agui_pipes.testing.strategies import streams
-from agui_pipes.transformers import FilterToolCalls, SubagentVisibility, Trace
+from agui_pipes.transformers import FilterToolCalls, OpenTelemetry, SubagentVisibility
 from tests._otel import Recorder, parent_of
 
 DEMO_TREE = [
@@ -529,7 +529,7 @@ def test_yaml_options_are_checked() -> None:
 def test_without_the_sdk_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)
     with pytest.raises(ImportError, match=r"pip install 'agui-pipes\[otel\]'"):
-        Trace()
+        OpenTelemetry()
     with pytest.raises(ConfigError, match=r"agui-pipes\[otel\]"):
         load_chain("transformers:\n  - type: opentelemetry\n")
 
