@@ -73,7 +73,12 @@ class Knobs:
     bad_body_status: int = 422
     """200: a bad body is answered with a (broken) stream."""
     ends_on_disconnect: bool = True
+    bad_body_json: bool = True
+    """False: the 4xx for a bad body is plain text."""
     resume_ignores_id: bool = False
+    durable_routes: bool = True
+    stray_content: bool = False
+    """Plant an event error: content for a message that was never started."""
     required_header: tuple[str, str] | None = None
 
 
@@ -117,6 +122,8 @@ def agui_app(knobs: Knobs) -> Starlette:
             and isinstance(body.get("messages"), list)
         )
         if not valid and knobs.bad_body_status != 200:
+            if not knobs.bad_body_json:
+                return Response("bad request", status_code=knobs.bad_body_status)
             return JSONResponse({"error": "invalid_run_input"}, status_code=knobs.bad_body_status)
         if not valid:
             broken = b'data: {"type": "RUN_ERROR", "message": "bad input"\n\n'
@@ -128,7 +135,12 @@ def agui_app(knobs: Knobs) -> Starlette:
         seq = 0
         ended = False
         try:
-            for index, event in enumerate(_events(thread_id, run_id)):
+            events = _events(thread_id, run_id)
+            if knobs.stray_content:
+                events.insert(
+                    1, {"type": "TEXT_MESSAGE_CONTENT", "messageId": "nope", "delta": "!"}
+                )
+            for index, event in enumerate(events):
                 seq += 1
                 if seq == knobs.skipped_seq:
                     seq += 1
@@ -160,12 +172,10 @@ def agui_app(knobs: Knobs) -> Starlette:
         body = b"".join(_frame(event_id, data) for event_id, data in frames)
         return Response(body, headers={**GOOD_HEADERS, "content-type": "text/event-stream"})
 
-    return Starlette(
-        routes=[
-            Route("/", run, methods=["POST"]),
-            Route("/runs/{run_id:path}", resume, methods=["GET"]),
-        ]
-    )
+    routes = [Route("/", run, methods=["POST"])]
+    if knobs.durable_routes:
+        routes.append(Route("/runs/{run_id:path}", resume, methods=["GET"]))
+    return Starlette(routes=routes)
 
 
 async def silence(seconds: float, every: float | None) -> AsyncIterator[bytes]:
@@ -210,6 +220,8 @@ def test_a_server_with_nothing_wrong_has_no_findings(capsys: pytest.CaptureFixtu
         ({"bad_body_status": 200}, ["bad-body-status"], 1),
         ({"bad_body_status": 400}, [], 0),
         ({"resume_ignores_id": True}, ["resume"], 1),
+        ({"bad_body_json": False}, ["bad-body-json"], 0),
+        ({"durable_routes": False}, [NO_ROUTES, NO_ROUTES], 0),
     ],
     ids=[
         "wrong-content-type",
@@ -220,6 +232,8 @@ def test_a_server_with_nothing_wrong_has_no_findings(capsys: pytest.CaptureFixtu
         "bad-body-answered-200",
         "bad-body-answered-400",
         "resume-replays-all",
+        "bad-body-answered-in-text",
+        "ids-but-no-resume-route",
     ],
 )
 def test_each_broken_server_reports_exactly_its_planted_finding(
@@ -240,6 +254,18 @@ def test_an_id_gap_is_reported_at_the_frame_after_it(capsys: pytest.CaptureFixtu
     (finding,) = report["findings"]
     assert (finding["index"], finding["eventType"]) == (2, "TEXT_MESSAGE_CONTENT")
     assert "follows sequence number 2: expected 3" in finding["message"]
+
+
+def test_the_events_are_checked_as_verify_all_checks_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with agui_server(stray_content=True) as url:
+        code, report = verify([url], capsys)
+    (finding,) = report["findings"]
+    assert code == 1
+    assert (finding["rule"], finding["severity"]) == ("not-open", "error")
+    assert (finding["index"], finding["eventType"]) == (1, "TEXT_MESSAGE_CONTENT")
+    assert finding["section"] == "4. Sequencing" and finding["line"] is None
 
 
 def test_a_silence_without_keepalives_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
@@ -464,6 +490,27 @@ def test_a_run_that_outlasts_the_timeout_is_a_usage_error(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "the run did not end within --timeout 1 s (1 frame by then)" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("knobs", "argv", "message"),
+    [
+        ({}, ["--max-bytes", "100"], "passed --max-bytes 100 bytes"),
+        (
+            {"content_type": "application/vnd.ag-ui.event+proto"},
+            [],
+            "answered in AG-UI's protobuf encoding",
+        ),
+    ],
+    ids=["max-bytes", "protobuf"],
+)
+def test_an_answer_it_cannot_judge_is_exit_2(
+    knobs: dict[str, Any], argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with agui_server(**knobs) as url:
+        assert main(["verify", url, *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err
 
 
 @pytest.mark.parametrize(
