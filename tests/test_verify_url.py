@@ -366,7 +366,11 @@ def demo_server(*args: str) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/"
     finally:
         process.terminate()
-        process.wait(15)
+        try:
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(15)
 
 
 def test_serve_demo_has_no_error_findings(capsys: pytest.CaptureFixture[str]) -> None:
