@@ -1,7 +1,9 @@
 """``agui-pipes verify --all``'s reports: the findings as text, JSON, SARIF 2.1.0 or JUnit XML.
 
 One function per format, each taking the findings with their input lines; the
-registry ``REPORTERS`` maps ``--format`` names to them.
+registry ``REPORTERS`` maps ``--format`` names to them. ``verify URL`` writes
+the same reports, its input the URL, with the transport findings among them
+(placed at ``transport`` rather than at an event, cited by their basis).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class Report:
     profile: str
     events: int
     findings: Sequence[Located]
+    transport: bool = False
+    """A live endpoint's report (``verify URL``): SARIF lists the transport rules too."""
 
     @property
     def rejected(self) -> bool:
@@ -52,7 +56,9 @@ class Report:
 
 def _where(report: Report, item: Located) -> str:
     finding = item.finding
-    if finding.index is None:
+    if finding.index is None and finding.transport:
+        place = "transport"
+    elif finding.index is None:
         place = "end of stream"
     else:
         kind = f" ({finding.event_type})" if finding.event_type else ""
@@ -65,7 +71,7 @@ def _where(report: Report, item: Located) -> str:
 def text(report: Report) -> str:
     lines = [
         f"{_where(report, item)}: {item.finding.severity} {item.finding.rule}: "
-        f"{item.finding.message} [AG-UI 1.0 rules, {item.finding.section}]"
+        f"{item.finding.message} [{item.finding.reference}]"
         for item in report.findings
     ]
     counts = report.counts()
@@ -101,7 +107,7 @@ _SARIF_LEVEL: Final = {
 
 
 def sarif(report: Report) -> str:
-    catalogue = rule_catalogue()
+    catalogue = rule_catalogue(transport=report.transport)
     index = {rule: position for position, (rule, *_) in enumerate(catalogue)}
     rules = [
         {
@@ -186,7 +192,7 @@ def junit(report: Report) -> str:
             classname=f"{TOOL_NAME}.{finding.rule}",
             name=_where(report, item),
         )
-        body = f"{finding.message}\n[AG-UI 1.0 rules, {finding.section}]"
+        body = f"{finding.message}\n[{finding.reference}]"
         if finding.severity is Severity.HYGIENE:
             out = ElementTree.SubElement(case, "system-out")
             out.text = f"hygiene {finding.rule}: {body}"

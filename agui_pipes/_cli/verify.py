@@ -20,6 +20,11 @@ see ``agui_pipes._consumer.findings`` for the recovery rule) and ``--format
 text|json|sarif|junit`` (how ``--all`` writes its report, on stdout; any format but
 ``text`` implies ``--all``).
 
+``agui-pipes verify URL`` (an http or https URL) POSTs a run to a live
+endpoint and checks its transport as well as its events (``--input``,
+``--header``, ``--keepalive-within``, ``--timeout``, ``--max-bytes``; see
+``_verify_live``), reporting as ``--all`` does.
+
 Exit status: 0 accepted; 1 rejected, with one stderr line starting
 ``rejected:`` (where: ``event #N``, counted from 0, and for a file
 ``(FILE:LINE)``, lines counted from 1); 2 usage or I/O error (missing file,
@@ -57,6 +62,14 @@ from ._input import (
     payloads_of,
 )
 from ._limits import add_limit_options, limits_of
+from ._verify_live import (
+    DEFAULT_KEEPALIVE_WITHIN,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_TIMEOUT,
+    URL_OPTIONS,
+    is_url,
+    verify_url,
+)
 
 __all__ = ["register"]
 
@@ -75,8 +88,10 @@ def register(subparsers: Any) -> None:
             "2 usage or I/O error."
         ),
     )
-    parser.add_argument("input", nargs="?", default="-", metavar="PATH",
-                        help="the stream to check; `-` or nothing for standard input")
+    parser.add_argument("input", nargs="?", default="-", metavar="PATH|URL",
+                        help="the stream to check; `-` or nothing for standard input; an "
+                             "http(s) URL: POST a run to that live endpoint and check its "
+                             "transport too (every finding, as --all)")
     parser.add_argument("--profile", choices=("consumer", "producer"), default="consumer",
                         help="consumer (default): what AG-UI 1.0 requires a client to reject; "
                              "producer: those rules plus the strict ones")
@@ -105,6 +120,20 @@ def register(subparsers: Any) -> None:
                         help="the --all report's format on stdout (default text; json, "
                              "sarif or junit imply --all)")
     add_limit_options(parser)
+    live = parser.add_argument_group("checking a live endpoint (PATH|URL is an http(s) URL)")
+    live.add_argument("--input", dest="run_input", metavar="RUN.json",
+                      help="the RunAgentInput to POST (default: a minimal one, the user "
+                           "message 'Hello')")
+    live.add_argument("--header", dest="headers", action="append", metavar="'NAME: VALUE'",
+                      help="a header sent with every request (e.g. authorization); repeatable")
+    live.add_argument("--keepalive-within", type=float, metavar="SECONDS",
+                      help="flag a silence longer than this in a stream that lasted longer "
+                           f"(default {DEFAULT_KEEPALIVE_WITHIN:g})")
+    live.add_argument("--timeout", type=float, metavar="SECONDS",
+                      help=f"bound on the whole check, every request included (default "
+                           f"{DEFAULT_TIMEOUT:g})")
+    live.add_argument("--max-bytes", type=int, metavar="N",
+                      help=f"largest response read (default {DEFAULT_MAX_BYTES:,})")
     parser.set_defaults(handler=_verify)
 
 
@@ -253,6 +282,13 @@ def _located(violation: ProtocolViolation, path: str | None, fmt: str | None) ->
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if is_url(args.input):
+        return verify_url(args)
+    given = [option for dest, option in URL_OPTIONS.items() if getattr(args, dest) is not None]
+    if given:
+        print(f"agui-pipes verify: {', '.join(given)} go(es) with a URL, not a file or standard "
+              "input", file=sys.stderr)
+        return EXIT_USAGE
     if args.all_findings or args.report_format != "text":
         if args.explain or args.result:
             print("agui-pipes verify: --all (and --format) report findings; --explain and "

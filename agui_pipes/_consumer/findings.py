@@ -46,6 +46,7 @@ from .._protocol.decode import (
     decode_legacy_event,
 )
 from .._protocol.legacy import has_binary_part
+from .._protocol.transport_rules import TRANSPORT_RULES
 from ..verify import Profile, Rule, VerificationError, Verifier
 from .consume import Folder, WireItem, is_legacy_type, legacy_boundary
 
@@ -64,6 +65,7 @@ __all__ = [
     "rejected",
     "rule_catalogue",
     "rule_catalogue_markdown",
+    "transport_catalogue_markdown",
 ]
 
 
@@ -139,8 +141,27 @@ class Finding:
 
     @property
     def section(self) -> str:
-        """The AG-UI 1.0 rules section this finding comes from."""
+        """The AG-UI 1.0 rules section this finding comes from.
+
+        For a transport rule (``verify URL``), which the AG-UI 1.0 rules do not
+        cover: the specification section behind it, or the reason.
+        """
+        transport = TRANSPORT_RULES.get(self.rule)
+        if transport is not None:
+            return transport.basis
         return RULE_SECTIONS.get(self.rule, DECODE_SECTION)
+
+    @property
+    def transport(self) -> bool:
+        """Whether this is a finding on the HTTP exchange, not on an event."""
+        return self.rule in TRANSPORT_RULES
+
+    @property
+    def reference(self) -> str:
+        """Where the rule comes from, as the reports cite it."""
+        if self.transport:
+            return self.section
+        return f"AG-UI 1.0 rules, {self.section}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -381,14 +402,41 @@ def rule_catalogue_markdown() -> str:
         "| rule | severity | AG-UI 1.0 rules section | meaning |",
         "|---|---|---|---|",
     ]
-    for rule, severity, section, meaning in rule_catalogue():
+    for rule, severity, section, meaning in rule_catalogue(transport=False):
         lines.append(f"| `{rule}` | {severity} | {section} | {meaning.replace('|', '/')} |")
     lines += ["", CATALOGUE_END]
     return "\n".join(lines)
 
 
-def rule_catalogue() -> list[tuple[str, str, str, str]]:
-    """(rule, severity, section, meaning) for every rule and warning code, for the docs."""
+TRANSPORT_BEGIN: Final = (
+    "<!-- transport rule catalogue: generated from agui_pipes/_protocol/transport_rules.py -->"
+)
+TRANSPORT_END: Final = "<!-- end of transport rule catalogue -->"
+
+
+def transport_catalogue_markdown() -> str:
+    """The transport rules as the table docs/rules.md carries (a test keeps them equal)."""
+    lines = [
+        TRANSPORT_BEGIN,
+        "",
+        "| rule | severity | required by (specification section, or the reason) | meaning |",
+        "|---|---|---|---|",
+    ]
+    for rule in TRANSPORT_RULES.values():
+        lines.append(
+            f"| `{rule.name}` | {rule.severity} | {rule.basis.replace('|', '/')} | "
+            f"{rule.meaning.replace('|', '/')} |"
+        )
+    lines += ["", TRANSPORT_END]
+    return "\n".join(lines)
+
+
+def rule_catalogue(*, transport: bool = True) -> list[tuple[str, str, str, str]]:
+    """(rule, severity, section, meaning) for every rule and warning code, for the docs.
+
+    With ``transport`` (the default) the transport rules of ``verify URL`` follow,
+    each with its basis as the section.
+    """
     rows: list[tuple[str, str, str, str]] = []
     for rule in Rule:
         severity = "warning" if rule in PRODUCER_ONLY else "error"
@@ -396,4 +444,7 @@ def rule_catalogue() -> list[tuple[str, str, str, str]]:
     rows.append((MALFORMED, "error", DECODE_SECTION, _MALFORMED_MEANING))
     for code, meaning in WARNING_CODES.items():
         rows.append((code, "hygiene", DECODE_SECTION, meaning))
+    if transport:
+        for entry in TRANSPORT_RULES.values():
+            rows.append((entry.name, entry.severity, entry.basis, entry.meaning))
     return rows
