@@ -36,7 +36,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote
 
 import anyio
@@ -455,6 +455,7 @@ class Client:
         self, url: str, run_id: str, state: _RunState, method: str, target: str,
         content: bytes | None,
     ) -> AsyncGenerator[BaseEvent, None]:
+        """The run's events across connections: one attempt, then resumes until its end."""
         budget, ids = state.budget, state.ids
         failures = 0
         headers = {**self.headers, **_SSE_HEADERS}
@@ -463,70 +464,13 @@ class Client:
         elif ids.last_text:
             headers["last-event-id"] = ids.last_text
         while True:
-            reader = FrameReader(self.bounds.max_frame_bytes)
-            progressed = False
-            drop: str
+            attempt = _Attempt()
             try:
-                response = await self._request.send(budget, method, target, headers, content)
-                chunks: AsyncIterator[bytes] | None = None
-                try:
-                    if response.status_code != 200:
-                        body, cut = await within(budget, read_body(response))
-                        error = server_error(
-                            method, target, response.status_code, body, truncated=cut
-                        )
-                        if method == "GET" and response.status_code >= 500:
-                            raise _Retry(str(error)) from error
-                        if method == "GET" and not ids.frames and not state.by_id:
-                            raise ResumeFailed(
-                                f"the connection to {url} dropped before the first event of "
-                                f"run {run_id!r}, and asking for the run again got {error}: "
-                                "the server keeps no log of it (no store, or the run never "
-                                "started), so it cannot be resumed"
-                            ) from error
-                        raise error
-                    await _check_stream(response, method, target)
-                    chunks = response.aiter_raw()
-                    while True:
-                        # Read to the stream's end even after the run's: frames past
-                        # it are checked like any (the consumer refuses what AG-UI
-                        # does not allow there), and an honest server has closed.
-                        chunk = await within(budget, _next_chunk(chunks))
-                        if chunk is None:
-                            break
-                        budget.received(len(chunk))
-                        try:
-                            frames = reader.feed(chunk)
-                        except FrameTooLarge as exc:
-                            raise budget.frame_too_large() from exc
-                        for event_id, payload in frames:
-                            budget.frame()
-                            ids.accept(event_id)
-                            progressed = True
-                            hidden = state.hidden()
-                            for event in state.push(payload):
-                                if event.type in _TERMINAL:
-                                    state.done = True
-                                if not hidden:
-                                    yield event
-                        if frames:
-                            budget.delivered()
-                finally:
-                    if chunks is not None:
-                        await close_iterator(chunks)
-                    await response.aclose()
-                if state.done:
-                    if state.skip is not None:
-                        raise ResumeFailed(
-                            f"{budget.what}: last_event_id {str(state.skip)!r} is past the "
-                            f"end of the run (its last frame is {ids.last_text!r})"
-                        )
-                    return
-                if state.by_id and not progressed and not budget.reconnects and ids.last:
-                    # Nothing after the caller's id, and the server closed: a log
-                    # that ends there ended the run there (its terminal frame is
-                    # the id the caller kept).
-                    state.done = True
+                async for event in self._attempt(
+                    url, run_id, state, attempt, method, target, headers, content
+                ):
+                    yield event
+                if self._finished(state, attempt):
                     return
                 drop = "the server closed the stream before the run ended"
             except _Retry as retry:
@@ -546,13 +490,93 @@ class Client:
                     "given a store: `agui-pipes serve --store URL`)"
                 )
             budget.reconnect(drop)
-            failures = 0 if progressed else failures + 1
+            failures = 0 if attempt.progressed else failures + 1
             delay = min(self.max_backoff, self.backoff * (2 ** max(failures - 1, 0)))
             await within(budget, anyio.sleep(delay * (0.5 + random.random() / 2)))
             method, target, content = "GET", _under(url, "runs", run_id), None
             headers = {**self.headers, **_SSE_HEADERS}
             if ids.last_text:  # else nothing came yet: the whole run from its start
                 headers["last-event-id"] = ids.last_text
+
+    async def _attempt(
+        self, url: str, run_id: str, state: _RunState, attempt: _Attempt, method: str,
+        target: str, headers: dict[str, str], content: bytes | None,
+    ) -> AsyncGenerator[BaseEvent, None]:
+        """One connection: the request, its answer checked, its frames read to the end."""
+        budget, ids = state.budget, state.ids
+        reader = FrameReader(self.bounds.max_frame_bytes)
+        response = await self._request.send(budget, method, target, headers, content)
+        chunks: AsyncIterator[bytes] | None = None
+        try:
+            if response.status_code != 200:
+                await self._refused(url, run_id, state, method, target, response)
+            await _check_stream(response, method, target)
+            chunks = response.aiter_raw()
+            while True:
+                # Read to the stream's end even after the run's: frames past it are
+                # checked like any (the consumer refuses what AG-UI does not allow
+                # there), and an honest server has closed.
+                chunk = await within(budget, _next_chunk(chunks))
+                if chunk is None:
+                    return
+                budget.received(len(chunk))
+                try:
+                    frames = reader.feed(chunk)
+                except FrameTooLarge as exc:
+                    raise budget.frame_too_large() from exc
+                for event_id, payload in frames:
+                    budget.frame()
+                    ids.accept(event_id)
+                    attempt.progressed = True
+                    hidden = state.hidden()
+                    for event in state.push(payload):
+                        if event.type in _TERMINAL:
+                            state.done = True
+                        if not hidden:
+                            yield event
+                if frames:
+                    budget.delivered()
+        finally:
+            if chunks is not None:
+                await close_iterator(chunks)
+            await response.aclose()
+
+    @staticmethod
+    async def _refused(
+        url: str, run_id: str, state: _RunState, method: str, target: str,
+        response: httpx.Response,
+    ) -> NoReturn:
+        """A non-200 answer: retried (a resume's 5xx), or the error that ends the run."""
+        body, cut = await within(state.budget, read_body(response))
+        error = server_error(method, target, response.status_code, body, truncated=cut)
+        if method == "GET" and response.status_code >= 500:
+            raise _Retry(str(error)) from error
+        if method == "GET" and not state.ids.frames and not state.by_id:
+            raise ResumeFailed(
+                f"the connection to {url} dropped before the first event of "
+                f"run {run_id!r}, and asking for the run again got {error}: "
+                "the server keeps no log of it (no store, or the run never "
+                "started), so it cannot be resumed"
+            ) from error
+        raise error
+
+    @staticmethod
+    def _finished(state: _RunState, attempt: _Attempt) -> bool:
+        """After a stream closed cleanly: whether the run is over (or resuming is pointless)."""
+        budget, ids = state.budget, state.ids
+        if state.done:
+            if state.skip is not None:
+                raise ResumeFailed(
+                    f"{budget.what}: last_event_id {str(state.skip)!r} is past the "
+                    f"end of the run (its last frame is {ids.last_text!r})"
+                )
+            return True
+        if state.by_id and not attempt.progressed and not budget.reconnects and ids.last:
+            # Nothing after the caller's id, and the server closed: a log that ends
+            # there ended the run there (its terminal frame is the id the caller kept).
+            state.done = True
+            return True
+        return False
 
     async def history(self, url: str, thread_id: str, *, verify: bool = True) -> History:
         """``GET {url}/threads/{threadId}``: the thread's runs folded, then a live run's tail.
@@ -625,6 +649,13 @@ class Client:
                 "POST", target, status, None, f"not a JSON object: {snippet(body)}"
             )
         return answer
+
+
+@dataclass
+class _Attempt:
+    """What one connection of a run achieved (the retry loop's backoff reads it)."""
+
+    progressed: bool = False
 
 
 class _Retry(Exception):
