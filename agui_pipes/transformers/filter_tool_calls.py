@@ -26,7 +26,15 @@ those: a blocked call leaves no trace anywhere in the stream —
 * its id and name in the free text of a RUN_ERROR passing the stage (written
   upstream by a Verify with ``on_violation="run_error"`` or the run driver);
 * with ``state_messages``, its entries in message lists kept in the state
-  (``_stagekit.state_messages``), snapshots and deltas.
+  (``_stagekit.state_messages``), snapshots and deltas;
+* its traces in activity content (``_stagekit.activity_scrub``): an object in an
+  ACTIVITY_SNAPSHOT's content that names a blocked tool or a removed call's id
+  (Microsoft Agent Framework's workflow ``executor`` activity carries the
+  executor's ``function_call`` / ``function_result`` contents) is taken out, and
+  so is a string that is a removed call's id. An ACTIVITY_DELTA whose operations
+  would write such material is dropped whole, and after a snapshot that lost
+  something the activity's deltas are dropped until its next snapshot (their
+  positions no longer match what the client holds).
 
 Interrupts are the one thing not removed: the next run must answer every
 interrupt of an interrupted run, so an interrupt tied to a blocked call or
@@ -48,6 +56,7 @@ from ag_ui.core import BaseEvent
 
 from .._lazy import public_dir
 from .._pipeline.transformer import Condition, StreamTransformer, Transform
+from .._stagekit.activity_scrub import ActivityScrub
 from .._stagekit.call_traces import MODEL_SHAPE, scrub_messages
 from .._stagekit.chunk_lanes import (
     CHUNK_CLASSES,
@@ -149,6 +158,8 @@ class FilterToolCalls(StreamTransformer):
             ag.SubagentStartedEvent: self._subagent_started,
             ag.SubagentFinishedEvent: self._subagent_end,
             ag.SubagentErrorEvent: self._subagent_end,
+            ag.ActivitySnapshotEvent: self._activity_snapshot,
+            ag.ActivityDeltaEvent: self._activity_delta,
         }
         self._mirror = LaneMirror()
         self._lanes = self._mirror.source
@@ -157,6 +168,8 @@ class FilterToolCalls(StreamTransformer):
         self._blocked_entities: set[tuple[str, str]] = set()
         self._hidden_messages: set[str] = set()
         """Ids of messages removed whole: a blocked call's result, an emptied assistant message."""
+        self._stale_activities: set[str] = set()
+        """Activities whose last snapshot lost something: their deltas wait for the next one."""
         self._held: dict[str, _Held] = {}
         pointers = _pointers(state_messages)
         self._state: StateMessages | None = None
@@ -369,6 +382,7 @@ class FilterToolCalls(StreamTransformer):
     # -- handlers -------------------------------------------------------------
 
     def _reset(self) -> None:
+        self._stale_activities.clear()
         self._blocked.clear()
         self._blocked_subagents.clear()
         self._blocked_entities.clear()
@@ -692,6 +706,36 @@ class FilterToolCalls(StreamTransformer):
             for secret in group
             if secret and secret in text
         ]
+
+    def _activity_snapshot(self, event: ag.ActivitySnapshotEvent) -> Sequence[BaseEvent]:
+        if self._blocked_subagents and not self._by_tag(event):
+            return ()
+        scrub = ActivityScrub(self.blocks, self._blocked)
+        content = scrub.scrubbed(event.content)
+        if not scrub.changed:
+            self._stale_activities.discard(event.message_id)
+            return (event,)
+        self._stale_activities.add(event.message_id)
+        return (event.model_copy(update={"content": {} if content is None else content}),)
+
+    def _activity_delta(self, event: ag.ActivityDeltaEvent) -> Sequence[BaseEvent]:
+        if self._blocked_subagents and not self._by_tag(event):
+            return ()
+        if event.message_id in self._stale_activities:
+            return ()
+        ops = [op.model_dump(by_alias=True, exclude_none=True) for op in event.patch]
+        scrub = ActivityScrub(self.blocks, self._blocked)
+        scrub.scrubbed([op.get("value") for op in ops])
+        if scrub.changed or any(
+            secret in f"{op.get('path', '')} {op.get('from', '')}"
+            for op in ops
+            for secret in self._blocked
+        ):
+            # Half a patch would leave the client's document neither old nor new:
+            # the delta goes whole, and the activity waits for its next snapshot.
+            self._stale_activities.add(event.message_id)
+            return ()
+        return (event,)
 
     def _messages_snapshot(self, event: ag.MessagesSnapshotEvent) -> Sequence[BaseEvent]:
         messages = self._filter_messages(event.messages)
