@@ -183,7 +183,12 @@ def test_generated_source_says_why_it_has_nothing() -> None:
 
 def test_generated_source_shows_open_value_builders_and_writers() -> None:
     source = generated_source("STATE_DELTA")
-    assert "# <agui_pipes._fastpath: open-value builder STATE_DELTA (type,delta)>" in source
+    # One builder serves every order of a key set (cached by the set), so its label
+    # names the order it was first generated for: an earlier decode may have chosen.
+    assert re.search(
+        r"# <agui_pipes\._fastpath: open-value builder STATE_DELTA \((type,delta|delta,type)\)>",
+        source,
+    ), source[:200]
     assert "operations(raw['delta'])" in source
     assert "# <agui_pipes._fastpath: open-value writer STATE_DELTA>" in source
     assert "return finish(out)" in source  # finish_open: the checks that keep it exact
