@@ -536,7 +536,9 @@ class OpenTelemetryOptions(_Options):
     reasoning are span events; `usage` becomes `gen_ai.usage.*` attributes.
     Spans go to the globally configured tracer provider (`agui-pipes serve
     --otel` sets one up from the `OTEL_*` variables). Put it after the stages
-    that hide things from the client: it traces what it sees.
+    that hide things from the client: it traces what it sees. Without
+    `capture_content` no free text of the stream leaves in a span: no tool
+    arguments or results, step names, subagent descriptions or error messages.
     """
 
     model_config = _example({"agent_name": "trip_planner", "roll_up_usage": True})
@@ -572,6 +574,22 @@ class OpenTelemetryOptions(_Options):
         ),
     )
     metrics: bool = Field(True, description="Record metrics too (false: spans only).")
+    max_attribute_chars: int = Field(
+        4096,
+        ge=1,
+        description=(
+            "The longest string a span name, span attribute or span-event attribute carries; "
+            "longer ones are cut (tool arguments and results with `capture_content`)."
+        ),
+    )
+    max_spans_per_run: int = Field(
+        1024,
+        ge=1,
+        description=(
+            "Spans one run may open; past it no span is created and the run span counts "
+            "them in `agui.spans.dropped`."
+        ),
+    )
 
 
 class CompatOptions(_Options):

@@ -27,7 +27,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from ag_ui.core import (
     BaseEvent,
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
-__all__ = ["OpenTelemetry"]
+__all__ = ["DEFAULT_MAX_ATTRIBUTE_CHARS", "DEFAULT_MAX_SPANS_PER_RUN", "OpenTelemetry"]
 __dir__ = public_dir(__all__)
 
 _Handler = Callable[[Any], Sequence[BaseEvent]]
@@ -83,6 +83,11 @@ def _now_ns() -> int:
 
 
 _MAX_STAMP_MS = (2**63 - 1) // 1_000_000
+
+DEFAULT_MAX_ATTRIBUTE_CHARS: Final = 4096
+"""The longest string a span attribute, span name or span-event attribute carries."""
+DEFAULT_MAX_SPANS_PER_RUN: Final = 1024
+"""Spans one run may open; past it they are counted (``agui.spans.dropped``) instead."""
 """The latest ``timestamp`` whose nanoseconds fit the signed 64 bits exporters write."""
 
 
@@ -234,8 +239,20 @@ class OpenTelemetry(StreamTransformer):
         meter_provider: MeterProvider | None = None,
         context: Context | None = None,
         clock: Callable[[], int] | None = None,
+        max_attribute_chars: int = DEFAULT_MAX_ATTRIBUTE_CHARS,
+        max_spans_per_run: int = DEFAULT_MAX_SPANS_PER_RUN,
     ) -> None:
         require_opentelemetry()
+        for option, value in (
+            ("max_attribute_chars", max_attribute_chars),
+            ("max_spans_per_run", max_spans_per_run),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{option} must be a positive whole number, got {value!r}")
+        self._max_chars = max_attribute_chars
+        self._max_spans = max_spans_per_run
+        self._spans_in_run = 0
+        self._spans_dropped = 0
         if agent_name is not None and not (isinstance(agent_name, str) and agent_name):
             raise ValueError(f"agent_name must be a non-empty string or None, got {agent_name!r}")
         self._agent_name = agent_name
@@ -276,6 +293,8 @@ class OpenTelemetry(StreamTransformer):
             meter_provider=self._meter_provider,
             context=self._explicit_context,
             clock=None if self._clock is _now_ns else self._clock,
+            max_attribute_chars=self._max_chars,
+            max_spans_per_run=self._max_spans,
         )
 
     def __repr__(self) -> str:
@@ -285,6 +304,8 @@ class OpenTelemetry(StreamTransformer):
             "delta_stats": self._delta_stats,
             "roll_up_usage": self._roll_up,
             "metrics": self._metrics,
+            "max_attribute_chars": self._max_chars,
+            "max_spans_per_run": self._max_spans,
         }
         return f"OpenTelemetry({', '.join(f'{k}={v!r}' for k, v in options.items())})"
 
@@ -376,20 +397,50 @@ class OpenTelemetry(StreamTransformer):
         return self._agent_node(run, owner)
 
     def _start(
-        self, name: str, parent: Context | None, attributes: dict[str, Any], at: int,
+        self,
+        name: str,
+        parent: Context | None,
+        attributes: dict[str, Any],
+        at: int,
         owner: str | None,
     ) -> _Node:
+        """A span, or past the run's cap a non-recording one (counted on the run span)."""
+        if self._spans_in_run >= self._max_spans:
+            from opentelemetry.trace import INVALID_SPAN
+
+            self._spans_dropped += 1
+            return _Node(
+                INVALID_SPAN,
+                parent if parent is not None else self._in_context(INVALID_SPAN),
+                owner,
+            )
+        self._spans_in_run += 1
         span = self._tracer.start_span(
-            name, context=parent, kind=self._kind, attributes=attributes, start_time=at
+            name[: self._max_chars],
+            context=parent,
+            kind=self._kind,
+            attributes=self._bounded(attributes),
+            start_time=at,
         )
         return _Node(span, self._in_context(span), owner)
 
-    @staticmethod
-    def _error(span: Span, code: str | None, message: str) -> None:
+    def _bounded(self, attributes: dict[str, Any]) -> dict[str, Any]:
+        """String values cut to ``max_attribute_chars`` (a span holds what it is given)."""
+        limit = self._max_chars
+        for key, value in attributes.items():
+            if isinstance(value, str) and len(value) > limit:
+                attributes[key] = value[:limit]
+        return attributes
+
+    def _text(self, value: str) -> str:
+        return value[: self._max_chars]
+
+    def _error(self, span: Span, code: str | None, message: str) -> None:
         from opentelemetry.trace import Status, StatusCode
 
-        span.set_attribute("error.type", code or "_OTHER")
-        span.set_status(Status(StatusCode.ERROR, message))
+        span.set_attribute("error.type", self._text(code) if code else "_OTHER")
+        # An error message is free text: only with content capture on, and bounded.
+        span.set_status(Status(StatusCode.ERROR, self._text(message) if self._capture else None))
 
     def _agent_span_name(self) -> str:
         return "invoke_agent" if self._agent_name is None else f"invoke_agent {self._agent_name}"
@@ -403,6 +454,7 @@ class OpenTelemetry(StreamTransformer):
         self._first_pending.clear()
         self._pending_changed()
         self._seen(event)
+        self._spans_in_run = self._spans_dropped = 0
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.conversation.id": event.thread_id,
@@ -427,6 +479,9 @@ class OpenTelemetry(StreamTransformer):
         self._first_pending.clear()
         self._pending_changed()
         self._book.close_children(run, at, closed_by)
+        if self._spans_dropped:
+            # Past the cap, what the dropped spans would have been is counted here.
+            run.node.span.set_attribute("agui.spans.dropped", self._spans_dropped)
         rolled = usage
         if self._roll_up and run.subagent_usage:
             rolled = merge_usage(usage or (), run.subagent_usage)
@@ -513,7 +568,7 @@ class OpenTelemetry(StreamTransformer):
             "gen_ai.conversation.id": run.thread_id,
             "agui.subagent.run_id": event.subagent_run_id,
         }
-        if event.description is not None:
+        if event.description is not None and self._capture:
             attributes["gen_ai.agent.description"] = event.description
         run.subagents[event.subagent_run_id] = self._start(
             f"invoke_agent {event.name}", parent.context, attributes, at, event.subagent_run_id
@@ -575,9 +630,13 @@ class OpenTelemetry(StreamTransformer):
         key = (owner, event.step_name)
         if key not in run.steps:
             parent = self._agent_node(run, owner)
+            # A step's name is the producer's free text: in the span only with capture on.
             run.steps[key] = self._start(
-                f"step {event.step_name}", parent.context, {"agui.step.name": event.step_name},
-                at, owner,
+                f"step {event.step_name}" if self._capture else "step",
+                parent.context,
+                {"agui.step.name": event.step_name} if self._capture else {},
+                at,
+                owner,
             )
         return (event,)
 
@@ -642,7 +701,9 @@ class OpenTelemetry(StreamTransformer):
         if run is not None:
             tool = run.tools.get(event.tool_call_id)
             if tool is not None and tool.args is not None:
-                tool.node.span.set_attribute("gen_ai.tool.call.arguments", "".join(tool.args))
+                tool.node.span.set_attribute(
+                    "gen_ai.tool.call.arguments", self._text("".join(tool.args))
+                )
         return (event,)
 
     def _tool_result(self, event: ToolCallResultEvent) -> Sequence[BaseEvent]:
@@ -655,9 +716,15 @@ class OpenTelemetry(StreamTransformer):
                     content = event.content
                     tool.node.span.set_attribute(
                         "gen_ai.tool.call.result",
-                        content if isinstance(content, str) else json.dumps(
-                            [part.model_dump(mode="json", by_alias=True, exclude_none=True)
-                             for part in content]
+                        self._text(
+                            content
+                            if isinstance(content, str)
+                            else json.dumps(
+                                [
+                                    part.model_dump(mode="json", by_alias=True, exclude_none=True)
+                                    for part in content
+                                ]
+                            )
                         ),
                     )
                 tool.node.span.end(end_time=at)
@@ -673,9 +740,7 @@ class OpenTelemetry(StreamTransformer):
         if run is not None:
             reasoning = isinstance(event, ReasoningMessageStartEvent)
             role = str(event.role) if event.role is not None else "assistant"
-            run.messages[event.message_id] = _Message(
-                reasoning, event.subagent_run_id, role, at
-            )
+            run.messages[event.message_id] = _Message(reasoning, event.subagent_run_id, role, at)
             self._first_pending.add(event.message_id)
             self._pending_changed()
         return (event,)
@@ -733,7 +798,9 @@ class OpenTelemetry(StreamTransformer):
             attributes["agui.message.length"] = message.chars
             attributes["agui.message.deltas"] = message.deltas
         name = "agui.reasoning" if message.reasoning else "agui.message"
-        self._agent_node(run, message.owner).span.add_event(name, attributes, timestamp=at)
+        self._agent_node(run, message.owner).span.add_event(
+            name, self._bounded(attributes), timestamp=at
+        )
         return (event,)
 
     # -- everything else ---------------------------------------------------------
@@ -775,4 +842,3 @@ def _request_context() -> Context | None:
     from opentelemetry import propagate
 
     return propagate.extract(dict(headers))
-

@@ -36,7 +36,7 @@ def test_demo_trace_prints_the_span_tree_after_the_transcript() -> None:
     names = [line.strip(" │├└─").split("  (")[0] for line in tree.splitlines()]
     assert names == [
         "invoke_agent trip_planner",
-        "step research",
+        "step",
         "execute_tool search_places",
         "execute_tool ask_local_expert",
         "invoke_agent local_expert",

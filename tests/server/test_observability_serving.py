@@ -90,7 +90,7 @@ async def test_the_gateway_parents_its_run_and_forwards_the_traceparent_upstream
     assert _run_span_parent(agent_side, "r-gateway") == expected
     assert gateway_side.outline() == [
         "invoke_agent gateway",
-        "  step research",
+        "  step",
         "    execute_tool search_places",
         "    execute_tool internal_price_lookup",
         "  execute_tool ask_local_expert",
