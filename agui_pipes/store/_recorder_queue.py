@@ -15,7 +15,7 @@ import abc
 import anyio
 import anyio.abc
 
-from ._base import EventLog
+from ._base import DEFAULT_SCOPE, EventLog
 from ._ids import format_event_id
 from ._sse_tails import id_tail, id_tails
 
@@ -34,6 +34,7 @@ class RecorderQueue(abc.ABC):
         thread_id: str,
         run_id: str,
         *,
+        scope: str = DEFAULT_SCOPE,
         max_events: int = 10_000,
         max_bytes: int = 8 * 1024 * 1024,
         max_batch: int = 4096,
@@ -58,6 +59,7 @@ class RecorderQueue(abc.ABC):
         self.store = store
         self.thread_id = thread_id
         self.run_id = run_id
+        self.scope = scope
         self.max_events = max_events
         self.max_bytes = max_bytes
         self.max_batch = max_batch
