@@ -159,10 +159,11 @@ async def test_disconnect_without_reconnect_closes_the_upstream_after_the_grace(
             got = await _post(client, "left", cut=2)
             left = time.monotonic()
             await anyio.sleep(grace / 3)
-            assert "left" in live and "left" not in agent.stopped, "cancelled before the grace"
+            held = ("default", "left") in live and "left" not in agent.stopped
+            assert held, "cancelled before the grace"
             await wait_until(lambda: "left" in agent.stopped, 10, "the upstream was closed")
             assert agent.stopped["left"] - left >= grace * 0.9
-            await wait_until(lambda: "left" not in live, 10, "the run ended")
+            await wait_until(lambda: ("default", "left") not in live, 10, "the run ended")
             status, frames, _ = await _get(client, "/chat/runs/left")
             assert status == 200 and frames[:2] == got
             last = _events(frames)[-1]

@@ -346,7 +346,12 @@ class _HungEndLog(MemoryEventLog):
     """A store whose end_run never returns."""
 
     async def end_run(
-        self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
+        self,
+        run_id: str,
+        status: RunStatus = RunStatus.FINISHED,
+        reason: str | None = None,
+        *,
+        scope: str = "default",
     ) -> RunRecord:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
