@@ -305,3 +305,43 @@ async def test_the_chain_factory_sees_the_principal(tokens: TokenFile) -> None:
     assert status == 200 and _texts(frames) == "hello bob bye"
     assert built_for == ["bob"]
     assert current_principal().scope == "default"  # outside a request
+
+
+async def test_the_inspector_authorizes_every_request_and_shows_each_user_their_runs(
+    tokens: TokenFile,
+) -> None:
+    from agui_pipes import TransformerChain
+    from agui_pipes.inspector import RecentRuns, inspector_app, with_inspector
+
+    runs = RecentRuns()
+    recorder = runs.recorder()
+    agent = Greeter()
+    app = build_app(
+        agent=agent,
+        path="/agent",
+        authorize=tokens,
+        chain=lambda: TransformerChain([recorder.fresh()]),
+    )
+    served = with_inspector(app, inspector_app(runs, authorize=tokens))
+    with serve(served) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            for run_id in ("a", "b"):
+                agent.gate(run_id).set()
+            assert (await _post(client, "/agent", run_input("a", threadId="ta"), ALICE))[0] == 200
+            assert (await _post(client, "/agent", run_input("b", threadId="tb"), BOB))[0] == 200
+            for url in ("/inspect/", "/inspect/api/runs", "/inspect/static/app.js"):
+                response = await client.get(url)
+                assert response.status_code == 401, url
+                assert response.headers["www-authenticate"].startswith("Bearer")
+            code, listed, _ = await _json(client, "GET", "/inspect/api/runs", ALICE)
+            assert code == 200 and [run["label"] for run in listed["runs"]] == ["ta / a"]
+            alices = listed["runs"][0]["id"]
+            code, listed, _ = await _json(client, "GET", "/inspect/api/runs", BOB)
+            assert code == 200 and [run["label"] for run in listed["runs"]] == ["tb / b"]
+            bobs = listed["runs"][0]["id"]
+            code, body, _ = await _json(client, "GET", f"/inspect/api/runs/{bobs}/summary", ALICE)
+            assert code == 404 and f"known runs: {alices} " in body["error"]
+            code, _, _ = await _json(client, "GET", f"/inspect/api/runs/{bobs}/events", BOB)
+            assert code == 200
+            page = await client.get("/inspect/", headers=ALICE)
+            assert page.status_code == 200
