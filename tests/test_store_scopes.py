@@ -13,6 +13,7 @@ import sqlite3
 import uuid
 from pathlib import Path
 
+import anyio
 import pytest
 from _store_backends import BACKENDS, redis_url, store_url_for
 
@@ -216,3 +217,27 @@ async def test_redis_keys_written_by_0_1_read_as_the_default_scope(redis_url: st
         if keys:
             await client.delete(*keys)
         await client.aclose()
+
+
+def test_the_history_command_reads_a_thread_of_any_scope(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agui_pipes._cli import main
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    run = [
+        b'{"type":"RUN_STARTED","threadId":"t-alice","runId":"r1"}',
+        b'{"type":"TEXT_MESSAGE_START","messageId":"m1","role":"assistant"}',
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"hello alice"}',
+        b'{"type":"TEXT_MESSAGE_END","messageId":"m1"}',
+        b'{"type":"RUN_FINISHED","threadId":"t-alice","runId":"r1"}',
+    ]
+
+    async def record() -> None:
+        async with open_store(url) as store:
+            await store.append("t-alice", "r1", run, scope="alice")
+            await store.end_run("r1", scope="alice")
+
+    anyio.run(record)
+    assert main(["history", "--store", url, "--format", "transcript", "t-alice"]) == 0
+    assert "hello alice" in capsys.readouterr().out
