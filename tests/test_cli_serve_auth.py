@@ -157,3 +157,37 @@ def test_on_loopback_without_auth_one_line_says_every_client_shares_one_scope() 
     err = _stop(served)
     lines = [line for line in err.splitlines() if "every client shares one scope" in line]
     assert len(lines) == 1 and "no authentication" in lines[0]
+
+
+def test_with_jwt_it_serves_valid_tokens_and_refuses_expired_ones(tmp_path: Path) -> None:
+    import jwt
+
+    secret = b"a-long-enough-hmac-secret-for-hs256-0123"
+    (tmp_path / "secret").write_bytes(secret)
+    served, port = _start(
+        "--demo",
+        "--host",
+        "0.0.0.0",
+        "--auth-jwt",
+        "--jwt-secret-file",
+        str(tmp_path / "secret"),
+        "--jwt-audience",
+        "agui",
+        "--jwt-scope-claim",
+        "tenant",
+    )
+    url = f"http://127.0.0.1:{port}/"
+    now = int(time.time())
+
+    def token(**claims: object) -> str:
+        base = {"sub": "ada", "tenant": "acme", "aud": "agui", "exp": now + 600}
+        return str(jwt.encode({**base, **claims}, secret, "HS256"))
+
+    try:
+        assert _post(url, token()) == 200
+        assert _post(url, token(exp=now - 600)) == 401
+        assert _post(url, token(aud="someone-else")) == 401
+        assert _post(url, token(tenant=None)) == 401  # no scope in the token
+    finally:
+        err = _stop(served)
+    assert "authentication: bearer JWTs (scope from the 'tenant' claim)" in err
