@@ -192,7 +192,8 @@ class TokenFile:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
+        # Reentrant: serve reloads from a SIGHUP handler, which a second SIGHUP may interrupt.
+        self._lock = threading.RLock()
         self._tokens: tuple[tuple[bytes, Principal], ...] = self._read()
 
     def __len__(self) -> int:
