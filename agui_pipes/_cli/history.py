@@ -77,10 +77,13 @@ async def _print(store: Any, thread_id: str, form: str, out: TextIO) -> int:
     from .._consumer.history import thread_history
     from ..codecs import encode_ndjson, encode_sse
     from ..store import RunBroken, RunStatus, StoreError, UnknownRun
+    from ..store._base import DEFAULT_SCOPE
 
     try:
         async with store:
-            runs = await store.thread_runs(thread_id)
+            # The operator reads any thread: the store says whose it is.
+            scope = await store.thread_scope(thread_id) or DEFAULT_SCOPE
+            runs = await store.thread_runs(thread_id, scope=scope)
             if not runs:
                 return _error(
                     f"no thread {thread_id!r} in the event log (never recorded, or removed "
@@ -98,7 +101,8 @@ async def _print(store: Any, thread_id: str, form: str, out: TextIO) -> int:
                     if record.status is RunStatus.BROKEN:
                         stored = None
                     else:
-                        stored = [data for _, data in await store.read(record.run_id)]
+                        entries = await store.read(record.run_id, scope=scope)
+                        stored = [data for _, data in entries]
                 except (RunBroken, UnknownRun):
                     stored = None
                 if stored is not None:

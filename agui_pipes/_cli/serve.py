@@ -21,15 +21,24 @@ with OpenTelemetry, exporting as the ``OTEL_*`` variables say (docs/observabilit
 With ``--compat`` each request's declared ``protocolVersion`` picks the rewrite its
 client's era needs (docs/compat.md).
 
-Exit status: 0 after a clean shutdown (Ctrl-C), 2 for usage or an invalid
-chain file.
+Who may call (docs/security.md): ``--auth-tokens FILE`` (``TOKEN SCOPE`` lines,
+re-read on SIGHUP) or ``--auth-jwt`` (``--jwt-secret-file`` or ``--jwt-jwks-file``,
+``--jwt-audience``, ``--jwt-issuer``, ``--jwt-scope-claim``) authorize every
+route, the inspector's too, and key each caller's runs by its scope. Without
+either, every client shares one scope: that is refused on a ``--host`` other
+machines can reach unless ``--insecure-no-auth`` says it is meant.
+
+Exit status: 0 after a clean shutdown (Ctrl-C), 2 for usage, an invalid
+chain file, or an auth file that cannot be read or parsed.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ipaddress
 import logging
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -43,6 +52,7 @@ from ..server._options import (
     DEFAULT_SEND_BUFFER,
     DEFAULT_SEND_TIMEOUT,
 )
+from ..server.auth import AuthConfigError, TokenFile
 from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
 from ._limits import add_limit_options, limits_of
 
@@ -202,6 +212,40 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also serve the inspector at /inspect, showing the last 50 runs (live ones update)",
     )
+    auth = parser.add_argument_group("who may call (docs/security.md)")
+    auth.add_argument(
+        "--auth-tokens",
+        metavar="FILE",
+        help=(
+            "bearer tokens, one 'TOKEN SCOPE' pair per line (# comments); each scope's runs "
+            "and threads are its own. Re-read on SIGHUP"
+        ),
+    )
+    auth.add_argument(
+        "--auth-jwt",
+        action="store_true",
+        help="bearer JWTs (needs --jwt-secret-file or --jwt-jwks-file; the 'auth' extra)",
+    )
+    auth.add_argument("--jwt-secret-file", metavar="FILE", help="--auth-jwt: the HMAC secret")
+    auth.add_argument(
+        "--jwt-jwks-file", metavar="FILE", help="--auth-jwt: the JSON Web Key Set of the issuer"
+    )
+    auth.add_argument("--jwt-audience", metavar="AUD", help="--auth-jwt: the required 'aud'")
+    auth.add_argument("--jwt-issuer", metavar="ISS", help="--auth-jwt: the required 'iss'")
+    auth.add_argument(
+        "--jwt-scope-claim",
+        default="sub",
+        metavar="CLAIM",
+        help="--auth-jwt: the claim naming the caller's scope (default sub)",
+    )
+    auth.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help=(
+            "serve a non-loopback --host without authentication: every client shares one "
+            "scope and can read, stop and join every run"
+        ),
+    )
     add_limit_options(parser)
     parser.set_defaults(handler=_serve)
 
@@ -222,6 +266,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         return _usage(f"serving needs the server extras: pip install 'agui-pipes[server,http]' "
                       f"({exc})")
+
+    try:
+        authorize = _authorize_of(args)
+    except (AuthConfigError, ImportError) as exc:
+        return _usage(str(exc))
 
     chain = _chain_of(args)
     if isinstance(chain, int):
@@ -252,14 +301,14 @@ def _serve(args: argparse.Namespace) -> int:
 
             app = build_app(
                 agent=DemoAgent(pace=args.pace), chain=served, path=args.path,
-                options=_options_of(args), cors_origins=args.cors_origin,
+                options=_options_of(args), cors_origins=args.cors_origin, authorize=authorize,
             )
             what = "the demo agent"
         else:
             app = build_app(
                 upstream=args.upstream, chain=served, path=args.path,
                 options=_options_of(args), timeout=_timeout(args.timeout),
-                cors_origins=args.cors_origin,
+                cors_origins=args.cors_origin, authorize=authorize,
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:
@@ -267,11 +316,14 @@ def _serve(args: argparse.Namespace) -> int:
     if inspected is not None:
         from ..inspector import inspector_app, with_inspector
 
-        wrapped: Any = with_inspector(app, inspector_app(inspected))
+        wrapped: Any = with_inspector(app, inspector_app(inspected, authorize=authorize))
         app = wrapped
 
     _configure_logging(args.log_level)
     _log_start(args, what, chain, traced_to, inspected is not None)
+    _log_auth(args, authorize)
+    if isinstance(authorize, TokenFile):
+        _reload_on_sighup(authorize)
     return _run(uvicorn, app, args)
 
 
@@ -293,7 +345,106 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         )
     if not args.detach_grace >= 0:
         return f"--detach-grace must be a number of seconds >= 0, got {args.detach_grace}"
+    return _auth_problem(args)
+
+
+_AUTH_FLAGS = "--auth-tokens FILE or --auth-jwt (with --jwt-secret-file or --jwt-jwks-file)"
+
+
+def _auth_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the authentication flags, or None."""
+    jwt_only = [
+        flag
+        for flag, value in (
+            ("--jwt-secret-file", args.jwt_secret_file),
+            ("--jwt-jwks-file", args.jwt_jwks_file),
+            ("--jwt-audience", args.jwt_audience),
+            ("--jwt-issuer", args.jwt_issuer),
+            ("--jwt-scope-claim", None if args.jwt_scope_claim == "sub" else args.jwt_scope_claim),
+        )
+        if value is not None
+    ]
+    if args.auth_tokens is not None and args.auth_jwt:
+        return "give one of --auth-tokens and --auth-jwt, not both"
+    if jwt_only and not args.auth_jwt:
+        return f"{', '.join(jwt_only)} only apply with --auth-jwt"
+    if args.auth_jwt and (args.jwt_secret_file is None) == (args.jwt_jwks_file is None):
+        return "--auth-jwt needs exactly one of --jwt-secret-file and --jwt-jwks-file"
+    has_auth = args.auth_tokens is not None or args.auth_jwt
+    if has_auth and args.insecure_no_auth:
+        return "--insecure-no-auth contradicts --auth-tokens / --auth-jwt: give one"
+    if not has_auth and not args.insecure_no_auth and not _is_loopback(args.host):
+        return (
+            f"--host {args.host} can be reached from other machines, and without "
+            f"authentication every client could read, stop and join every run: add "
+            f"{_AUTH_FLAGS}, or --insecure-no-auth if that is really meant"
+        )
     return None
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
+
+
+def _authorize_of(args: argparse.Namespace) -> Any:
+    """The ``authorize=`` hook the flags ask for, or None (AuthConfigError: file:line)."""
+    if args.auth_tokens is not None:
+        return TokenFile(args.auth_tokens)
+    if args.auth_jwt:
+        from ..server.auth import JWTAuthenticator
+
+        return JWTAuthenticator(
+            secret_file=args.jwt_secret_file,
+            jwks_file=args.jwt_jwks_file,
+            audience=args.jwt_audience,
+            issuer=args.jwt_issuer,
+            scope_claim=args.jwt_scope_claim,
+        )
+    return None
+
+
+def _log_auth(args: argparse.Namespace, authorize: object) -> None:
+    log = logging.getLogger(__name__)
+    if isinstance(authorize, TokenFile):
+        log.info(
+            "authentication: %d bearer tokens from %s (re-read on SIGHUP)",
+            len(authorize), authorize.path,
+        )
+    elif authorize is not None:
+        log.info("authentication: bearer JWTs (scope from the %r claim)", args.jwt_scope_claim)
+    elif args.insecure_no_auth and not _is_loopback(args.host):
+        log.warning(
+            "no authentication on %s (--insecure-no-auth): every client shares one scope and "
+            "can read, stop and join every run", args.host,
+        )
+    else:
+        log.info(
+            "no authentication: every client shares one scope and sees every run "
+            "(add %s to keep users apart)", _AUTH_FLAGS,
+        )
+
+
+def _reload_on_sighup(tokens: TokenFile) -> None:
+    """Re-read the tokens file on SIGHUP; a file that no longer parses keeps the old tokens."""
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is None:  # pragma: no cover - Windows has no SIGHUP
+        return
+    log = logging.getLogger(__name__)
+
+    def reload(signum: int, frame: object) -> None:
+        try:
+            count = tokens.reload()
+        except AuthConfigError as exc:
+            log.error("SIGHUP: kept the previous tokens: %s", exc)
+        else:
+            log.info("SIGHUP: %d bearer tokens from %s now in force", count, tokens.path)
+
+    signal.signal(hup, reload)
 
 
 def _chain_of(args: argparse.Namespace) -> Callable[[], TransformerChain] | int | None:

@@ -47,6 +47,7 @@ from ag_ui.core import (
 from typing_extensions import TypeVar
 
 from .._foundation.json_patch import LimitExceeded, measure_json
+from .._foundation.principal import Principal
 from ..events import ATTRIBUTABLE_TYPES, with_attribution
 from ._cancel import CancelToken
 from ._core import RunCore, to_json
@@ -423,6 +424,12 @@ class RunContext(Emitter[S]):
     @property
     def thread_id(self) -> str:
         return self._core.input.thread_id
+
+    @property
+    def principal(self) -> Principal:
+        """Who the run is for: the principal the server's ``authorize=`` hook gave
+        (``ANONYMOUS``, scope ``"default"``, without one; see docs/security.md)."""
+        return self._core.principal
 
     @property
     def run_id(self) -> str:

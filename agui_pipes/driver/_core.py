@@ -12,6 +12,7 @@ from typing import Any
 from ag_ui.core import RunAgentInput
 from pydantic import BaseModel, ValidationError
 
+from .._foundation.principal import ANONYMOUS, Principal
 from ._errors import RunError
 from ._pipeline import Pipeline
 
@@ -47,6 +48,7 @@ class RunCore:
         "next_sub",
         "open_scopes",
         "pipeline",
+        "principal",
         "run_id",
         "state",
         "state_model",
@@ -57,8 +59,10 @@ class RunCore:
         run_input: RunAgentInput,
         pipeline: Pipeline,
         state_model: type[BaseModel] | None,
+        principal: Principal = ANONYMOUS,
     ) -> None:
         self.input = run_input
+        self.principal = principal
         self.run_id = run_input.run_id
         self.pipeline = pipeline
         self.state_model = state_model

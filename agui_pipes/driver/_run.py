@@ -47,6 +47,7 @@ from pydantic import ValidationError
 from .._foundation.errors import StreamRejected
 from .._foundation.limits import Limits
 from .._foundation.limits_scope import resolve_limits, using_limits
+from .._foundation.principal import Principal, current_principal
 from .._pipeline.chain import TransformerChain
 from .._pipeline.transformer import Stage, StreamTransformer
 from ._agent import AgentLike, not_awaitable, resolve_agent
@@ -226,6 +227,7 @@ class Run:
         cancel_token: CancelToken | None = None,
         limits: Limits | None = None,
         sink: RunSink | None = None,
+        principal: Principal | None = None,
     ) -> None:
         if backpressure is not None and (
             not isinstance(backpressure, int) or isinstance(backpressure, bool) or backpressure < 1
@@ -248,6 +250,7 @@ class Run:
         self._function, self._state_model = resolve_agent(agent)
         self._input = _coerce_input(run_input)
         self._limits = resolve_limits(limits)
+        self._principal = current_principal() if principal is None else principal
         with using_limits(self._limits):  # stages built here default to the run's limits
             self._chain = _build_chain(transformers)
         self._observe: Observe | None = producer_observer() if verify else None
@@ -321,7 +324,7 @@ class Run:
             pacer=self._pacer,
             limits=self._limits,
         )
-        core = RunCore(self._input, pipeline, self._state_model)
+        core = RunCore(self._input, pipeline, self._state_model, self._principal)
         try:
             terminal = await self._run_agent(core)
             await self._finish(pipeline, terminal)
@@ -490,6 +493,7 @@ def run(
     backpressure: int | None = DEFAULT_BACKPRESSURE,
     cancel_token: CancelToken | None = None,
     limits: Limits | None = None,
+    principal: Principal | None = None,
 ) -> Run:
     """Run ``agent`` on ``input`` as an AG-UI event stream.
 
@@ -523,6 +527,9 @@ def run(
       state past them fails with PROTOCOL_VIOLATION, rule ``limit-exceeded``,
       before anything is sent; stages built from a ``transformers`` factory
       default to them too.
+    * ``principal`` — who the run is for, as ``ctx.principal`` (None: the
+      principal current where the run is created — a server's, see
+      ``agui_pipes.server.auth.current_principal`` — else ``ANONYMOUS``).
     """
     return Run(
         agent,
@@ -534,4 +541,5 @@ def run(
         backpressure=backpressure,
         cancel_token=cancel_token,
         limits=limits,
+        principal=principal,
     )

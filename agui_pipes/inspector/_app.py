@@ -2,12 +2,15 @@
 
 The API is the contract the page is built on, and is documented so other tools can
 use it: every answer is JSON, every error ``{"error": "what, where, how to fix"}``
-with 400 (a bad parameter) or 404 (no such run, event or stage).
+with 400 (a bad parameter) or 404 (no such run, event or stage). With the server's
+``authorize=`` every request is authorized first (401/403 as the server answers)
+and a caller sees its own scope's runs only.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -21,6 +24,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._foundation.principal import ANONYMOUS, DEFAULT_SCOPE, Principal
+from ..server._access import Access
+from ..server.auth import Authorize
 from ._model import InspectedRun
 from ._stages import KINDS
 
@@ -46,9 +52,10 @@ class RecentRuns:
         self._runs: OrderedDict[str, InspectedRun] = OrderedDict()
         self._ids = itertools.count(1)
 
-    def start(self, label: str) -> InspectedRun:
-        """A new live run, added to the ring (the oldest falls out when it is full)."""
+    def start(self, label: str, scope: str = DEFAULT_SCOPE) -> InspectedRun:
+        """A new live run of ``scope``, added to the ring (the oldest falls out when full)."""
         run = InspectedRun(label, run_id=str(next(self._ids)), max_events=self.max_events)
+        run.scope = scope
         self._runs[run.id] = run
         while len(self._runs) > self.keep:
             self._runs.popitem(last=False)
@@ -57,11 +64,15 @@ class RecentRuns:
     def add(self, run: InspectedRun) -> None:
         self._runs[run.id] = run
 
-    def get(self, run_id: str) -> InspectedRun | None:
-        return self._runs.get(run_id)
+    def get(self, run_id: str, scope: str | None = None) -> InspectedRun | None:
+        """The run, or None — also for a run of another scope than ``scope`` (if given)."""
+        run = self._runs.get(run_id)
+        return None if run is None or (scope is not None and run.scope != scope) else run
 
-    def newest_first(self) -> list[InspectedRun]:
-        return list(reversed(self._runs.values()))
+    def newest_first(self, scope: str | None = None) -> list[InspectedRun]:
+        """The runs (of ``scope`` only, if given), newest first."""
+        runs = reversed(self._runs.values())
+        return [run for run in runs if scope is None or run.scope == scope]
 
     def recorder(self) -> Any:
         """A pass-through stage recording the events it sees as one live run per stream."""
@@ -107,8 +118,19 @@ class _NotFound(Exception):
     pass
 
 
-def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> Starlette:
-    """The inspector for one stream (``agui-pipes inspect``) or a server's recent runs."""
+def inspector_app(
+    runs: InspectedRun | RecentRuns | Iterable[InspectedRun],
+    *,
+    authorize: Authorize | None = None,
+) -> ASGIApp:
+    """The inspector for one stream (``agui-pipes inspect``) or a server's recent runs.
+
+    ``authorize=`` (the server's hook) runs before every page, asset and API
+    request, and a principal sees only its own scope's runs: another scope's is
+    a run that does not exist (404). Without it every caller is ``ANONYMOUS``
+    and sees the default scope's runs — all runs of a server without
+    ``authorize=``.
+    """
     if isinstance(runs, InspectedRun):
         single = runs
         registry = RecentRuns(1)
@@ -120,11 +142,17 @@ def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> S
         for run in runs:
             registry.add(run)
 
+    def scope_of(request: Request) -> str:
+        principal = request.scope.get(_PRINCIPAL, ANONYMOUS)
+        assert isinstance(principal, Principal)
+        return principal.scope
+
     def run_of(request: Request) -> InspectedRun:
         run_id = request.path_params["run"]
-        run = registry.get(run_id)
+        scope = scope_of(request)
+        run = registry.get(run_id, scope)
         if run is None:
-            known = ", ".join(r.id for r in registry.newest_first()[:10]) or "none"
+            known = ", ".join(r.id for r in registry.newest_first(scope)[:10]) or "none"
             raise _NotFound(f"no run {run_id!r}; known runs: {known} (GET /api/runs lists them)")
         return run
 
@@ -140,7 +168,7 @@ def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> S
         return endpoint
 
     def list_runs(request: Request) -> Any:
-        return {"runs": [run.listing() for run in registry.newest_first()]}
+        return {"runs": [run.listing() for run in registry.newest_first(scope_of(request))]}
 
     def summary(request: Request) -> Any:
         return run_of(request).summary()
@@ -212,7 +240,22 @@ def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> S
         Route("/api/{rest:path}", unknown_api),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
-    return Starlette(routes=routes)
+    app = Starlette(routes=routes)
+    access = Access(authorize, logging.getLogger("agui_pipes.inspector"))
+
+    async def authorized(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        principal = await access.principal(scope, send)  # before anything is served
+        if principal is not None:
+            await app({**scope, _PRINCIPAL: principal}, receive, send)
+
+    return authorized
+
+
+_PRINCIPAL = "agui_pipes.principal"
+"""Where the ASGI scope of an inspector request carries its principal."""
 
 
 def _path_index(request: Request, name: str) -> int:

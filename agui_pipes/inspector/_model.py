@@ -33,6 +33,7 @@ import orjson
 from ag_ui.core import BaseEvent
 
 from .. import Consumer, fold
+from .._foundation.principal import DEFAULT_SCOPE
 from ..codecs import DecodeError, DecodeWarning, decode, encode_json
 from ..verify import ProtocolViolation
 from ._lanes import LaneBuilder
@@ -156,6 +157,8 @@ class InspectedRun:
             raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
         self.id = run_id
         self.label = label
+        self.scope = DEFAULT_SCOPE
+        """Whose run it is (the principal's scope of the request that streamed it)."""
         self.live = True
         self.max_events = max_events
         self._every = checkpoint_every

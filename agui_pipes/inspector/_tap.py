@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ag_ui.core import BaseEvent, EventType
 
 from .. import StreamTransformer
+from .._foundation.principal import DEFAULT_SCOPE, current_principal
 
 if TYPE_CHECKING:
     from ._app import RecentRuns
@@ -25,8 +26,9 @@ __all__ = ["InspectorTap"]
 class InspectorTap(StreamTransformer):
     """Pass-through; each fresh copy records one stream into ``runs``."""
 
-    def __init__(self, runs: RecentRuns) -> None:
+    def __init__(self, runs: RecentRuns, scope: str = DEFAULT_SCOPE) -> None:
         self._runs = runs
+        self._scope = scope
         self._run: InspectedRun | None = None
 
     @property
@@ -34,12 +36,14 @@ class InspectorTap(StreamTransformer):
         return "inspect"
 
     def fresh(self) -> InspectorTap:
-        return InspectorTap(self._runs)
+        # Built by the server's chain factory for one request, under its principal:
+        # the run is recorded as that principal's, and shown to its scope only.
+        return InspectorTap(self._runs, current_principal().scope)
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         run = self._run
         if run is None:
-            run = self._run = self._runs.start(_label(event))
+            run = self._run = self._runs.start(_label(event), self._scope)
         run.add(event)
         return (event,)
 

@@ -12,7 +12,9 @@ runs live in this process, and hands the rest to one part per job:
   produces its events (``durable.recordings``);
 * ``_durable_routes`` — ``DurableRoutes``: ``GET runs/{runId}`` (resume with
   ``Last-Event-ID`` or ``?after=``), ``POST runs/{runId}/stop``,
-  ``GET threads/{threadId}`` (``durable.routes(path)``).
+  ``GET threads`` and ``GET threads/{threadId}`` (``durable.routes(path)``),
+  each authorized by the server's ``authorize=`` and served in the
+  principal's scope.
 
 Processes sharing the store see each other through its marks (see
 docs/durable.md, "Several processes"): a resume reader on another process
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..store import EventLog, open_store
+from ._access import Access
 from ._durable_routes import DurableRoutes
 from ._live_run import LiveRun, RecordingSink
 from ._options import DEFAULT_DETACH_GRACE, ServerOptions
@@ -110,8 +113,10 @@ class DurableRuns:
         self.log = logger or _log
         self._opened = False
         self._lock: anyio.Lock | None = None
-        self.live: dict[str, LiveRun] = {}
-        """The runs this process is serving now, by run id."""
+        self.live: dict[tuple[str, str], LiveRun] = {}
+        """The runs this process is serving now, by (scope, run id)."""
+        self.access = Access(options.authorize, self.log)
+        """Who may read, stop and list the runs (the server's ``authorize=``)."""
         self.recordings = RunRecordings(
             self.store,
             self.live,

@@ -19,6 +19,7 @@ from ag_ui.core import RunAgentInput
 from pydantic import ValidationError
 
 from .._foundation import json as _json
+from .._foundation.principal import id_problem
 from .._protocol.legacy import upgrade_binary_parts
 from ._options import DEFAULT_MAX_BODY_BYTES
 from ._streaming import Receive, Scope, Send
@@ -156,6 +157,8 @@ async def accept_run_input(
 ) -> tuple[bytes, RunAgentInput] | None:
     """The body of a POSTed run and its validated input, or ``None`` once answered.
 
+    A run or thread id over 256 characters or with a control character is
+    refused here (422 ``bad_id``), before the store or the agent sees it.
     A bad request gets its JSON error response here (and an info log line, since
     it is the client's mistake); a client that left mid-body gets nothing. Either
     way the caller has nothing more to send. The raw body comes back too because
@@ -172,7 +175,13 @@ async def accept_run_input(
         body = await read_body(receive, max_body)
         if legacy:
             body = _upgraded_body(body, log)
-        return body, parse_run_input(body)
+        run_input = parse_run_input(body)
+        for what, value in (("runId", run_input.run_id), ("threadId", run_input.thread_id)):
+            problem = id_problem(value)
+            if problem is not None:
+                shown = value[:40] + ("..." if len(value) > 40 else "")
+                raise BadRequest(422, "bad_id", f"the {what} {shown!r} {problem}")
+        return body, run_input
     except ClientGone:
         return None
     except BadRequest as error:

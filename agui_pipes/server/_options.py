@@ -4,10 +4,11 @@
 the same knobs for streaming to a client (keep-alive, send buffer and
 timeout), for the request (body size), for what a run may publish
 (``limits``), for durable runs (``store``, ``detach_grace``,
-``owner_timeout``) and for rewriting (``verify``, ``repair``, ``compat_down``,
-``compat_undeclared``). ``ServerOptions`` holds them; each server accepts the
-whole object as ``options=`` and every field as a keyword argument of the
-same name, which overrides the object's value. A default lives here only:
+``owner_timeout``), for who may call (``authorize``) and for rewriting
+(``verify``, ``repair``, ``compat_down``, ``compat_undeclared``).
+``ServerOptions`` holds them; each server accepts the whole object as
+``options=`` and every field as a keyword argument of the same name, which
+overrides the object's value. A default lives here only:
 the servers, the app builder and the command line read it from here.
 
 What only one server has (the endpoint's ``echo_input``, the gateway's
@@ -27,10 +28,13 @@ from .._foundation.limits import Limits
 
 if TYPE_CHECKING:
     from ..store import EventLog
+    from .auth import Authorize
 else:
     # The event log's classes load only for a server with a store; the run-time
-    # hint (typing.get_type_hints) of ``store`` reads Any rather than load them.
+    # hint (typing.get_type_hints) of ``store`` reads Any rather than load them
+    # (and of ``authorize``, rather than load the authenticators).
     EventLog = Any
+    Authorize = Any
 
 __all__ = [
     "DEFAULT_COMPAT_UNDECLARED",
@@ -100,6 +104,7 @@ class ServerOptions:
     repair: bool = False
     compat_down: bool = False
     compat_undeclared: str = DEFAULT_COMPAT_UNDECLARED
+    authorize: Authorize | None = None
 
 
 class ServerOptionValues(TypedDict, total=False):
@@ -118,6 +123,7 @@ class ServerOptionValues(TypedDict, total=False):
     repair: bool
     compat_down: bool
     compat_undeclared: str
+    authorize: Authorize | None
 
 
 DEFAULT_OPTIONS: Final = ServerOptions()

@@ -29,6 +29,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 import anyio
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
+from .._foundation.principal import DEFAULT_SCOPE
 from ..codecs import encode_json
 from ..driver import CancelToken
 from ..store import EventLog, RunRecorder, RunStatus, StoreError
@@ -38,7 +39,7 @@ from ._live_run import TERMINAL, LiveRun, RecordingSink, status_of
 from ._stats import RunStats
 from ._streaming import FrameSink
 
-__all__ = ["RunRecordings"]
+__all__ = ["RunRecordings", "thread_not_found"]
 
 OpenBatches = Callable[
     [Callable[[BaseEvent], None], RunRecorder],
@@ -52,14 +53,14 @@ class RunRecordings:
     """The runs a server records in its event log, and the registry of those still live.
 
     ``store`` gives the opened event log; ``live`` is the registry of this
-    process's live runs, by run id, shared with the routes that follow and
-    stop them.
+    process's live runs, by (scope, run id), shared with the routes that
+    follow and stop them. Every run is recorded in its principal's scope.
     """
 
     def __init__(
         self,
         store: Callable[[], Awaitable[EventLog]],
-        live: dict[str, LiveRun],
+        live: dict[tuple[str, str], LiveRun],
         *,
         detach_grace: float,
         stop_poll: float,
@@ -71,20 +72,29 @@ class RunRecordings:
         self._stop_poll = stop_poll
         self._log = logger
 
-    async def check_new_run(self, run_id: str) -> None:
-        """Raise ``BadRequest`` 409 for a run id the store holds, 503 if the store fails.
+    async def check_new_run(
+        self, run_id: str, thread_id: str | None = None, scope: str = DEFAULT_SCOPE
+    ) -> None:
+        """Raise ``BadRequest`` 409 for a run id the scope holds, 404 for a thread of
+        another scope, 503 if the store fails.
 
         Called before a response starts, so a refused run is a JSON error,
-        not a stream that opens and dies.
+        not a stream that opens and dies. Another scope's thread is answered
+        as a thread that does not exist, and nothing is written to it.
         """
         try:
             store = await self._store()
-            exists = run_id in self._live or await store.run(run_id) is not None
+            exists = (scope, run_id) in self._live or (
+                await store.run(run_id, scope=scope) is not None
+            )
+            owner = None if thread_id is None else await store.thread_scope(thread_id)
         except Exception as exc:
             self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
             raise BadRequest(
                 503, "store_unavailable", f"the event log is unavailable: {exc}"
             ) from exc
+        if owner is not None and owner != scope:
+            raise thread_not_found(str(thread_id))
         if exists:
             raise BadRequest(
                 409,
@@ -101,14 +111,16 @@ class RunRecordings:
         run_id: str,
         token: CancelToken,
         gone: Callable[[], bool] = lambda: False,
+        scope: str = DEFAULT_SCOPE,
     ) -> AsyncIterator[LiveRun]:
         """Record one run while it is served; the grace watcher runs alongside.
 
-        Raises ``BadRequest`` (409) for a run id the store already holds: a
+        Raises ``BadRequest`` (409) for a run id the scope already holds: a
         run id names one run, and its log takes no second writer.
         """
         store = await self._store()
-        if run_id in self._live or await store.run(run_id) is not None:
+        key = (scope, run_id)
+        if key in self._live or await store.run(run_id, scope=scope) is not None:
             raise BadRequest(
                 409,
                 "run_exists",
@@ -116,14 +128,16 @@ class RunRecordings:
                 "a run id names one run: start a new run with a new runId, or resume this "
                 f"one with GET runs/{run_id}",
             )
-        recorder = RunRecorder(store, thread_id, run_id)
+        recorder = RunRecorder(store, thread_id, run_id, scope=scope)
         live = LiveRun(recorder, token, self._detach_grace)
         try:
+            # A thread another scope took since check_new_run: the store's append
+            # refuses it atomically (ThreadTaken), before anything is written.
             async with recorder:
-                self._live[run_id] = live
+                self._live[key] = live
                 if gone():  # the client left before the run was registered
                     live.detach()
-                live.remote_reader = lambda: store.reader_seen(run_id)
+                live.remote_reader = lambda: store.reader_seen(run_id, scope=scope)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(live.watch_grace, name=f"agui_pipes detach grace {run_id}")
                     tg.start_soon(
@@ -147,7 +161,7 @@ class RunRecordings:
         finally:
             # Only once the recorder has stored everything and ended the run: a
             # stop (or a shutdown closing the store) waits for this.
-            self._live.pop(run_id, None)
+            self._live.pop(key, None)
             live.done.set()
 
     def _heartbeat_interval(self, store: EventLog) -> float:
@@ -164,12 +178,13 @@ class RunRecordings:
         beat_every = self._heartbeat_interval(store)
         next_beat = time.monotonic()
         failed = False
+        scope = live.recorder.scope
         while True:
             try:
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + beat_every
-                    await store.heartbeat(live.run_id)
-                reason = await store.stop_requested(live.run_id)
+                    await store.heartbeat(live.run_id, scope=scope)
+                reason = await store.stop_requested(live.run_id, scope=scope)
                 failed = False
             except StoreError as exc:
                 if not failed:
@@ -200,6 +215,7 @@ class RunRecordings:
         token: CancelToken,
         open_run: Callable[[RecordingSink], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]],
         gone: Callable[[], bool] = lambda: False,
+        scope: str = DEFAULT_SCOPE,
     ) -> AsyncIterator[AsyncIterator[BaseEvent]]:
         """``open_run`` with a ``RecordingSink`` over ``sink``; its end recorded, RUN_ERROR too.
 
@@ -207,12 +223,12 @@ class RunRecordings:
         (no terminal event) become a RUN_ERROR recorded and sent here, so
         the live stream and the log end the same way.
         """
-        async with self.recording(thread_id, run_id, token, gone) as live:
+        async with self.recording(thread_id, run_id, token, gone, scope) as live:
             recording = RecordingSink(sink, live)
-            with anyio.CancelScope() as scope:
-                live.scope = scope
+            with anyio.CancelScope() as cancel_scope:
+                live.scope = cancel_scope
                 if live.stop_reason is not None:
-                    scope.cancel()
+                    cancel_scope.cancel()
                 async with open_run(recording) as events:
                     yield events
             with anyio.CancelScope(shield=True):
@@ -231,10 +247,11 @@ class RunRecordings:
         open_events: Callable[[], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]],
         stats: RunStats,
         gone: Callable[[], bool] = lambda: False,
+        scope: str = DEFAULT_SCOPE,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """SSE frames (with ids) of the events ``open_events`` gives, each recorded."""
         async with (
-            self.recording(thread_id, run_id, token, gone) as live,
+            self.recording(thread_id, run_id, token, gone, scope) as live,
             _closing(self._frames(live, open_events, stats)) as frames,
         ):
             yield frames
@@ -273,6 +290,7 @@ class RunRecordings:
         open_batches: OpenBatches,
         stats: RunStats,
         gone: Callable[[], bool] = lambda: False,
+        scope: str = DEFAULT_SCOPE,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         """Batches of SSE frames (the gateway's relay path), each frame recorded and given an id.
 
@@ -283,7 +301,7 @@ class RunRecordings:
         puts in a batch (what tells how the run ended).
         """
         async with (
-            self.recording(thread_id, run_id, token, gone) as live,
+            self.recording(thread_id, run_id, token, gone, scope) as live,
             _closing(self._batches(live, open_batches, stats)) as batches,
         ):
             yield batches
@@ -351,3 +369,9 @@ async def _closing(
     finally:
         with anyio.CancelScope(shield=True):
             await frames.aclose()
+
+
+def thread_not_found(thread_id: str) -> BadRequest:
+    """The 404 of a thread the scope does not hold (none, or another scope's)."""
+    return BadRequest(404, "not_found", f"no thread {thread_id!r} in the event log")
+

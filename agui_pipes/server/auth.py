@@ -29,12 +29,20 @@ import hmac
 import inspect
 import json
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from .._foundation.errors import AguiPipesError
+from .._foundation.principal import (
+    ANONYMOUS,
+    DEFAULT_SCOPE,
+    MAX_SCOPE_LENGTH,
+    Principal,
+    current_principal,
+    scope_problem,
+    using_principal,
+)
 from .._lazy import public_dir
 
 if TYPE_CHECKING:
@@ -55,53 +63,20 @@ __all__ = [
     "Unauthorized",
     "authenticate",
     "bearer_token",
+    "current_principal",
     "scope_problem",
+    "using_principal",
 ]
 __dir__ = public_dir(__all__)
 
-DEFAULT_SCOPE: Final = "default"
-"""The scope of every caller of a server without ``authorize=``, and of 0.1 event logs."""
-
-MAX_SCOPE_LENGTH: Final = 256
-"""A scope is part of every store key: longer ones (or control characters) are refused."""
+# Defined below the store and the driver (which key by and carry them); this is
+# their public home, as pickle and repr report it.
+for _value in (Principal, current_principal, scope_problem, using_principal):
+    _value.__module__ = __name__
+del _value
 
 REALM: Final = "agui-pipes"
 
-
-@dataclass(frozen=True)
-class Principal:
-    """Who a request comes from, as the ``authorize=`` hook said.
-
-    ``scope`` keys the caller's runs and threads; ``subject`` names the caller for
-    logs (a JWT's ``sub``, a token's line); ``claims`` carries whatever else the hook
-    wants the agent or a chain factory to see (``ctx.principal.claims``).
-    """
-
-    scope: str
-    subject: str | None = None
-    claims: Mapping[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        problem = scope_problem(self.scope)
-        if problem is not None:
-            raise ValueError(f"Principal scope {self.scope[:40]!r}: {problem}")
-
-
-def scope_problem(scope: object) -> str | None:
-    """Why a value cannot be a scope, or None."""
-    if not isinstance(scope, str):
-        return f"a scope is a string, got {type(scope).__name__}"
-    if not scope:
-        return "a scope is a non-empty string"
-    if len(scope) > MAX_SCOPE_LENGTH:
-        return f"a scope is at most {MAX_SCOPE_LENGTH} characters, got {len(scope)}"
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in scope):
-        return "a scope has no control characters"
-    return None
-
-
-ANONYMOUS: Final = Principal(DEFAULT_SCOPE)
-"""The principal of every request to a server without ``authorize=``."""
 
 Authorize: TypeAlias = Callable[["Request"], "Principal | str | Awaitable[Principal | str]"]
 """``authorize=``: the request in, who it is from out (or raise Unauthorized / Forbidden)."""
@@ -217,7 +192,8 @@ class TokenFile:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
+        # Reentrant: serve reloads from a SIGHUP handler, which a second SIGHUP may interrupt.
+        self._lock = threading.RLock()
         self._tokens: tuple[tuple[bytes, Principal], ...] = self._read()
 
     def __len__(self) -> int:

@@ -36,11 +36,13 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from typing_extensions import Unpack
 
 from .._foundation.limits_scope import resolve_limits, using_limits
+from .._foundation.principal import Principal, using_principal
 from .._foundation.trace_context import using_trace_headers
 from .._lazy import public_dir
 from .._pipeline.chain import ChainFactory, TransformerChain
 from .._pipeline.transformer import Stage
 from ..driver import AgentLike, CancelToken, Run, run
+from ._access import Access
 from ._chains import as_chain_factory, compat_down_picker, repair_stage
 from ._http import (
     BadRequest,
@@ -110,6 +112,11 @@ class AgentEndpoint:
     undeclared version is served as ``compat_undeclared``). See docs/compat.md.
 
     ``store=`` records every run in that event log (docs/durable.md).
+
+    ``authorize=`` runs before the body of every request is read (the run
+    POST and the durable routes) and names its principal: the agent sees it
+    as ``ctx.principal``, the chain factory as ``current_principal()``, and
+    the event log keys the run by its scope (docs/security.md).
     """
 
     def __init__(
@@ -140,6 +147,7 @@ class AgentEndpoint:
         self._log = opts.logger or _log
         self._streaming = streaming(opts, self._log)
         self._limits = resolve_limits(opts.limits)
+        self._access = Access(opts.authorize, self._log)
         self.durable: DurableRuns | None = None
         """The event log's side of the endpoint (``store=``), or None."""
         if opts.store is not None:
@@ -176,6 +184,9 @@ class AgentEndpoint:
             await self.durable.aclose()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal = await self._access.principal(scope, send)  # before the body is read
+        if principal is None:
+            return
         accepted = await accept_run_input(
             scope, receive, send, app="AgentEndpoint", max_body=self.options.max_body_bytes,
             log=self._log, legacy=self._down is not None,
@@ -186,7 +197,8 @@ class AgentEndpoint:
 
         stats = RunStats("agent", run_input.run_id, run_input.thread_id, producer_verdicts=True)
         try:
-            agent, chain = self._set_up(scope, run_input, stats)
+            with using_principal(principal):  # for the agent factory and the chain factory
+                agent, chain = self._set_up(scope, run_input, stats)
         except Exception as exc:
             self._log.error("cannot set up run %s: %s", run_input.run_id, exc, exc_info=exc)
             await send_json_error(
@@ -203,6 +215,7 @@ class AgentEndpoint:
             "cancel_token": token,
             "backpressure": _DRIVER_BACKLOG,
             "limits": self._limits,
+            "principal": principal,
         }
         if inner is not None:
             run_options["transformers"] = inner
@@ -220,7 +233,7 @@ class AgentEndpoint:
         if self.durable is not None:
             await self._serve_recorded(
                 scope, receive, send, self.durable, run_input, stats, token, chain is None,
-                applied, open_sunk,
+                applied, open_sunk, principal,
             )
             return
         response = SSERun(
@@ -265,19 +278,21 @@ class AgentEndpoint:
         count_source: bool,
         open_applied: Callable[[], Any] | None,
         open_sunk: Callable[[Any], Run],
+        principal: Principal,
     ) -> None:
         """Serve the run recorded in the event log; a client that leaves only detaches it."""
         thread_id, run_id = run_input.thread_id, run_input.run_id
+        tenant = principal.scope
         recordings = durable.recordings
         try:
-            await recordings.check_new_run(run_id)
+            await recordings.check_new_run(run_id, thread_id, tenant)
         except BadRequest as error:
             await send_json_error(send, error)
             return
         live_runs = durable.live
 
         def on_disconnect() -> None:
-            live = live_runs.get(run_id)
+            live = live_runs.get((tenant, run_id))
             if live is not None:
                 live.detach()
 
@@ -286,13 +301,14 @@ class AgentEndpoint:
                 return open_sunk(recording)
 
             return recordings.sunk_run(
-                sink, thread_id, run_id, token, opened, gone=lambda: response.disconnected
+                sink, thread_id, run_id, token, opened, lambda: response.disconnected, tenant
             )
 
         def open_recorded_frames() -> Any:
             assert open_applied is not None
             return recordings.recorded_frames(
-                thread_id, run_id, token, open_applied, stats, gone=lambda: response.disconnected
+                thread_id, run_id, token, open_applied, stats, lambda: response.disconnected,
+                tenant,
             )
 
         response = SSERun(

@@ -62,10 +62,12 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from typing_extensions import Unpack
 
 from .._foundation.limits_scope import resolve_limits
+from .._foundation.principal import using_principal
 from .._lazy import public_dir, publish
 from .._pipeline.chain import ChainFactory, TransformerChain
 from .._protocol.legacy import reads_legacy
 from ..codecs import DEFAULT_MAX_FRAME_BYTES, DecodeWarning
+from ._access import Access, principal_header, principal_value
 from ._chains import as_chain_factory, chain_repr, compat_down_picker, gateway_chain
 from ._gateway_relay import FirstFrame, FirstFrames, relay_frames
 from ._http import (
@@ -149,6 +151,14 @@ class Gateway:
     request's declared ``protocolVersion`` picks a ``compat`` stage of
     direction ``down`` run after verification (none for a 1.0 client; an
     undeclared version is served as ``compat_undeclared``). See docs/compat.md.
+
+    ``authorize=`` runs before the body of every request is read — the run
+    POST and the durable routes alike, which are served from the store and so
+    never reach the upstream's own checks — and the run is recorded in its
+    principal's scope. ``forward_principal_header`` (say ``"x-agui-principal"``;
+    None, the default, sends nothing) passes the principal upstream as that
+    header: ``{"scope": ..., "subject": ...}`` as ASCII JSON, replacing any
+    header of that name the client sent (docs/security.md).
     """
 
     def __init__(
@@ -159,6 +169,7 @@ class Gateway:
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         forward_headers: Iterable[str] = ("authorization",),
+        forward_principal_header: str | None = None,
         client: httpx.AsyncClient | None = None,
         options: ServerOptions | None = None,
         **given: Unpack[ServerOptionValues],
@@ -173,7 +184,9 @@ class Gateway:
         self._chain_factory = as_chain_factory(chain)
         self._down = compat_down_picker(opts.compat_down, opts.compat_undeclared)
         self._forward = frozenset(name.lower() for name in forward_headers)
+        self._principal_header = principal_header(forward_principal_header)
         self._log = opts.logger or _log
+        self._access = Access(opts.authorize, self._log)
         self._streaming = streaming(opts, self._log)
         self._limits = resolve_limits(opts.limits)
         self._first_frames = FirstFrames()
@@ -248,6 +261,9 @@ class Gateway:
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, first: FirstFrame
     ) -> None:
+        principal = await self._access.principal(scope, send)  # before the body is read
+        if principal is None:
+            return
         accepted = await accept_run_input(
             scope, receive, send, app="Gateway", max_body=self.options.max_body_bytes,
             log=self._log, legacy=self._down is not None,
@@ -258,11 +274,12 @@ class Gateway:
 
         stats = RunStats("gateway", run_input.run_id, run_input.thread_id)
         try:
-            chain, final = gateway_chain(
-                scope, run_input, stats, factory=self._chain_factory, limits=self._limits,
-                verify=self.options.verify, repair=self.options.repair, down=self._down,
-                log=self._log,
-            )
+            with using_principal(principal):  # for the chain factory
+                chain, final = gateway_chain(
+                    scope, run_input, stats, factory=self._chain_factory, limits=self._limits,
+                    verify=self.options.verify, repair=self.options.repair, down=self._down,
+                    log=self._log,
+                )
         except Exception as exc:
             self._log.error(
                 "cannot build the chain for run %s: %s", stats.run_id, exc, exc_info=exc
@@ -272,11 +289,15 @@ class Gateway:
             await send_json_error(send, failure)
             return
         headers = hop_headers(scope.get("headers", ()), self._forward)
+        if self._principal_header is not None:
+            headers[self._principal_header] = principal_value(principal)
         run = _GatewayRun(
             self._upstream, self._log_warning, body, headers, chain, stats, first, final
         )
         if self.durable is not None:
-            await self._serve_recorded(scope, receive, send, self.durable, run_input, run)
+            await self._serve_recorded(
+                scope, receive, send, self.durable, run_input, run, principal.scope
+            )
             return
         if chain.is_sync:
             response = SSERun(
@@ -297,12 +318,13 @@ class Gateway:
         durable: DurableRuns,
         run_input: RunAgentInput,
         run: _GatewayRun,
+        tenant: str,
     ) -> None:
         """Serve the run recorded in the event log; a client that leaves only detaches it."""
         thread_id, run_id = run_input.thread_id, run_input.run_id
         recordings = durable.recordings
         try:
-            await recordings.check_new_run(run_id)
+            await recordings.check_new_run(run_id, thread_id, tenant)
         except BadRequest as error:
             await send_json_error(send, error)
             return
@@ -315,7 +337,7 @@ class Gateway:
         def on_disconnect() -> None:
             # The relay may wait for its first frame to be written: it never will be.
             first.wrote()
-            live = live_runs.get(run_id)
+            live = live_runs.get((tenant, run_id))
             if live is not None:
                 live.detach()
 
@@ -325,10 +347,10 @@ class Gateway:
         def open_frames() -> Any:
             if run.chain.is_sync:
                 return recordings.recorded_batches(
-                    thread_id, run_id, token, run.relayed, run.stats, gone
+                    thread_id, run_id, token, run.relayed, run.stats, gone, tenant
                 )
             return recordings.recorded_frames(
-                thread_id, run_id, token, run.applied, run.stats, gone
+                thread_id, run_id, token, run.applied, run.stats, gone, tenant
             )
 
         response = SSERun(

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._errors import RunLost as RunLost
     from ._errors import StoreClosed as StoreClosed
     from ._errors import StoreError as StoreError
+    from ._errors import ThreadTaken as ThreadTaken
     from ._errors import UnknownRun as UnknownRun
     from ._errors import WrongRun as WrongRun
     from ._errors import WrongThread as WrongThread
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ._recorder import RunRecorder as RunRecorder
     from ._records import RunStatus as RunStatus
     from ._records import StoredRun as StoredRun
+    from ._records import ThreadRecord as ThreadRecord
     from ._registry import StoreBackend as StoreBackend
     from ._retention import Retention as Retention
     from ._url import StoreURL as StoreURL
@@ -55,6 +57,7 @@ else:
         "RunLost": "._errors",
         "StoreClosed": "._errors",
         "StoreError": "._errors",
+        "ThreadTaken": "._errors",
         "UnknownRun": "._errors",
         "WrongRun": "._errors",
         "WrongThread": "._errors",
@@ -66,6 +69,7 @@ else:
         "RunRecorder": "._recorder",
         "StoredRun": "._records",
         "RunStatus": "._records",
+        "ThreadRecord": "._records",
         "StoreBackend": "._registry",
         "Retention": "._retention",
         "StoreURL": "._url",

@@ -17,16 +17,27 @@ from __future__ import annotations
 import abc
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Hashable, Sequence
 from types import TracebackType
 
 import anyio
 
+from .._foundation.principal import DEFAULT_SCOPE
 from ._errors import RunLost, StoreClosed
-from ._records import RunStatus, StoredRun, check_readable, resume_seq
+from ._records import RunStatus, StoredRun, ThreadRecord, check_readable, resume_seq
 from ._retention import Retention, SweepSchedule
 
-__all__ = ["ChangeSignals", "EventLog", "new_epoch"]
+__all__ = [
+    "DEFAULT_SCOPE",
+    "MAX_THREADS_PAGE",
+    "ChangeSignals",
+    "EventLog",
+    "check_page",
+    "new_epoch",
+]
+
+MAX_THREADS_PAGE = 500
+"""The most threads one ``EventLog.threads`` call lists."""
 
 
 class ChangeSignals:
@@ -38,16 +49,16 @@ class ChangeSignals:
     """
 
     def __init__(self) -> None:
-        self._events: dict[str, anyio.Event] = {}
+        self._events: dict[Hashable, anyio.Event] = {}
 
-    def token(self, run_id: str) -> anyio.Event:
-        event = self._events.get(run_id)
+    def token(self, key: Hashable) -> anyio.Event:
+        event = self._events.get(key)
         if event is None:
-            event = self._events[run_id] = anyio.Event()
+            event = self._events[key] = anyio.Event()
         return event
 
-    def changed(self, run_id: str) -> None:
-        event = self._events.pop(run_id, None)
+    def changed(self, key: Hashable) -> None:
+        event = self._events.pop(key, None)
         if event is not None:
             event.set()
 
@@ -74,6 +85,14 @@ class EventLog(abc.ABC):
     without events), takes appends while it is live, and is closed by
     ``end_run`` or ``mark_broken``. Sequence numbers are per run, from 1,
     without holes.
+
+    Every method takes ``scope=`` (default :data:`DEFAULT_SCOPE`, the scope of
+    logs written before scopes existed): runs are keyed by (scope, run id), so
+    another scope's run is one this scope does not hold, and a run id another
+    scope used names a new run here. A thread belongs to the scope whose run
+    created it: an append that would create a run in another scope's thread
+    raises :class:`ThreadTaken`, and ``thread_runs`` of another scope's thread
+    is empty.
     """
 
     follow_batch = 512
@@ -141,19 +160,32 @@ class EventLog(abc.ABC):
     # -- the interface ---------------------------------------------------------
 
     @abc.abstractmethod
-    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+    async def append(
+        self,
+        thread_id: str,
+        run_id: str,
+        payloads: Sequence[bytes],
+        *,
+        scope: str = DEFAULT_SCOPE,
+    ) -> list[int]:
         """Store ``payloads`` (each one event's wire JSON) at the end of the run, in one write.
 
         Creates the run (status live) on its first append; an empty batch
         only creates it. Returns the sequence numbers given, consecutive.
         Raises :class:`WrongThread` if the run belongs to another thread,
-        :class:`RunEnded` if it was ended, :class:`RunBroken` if broken.
+        :class:`RunEnded` if it was ended, :class:`RunBroken` if broken,
+        :class:`ThreadTaken` if a new run's thread is another scope's.
         """
 
     @abc.abstractmethod
-    async def read(self, run_id: str, after: int = 0, limit: int | None = None) -> list[
-        tuple[int, bytes]
-    ]:
+    async def read(
+        self,
+        run_id: str,
+        after: int = 0,
+        limit: int | None = None,
+        *,
+        scope: str = DEFAULT_SCOPE,
+    ) -> list[tuple[int, bytes]]:
         """Stored entries of the run with ``seq > after``, in order, at most ``limit``.
 
         Raises :class:`UnknownRun` for a run the store does not hold and
@@ -161,16 +193,34 @@ class EventLog(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def run(self, run_id: str) -> StoredRun | None:
+    async def run(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> StoredRun | None:
         """The run's record, or None."""
 
     @abc.abstractmethod
-    async def thread_runs(self, thread_id: str) -> list[StoredRun]:
-        """The thread's runs, oldest first (the order they were created)."""
+    async def thread_runs(self, thread_id: str, *, scope: str = DEFAULT_SCOPE) -> list[StoredRun]:
+        """The thread's runs, oldest first (the order they were created); none for a
+        thread of another scope."""
+
+    @abc.abstractmethod
+    async def thread_scope(self, thread_id: str) -> str | None:
+        """The scope the thread belongs to, or None for a thread the store does not hold."""
+
+    @abc.abstractmethod
+    async def threads(
+        self, *, scope: str = DEFAULT_SCOPE, limit: int = 50, before: int | None = None
+    ) -> list[ThreadRecord]:
+        """The scope's threads, newest first, at most ``limit`` (1 to
+        :data:`MAX_THREADS_PAGE`); with ``before`` (a record's ``cursor``) only
+        those created before that one."""
 
     @abc.abstractmethod
     async def end_run(
-        self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
+        self,
+        run_id: str,
+        status: RunStatus = RunStatus.FINISHED,
+        reason: str | None = None,
+        *,
+        scope: str = DEFAULT_SCOPE,
     ) -> StoredRun:
         """Close the run's log with ``status``: followers stop after its last entry.
 
@@ -179,7 +229,7 @@ class EventLog(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def mark_broken(self, run_id: str, reason: str) -> None:
+    async def mark_broken(self, run_id: str, reason: str, *, scope: str = DEFAULT_SCOPE) -> None:
         """Record that a write of this run failed: it can no longer be read or resumed.
 
         Overrides any status (a run that ended cleanly but lost a batch is
@@ -192,11 +242,11 @@ class EventLog(abc.ABC):
         """Apply ``self.retention`` now; the number of runs deleted."""
 
     @abc.abstractmethod
-    async def _put_mark(self, run_id: str, kind: str, value: str) -> None:
+    async def _put_mark(self, scope: str, run_id: str, kind: str, value: str) -> None:
         """Set the run's ``kind`` mark (shared by every process using the store)."""
 
     @abc.abstractmethod
-    async def _get_mark(self, run_id: str, kind: str) -> str | None:
+    async def _get_mark(self, scope: str, run_id: str, kind: str) -> str | None:
         """The run's ``kind`` mark, or None."""
 
     @abc.abstractmethod
@@ -212,48 +262,48 @@ class EventLog(abc.ABC):
     # one small value per run, written on a timer (never per event), so the
     # cost does not grow with the events.
 
-    async def touch_reader(self, run_id: str) -> None:
+    async def touch_reader(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> None:
         """Say a reader (on any process) follows the run now: it holds the run past its grace."""
         self._check_open()
-        await self._put_mark(run_id, "reader", repr(self._now()))
+        await self._put_mark(scope, run_id, "reader", repr(self._now()))
 
-    async def reader_seen(self, run_id: str) -> float | None:
+    async def reader_seen(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> float | None:
         """When a reader last called ``touch_reader`` for the run (Unix time), or None."""
         self._check_open()
-        return _time(await self._get_mark(run_id, "reader"))
+        return _time(await self._get_mark(scope, run_id, "reader"))
 
-    async def request_stop(self, run_id: str, reason: str) -> None:
+    async def request_stop(self, run_id: str, reason: str, *, scope: str = DEFAULT_SCOPE) -> None:
         """Ask the process running the run to stop it (it polls ``stop_requested``)."""
         self._check_open()
-        await self._put_mark(run_id, "stop", reason)
+        await self._put_mark(scope, run_id, "stop", reason)
 
-    async def stop_requested(self, run_id: str) -> str | None:
+    async def stop_requested(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> str | None:
         """The reason of a pending stop request for the run, or None."""
         self._check_open()
-        return await self._get_mark(run_id, "stop")
+        return await self._get_mark(scope, run_id, "stop")
 
-    async def heartbeat(self, run_id: str) -> None:
+    async def heartbeat(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> None:
         """Say the process writing the run is alive (call it every few seconds)."""
         self._check_open()
-        await self._put_mark(run_id, "beat", repr(self._now()))
+        await self._put_mark(scope, run_id, "beat", repr(self._now()))
 
-    async def heartbeat_seen(self, run_id: str) -> float | None:
+    async def heartbeat_seen(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> float | None:
         """When the run's writer last called ``heartbeat`` (Unix time), or None."""
         self._check_open()
-        return _time(await self._get_mark(run_id, "beat"))
+        return _time(await self._get_mark(scope, run_id, "beat"))
 
-    async def check_owner(self, run_id: str) -> StoredRun | None:
+    async def check_owner(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> StoredRun | None:
         """Mark a live run lost if its writer's heartbeat is older than ``owner_timeout``.
 
         Returns the run's record after the check (``LOST`` if this call or
         another process declared it lost). The first ending wins, so when
         several followers notice at once the run is marked once.
         """
-        record = await self.run(run_id)
+        record = await self.run(run_id, scope=scope)
         timeout = self.owner_timeout
         if record is None or record.status.ended or timeout is None:
             return record
-        beat = await self.heartbeat_seen(run_id)
+        beat = await self.heartbeat_seen(run_id, scope=scope)
         if beat is None:
             return record
         silent = self._now() - beat
@@ -264,6 +314,7 @@ class EventLog(abc.ABC):
             RunStatus.LOST,
             f"the process writing it stopped heartbeating {silent:.1f} s ago "
             f"(owner timeout {timeout} s): it died or lost the event log",
+            scope=scope,
         )
 
     def _owner_check_interval(self) -> float | None:
@@ -272,7 +323,9 @@ class EventLog(abc.ABC):
 
     # -- shared behaviour ------------------------------------------------------
 
-    async def follow(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+    async def follow(
+        self, run_id: str, after: int = 0, *, scope: str = DEFAULT_SCOPE
+    ) -> AsyncIterator[tuple[int, bytes]]:
         """Yield the run's entries after ``after``: stored ones, then live ones as appended.
 
         Stops after the last entry of an ended run; raises :class:`RunBroken`
@@ -286,11 +339,11 @@ class EventLog(abc.ABC):
         check_every = self._owner_check_interval()
         next_check = time.monotonic() if check_every is None else time.monotonic() + check_every
         while True:
-            change = self._change(run_id)
+            change = self._change(scope, run_id)
             # The record is read before the entries: a run seen ended here
             # had all its entries stored, so an empty read below is its end.
-            record = check_readable(await self.run(run_id), run_id)
-            entries = await self.read(run_id, after=after, limit=self.follow_batch)
+            record = check_readable(await self.run(run_id, scope=scope), run_id)
+            entries = await self.read(run_id, after=after, limit=self.follow_batch, scope=scope)
             for entry in entries:
                 yield entry
             if entries:
@@ -301,35 +354,39 @@ class EventLog(abc.ABC):
             if record.status.ended:
                 return
             if check_every is None:
-                await self._wait(run_id, change)
+                await self._wait(change)
                 continue
             now = time.monotonic()
             if now >= next_check:
                 next_check = now + check_every
-                await self.check_owner(run_id)
+                await self.check_owner(run_id, scope=scope)
                 continue
             with anyio.move_on_after(next_check - now):
-                await self._wait(run_id, change)
+                await self._wait(change)
 
-    def _change(self, run_id: str) -> object:
+    def _change(self, scope: str, run_id: str) -> object:
         """A token taken before reading, that ``_wait`` waits on (backend-specific)."""
         return None
 
-    async def _wait(self, run_id: str, change: object) -> None:
+    async def _wait(self, change: object) -> None:
         """Return when the run may have changed since ``change`` was taken."""
         await anyio.sleep(0.1)
 
-    async def resume_after(self, run_id: str, last_event_id: str | None) -> int:
+    async def resume_after(
+        self, run_id: str, last_event_id: str | None, *, scope: str = DEFAULT_SCOPE
+    ) -> int:
         """The seq to read after for a client resuming ``run_id`` from an SSE id.
 
         ``None`` (no header) means from the start (0). Raises
         :class:`BadEventId` (400) for an unparsable id, :class:`WrongRun`
         (409) for an id of another run or of another store epoch (the store
         was reset: positions in it mean nothing now) or past the end of an
-        ended run, :class:`UnknownRun` (404) for a run not in the store, and
-        :class:`RunBroken` (410) for a run whose log is incomplete.
+        ended run (the scope is not in the id: the run is looked up in
+        ``scope``, the requesting principal's), :class:`UnknownRun` (404) for a
+        run not in the store, and :class:`RunBroken` (410) for a run whose log
+        is incomplete.
         """
-        record = check_readable(await self.run(run_id), run_id)
+        record = check_readable(await self.run(run_id, scope=scope), run_id)
         if last_event_id is None:
             return 0
         return resume_seq(record, last_event_id, self.epoch)
@@ -345,3 +402,11 @@ class EventLog(abc.ABC):
 
 def _time(value: str | None) -> float | None:
     return None if value is None else float(value)
+
+
+def check_page(limit: int, before: int | None) -> None:
+    """Raise ``ValueError`` for a ``threads`` page that cannot be listed."""
+    if not (isinstance(limit, int) and 1 <= limit <= MAX_THREADS_PAGE):
+        raise ValueError(f"limit must be an int from 1 to {MAX_THREADS_PAGE}, got {limit!r}")
+    if before is not None and not isinstance(before, int):
+        raise ValueError(f"before must be a thread cursor (an int) or None, got {before!r}")

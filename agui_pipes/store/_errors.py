@@ -20,6 +20,7 @@ __all__ = [
     "RunLost",
     "StoreClosed",
     "StoreError",
+    "ThreadTaken",
     "UnknownRun",
     "WrongRun",
     "WrongThread",
@@ -58,6 +59,21 @@ class WrongThread(StoreError, ValueError):
     """An append names a run that the store holds under another thread."""
 
     http_status: ClassVar[int] = 409
+
+
+class ThreadTaken(StoreError, LookupError):
+    """An append would create a run in a thread that another scope's runs hold.
+
+    A thread belongs to the scope that created it; a server answers this as it
+    answers a thread that does not exist (404), so another scope's thread ids
+    stay unseen and its thread is not touched.
+    """
+
+    http_status: ClassVar[int] = 404
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"no thread {thread_id!r} in the event log")
 
 
 class RunEnded(StoreError):

@@ -63,8 +63,8 @@ class RunRecorder(RecorderQueue):
         """
         format_event_id(self.store.epoch, self.run_id, 0)  # refuses ids SSE cannot carry
         self._id_prefix = SSE_ID + f"{self.store.epoch}:{self.run_id}:".encode()
-        await self.store.append(self.thread_id, self.run_id, [])
-        record = await self.store.run(self.run_id)
+        await self.store.append(self.thread_id, self.run_id, [], scope=self.scope)
+        record = await self.store.run(self.run_id, scope=self.scope)
         if record is not None:
             self._stored = record.last_seq
             self.next_seq = record.last_seq + 1
@@ -121,7 +121,7 @@ class RunRecorder(RecorderQueue):
             if self.broken is None:
                 try:
                     with anyio.fail_after(self.close_timeout):
-                        await self.store.end_run(self.run_id, status, reason)
+                        await self.store.end_run(self.run_id, status, reason, scope=self.scope)
                 except Exception as exc:
                     _log.error(
                         "event log: could not mark run %r ended: %s", self.run_id, exc,
@@ -157,7 +157,9 @@ class RunRecorder(RecorderQueue):
             batch = queue[:count]
             first = self._stored + 1
             try:
-                seqs = await self.store.append(self.thread_id, self.run_id, batch)
+                seqs = await self.store.append(
+                    self.thread_id, self.run_id, batch, scope=self.scope
+                )
             except Exception as exc:
                 await self._break(f"an append failed: {type(exc).__name__}: {exc}", exc)
                 return
@@ -195,7 +197,7 @@ class RunRecorder(RecorderQueue):
         )
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.close_timeout):
             try:
-                await self.store.mark_broken(self.run_id, reason)
+                await self.store.mark_broken(self.run_id, reason, scope=self.scope)
             except Exception as mark_exc:
                 _log.error(
                     "event log: could not mark run %r broken either (%s); a resume may find "

@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 
 from .._foundation.framing import SSE_DATA, SSE_END
-from ._base import EventLog
+from ._base import DEFAULT_SCOPE, EventLog
 from ._ids import format_event_id
 from ._sse_tails import id_tail, id_tails
 
@@ -35,6 +35,7 @@ class RecorderQueue(abc.ABC):
         thread_id: str,
         run_id: str,
         *,
+        scope: str = DEFAULT_SCOPE,
         max_events: int = 10_000,
         max_bytes: int = 8 * 1024 * 1024,
         max_batch: int = 4096,
@@ -59,6 +60,7 @@ class RecorderQueue(abc.ABC):
         self.store = store
         self.thread_id = thread_id
         self.run_id = run_id
+        self.scope = scope
         self.max_events = max_events
         self.max_bytes = max_bytes
         self.max_batch = max_batch

@@ -1,4 +1,5 @@
-"""What the store knows about a run — ``RunStatus``, ``StoredRun`` — and the checks on it.
+"""What the store knows about a run or a thread — ``RunStatus``, ``StoredRun``,
+``ThreadRecord`` — and the checks on it.
 
 Why the checks live beside the record: whether a run takes an append, can be
 read, or can be resumed from a client's SSE id is decided by its record
@@ -11,10 +12,18 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from .._foundation.principal import DEFAULT_SCOPE
 from ._errors import RunBroken, RunEnded, UnknownRun, WrongRun, WrongThread
 from ._ids import parse_event_id
 
-__all__ = ["RunStatus", "StoredRun", "check_appendable", "check_readable", "resume_seq"]
+__all__ = [
+    "RunStatus",
+    "StoredRun",
+    "ThreadRecord",
+    "check_appendable",
+    "check_readable",
+    "resume_seq",
+]
 
 
 class RunStatus(str, enum.Enum):
@@ -41,7 +50,9 @@ class StoredRun:
 
     ``created`` / ``updated`` / ``ended`` are Unix times in seconds;
     ``updated`` is the last append or status change, which retention by age
-    measures from (a run still being written is never "old").
+    measures from (a run still being written is never "old"). ``scope`` is
+    the tenant whose run it is: runs are keyed by (scope, run id), so two
+    scopes may each hold a run of the same id.
     """
 
     thread_id: str
@@ -52,6 +63,25 @@ class StoredRun:
     ended: float | None
     last_seq: int
     reason: str | None = None
+    scope: str = DEFAULT_SCOPE
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What the store keys the run by: (scope, run id)."""
+        return self.scope, self.run_id
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    """One thread of a scope, as ``EventLog.threads`` lists it.
+
+    ``created`` is when its first run was created (Unix time); ``cursor``
+    is what to pass as ``before=`` to list the threads created before it.
+    """
+
+    thread_id: str
+    created: float
+    cursor: int
 
 
 def check_appendable(record: StoredRun, thread_id: str) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import RunBroken, RunEnded, WrongThread
+from .._foundation.principal import DEFAULT_SCOPE
+from ._errors import RunBroken, RunEnded, ThreadTaken, WrongThread
 from ._records import RunStatus, StoredRun
 
 __all__ = ["APPEND", "BROKEN", "END", "appended", "run_record", "text"]
@@ -20,7 +21,14 @@ local status = redis.call('HGET', KEYS[1], 'status')
 local last = 0
 local created = 0
 if not status then
+  local owner = redis.call('HGET', KEYS[6], 'scope')
+  if owner and owner ~= ARGV[8] then return {-4, owner} end
   local order = redis.call('INCR', KEYS[5])
+  if not owner then
+    redis.call('HSET', KEYS[6], 'scope', ARGV[8], 'created', ARGV[3], 'order', order)
+    redis.call('ZADD', KEYS[7], order, ARGV[1])
+  end
+  if ARGV[8] ~= ARGV[9] then redis.call('SADD', KEYS[8], ARGV[8]) end
   redis.call('HSET', KEYS[1], 'thread', ARGV[1], 'status', 'live', 'created', ARGV[3],
              'updated', ARGV[3], 'last_seq', 0, 'order', order)
   redis.call('ZADD', KEYS[3], order, ARGV[2])
@@ -45,6 +53,7 @@ if ttl > 0 then
   redis.call('EXPIRE', KEYS[1], ttl)
   redis.call('EXPIRE', KEYS[2], ttl)
   redis.call('EXPIRE', KEYS[3], ttl)
+  redis.call('EXPIRE', KEYS[6], ttl)
 end
 return {last + 1, created}
 """
@@ -89,6 +98,8 @@ def appended(reply: Any, run_id: str, thread_id: str) -> tuple[int, bool]:
         raise RunBroken(run_id, text(detail) or "a write failed")
     if code == -2:
         raise WrongThread(f"run {run_id!r} belongs to thread {text(detail)!r}, not {thread_id!r}")
+    if code == -4:
+        raise ThreadTaken(thread_id)
     if code == -3:
         raise RunEnded(f"run {run_id!r} ended ({text(detail)}); its log takes no more events")
     return int(code), detail == 1
@@ -100,7 +111,9 @@ def text(value: bytes | str | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def run_record(run_id: str, fields: dict[bytes, bytes]) -> StoredRun | None:
+def run_record(
+    run_id: str, fields: dict[bytes, bytes], scope: str = DEFAULT_SCOPE
+) -> StoredRun | None:
     if not fields or b"status" not in fields:
         return None
     ended = fields.get(b"ended")
@@ -113,4 +126,5 @@ def run_record(run_id: str, fields: dict[bytes, bytes]) -> StoredRun | None:
         ended=None if ended is None else float(ended),
         last_seq=int(fields.get(b"last_seq", b"0")),
         reason=text(fields.get(b"reason")),
+        scope=scope,
     )

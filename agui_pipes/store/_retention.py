@@ -64,25 +64,28 @@ class SweepSchedule:
         return True
 
 
-def doomed_runs(records: Sequence[StoredRun], retention: Retention, now: float) -> list[str]:
-    """The run ids ``retention`` deletes among ``records`` (oldest first) at time ``now``.
+def doomed_runs(
+    records: Sequence[StoredRun], retention: Retention, now: float
+) -> list[tuple[str, str]]:
+    """The runs (``(scope, run id)`` keys) ``retention`` deletes among ``records``
+    (oldest first) at time ``now``.
 
     Shared by the backends that prune in Python, so ``memory:`` and
     ``sqlite:`` keep exactly the same runs.
     """
-    doomed: set[str] = set()
+    doomed: set[tuple[str, str]] = set()
     if retention.max_age is not None:
         limit = now - retention.max_age
-        doomed.update(r.run_id for r in records if r.updated < limit)
+        doomed.update(r.key for r in records if r.updated < limit)
     # newest first; creation order, not timestamps, which tie within a clock tick
-    ended = [r for r in reversed(records) if r.status.ended and r.run_id not in doomed]
+    ended = [r for r in reversed(records) if r.status.ended and r.key not in doomed]
     if retention.max_runs_per_thread is not None:
         seen: dict[str, int] = {}
         for r in ended:
             count = seen[r.thread_id] = seen.get(r.thread_id, 0) + 1
             if count > retention.max_runs_per_thread:
-                doomed.add(r.run_id)
+                doomed.add(r.key)
     if retention.max_runs is not None:
-        kept = [r for r in ended if r.run_id not in doomed]
-        doomed.update(r.run_id for r in kept[retention.max_runs :])
+        kept = [r for r in ended if r.key not in doomed]
+        doomed.update(r.key for r in kept[retention.max_runs :])
     return sorted(doomed)

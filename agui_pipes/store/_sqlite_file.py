@@ -3,7 +3,9 @@
 Why apart from the queries: what a file must look like to be read — the
 tables, the layout version in ``meta``, the pragmas it is opened with — is
 decided once, when the store opens; the queries (``sqlite.py``) rely on it.
-A file of another layout is refused, not misread.
+A file of another layout is refused, not misread; a file of layout 1 (written
+by 0.1, before scopes) is migrated in place, its runs becoming the default
+scope's, in the one transaction that opens it.
 """
 
 from __future__ import annotations
@@ -19,19 +21,20 @@ from ._errors import StoreError
 __all__ = ["FORMAT", "immediate", "open_file"]
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
+CREATE TABLE runs (
     id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL UNIQUE,
+    scope TEXT NOT NULL,
+    run_id TEXT NOT NULL,
     thread_id TEXT NOT NULL,
     status TEXT NOT NULL,
     created REAL NOT NULL,
     updated REAL NOT NULL,
     ended REAL,
     last_seq INTEGER NOT NULL,
-    reason TEXT
+    reason TEXT,
+    UNIQUE (scope, run_id)
 );
-CREATE INDEX IF NOT EXISTS runs_by_thread ON runs (thread_id, id);
+CREATE INDEX runs_by_thread ON runs (thread_id, id);
 CREATE TABLE IF NOT EXISTS batches (
     run INTEGER NOT NULL,
     last_seq INTEGER NOT NULL,
@@ -40,16 +43,49 @@ CREATE TABLE IF NOT EXISTS batches (
     lengths BLOB NOT NULL,
     PRIMARY KEY (run, last_seq)
 );
-CREATE TABLE IF NOT EXISTS marks (
+CREATE TABLE marks (
+    scope TEXT NOT NULL,
     run_id TEXT NOT NULL,
     kind TEXT NOT NULL,
     value TEXT NOT NULL,
-    PRIMARY KEY (run_id, kind)
+    PRIMARY KEY (scope, run_id, kind)
 );
+CREATE TABLE threads (
+    id INTEGER PRIMARY KEY,
+    thread_id TEXT NOT NULL UNIQUE,
+    scope TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE INDEX threads_by_scope ON threads (scope, id)
 """
 
-FORMAT = "1"
+_MIGRATE_FROM_1 = """
+ALTER TABLE runs RENAME TO runs_1;
+ALTER TABLE marks RENAME TO marks_1;
+DROP INDEX IF EXISTS runs_by_thread;
+{schema};
+INSERT INTO runs (id, scope, run_id, thread_id, status, created, updated, ended, last_seq, reason)
+    SELECT id, 'default', run_id, thread_id, status, created, updated, ended, last_seq, reason
+    FROM runs_1;
+INSERT INTO marks (scope, run_id, kind, value)
+    SELECT 'default', run_id, kind, value FROM marks_1;
+INSERT INTO threads (thread_id, scope, created)
+    SELECT thread_id, 'default', MIN(created) FROM runs_1 WHERE thread_id != ''
+    GROUP BY thread_id ORDER BY MIN(id);
+DROP TABLE runs_1;
+DROP TABLE marks_1
+"""
+"""Layout 1 (0.1: runs keyed by run id alone) to 2: every run, mark and thread becomes
+the default scope's. ``batches`` point at ``runs.id``, which the copy keeps."""
+
+FORMAT = "2"
 """The layout version kept in ``meta``: a file of another layout is refused, not misread."""
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def open_file(path: str) -> tuple[sqlite3.Connection, str]:
@@ -75,13 +111,18 @@ def open_file(path: str) -> tuple[sqlite3.Connection, str]:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("BEGIN IMMEDIATE")
-        for statement in _SCHEMA.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        found = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        layout = FORMAT if found is None else found[0]
+        if found is None:
+            _run_script(conn, _SCHEMA)
+            conn.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+        elif layout == "1":
+            _run_script(conn, _MIGRATE_FROM_1.format(schema=_SCHEMA))
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
+            layout = FORMAT
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', ?)", (new_epoch(),))
-        conn.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?)", (FORMAT,))
         (epoch,) = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
-        (layout,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
         conn.close()

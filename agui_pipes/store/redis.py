@@ -21,7 +21,19 @@ Layout (every key starts with ``prefix``, ``agui:`` by default):
 * ``{prefix}mark:{kind}:{runId}`` — the cross-process signals (reader seen,
   stop requested, owner heartbeat): plain strings ``SET`` with an expiry
   (``max_age``, or a day without one), refreshed by every write, and
-  deleted with their run by ``prune``.
+  deleted with their run by ``prune``;
+* ``{prefix}threads`` — a sorted set of the scope's threads by creation order
+  (the ``threads`` listing).
+
+Those are the keys of the default scope — the very keys 0.1 wrote, so its
+runs are the default scope's. Another scope's keys have the same names after
+``{prefix}@{len(scope)}:{scope}/`` (the length makes the name unambiguous
+whatever the scope holds). Global to every scope: ``{prefix}order``,
+``{prefix}epoch``, ``{prefix}scopes`` (the scopes other than the default,
+for retention) and ``{prefix}owner:{threadId}``, a hash naming the scope a
+thread belongs to (``scope``, ``created``, ``order``). ``{prefix}layout``
+says the keys of 0.1 were given their thread owners and listing (done once,
+at the first open by this version: see ``_migrate``).
 
 An append is one Lua script (one round trip, atomic): it creates the run if
 needed, checks it is live and of the same thread, ``XADD``s the batch as one
@@ -49,10 +61,10 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import anyio
 
 from .._lazy import public_dir
-from ._base import EventLog, new_epoch
+from ._base import DEFAULT_SCOPE, EventLog, check_page, new_epoch
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunLost, StoreError, UnknownRun
-from ._records import RunStatus, StoredRun, check_readable
+from ._records import RunStatus, StoredRun, ThreadRecord, check_readable
 from ._redis_bridge import Bridge, close_client, translated
 from ._redis_layout import APPEND, BROKEN, END, appended, run_record, text
 from ._retention import Retention, doomed_runs
@@ -67,6 +79,10 @@ _LAST_EVENT = "0-18446744073709551615"
 
 _MARKS = ("reader", "stop", "beat")
 """The kinds of marks ``EventLog`` writes (see ``_base``), deleted with their run."""
+
+_LAYOUT = "2"
+"""The ``{prefix}layout`` of keys with thread owners and listings (0.1's have none)."""
+
 
 class RedisEventLog(EventLog):
     """The event log in Redis Streams; see the module docstring.
@@ -110,8 +126,10 @@ class RedisEventLog(EventLog):
         where = f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path}"
         return f"RedisEventLog({where!r}, prefix={self.prefix!r})"  # never the password
 
-    def _key(self, kind: str, name: str = "") -> str:
-        return f"{self.prefix}{kind}{name}"
+    def _key(self, kind: str, name: str = "", scope: str = DEFAULT_SCOPE) -> str:
+        if scope == DEFAULT_SCOPE:
+            return f"{self.prefix}{kind}{name}"
+        return f"{self.prefix}@{len(scope)}:{scope}/{kind}{name}"
 
     @property
     def _ttl(self) -> int:
@@ -162,7 +180,37 @@ class RedisEventLog(EventLog):
             "end": client.register_script(END),
             "broken": client.register_script(BROKEN),
         }
+        try:
+            await self._io(self._migrate())
+        except Exception as exc:
+            await self._close()
+            raise StoreError(f"cannot migrate the Redis event log at {self!r}: {exc}") from exc
         return str(text(epoch))
+
+    async def _migrate(self) -> None:
+        """Give the threads of 0.1's keys (the default scope's) an owner and a listing.
+
+        Idempotent (every write is ``NX``), so processes opening the store at
+        once may all run it; ``{prefix}layout`` makes later opens skip it.
+        """
+        client = self._redis()
+        if text(await client.get(self._key("layout"))) == _LAYOUT:
+            return
+        pattern = _glob_escape(self._key("thread:")) + "*"
+        async for raw in client.scan_iter(match=pattern, count=500):
+            name = text(raw) or ""
+            thread_id = name[len(self._key("thread:")) :]
+            first = await client.zrange(name, 0, 0, withscores=True)
+            if not first:
+                continue
+            run_id, order = text(first[0][0]) or "", int(first[0][1])
+            created = await client.hget(self._key("run:", run_id), "created")
+            owner = self._key("owner:", thread_id)
+            await client.hsetnx(owner, "scope", DEFAULT_SCOPE)
+            await client.hsetnx(owner, "created", text(created) or "0")
+            await client.hsetnx(owner, "order", order)
+            await client.zadd(self._key("threads"), {thread_id: order}, nx=True)
+        await client.set(self._key("layout"), _LAYOUT)
 
     async def _close(self) -> None:
         client, self._client = self._client, None
@@ -178,20 +226,30 @@ class RedisEventLog(EventLog):
 
     # -- writes ----------------------------------------------------------------
 
-    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+    async def append(
+        self,
+        thread_id: str,
+        run_id: str,
+        payloads: Sequence[bytes],
+        *,
+        scope: str = DEFAULT_SCOPE,
+    ) -> list[int]:
         self._check_open()
         now = self._now()
         keys = [
-            self._key("run:", run_id),
-            self._key("events:", run_id),
-            self._key("thread:", thread_id),
-            self._key("runs"),
+            self._key("run:", run_id, scope),
+            self._key("events:", run_id, scope),
+            self._key("thread:", thread_id, scope),
+            self._key("runs", "", scope),
             self._key("order"),
+            self._key("owner:", thread_id),
+            self._key("threads", "", scope),
+            self._key("scopes"),
         ]
         count = len(payloads)
         args: list[str | int | bytes] = [thread_id, run_id, repr(now), self._ttl, count]
-        if count:
-            args.extend(join_batch(payloads))
+        args.extend(join_batch(payloads) if count else (b"", b""))
+        args.extend((scope, DEFAULT_SCOPE))
         reply = await self._io(self._scripts["append"](keys=keys, args=args))
         first, created = appended(reply, run_id, thread_id)
         if created and self._sweep_due(now):
@@ -199,13 +257,18 @@ class RedisEventLog(EventLog):
         return list(range(first, first + len(payloads)))
 
     async def end_run(
-        self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
+        self,
+        run_id: str,
+        status: RunStatus = RunStatus.FINISHED,
+        reason: str | None = None,
+        *,
+        scope: str = DEFAULT_SCOPE,
     ) -> StoredRun:
         self._check_open()
         status = RunStatus(status)
         flat = await self._io(
             self._scripts["end"](
-                keys=[self._key("run:", run_id), self._key("events:", run_id)],
+                keys=[self._key("run:", run_id, scope), self._key("events:", run_id, scope)],
                 args=[
                     status.value,
                     repr(self._now()),
@@ -215,16 +278,17 @@ class RedisEventLog(EventLog):
                 ],
             )
         )
-        record = run_record(run_id, dict(zip(flat[::2], flat[1::2], strict=True))) if flat else None
+        fields = dict(zip(flat[::2], flat[1::2], strict=True)) if flat else {}
+        record = run_record(run_id, fields, scope)
         if record is None:
             raise UnknownRun(run_id)
         return record
 
-    async def mark_broken(self, run_id: str, reason: str) -> None:
+    async def mark_broken(self, run_id: str, reason: str, *, scope: str = DEFAULT_SCOPE) -> None:
         self._check_open()
         await self._io(
             self._scripts["broken"](
-                keys=[self._key("run:", run_id), self._key("events:", run_id)],
+                keys=[self._key("run:", run_id, scope), self._key("events:", run_id, scope)],
                 args=[reason, repr(self._now()), self._ttl],
             )
         )
@@ -236,27 +300,45 @@ class RedisEventLog(EventLog):
     async def _prune(self, now: float | None) -> int:
         when = self._now() if now is None else now
         client = self._redis()
-        run_ids = [text(name) or "" for name in await client.zrange(self._key("runs"), 0, -1)]
+        scopes = [DEFAULT_SCOPE]
+        scopes += sorted(text(name) or "" for name in await client.smembers(self._key("scopes")))
         records: list[StoredRun] = []
-        gone: list[str] = []
-        for run_id, record in zip(run_ids, await self._records(run_ids), strict=True):
-            if record is None:
-                gone.append(run_id)  # expired by max_age
-            else:
-                records.append(record)
+        gone: dict[str, list[str]] = {}
+        orders: dict[tuple[str, str], float] = {}
+        for scope in scopes:
+            listed = await client.zrange(self._key("runs", "", scope), 0, -1, withscores=True)
+            run_ids = [text(name) or "" for name, _ in listed]
+            orders.update(((scope, text(n) or ""), score) for n, score in listed)
+            for run_id, record in zip(
+                run_ids, await self._records(run_ids, scope), strict=True
+            ):
+                if record is None:
+                    gone.setdefault(scope, []).append(run_id)  # expired by max_age
+                else:
+                    records.append(record)
+        records.sort(key=lambda record: orders[record.key])  # creation order, every scope
         doomed = doomed_runs(records, self.retention, when)
-        by_id = {record.run_id: record for record in records}
+        by_key = {record.key: record for record in records}
+        threads: set[tuple[str, str]] = set()
         async with client.pipeline(transaction=False) as pipe:
-            for run_id in doomed:
+            for scope, run_id in doomed:
                 pipe.delete(
-                    self._key("run:", run_id),
-                    self._key("events:", run_id),
-                    *(self._key(f"mark:{kind}:", run_id) for kind in _MARKS),
+                    self._key("run:", run_id, scope),
+                    self._key("events:", run_id, scope),
+                    *(self._key(f"mark:{kind}:", run_id, scope) for kind in _MARKS),
                 )
-                pipe.zrem(self._key("thread:", by_id[run_id].thread_id), run_id)
-            if doomed or gone:
-                pipe.zrem(self._key("runs"), *doomed, *gone)
+                thread_id = by_key[scope, run_id].thread_id
+                pipe.zrem(self._key("thread:", thread_id, scope), run_id)
+                pipe.zrem(self._key("runs", "", scope), run_id)
+                threads.add((scope, thread_id))
+            for scope, run_ids in gone.items():
+                pipe.zrem(self._key("runs", "", scope), *run_ids)
             await pipe.execute()
+        for scope, thread_id in threads:
+            if not await client.exists(self._key("thread:", thread_id, scope)):
+                # A thread whose last run went is no one's any more.
+                await client.delete(self._key("owner:", thread_id))
+                await client.zrem(self._key("threads", "", scope), thread_id)
         return len(doomed)
 
     # -- marks -----------------------------------------------------------------
@@ -264,38 +346,79 @@ class RedisEventLog(EventLog):
     _MARK_TTL = 86400
     """Expiry of a mark without ``max_age``: a day after its last refresh."""
 
-    async def _put_mark(self, run_id: str, kind: str, value: str) -> None:
+    async def _put_mark(self, scope: str, run_id: str, kind: str, value: str) -> None:
         ttl = self._ttl or self._MARK_TTL
-        await self._io(self._redis().set(self._key(f"mark:{kind}:", run_id), value, ex=ttl))
+        key = self._key(f"mark:{kind}:", run_id, scope)
+        await self._io(self._redis().set(key, value, ex=ttl))
 
-    async def _get_mark(self, run_id: str, kind: str) -> str | None:
-        value = await self._io(self._redis().get(self._key(f"mark:{kind}:", run_id)))
+    async def _get_mark(self, scope: str, run_id: str, kind: str) -> str | None:
+        value = await self._io(self._redis().get(self._key(f"mark:{kind}:", run_id, scope)))
         return text(value)
 
     # -- reads -----------------------------------------------------------------
 
-    async def _records(self, run_ids: Sequence[str]) -> list[StoredRun | None]:
+    async def _records(self, run_ids: Sequence[str], scope: str) -> list[StoredRun | None]:
         if not run_ids:
             return []
         async with self._redis().pipeline(transaction=False) as pipe:
             for run_id in run_ids:
-                pipe.hgetall(self._key("run:", run_id))
+                pipe.hgetall(self._key("run:", run_id, scope))
             replies = await pipe.execute()
-        return [run_record(run_id, fields) for run_id, fields in zip(run_ids, replies, strict=True)]
+        return [
+            run_record(run_id, fields, scope)
+            for run_id, fields in zip(run_ids, replies, strict=True)
+        ]
 
-    async def run(self, run_id: str) -> StoredRun | None:
+    async def run(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> StoredRun | None:
         self._check_open()
-        fields = await self._io(self._redis().hgetall(self._key("run:", run_id)))
-        return run_record(run_id, fields)
+        fields = await self._io(self._redis().hgetall(self._key("run:", run_id, scope)))
+        return run_record(run_id, fields, scope)
 
-    async def thread_runs(self, thread_id: str) -> list[StoredRun]:
+    async def thread_runs(self, thread_id: str, *, scope: str = DEFAULT_SCOPE) -> list[StoredRun]:
         self._check_open()
-        return await self._io(self._thread_runs(thread_id))
+        return await self._io(self._thread_runs(thread_id, scope))
 
-    async def _thread_runs(self, thread_id: str) -> list[StoredRun]:
-        key = self._key("thread:", thread_id)
+    async def thread_scope(self, thread_id: str) -> str | None:
+        self._check_open()
+        owner = await self._io(self._redis().hget(self._key("owner:", thread_id), "scope"))
+        return text(owner)
+
+    async def threads(
+        self, *, scope: str = DEFAULT_SCOPE, limit: int = 50, before: int | None = None
+    ) -> list[ThreadRecord]:
+        self._check_open()
+        check_page(limit, before)
+        return await self._io(self._threads(scope, limit, before))
+
+    async def _threads(self, scope: str, limit: int, before: int | None) -> list[ThreadRecord]:
+        client = self._redis()
+        key = self._key("threads", "", scope)
+        top = "+inf" if before is None else f"({before}"
+        listed = await client.zrevrangebyscore(
+            key, top, "-inf", start=0, num=limit, withscores=True
+        )
+        names = [text(name) or "" for name, _ in listed]
+        async with client.pipeline(transaction=False) as pipe:
+            for thread_id in names:
+                pipe.hmget(self._key("owner:", thread_id), ["scope", "created"])
+            owners = await pipe.execute()
+        found: list[ThreadRecord] = []
+        expired: list[str] = []
+        for (thread_id, order), (owner, created) in zip(
+            zip(names, (score for _, score in listed), strict=True), owners, strict=True
+        ):
+            if text(owner) != scope:
+                expired.append(thread_id)  # expired by max_age, or pruned
+                continue
+            found.append(ThreadRecord(thread_id, float(text(created) or 0), int(order)))
+        if expired:
+            await client.zrem(key, *expired)
+        return found
+
+    async def _thread_runs(self, thread_id: str, scope: str) -> list[StoredRun]:
+        key = self._key("thread:", thread_id, scope)
         run_ids = [text(name) or "" for name in await self._redis().zrange(key, 0, -1)]
-        records = await self._records(run_ids)
+        records = await self._records(run_ids, scope)
         pairs = zip(run_ids, records, strict=True)
         expired = [run_id for run_id, record in pairs if record is None]
         if expired:
@@ -303,15 +426,23 @@ class RedisEventLog(EventLog):
         return [record for record in records if record is not None]
 
     async def read(
-        self, run_id: str, after: int = 0, limit: int | None = None
+        self,
+        run_id: str,
+        after: int = 0,
+        limit: int | None = None,
+        *,
+        scope: str = DEFAULT_SCOPE,
     ) -> list[tuple[int, bytes]]:
         self._check_open()
 
         async def query() -> list[Any]:
             async with self._redis().pipeline(transaction=False) as pipe:
-                pipe.hmget(self._key("run:", run_id), ["status", "reason"])
+                pipe.hmget(self._key("run:", run_id, scope), ["status", "reason"])
                 pipe.xrange(
-                    self._key("events:", run_id), f"(0-{max(after, 0)}", _LAST_EVENT, limit
+                    self._key("events:", run_id, scope),
+                    f"(0-{max(after, 0)}",
+                    _LAST_EVENT,
+                    limit,
                 )
                 replies: list[Any] = await pipe.execute()
                 return replies
@@ -326,11 +457,13 @@ class RedisEventLog(EventLog):
             out.extend(split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], after))
         return out if limit is None else out[:limit]
 
-    async def follow(self, run_id: str, after: int = 0) -> AsyncIterator[tuple[int, bytes]]:
+    async def follow(
+        self, run_id: str, after: int = 0, *, scope: str = DEFAULT_SCOPE
+    ) -> AsyncIterator[tuple[int, bytes]]:
         """Stored entries, then live ones through ``XREAD BLOCK``, until the end marker."""
         self._check_open()
-        check_readable(await self.run(run_id), run_id)
-        stream = self._key("events:", run_id)
+        check_readable(await self.run(run_id, scope=scope), run_id)
+        stream = self._key("events:", run_id, scope)
         position = f"0-{max(after, 0)}"
         check_every = self._owner_check_interval()
         block = self.block if check_every is None else min(self.block, check_every)
@@ -342,9 +475,9 @@ class RedisEventLog(EventLog):
             if not reply:
                 # Timed out: the stream may have expired or been pruned, or its
                 # end marker been lost, or its writer died; the record says which.
-                record = check_readable(await self.check_owner(run_id), run_id)
+                record = check_readable(await self.check_owner(run_id, scope=scope), run_id)
                 if record.status.ended:
-                    for stored in await self.read(run_id, after=int(position[2:])):
+                    for stored in await self.read(run_id, after=int(position[2:]), scope=scope):
                         yield stored
                     _raise_if_lost(record)
                     return
@@ -352,7 +485,7 @@ class RedisEventLog(EventLog):
             for entry_id, fields in reply[0][1]:
                 entry_name = text(entry_id) or ""
                 if not entry_name.startswith("0-"):  # the end marker: every event came before it
-                    final = await self.run(run_id)
+                    final = await self.run(run_id, scope=scope)
                     if final is not None:
                         check_readable(final, run_id)
                         _raise_if_lost(final)
@@ -361,6 +494,11 @@ class RedisEventLog(EventLog):
                 position = entry_name
                 for entry in split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], seen):
                     yield entry
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` matched literally in a Redis ``MATCH`` pattern."""
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
 
 
 def _raise_if_lost(record: StoredRun) -> None:

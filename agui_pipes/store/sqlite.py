@@ -31,10 +31,10 @@ import anyio
 import anyio.to_thread
 
 from .._lazy import public_dir
-from ._base import ChangeSignals, EventLog
+from ._base import DEFAULT_SCOPE, ChangeSignals, EventLog, check_page
 from ._batches import join_batch, split_batch
-from ._errors import RunBroken, StoreError, UnknownRun
-from ._records import RunStatus, StoredRun, check_appendable
+from ._errors import RunBroken, StoreError, ThreadTaken, UnknownRun
+from ._records import RunStatus, StoredRun, ThreadRecord, check_appendable
 from ._retention import Retention, doomed_runs
 from ._sqlite_file import immediate, open_file
 from ._url import EXAMPLES, StoreURL
@@ -47,16 +47,29 @@ _T = TypeVar("_T")
 _RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 """``UPDATE ... RETURNING`` (SQLite 3.35+): an append to a live run in two statements."""
 
-_COLUMNS = "id, thread_id, run_id, status, created, updated, ended, last_seq, reason"
+_COLUMNS = "id, thread_id, run_id, status, created, updated, ended, last_seq, reason, scope"
 
-_Row = tuple[int, str, str, str, float, float, "float | None", int, "str | None"]
+_Row = tuple[int, str, str, str, float, float, "float | None", int, "str | None", str]
 
 
 def _record(row: _Row) -> StoredRun:
-    _, thread_id, run_id, status, created, updated, ended, last_seq, reason = row
+    _, thread_id, run_id, status, created, updated, ended, last_seq, reason, scope = row
     return StoredRun(
-        thread_id, run_id, RunStatus(status), created, updated, ended, last_seq, reason
+        thread_id, run_id, RunStatus(status), created, updated, ended, last_seq, reason, scope
     )
+
+
+def _claim_thread(conn: sqlite3.Connection, thread_id: str, scope: str, now: float) -> None:
+    """Make ``scope`` the owner of a new thread, or raise ThreadTaken if another scope is."""
+    conn.execute(
+        "INSERT OR IGNORE INTO threads (thread_id, scope, created) VALUES (?, ?, ?)",
+        (thread_id, scope, now),
+    )
+    (owner,) = conn.execute(
+        "SELECT scope FROM threads WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    if owner != scope:
+        raise ThreadTaken(thread_id)
 
 
 class SQLiteEventLog(EventLog):
@@ -129,7 +142,14 @@ class SQLiteEventLog(EventLog):
 
     # -- writes ----------------------------------------------------------------
 
-    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+    async def append(
+        self,
+        thread_id: str,
+        run_id: str,
+        payloads: Sequence[bytes],
+        *,
+        scope: str = DEFAULT_SCOPE,
+    ) -> list[int]:
         self._check_open()
         now = self._now()
         count = len(payloads)
@@ -142,9 +162,9 @@ class SQLiteEventLog(EventLog):
                     # the run's row moved on and read back at once, then the batch.
                     moved = conn.execute(
                         "UPDATE runs SET last_seq = last_seq + ?, updated = ?"
-                        " WHERE run_id = ? AND thread_id = ? AND status = 'live'"
+                        " WHERE scope = ? AND run_id = ? AND thread_id = ? AND status = 'live'"
                         " RETURNING id, last_seq",
-                        (count, now, run_id, thread_id),
+                        (count, now, scope, run_id, thread_id),
                     ).fetchone()
                     if moved is not None:
                         key, last = moved[0], moved[1] - count
@@ -156,13 +176,14 @@ class SQLiteEventLog(EventLog):
                         return last + 1, False
                 # A new run, or one that refuses the append: read it and say why.
                 row = conn.execute(
-                    f"SELECT {_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+                    f"SELECT {_COLUMNS} FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id)
                 ).fetchone()
                 if row is None:
+                    _claim_thread(conn, thread_id, scope, now)
                     cursor = conn.execute(
-                        "INSERT INTO runs (run_id, thread_id, status, created, updated, last_seq)"
-                        " VALUES (?, ?, 'live', ?, ?, 0)",
-                        (run_id, thread_id, now, now),
+                        "INSERT INTO runs (scope, run_id, thread_id, status, created, updated,"
+                        " last_seq) VALUES (?, ?, ?, 'live', ?, ?, 0)",
+                        (scope, run_id, thread_id, now, now),
                     )
                     key, last, created = cursor.lastrowid, 0, True
                     assert key is not None
@@ -183,13 +204,18 @@ class SQLiteEventLog(EventLog):
 
         first, created = await self._call(write)
         if payloads:
-            self._signals.changed(run_id)
+            self._signals.changed((scope, run_id))
         if created and self._sweep_due(now):
             await self.prune(now)
         return list(range(first, first + len(payloads)))
 
     async def end_run(
-        self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
+        self,
+        run_id: str,
+        status: RunStatus = RunStatus.FINISHED,
+        reason: str | None = None,
+        *,
+        scope: str = DEFAULT_SCOPE,
     ) -> StoredRun:
         self._check_open()
         status = RunStatus(status)
@@ -198,74 +224,92 @@ class SQLiteEventLog(EventLog):
         def write(conn: sqlite3.Connection) -> _Row | None:
             conn.execute(
                 "UPDATE runs SET status = ?, ended = ?, updated = ?, reason = ?"
-                " WHERE run_id = ? AND status = 'live'",
-                (status.value, now, now, reason, run_id),
+                " WHERE scope = ? AND run_id = ? AND status = 'live'",
+                (status.value, now, now, reason, scope, run_id),
             )
             row: _Row | None = conn.execute(
-                f"SELECT {_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+                f"SELECT {_COLUMNS} FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id)
             ).fetchone()
             return row
 
         row = await self._call(write)
         if row is None:
             raise UnknownRun(run_id)
-        self._signals.changed(run_id)
+        self._signals.changed((scope, run_id))
         return _record(row)
 
-    async def mark_broken(self, run_id: str, reason: str) -> None:
+    async def mark_broken(self, run_id: str, reason: str, *, scope: str = DEFAULT_SCOPE) -> None:
         self._check_open()
         now = self._now()
 
         def write(conn: sqlite3.Connection) -> None:
             with immediate(conn):
                 conn.execute(
-                    "INSERT INTO runs (run_id, thread_id, status, created, updated, ended,"
-                    " last_seq, reason) VALUES (?, '', 'broken', ?, ?, ?, 0, ?)"
-                    " ON CONFLICT (run_id) DO UPDATE SET status = 'broken', updated = ?,"
+                    "INSERT INTO runs (scope, run_id, thread_id, status, created, updated, ended,"
+                    " last_seq, reason) VALUES (?, ?, '', 'broken', ?, ?, ?, 0, ?)"
+                    " ON CONFLICT (scope, run_id) DO UPDATE SET status = 'broken', updated = ?,"
                     " ended = ?, reason = ?",
-                    (run_id, now, now, now, reason, now, now, reason),
+                    (scope, run_id, now, now, now, reason, now, now, reason),
                 )
                 conn.execute(
-                    "DELETE FROM batches WHERE run = (SELECT id FROM runs WHERE run_id = ?)",
-                    (run_id,),
+                    "DELETE FROM batches WHERE run ="
+                    " (SELECT id FROM runs WHERE scope = ? AND run_id = ?)",
+                    (scope, run_id),
                 )
 
         await self._call(write)
-        self._signals.changed(run_id)
+        self._signals.changed((scope, run_id))
 
     async def prune(self, now: float | None = None) -> int:
         self._check_open()
         when = self._now() if now is None else now
         retention = self.retention
 
-        def write(conn: sqlite3.Connection) -> list[str]:
+        def write(conn: sqlite3.Connection) -> list[tuple[str, str]]:
             with immediate(conn):
                 rows = conn.execute(f"SELECT {_COLUMNS} FROM runs ORDER BY id").fetchall()
                 doomed = doomed_runs([_record(row) for row in rows], retention, when)
-                for run_id in doomed:
+                for scope, run_id in doomed:
                     conn.execute(
-                        "DELETE FROM batches WHERE run = (SELECT id FROM runs WHERE run_id = ?)",
-                        (run_id,),
+                        "DELETE FROM batches WHERE run ="
+                        " (SELECT id FROM runs WHERE scope = ? AND run_id = ?)",
+                        (scope, run_id),
                     )
-                    conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-                    conn.execute("DELETE FROM marks WHERE run_id = ?", (run_id,))
+                    conn.execute(
+                        "DELETE FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id)
+                    )
+                    conn.execute(
+                        "DELETE FROM marks WHERE scope = ? AND run_id = ?", (scope, run_id)
+                    )
+                if doomed:
+                    # A thread whose last run went is no one's any more.
+                    conn.execute(
+                        "DELETE FROM threads WHERE NOT EXISTS"
+                        " (SELECT 1 FROM runs WHERE runs.thread_id = threads.thread_id)"
+                    )
             return doomed
 
         doomed = await self._call(write)
-        for run_id in doomed:
-            self._signals.changed(run_id)
+        for key in doomed:
+            self._signals.changed(key)
         return len(doomed)
 
     # -- reads -----------------------------------------------------------------
 
     async def read(
-        self, run_id: str, after: int = 0, limit: int | None = None
+        self,
+        run_id: str,
+        after: int = 0,
+        limit: int | None = None,
+        *,
+        scope: str = DEFAULT_SCOPE,
     ) -> list[tuple[int, bytes]]:
         self._check_open()
 
         def query(conn: sqlite3.Connection) -> list[tuple[int, bytes]]:
             row = conn.execute(
-                "SELECT id, status, reason FROM runs WHERE run_id = ?", (run_id,)
+                "SELECT id, status, reason FROM runs WHERE scope = ? AND run_id = ?",
+                (scope, run_id),
             ).fetchone()
             if row is None:
                 raise UnknownRun(run_id)
@@ -287,52 +331,81 @@ class SQLiteEventLog(EventLog):
 
         return await self._call(query)
 
-    async def run(self, run_id: str) -> StoredRun | None:
+    async def run(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> StoredRun | None:
         self._check_open()
 
         def query(conn: sqlite3.Connection) -> _Row | None:
             row: _Row | None = conn.execute(
-                f"SELECT {_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+                f"SELECT {_COLUMNS} FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id)
             ).fetchone()
             return row
 
         row = await self._call(query)
         return None if row is None else _record(row)
 
-    async def thread_runs(self, thread_id: str) -> list[StoredRun]:
+    async def thread_runs(self, thread_id: str, *, scope: str = DEFAULT_SCOPE) -> list[StoredRun]:
         self._check_open()
 
         def query(conn: sqlite3.Connection) -> list[_Row]:
             rows: list[_Row] = conn.execute(
-                f"SELECT {_COLUMNS} FROM runs WHERE thread_id = ? ORDER BY id", (thread_id,)
+                f"SELECT {_COLUMNS} FROM runs WHERE thread_id = ? AND scope = ? ORDER BY id",
+                (thread_id, scope),
             ).fetchall()
             return rows
 
         return [_record(row) for row in await self._call(query)]
 
-    async def _put_mark(self, run_id: str, kind: str, value: str) -> None:
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO marks (run_id, kind, value) VALUES (?, ?, ?)"
-                " ON CONFLICT (run_id, kind) DO UPDATE SET value = excluded.value",
-                (run_id, kind, value),
-            )
+    async def thread_scope(self, thread_id: str) -> str | None:
+        self._check_open()
 
-        await self._call(write)
-
-    async def _get_mark(self, run_id: str, kind: str) -> str | None:
         def query(conn: sqlite3.Connection) -> str | None:
             row = conn.execute(
-                "SELECT value FROM marks WHERE run_id = ? AND kind = ?", (run_id, kind)
+                "SELECT scope FROM threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
             return None if row is None else str(row[0])
 
         return await self._call(query)
 
-    def _change(self, run_id: str) -> object:
-        return self._signals.token(run_id)
+    async def threads(
+        self, *, scope: str = DEFAULT_SCOPE, limit: int = 50, before: int | None = None
+    ) -> list[ThreadRecord]:
+        self._check_open()
+        check_page(limit, before)
 
-    async def _wait(self, run_id: str, change: object) -> None:
+        def query(conn: sqlite3.Connection) -> list[tuple[str, float, int]]:
+            rows: list[tuple[str, float, int]] = conn.execute(
+                "SELECT thread_id, created, id FROM threads WHERE scope = ? AND id < ?"
+                " ORDER BY id DESC LIMIT ?",
+                (scope, (1 << 62) if before is None else before, limit),
+            ).fetchall()
+            return rows
+
+        return [ThreadRecord(*row) for row in await self._call(query)]
+
+    async def _put_mark(self, scope: str, run_id: str, kind: str, value: str) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO marks (scope, run_id, kind, value) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (scope, run_id, kind) DO UPDATE SET value = excluded.value",
+                (scope, run_id, kind, value),
+            )
+
+        await self._call(write)
+
+    async def _get_mark(self, scope: str, run_id: str, kind: str) -> str | None:
+        def query(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT value FROM marks WHERE scope = ? AND run_id = ? AND kind = ?",
+                (scope, run_id, kind),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._call(query)
+
+    def _change(self, scope: str, run_id: str) -> object:
+        return self._signals.token((scope, run_id))
+
+    async def _wait(self, change: object) -> None:
         assert isinstance(change, anyio.Event)
         with anyio.move_on_after(self.poll_interval):
             await change.wait()

@@ -71,7 +71,7 @@ def _app(agent: Any, store: str, grace: float = 5.0) -> tuple[Starlette, AgentEn
 def _following(endpoint: AgentEndpoint, run_id: str) -> bool:
     """The run is live here, its POSTing client has left and one resume reader follows it."""
     assert endpoint.durable is not None
-    live = endpoint.durable.live.get(run_id)
+    live = endpoint.durable.live.get(("default", run_id))
     return live is not None and not live.client_attached and live.readers == 1
 
 
@@ -150,7 +150,8 @@ async def test_disconnect_without_reconnect_cancels_after_the_grace(store_url: s
             await wait_until(lambda: "left" in agent.stopped, 10, "the run was cancelled")
             # not before the grace: the client had left a grace before the run stopped
             assert agent.stopped["left"] - left >= grace * 0.9
-            await wait_until(lambda: "left" not in endpoint.durable.live, 10, "run ended")
+            gone = ("default", "left")
+            await wait_until(lambda: gone not in endpoint.durable.live, 10, "run ended")
             status, frames, _ = await _get(client, "/agent/runs/left")
             assert status == 200
             assert frames[:2] == got
@@ -494,10 +495,12 @@ class _HeldLog(MemoryEventLog):
         super().__init__()
         self.released = False
 
-    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+    async def append(
+        self, thread_id: str, run_id: str, payloads: Sequence[bytes], *, scope: str = "default"
+    ) -> list[int]:
         while payloads and not self.released:  # noqa: ASYNC110 - released by the test task
             await anyio.sleep(0.01)
-        return await super().append(thread_id, run_id, payloads)
+        return await super().append(thread_id, run_id, payloads, scope=scope)
 
 
 async def test_a_store_falling_behind_holds_the_agent_and_keeps_the_order() -> None:

@@ -80,7 +80,7 @@ def _app(gateway: Gateway) -> Starlette:
 def _following(gateway: Gateway, run_id: str) -> bool:
     """The run is live here, its POSTing client has left and one resume reader follows it."""
     assert gateway.durable is not None
-    live = gateway.durable.live.get(run_id)
+    live = gateway.durable.live.get(("default", run_id))
     return live is not None and not live.client_attached and live.readers == 1
 
 
@@ -174,7 +174,7 @@ async def test_disconnect_without_reconnect_closes_the_upstream_after_the_grace(
             await wait_until(lambda: "left" in agent.stopped, 10, "the upstream was closed")
             # not before the grace: the client had left a grace before the upstream closed
             assert agent.stopped["left"] - left >= grace * 0.9
-            await wait_until(lambda: "left" not in live, 10, "the run ended")
+            await wait_until(lambda: ("default", "left") not in live, 10, "the run ended")
             status, frames, _ = await _get(client, "/chat/runs/left")
             assert status == 200 and frames[:2] == got
             last = _events(frames)[-1]

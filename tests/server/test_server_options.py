@@ -29,6 +29,10 @@ def _gateway(**keywords: Any) -> Gateway:
     return Gateway(UPSTREAM, **keywords)
 
 
+def _everyone(request: Any) -> str:
+    return "everyone"
+
+
 SERVERS = [pytest.param(_endpoint, id="endpoint"), pytest.param(_gateway, id="gateway")]
 
 
@@ -51,6 +55,7 @@ def test_every_option_is_a_keyword_of_both_servers(server: Any) -> None:
         "repair": True,
         "compat_down": True,
         "compat_undeclared": "0.0.45",
+        "authorize": _everyone,
     }
     assert set(values) | {"logger", "store"} == {f.name for f in dataclasses.fields(ServerOptions)}
     assert server(**values).options == ServerOptions(**values)

@@ -12,6 +12,7 @@ import textwrap
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -203,8 +204,8 @@ async def test_a_run_ended_without_events_ends_its_followers(store_url: str) -> 
         looked_up = anyio.Event()
         look_up = store.run
 
-        async def looking_up(run_id: str) -> object:
-            record = await look_up(run_id)
+        async def looking_up(run_id: str, **options: Any) -> object:
+            record = await look_up(run_id, **options)
             looked_up.set()
             return record
 
@@ -648,8 +649,8 @@ async def test_a_heartbeating_writer_or_no_heartbeat_at_all_is_never_lost(
             checks: list[str] = []
             check_owner = store.check_owner
 
-            async def counted_check(run_id: str) -> object:
-                record = await check_owner(run_id)
+            async def counted_check(run_id: str, **options: Any) -> object:
+                record = await check_owner(run_id, **options)
                 checks.append(run_id)
                 return record
 

@@ -102,21 +102,25 @@ class _FailingLog(MemoryEventLog):
         super().__init__()
         self.good = good
 
-    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+    async def append(
+        self, thread_id: str, run_id: str, payloads: Sequence[bytes], *, scope: str = "default"
+    ) -> list[int]:
         if payloads:
             if self.good == 0:
                 raise OSError("disk full")
             self.good -= 1
-        return await super().append(thread_id, run_id, payloads)
+        return await super().append(thread_id, run_id, payloads, scope=scope)
 
 
 class _StuckLog(MemoryEventLog):
     """A store whose appends of events never return (a hung server)."""
 
-    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+    async def append(
+        self, thread_id: str, run_id: str, payloads: Sequence[bytes], *, scope: str = "default"
+    ) -> list[int]:
         if payloads:
             await anyio.sleep_forever()
-        return await super().append(thread_id, run_id, payloads)
+        return await super().append(thread_id, run_id, payloads, scope=scope)
 
 
 async def _record_all(store: EventLog, recorder_kwargs: dict[str, float]) -> list[int | None]:
@@ -191,9 +195,11 @@ class _CountingLog(MemoryEventLog):
 
     batches: list[int]
 
-    async def append(self, thread_id: str, run_id: str, payloads: Sequence[bytes]) -> list[int]:
+    async def append(
+        self, thread_id: str, run_id: str, payloads: Sequence[bytes], *, scope: str = "default"
+    ) -> list[int]:
         self.batches.append(len(payloads))
-        return await super().append(thread_id, run_id, payloads)
+        return await super().append(thread_id, run_id, payloads, scope=scope)
 
 
 async def test_linger_gathers_a_burst_into_few_appends() -> None:
@@ -340,7 +346,12 @@ class _HungEndLog(MemoryEventLog):
     """A store whose end_run never returns."""
 
     async def end_run(
-        self, run_id: str, status: RunStatus = RunStatus.FINISHED, reason: str | None = None
+        self,
+        run_id: str,
+        status: RunStatus = RunStatus.FINISHED,
+        reason: str | None = None,
+        *,
+        scope: str = "default",
     ) -> StoredRun:
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
