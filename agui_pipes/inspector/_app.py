@@ -126,7 +126,7 @@ def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> S
         if run is None:
             known = ", ".join(r.id for r in registry.newest_first()[:10]) or "none"
             raise _NotFound(f"no run {run_id!r}; known runs: {known} (GET /api/runs lists them)")
-        return run
+        return _side(request, run)
 
     def api(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -213,6 +213,20 @@ def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> S
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
     return Starlette(routes=routes)
+
+
+def _side(request: Request, run: InspectedRun) -> InspectedRun:
+    """The run as received (``side=input``, the default) or as the client receives it.
+
+    Without a chain both sides are the same stream; the pipeline record stays with
+    the input side (it describes both).
+    """
+    side = request.query_params.get("side") or "input"
+    if side not in ("input", "output"):
+        raise _BadRequest(f"query parameter `side` must be input or output, got {side!r}")
+    if side == "output" and run.output is not None and "n" not in request.path_params:
+        return run.output
+    return run
 
 
 def _path_index(request: Request, name: str) -> int:

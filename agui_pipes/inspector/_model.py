@@ -186,6 +186,8 @@ class InspectedRun:
         self._fold_state: Any = {}
         self._shared: dict[str, bytes] = {}
         self.stages: list[Any] | None = None
+        self.output: InspectedRun | None = None
+        """With a chain: the stream as the client receives it (the last stage's output)."""
         self.capped = False
         self._haystack: tuple[bytes, array[int]] | None = None
         self._lane_rows: list[dict[str, Any]] | None = None
@@ -332,7 +334,9 @@ class InspectedRun:
         broken: str | None = None,
     ) -> InspectedRun:
         """Inspect a whole recorded stream; with ``chain`` (a ``TransformerChain`` or a
-        factory of one) also record what each of its stages did.
+        factory of one) also record what each of its stages did, and inspect the
+        stream the chain emits as ``output`` (the client's side: its own verdict,
+        lanes and fold).
 
         ``broken`` says why reading stopped early (bad framing after the last event
         read): the stream is then rejected, with that reason as a warning.
@@ -349,6 +353,10 @@ class InspectedRun:
             from ._stages import record_stages
 
             run.stages = record_stages(run, chain)
+            if run.stages:
+                output = cls.build(run.stages[-1].outputs, label, checkpoint_every=checkpoint_every)
+                output.id = run.id
+                run.output = output
         return run
 
     # -- bookkeeping ---------------------------------------------------------
