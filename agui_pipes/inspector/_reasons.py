@@ -81,11 +81,14 @@ def _reason(found: Any) -> tuple[int, dict[str, Any]]:
 
 
 def _rows_by_input(record: StageRecord) -> dict[int, int]:
-    """The row of each input (its first row: added rows come after it)."""
+    """The row of each input: its own row, not the rows of events added in its call."""
+    from ._stages import KINDS
+
+    added = KINDS.index("added")
     rows: dict[int, int] = {}
     for row, source in enumerate(record.source):
-        if source >= 0:
-            rows.setdefault(source, row)
+        if source >= 0 and record.kind[row] != added:
+            rows[source] = row
     return rows
 
 

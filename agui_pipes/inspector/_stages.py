@@ -8,14 +8,13 @@ The rule, applied to each output of a ``transform`` (or ``finish``) call in turn
 
 1. an output that *is* an input object — the current one, or an earlier one the
    stage held back — is that input *passed* (late, when held);
-2. a new object that is a copy of an input still unaccounted for (the current
-   input, or a held one) is that input *changed*, with the JSON Patch from it: a
-   copy keeps the field objects it did not replace (``model_copy`` does; so does an
-   event built from the input's id), so an output sharing an id string, a text or
-   a nested value with the input is derived from it (the same class first, then the
-   earliest held input);
-3. otherwise, when the current input did not come out, the first new output is
-   its change (same-call attribution), and further new outputs are *added*.
+2. a new object that is a copy of a held input — the same class, sharing a field
+   object with it (``model_copy`` keeps the fields it does not replace: an id
+   string, a text, a nested value) — is that input *changed* (the earliest such),
+   with the JSON Patch from it;
+3. otherwise, while the current input has neither come out nor been changed, the
+   output is its change (same-call attribution: a stage rewriting what it is given);
+4. anything else is *added* (next to the current input; ``in: null`` at the end).
 
 An input still held at the end of the stream was *merged* into the changed output
 of the same item (same class, same message / tool call / subagent ids) whose source
@@ -207,14 +206,20 @@ class _Held:
         return found
 
     def copied(self, out: BaseEvent) -> tuple[int, BaseEvent] | None:
-        """The held input ``out`` is a copy of (shares a mark with), same class first."""
+        """The earliest held input of ``out``'s class that ``out`` is a copy of.
+
+        Only the same class: an event built from a held one's id (a synthesized END
+        naming a held START's message) is a new event, not that input changed.
+        """
         best: tuple[int, BaseEvent] | None = None
         for mark in _marks(out):
             for held_id in self._marks.get(id(mark), ()):
                 row, event = self.rows[held_id]
+                if type(event) is not type(out):
+                    continue
                 if not any(value is mark for value in event.__dict__.values()):
                     continue
-                if best is None or _better((row, event), best, out):
+                if best is None or row < best[0]:
                     best = (row, event)
         return best
 
@@ -233,13 +238,6 @@ class _Held:
         self.rows.clear()
         self._marks.clear()
         return left
-
-
-def _better(candidate: tuple[int, BaseEvent], best: tuple[int, BaseEvent], out: Any) -> bool:
-    same, best_same = type(candidate[1]) is type(out), type(best[1]) is type(out)
-    if same != best_same:
-        return same
-    return candidate[0] < best[0]
 
 
 def _normalised(raw: bytes) -> Any:
@@ -459,8 +457,9 @@ async def _run_operator(
     stage: StreamOperator, inputs: list[tuple[int, BaseEvent]], record: StageRecord
 ) -> list[BaseEvent]:
     async def source() -> AsyncIterator[BaseEvent]:
-        for _, event in inputs:
+        for position, event in inputs:
             record.received += 1
+            record.arrivals.append(position)
             yield event
 
     outs: list[BaseEvent] = []
