@@ -122,6 +122,7 @@ def test_repair_lists_each_fix_with_its_rule_and_the_output_side_is_accepted() -
     assert received["outcome"] == "rejected" and len(received["violations"]) == 1
     delivered = summary(client, "output")
     assert delivered["outcome"] == "finished" and delivered["violations"] == []
+    assert delivered["stages"] == received["stages"]  # one pipeline record, both sides
     assert "TOOL_CALL_START" in delivered["types"]
     fixed = [r for r in rows(client, 1) if r["reasons"]]
     assert [(r["in"], r["type"]) for r in fixed] == [(20, "TEXT_MESSAGE_CONTENT")]

@@ -218,13 +218,12 @@ def inspector_app(runs: InspectedRun | RecentRuns | Iterable[InspectedRun]) -> S
 def _side(request: Request, run: InspectedRun) -> InspectedRun:
     """The run as received (``side=input``, the default) or as the client receives it.
 
-    Without a chain both sides are the same stream; the pipeline record stays with
-    the input side (it describes both).
+    Without a chain both sides are the same stream; both sides share the pipeline record.
     """
     side = request.query_params.get("side") or "input"
     if side not in ("input", "output"):
         raise _BadRequest(f"query parameter `side` must be input or output, got {side!r}")
-    if side == "output" and run.output is not None and "n" not in request.path_params:
+    if side == "output" and run.output is not None:
         return run.output
     return run
 

@@ -356,6 +356,7 @@ class InspectedRun:
             if run.stages:
                 output = cls.build(run.stages[-1].outputs, label, checkpoint_every=checkpoint_every)
                 output.id = run.id
+                output.stages = run.stages  # the pipeline view describes both sides
                 run.output = output
         return run
 

@@ -184,6 +184,11 @@
       runInfo(summary);
       var tabPipe = document.querySelector('.tabs button[data-view="pipeline"]');
       tabPipe.title = summary.stages ? "" : "start with --config CHAIN.yaml to see the stages";
+      // Without a chain the stream is the same on both sides (under serve --inspect,
+      // what was recorded is already what the client was sent).
+      var side = $("side-select");
+      side.disabled = !summary.stages && S.side === "input";
+      side.title = side.disabled ? "no chain: the stream is the same on both sides" : "";
       Timeline.reset();
       Events.reset();
       Pipeline.reset();
