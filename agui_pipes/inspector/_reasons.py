@@ -6,10 +6,11 @@ finished (docs/inspector.md, "Stage reasons")::
     def explain(self) -> Iterable[Reason]: ...
 
 Each reason has ``index`` (the 0-based position, among the events this stage
-received, of the input that led to it; the count of inputs for one made at the end
-of the stream), ``rule`` (a short stable name), ``detail`` (one sentence) and
-optionally ``action``. ``Repair``'s ``RepairFix`` has exactly this shape, so
-``return self.report.fixes`` is a complete hook; a mapping with those keys works too.
+received, of the input that led to it — the reason is shown at that input's own
+row; the count of inputs for one made at the end of the stream), ``rule`` (a short
+stable name), ``detail`` (one sentence) and optionally ``action``. ``Repair``'s
+``RepairFix`` has exactly this shape, so ``return self.report.fixes`` is a complete
+hook; a mapping with those keys works too.
 
 Built-in stages that have no hook yet are explained from what they already expose:
 ``Repair`` by its ``report``, ``FilterToolCalls`` by ``blocks(name)`` (a dropped
@@ -58,13 +59,9 @@ def explain(stage: Any, record: StageRecord) -> None:
         ]
     if not reasons:
         return
-    rows = _rows_by_input(record)
     last = len(record.kind) - 1
     for index, reason in reasons[:_MAX_REASONS]:
-        if 0 <= index < len(record.arrivals):
-            row = rows.get(record.arrivals[index], last)
-        else:
-            row = last
+        row = record.input_rows[index] if 0 <= index < len(record.input_rows) else last
         if row >= 0:
             record.reasons.setdefault(row, []).append(reason)
 
@@ -80,18 +77,6 @@ def _reason(found: Any) -> tuple[int, dict[str, Any]]:
     )
 
 
-def _rows_by_input(record: StageRecord) -> dict[int, int]:
-    """The row of each input: its own row, not the rows of events added in its call."""
-    from ._stages import KINDS
-
-    added = KINDS.index("added")
-    rows: dict[int, int] = {}
-    for row, source in enumerate(record.source):
-        if source >= 0 and record.kind[row] != added:
-            rows[source] = row
-    return rows
-
-
 def _repair(stage: Any, record: StageRecord) -> list[tuple[int, dict[str, Any]]]:
     return [_reason(fix) for fix in getattr(stage.report, "fixes", ())]
 
@@ -100,13 +85,10 @@ def _filter_tool_calls(stage: Any, record: StageRecord) -> list[tuple[int, dict[
     from ._stages import KINDS
 
     dropped = KINDS.index("dropped")
-    rows = _rows_by_input(record)
-    position_of = {position: k for k, position in enumerate(record.arrivals)}
     denied: dict[str, str] = {}
     found: list[tuple[int, dict[str, Any]]] = []
-    for position in record.arrivals:
-        row = rows.get(position)
-        if row is None or record.kind[row] != dropped:
+    for k, (position, row) in enumerate(zip(record.arrivals, record.input_rows, strict=True)):
+        if row < 0 or record.kind[row] != dropped:
             continue
         event = orjson.loads(record.inputs[position])
         call = event.get("toolCallId") if isinstance(event, dict) else None
@@ -120,9 +102,7 @@ def _filter_tool_calls(stage: Any, record: StageRecord) -> list[tuple[int, dict[
             detail = f"part of the denied call {call} ({denied[call]!r})"
         else:
             continue
-        found.append(
-            (position_of[position], {"rule": "denied-tool", "action": "dropped", "detail": detail})
-        )
+        found.append((k, {"rule": "denied-tool", "action": "dropped", "detail": detail}))
     return found
 
 
@@ -131,10 +111,8 @@ def _redact(stage: Any, record: StageRecord) -> list[tuple[int, dict[str, Any]]]
 
     changed = KINDS.index("changed")
     found: list[tuple[int, dict[str, Any]]] = []
-    rows = _rows_by_input(record)
-    for k, position in enumerate(record.arrivals):
-        row = rows.get(position)
-        if row is None or record.kind[row] != changed:
+    for k, (position, row) in enumerate(zip(record.arrivals, record.input_rows, strict=True)):
+        if row < 0 or record.kind[row] != changed:
             continue
         texts = list(_strings(orjson.loads(record.inputs[position])))
         merged = record.merged.get(record.first_out[row])

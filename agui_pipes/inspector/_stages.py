@@ -35,7 +35,8 @@ after the fact: unmatched inputs are dropped, unmatched outputs added.
 from __future__ import annotations
 
 from array import array
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from bisect import bisect_right
+from collections.abc import AsyncIterator, Iterable, Sequence
 from enum import Enum
 from typing import Any
 
@@ -64,6 +65,7 @@ class StageRecord:
         self.inputs = inputs  # the input events' JSON, by input index (stage 0: file index)
         self.received = 0
         self.arrivals = array("i")  # the input index of each event received, in order
+        self.input_rows = array("i")  # the row of each event received (its own, not added)
         self.outputs: list[bytes] = []
         self.kind = array("b")
         self.source = array("i")  # input index, -1 for an added event from finish()
@@ -168,42 +170,50 @@ def _item_key(event: BaseEvent) -> tuple[Any, ...]:
     )
 
 
-def _marks(event: BaseEvent) -> Iterator[Any]:
-    """The field values of ``event`` whose identity marks it: a copy shares them.
+def _marks(event: BaseEvent) -> list[int]:
+    """The ids of the field values of ``event`` that mark it: a copy shares them.
 
     Small constants (None, booleans, numbers, enum members, one-character and empty
     strings) are shared by unrelated events and say nothing.
     """
-    for value in event.__dict__.values():
-        if isinstance(value, _SMALL):
-            continue
-        if isinstance(value, str) and len(value) < 2:
-            continue
-        yield value
+    return [
+        id(value)
+        for value in event.__dict__.values()
+        if not isinstance(value, _SMALL) and not (type(value) is str and len(value) < 2)
+    ]
 
 
 class _Held:
-    """The inputs a stage has not emitted yet (row, event), and an index of their marks."""
+    """The inputs a stage has not emitted yet, and an index of their marks.
+
+    A held event keeps its field values alive, so the id of a mark cannot be reused
+    while the event is held: an output with a mark of that id shares that very object.
+    """
 
     def __init__(self) -> None:
-        self.rows: dict[int, tuple[int, BaseEvent]] = {}  # id(event) → (row, event)
-        self._marks: dict[int, list[int]] = {}  # id(mark) → ids of the held events having it
+        self.rows: dict[int, tuple[int, BaseEvent, list[int]]] = {}  # id → (row, event, marks)
+        self._marks: dict[int, dict[int, None]] = {}  # id(mark) → ids of held events having it
 
     def add(self, row: int, event: BaseEvent) -> None:
-        self.rows[id(event)] = (row, event)
-        for mark in _marks(event):
-            self._marks.setdefault(id(mark), []).append(id(event))
+        marks = _marks(event)
+        self.rows[id(event)] = (row, event, marks)
+        index = self._marks
+        for mark in marks:
+            holders = index.get(mark)
+            if holders is None:
+                index[mark] = {id(event): None}
+            else:
+                holders[id(event)] = None
         if len(self.rows) > _HELD_MAX:
-            oldest = next(iter(self.rows))
-            self.pop(self.rows[oldest][1])
+            self._pop(next(iter(self.rows)))
 
     def take(self, out: BaseEvent) -> tuple[int, BaseEvent] | None:
         """The held input that *is* ``out``, removed from the held set."""
         found = self.rows.get(id(out))
         if found is None or found[1] is not out:
             return None
-        self.pop(out)
-        return found
+        self._pop(id(out))
+        return found[0], found[1]
 
     def copied(self, out: BaseEvent) -> tuple[int, BaseEvent] | None:
         """The earliest held input of ``out``'s class that ``out`` is a copy of.
@@ -213,28 +223,28 @@ class _Held:
         """
         best: tuple[int, BaseEvent] | None = None
         for mark in _marks(out):
-            for held_id in self._marks.get(id(mark), ()):
-                row, event = self.rows[held_id]
-                if type(event) is not type(out):
-                    continue
-                if not any(value is mark for value in event.__dict__.values()):
-                    continue
-                if best is None or row < best[0]:
+            for held_id in self._marks.get(mark, ()):
+                row, event, _ = self.rows[held_id]
+                if type(event) is type(out) and (best is None or row < best[0]):
                     best = (row, event)
         return best
 
     def pop(self, event: BaseEvent) -> None:
-        if self.rows.pop(id(event), None) is None:
-            return
-        for mark in _marks(event):
-            holders = self._marks.get(id(mark))
+        if id(event) in self.rows:
+            self._pop(id(event))
+
+    def _pop(self, key: int) -> None:
+        _, _, marks = self.rows.pop(key)
+        index = self._marks
+        for mark in marks:
+            holders = index.get(mark)
             if holders is not None:
-                holders.remove(id(event))
+                holders.pop(key, None)
                 if not holders:
-                    del self._marks[id(mark)]
+                    del index[mark]
 
     def clear(self) -> list[tuple[int, BaseEvent]]:
-        left = list(self.rows.values())
+        left = [(row, event) for row, event, _ in self.rows.values()]
         self.rows.clear()
         self._marks.clear()
         return left
@@ -356,11 +366,12 @@ def _match(record: StageRecord, position: int, event: BaseEvent, outs: list[Base
     released late, a copy of one of them, or else an added event.
     """
     record.arrivals.append(position)
+    record.input_rows.append(-1)
     passed = any(out is event for out in outs)
     accounted = passed  # the current input came out, or something is its change
     for out in outs:
         if out is event and passed:
-            record.note(_PASSED, position, [record.inputs[position]])
+            record.input_rows[-1] = record.note(_PASSED, position, [record.inputs[position]])
             passed = False  # a second emission of the same object is an added event
             continue
         if _release(record, out, position):
@@ -369,13 +380,14 @@ def _match(record: StageRecord, position: int, event: BaseEvent, outs: list[Base
         if not accounted:
             # Rule 2 for the current input (a copy of it), or rule 3: the first new
             # output of a call whose input did not come out is its change.
-            record.note(_CHANGED, position, [raw])
+            record.input_rows[-1] = record.note(_CHANGED, position, [raw])
             _derived(record, event, position, position, len(record.kind) - 1)
             accounted = True
             continue
         record.note(_ADDED, position, [raw])
     if not accounted:
-        record.held.add(record.note(_DROPPED, position, ()), event)
+        row = record.input_rows[-1] = record.note(_DROPPED, position, ())
+        record.held.add(row, event)
 
 
 def _release(record: StageRecord, out: BaseEvent, at: int) -> bool:
@@ -413,15 +425,20 @@ def _settle_merged(record: StageRecord) -> None:
     inside a merged event went into the changed output of its item whose source
     arrived last before it — if that output was emitted after the input arrived.
     """
+    by_source: dict[tuple[Any, ...], list[tuple[int, int, int, int]]] = {}
     for row, event in record.held.clear():
         position = record.source[row]
-        best: tuple[int, int, int, int] | None = None
-        for entry in record.derived.get(_item_key(event), ()):
-            source, at, _, _ = entry
-            if source <= position <= at and (best is None or source > best[0]):
-                best = entry
-        if best is None:
+        key = _item_key(event)
+        entries = by_source.get(key)
+        if entries is None:
+            entries = by_source[key] = sorted(record.derived.get(key, ()))
+        # The latest source at or before this input; its output must have come out
+        # after this input arrived (an item's outputs come out in order, so an
+        # earlier source's output came out earlier still).
+        at = bisect_right(entries, (position, _AT_FINISH + 1)) - 1
+        if at < 0 or entries[at][1] < position:
             continue
+        best = entries[at]
         out = best[2]
         record.merged_row[out] = best[3]
         record.kind[row] = _MERGED
@@ -471,14 +488,16 @@ async def _run_operator(
         record.error = str(error)
     by_id = {id(event): position for position, event in inputs}
     matched: set[int] = set()
+    rows: dict[int, int] = {}
     for out in outs:
         position = by_id.get(id(out))
         if position is not None and position not in matched:
             matched.add(position)
-            record.note(_PASSED, position, [record.inputs[position]])
+            rows[position] = record.note(_PASSED, position, [record.inputs[position]])
         else:
             record.note(_ADDED, -1, [wire_json(out)])
     for position, _ in inputs:
         if position not in matched:
-            record.note(_DROPPED, position, ())
+            rows[position] = record.note(_DROPPED, position, ())
+    record.input_rows.extend(rows.get(position, -1) for position in record.arrivals)
     return outs
