@@ -210,6 +210,10 @@ def test_the_output_side_shows_what_the_client_receives_after_a_repair_chain(
         expect(page.get_by_test_id("event-row")).to_have_count(0)
         if SHOTS:
             page.get_by_test_id("filter-id").fill("")
+            expect(page.get_by_test_id("events-count")).to_have_text(
+                re.compile(r"^\d+ of \d+ events$")
+            )
+            expect(page.get_by_test_id("event-row").first).to_be_visible()
             page.screenshot(path=str(IMAGES / "inspector-sides.png"))
 
         page.click("[data-testid=tab-timeline]")
