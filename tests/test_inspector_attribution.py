@@ -22,7 +22,16 @@ from starlette.testclient import TestClient
 
 from agui_pipes import StreamTransformer, TransformerChain
 from agui_pipes.inspector import InspectedRun, inspector_app
-from agui_pipes.transformers import CoalesceDeltas, FilterToolCalls, Redact, Repair
+from agui_pipes.transformers import (
+    CoalesceDeltas,
+    Compact,
+    DropEvents,
+    ExpandChunks,
+    FilterToolCalls,
+    Redact,
+    Repair,
+    StateDiff,
+)
 
 DEMO = Path(__file__).parent / "data" / "demo-run.ndjson"
 DEMO_LINES = DEMO.read_bytes().splitlines()
@@ -224,3 +233,30 @@ def test_without_a_chain_both_sides_are_the_stream_and_side_is_validated() -> No
     assert summary(client, "output") == summary(client, "input")
     response = client.get("/api/runs/0/summary?side=client")
     assert response.status_code == 400 and "`side`" in response.json()["error"]
+
+
+CHAINS = {
+    "redact+coalesce": lambda: [Redact(["Lisbon", "weather"]), CoalesceDeltas(max_chars=12)],
+    "coalesce+redact": lambda: [CoalesceDeltas(), Redact(["Lisbon"], hold_back=8)],
+    "filter+repair": lambda: [FilterToolCalls.deny(["internal_*"]), Repair()],
+    "expand+compact": lambda: [ExpandChunks(), Compact()],
+    "statediff+drop": lambda: [StateDiff(), DropEvents(["step", "reasoning"])],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+@pytest.mark.parametrize("stream", ["demo", "broken"])
+def test_every_output_is_attributed_once_and_the_rows_rebuild_it(name: str, stream: str) -> None:
+    events = DEMO_LINES if stream == "demo" else [json.dumps(e).encode() for e in BROKEN]
+    stages = CHAINS[name]()
+    run = InspectedRun.build(events, "demo", chain=TransformerChain(stages))
+    client = TestClient(inspector_app(run))
+    for number, record in enumerate(run.stages or []):
+        assert record.error is None
+        rebuilt = output_events(client, number)
+        assert rebuilt == [json.loads(raw) for raw in record.outputs]
+        inputs = summary(client)["stages"][number]["in"]
+        counted = summary(client)["stages"][number]
+        assert counted["passed"] + counted["changed"] + counted["merged"] + counted["dropped"] == (
+            inputs
+        )
