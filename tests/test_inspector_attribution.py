@@ -260,3 +260,12 @@ def test_every_output_is_attributed_once_and_the_rows_rebuild_it(name: str, stre
         assert counted["passed"] + counted["changed"] + counted["merged"] + counted["dropped"] == (
             inputs
         )
+
+
+def test_a_stage_of_ones_own_named_like_a_built_in_is_not_read_as_one() -> None:
+    class Repair(StreamTransformer):  # no report: the built-in reading must not apply
+        def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+            return (event,)
+
+    client = client_for(DEMO_LINES, Repair())
+    assert summary(client)["stages"][0]["reasons"] == 0

@@ -44,7 +44,9 @@ def explain(stage: Any, record: StageRecord) -> None:
         if callable(hook):
             reasons = [_reason(r) for r in hook()]
         else:
-            builtin = _BUILTIN.get(type(stage).__name__)
+            cls = type(stage)
+            ours = cls.__module__.startswith("agui_pipes.")
+            builtin = _BUILTIN.get(cls.__name__) if ours else None
             reasons = builtin(stage, record) if builtin is not None else []
     except Exception as error:  # a broken hook must not break the inspector
         reasons = [
@@ -150,4 +152,5 @@ _BUILTIN: dict[str, Callable[[Any, StageRecord], list[tuple[int, dict[str, Any]]
     "FilterToolCalls": _filter_tool_calls,
     "Redact": _redact,
 }
-"""Built-in stages without a hook, by class name (the inspector imports no stage)."""
+"""Built-in stages without a hook, by class name (of a class defined in this package:
+the inspector imports no stage, and a stage of one's own may share a name)."""
