@@ -33,7 +33,7 @@ from agui_pipes.transformers import (
     StateDiff,
 )
 
-DEMO = Path(__file__).parent / "data" / "demo-run.ndjson"
+DEMO = Path(__file__).parents[1] / "data" / "demo-run.ndjson"
 DEMO_LINES = DEMO.read_bytes().splitlines()
 DEMO_EVENTS = [json.loads(line) for line in DEMO_LINES]
 GHOST = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "ghost", "delta": "boo"}

@@ -1,6 +1,6 @@
 """The inspector page in Chromium: identity attribution, the input/output switch, odd ids.
 
-Like tests/test_inspector_browser.py, each test starts the real ``agui-pipes
+Like test_inspector_browser.py, each test starts the real ``agui-pipes
 inspect FILE --no-open --port 0`` and drives the page with Playwright on the
 system chromium (``executable_path``); without one the module is skipped, loudly.
 With ``AGUI_PIPES_SCREENSHOTS=1`` it also writes docs/images/inspector-sides.png.
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "data" / "demo-run.ndjson"
 IMAGES = ROOT / "docs" / "images"
 SHOTS = os.environ.get("AGUI_PIPES_SCREENSHOTS") == "1"
