@@ -154,7 +154,7 @@ def inspector_app(
         if run is None:
             known = ", ".join(r.id for r in registry.newest_first(scope)[:10]) or "none"
             raise _NotFound(f"no run {run_id!r}; known runs: {known} (GET /api/runs lists them)")
-        return run
+        return _side(request, run)
 
     def api(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -256,6 +256,19 @@ def inspector_app(
 
 _PRINCIPAL = "agui_pipes.principal"
 """Where the ASGI scope of an inspector request carries its principal."""
+
+
+def _side(request: Request, run: InspectedRun) -> InspectedRun:
+    """The run as received (``side=input``, the default) or as the client receives it.
+
+    Without a chain both sides are the same stream; both sides share the pipeline record.
+    """
+    side = request.query_params.get("side") or "input"
+    if side not in ("input", "output"):
+        raise _BadRequest(f"query parameter `side` must be input or output, got {side!r}")
+    if side == "output" and run.output is not None:
+        return run.output
+    return run
 
 
 def _path_index(request: Request, name: str) -> int:

@@ -189,6 +189,7 @@ class InspectedRun:
         self._fold_state: Any = {}
         self._shared: dict[str, bytes] = {}
         self.stages: list[Any] | None = None
+        self._output: InspectedRun | None = None
         self.capped = False
         self._haystack: tuple[bytes, array[int]] | None = None
         self._lane_rows: list[dict[str, Any]] | None = None
@@ -335,7 +336,8 @@ class InspectedRun:
         broken: str | None = None,
     ) -> InspectedRun:
         """Inspect a whole recorded stream; with ``chain`` (a ``TransformerChain`` or a
-        factory of one) also record what each of its stages did.
+        factory of one) also record what each of its stages did; ``output`` is then
+        the stream the chain emits (the client's side: its own verdict, lanes, fold).
 
         ``broken`` says why reading stopped early (bad framing after the last event
         read): the stream is then rejected, with that reason as a warning.
@@ -353,6 +355,20 @@ class InspectedRun:
 
             run.stages = record_stages(run, chain)
         return run
+
+    @property
+    def output(self) -> InspectedRun | None:
+        """With a chain: the stream as the client receives it (the last stage's output),
+        inspected on its own; None without one. Built when first asked for (about what
+        building this run cost), so a chain costs no second model until it is viewed."""
+        if self._output is None and self.stages:
+            output = InspectedRun.build(
+                self.stages[-1].outputs, self.label, checkpoint_every=self._every
+            )
+            output.id = self.id
+            output.stages = self.stages  # the pipeline view describes both sides
+            self._output = output
+        return self._output
 
     # -- bookkeeping ---------------------------------------------------------
 

@@ -323,7 +323,8 @@ def test_pipeline_with_filter_tool_calls_lists_dropped_events(filtered: TestClie
     passed = [r for r in everything["rows"] if r["kind"] == "passed"]
     assert passed[0] == {
         "kind": "passed", "in": 0, "out": [0], "type": "RUN_STARTED",
-        "summary": passed[0]["summary"], "diff": None, "event": json.loads(DEMO_LINES[0]),
+        "summary": passed[0]["summary"], "diff": None, "sources": None, "reasons": [],
+        "event": json.loads(DEMO_LINES[0]),
     }
 
 
@@ -349,7 +350,8 @@ def test_pipeline_rows_changed_dropped_added_across_two_stages() -> None:
                  if json.loads(line)["type"] == "STATE_SNAPSHOT"]
     assert first == {"name": "shout", "in": 141, "out": 141 - len(snapshots),
                      "passed": 141 - len(contents) - len(snapshots), "changed": len(contents),
-                     "dropped": len(snapshots), "added": 0, "error": None}
+                     "dropped": len(snapshots), "added": 0, "merged": 0, "reasons": 0,
+                     "error": None}
     assert second["in"] == first["out"] and second["added"] == 1
     assert second["out"] == first["out"] + 1
     changed = get(client, "/api/runs/0/stages/0?kind=changed&limit=1")

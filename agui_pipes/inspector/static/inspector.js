@@ -104,12 +104,21 @@
 
   var S = {
     runId: null,
+    side: "input",           // "input": the stream as received; "output": after the chain
     summary: null,
     view: "timeline",
     selected: null,          // selected event index
   };
 
-  function runPath(rest) { return "runs/" + encodeURIComponent(S.runId) + "/" + rest; }
+  function runPath(rest) {
+    var path = "runs/" + encodeURIComponent(S.runId) + "/" + rest;
+    if (S.side !== "output") return path;
+    return path + (path.indexOf("?") >= 0 ? "&" : "?") + "side=output";
+  }
+
+  // Ids from the stream key these maps: a prototype-less object has no
+  // "constructor" or "__proto__" of its own to collide with.
+  function dict() { return Object.create(null); }
 
   // ---- tabs ------------------------------------------------------------------
 
@@ -175,6 +184,11 @@
       runInfo(summary);
       var tabPipe = document.querySelector('.tabs button[data-view="pipeline"]');
       tabPipe.title = summary.stages ? "" : "start with --config CHAIN.yaml to see the stages";
+      // Without a chain the stream is the same on both sides (under serve --inspect,
+      // what was recorded is already what the client was sent).
+      var side = $("side-select");
+      side.disabled = !summary.stages && S.side === "input";
+      side.title = side.disabled ? "no chain: the stream is the same on both sides" : "";
       Timeline.reset();
       Events.reset();
       Pipeline.reset();
@@ -193,7 +207,7 @@
     var loadingTimes = false;
     var width = 800;
     var lanes = [];
-    var laneIndex = {};
+    var laneIndex = dict();
 
     function axis() { return $("tl-axis").value === "time" && times ? "time" : "index"; }
 
@@ -229,7 +243,7 @@
     function reset(keepView) {
       var wasFull = domain[0] === full[0] && domain[1] === full[1];
       lanes = S.summary.lanes.slice();
-      laneIndex = {};
+      laneIndex = dict();
       lanes.forEach(function (l) { laneIndex[l.id] = l; });
       var timeOpt = $("tl-axis").querySelector('option[value="time"]');
       timeOpt.disabled = !S.summary.timed;
@@ -667,7 +681,7 @@
 
   var Pipeline = (function () {
     var stage = 0, kind = "", loaded = 0, total = 0, generation = 0, selectedRow = null;
-    var KINDS = ["", "passed", "changed", "dropped", "added"];
+    var KINDS = ["", "passed", "changed", "merged", "dropped", "added"];
 
     function reset() { stage = 0; kind = ""; loaded = 0; total = 0; generation++; selectedRow = null; }
 
@@ -682,20 +696,20 @@
       $("pl-count").textContent = "";
       $("pl-more").hidden = true;
       if (!stages) return;
-      table.appendChild(h("tr", {}, ["stage", "in", "out", "passed", "changed", "dropped", "added"].map(function (c) {
+      table.appendChild(h("tr", {}, ["stage", "in", "out", "passed", "changed", "merged", "dropped", "added"].map(function (c) {
         return h("th", {}, c);
       })));
       stages.forEach(function (st, n) {
         var cells = [h("td", {}, h("button", { type: "button", "data-testid": "stage-name",
           onclick: function () { pick(n, ""); } }, n + 1 + ". " + st.name)),
           h("td", {}, st["in"]), h("td", {}, st.out)];
-        ["passed", "changed", "dropped", "added"].forEach(function (k) {
+        ["passed", "changed", "merged", "dropped", "added"].forEach(function (k) {
           cells.push(h("td", {}, st[k] ? h("button", { type: "button", "data-testid": "stage-count-" + k,
             onclick: function () { pick(n, k); } }, st[k]) : "0"));
         });
         table.appendChild(h("tr", { "data-testid": "stage", "data-stage": n, class: n === stage ? "selected" : "" }, cells));
         if (st.error) {
-          table.appendChild(h("tr", { class: "stage-error" }, h("td", { colspan: 7, "data-testid": "stage-error" },
+          table.appendChild(h("tr", { class: "stage-error" }, h("td", { colspan: 8, "data-testid": "stage-error" },
             "✖ the stage raised and stopped here: " + st.error)));
         }
       });
@@ -736,11 +750,14 @@
 
     function rowEl(r) {
       var inout = (r["in"] === null ? "+" : "in " + r["in"]) + " → " + (r.out.length ? r.out.join(",") : "∅");
-      var el = h("div", { class: "row pl-row", "data-testid": "stage-row", "data-kind": r.kind, "data-type": r.type },
+      var reasons = (r.reasons || []).map(function (x) { return x.rule + ": " + x.detail; }).join("; ");
+      var el = h("div", { class: "row pl-row", "data-testid": "stage-row", "data-kind": r.kind, "data-type": r.type,
+        "data-in": r["in"] === null ? "" : r["in"] },
         h("span", { class: "c-kind kind-" + r.kind }, r.kind),
         h("span", { class: "c-inout" }, inout),
         h("span", { class: "c-type" }, r.type),
-        h("span", { class: "c-sum", title: r.summary }, r.summary));
+        h("span", { class: "c-sum", title: r.summary }, r.summary),
+        reasons ? h("span", { class: "c-reason", "data-testid": "stage-row-reason", title: reasons }, reasons) : null);
       el.addEventListener("click", function () {
         if (selectedRow) selectedRow.classList.remove("selected");
         selectedRow = el;
@@ -754,6 +771,15 @@
       var box = $("pl-detail");
       clear(box);
       box.appendChild(h("h3", {}, r.kind + " · " + r.type));
+      if (r.sources && r.sources.length) {
+        box.appendChild(h("div", { "data-testid": "stage-sources" }, (r.kind === "merged" ? "merged with inputs " :
+          "one output made from inputs ") + r.sources.map(function (i) { return "#" + i; }).join(", ")));
+      }
+      if (r.reasons && r.reasons.length) {
+        box.appendChild(h("ul", { class: "reasons", "data-testid": "stage-reasons" }, r.reasons.map(function (x) {
+          return h("li", {}, h("strong", {}, x.rule), " " + x.detail);
+        })));
+      }
       if (r.diff && r.diff.length) {
         box.appendChild(h("div", {}, "diff (JSON Patch, input → output):"));
         box.appendChild(h("ul", { class: "diff", "data-testid": "stage-diff" }, r.diff.map(function (op) {
@@ -829,8 +855,8 @@
       var box = $("rs-transcript");
       clear(box);
       if (!messages.length) { box.appendChild(h("p", { class: "muted" }, "No messages yet at this point.")); return; }
-      var subs = {}, childrenOf = {}, spawner = {};
-      var laneById = {};
+      var subs = dict(), childrenOf = dict(), spawner = dict();
+      var laneById = dict();
       S.summary.lanes.forEach(function (l) { laneById[l.id] = l; });
       S.summary.lanes.forEach(function (l) {
         if (l.kind !== "subagent") return;
@@ -841,13 +867,13 @@
           (childrenOf[laneRawId(parent)] = childrenOf[laneRawId(parent)] || []).push(id);
         }
       });
-      var bySub = {}, results = {}, top = [];
+      var bySub = dict(), results = dict(), top = [];
       messages.forEach(function (m) {
         if (m.role === "tool" && m.toolCallId) results[m.toolCallId] = m;
         if (m.subagentRunId) (bySub[m.subagentRunId] = bySub[m.subagentRunId] || []).push(m);
         else top.push(m);
       });
-      var shown = {};
+      var shown = dict();
       function subBlock(id) {
         if (shown[id] || !bySub[id]) return null;
         shown[id] = true;
@@ -864,7 +890,7 @@
           into.appendChild(msgEl(m));
         });
       }
-      var callShown = {};
+      var callShown = dict();
       messages.forEach(function (m) {
         (m.toolCalls || []).forEach(function (c) { callShown[c.id] = true; });
       });
@@ -890,7 +916,7 @@
         });
         return el;
       }
-      var shownTop = top, hidden = {};
+      var shownTop = top, hidden = dict();
       if (!showAll && top.length > MAX_MESSAGES) {
         shownTop = top.slice(top.length - MAX_MESSAGES);
         top.slice(0, top.length - MAX_MESSAGES).forEach(function (m) {
@@ -962,6 +988,10 @@
     Events.install();
     Pipeline.install();
     Result.install();
+    $("side-select").addEventListener("change", function () {
+      S.side = $("side-select").value;
+      openRun(S.runId).catch(function (e) { showError(e.message); });
+    });
     $("run-select").addEventListener("change", function () {
       openRun($("run-select").value).catch(function (e) { showError(e.message); });
     });
