@@ -72,8 +72,7 @@ def attach(
             if source not in install:
                 raise
             raise ImportError(
-                f"{package}.{name} needs {exc.name or 'an optional dependency'}: "
-                f"{install[source]}"
+                f"{package}.{name} needs {exc.name or 'an optional dependency'}: {install[source]}"
             ) from exc
         value = getattr(module, name)
         if source not in _EXPORTS:  # not a re-export of another lazy package's name

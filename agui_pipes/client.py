@@ -87,9 +87,7 @@ if TYPE_CHECKING:
 try:
     import httpx
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        "agui_pipes.client needs httpx: pip install 'agui-pipes[http]'"
-    ) from exc
+    raise ImportError("agui_pipes.client needs httpx: pip install 'agui-pipes[http]'") from exc
 
 __all__ = [
     "BadResponse",
@@ -191,7 +189,10 @@ async def _check_stream(response: httpx.Response, method: str, url: str) -> None
     if media and media != "text/event-stream":
         body, _ = await read_body(response, 4096)
         raise BadResponse(
-            method, url, response.status_code, None,
+            method,
+            url,
+            response.status_code,
+            None,
             f"a {media!r} answer where an event stream (text/event-stream) was due: "
             f"{snippet(body)}",
         )
@@ -253,9 +254,7 @@ class _RunState:
     ) -> None:
         self.budget = budget
         self.ids = ids
-        self.consumer = (
-            Consumer(allow_truncated=allow_truncated, compat=compat) if verify else None
-        )
+        self.consumer = Consumer(allow_truncated=allow_truncated, compat=compat) if verify else None
         self.events: list[BaseEvent] = []
         self.final: RunResult | None = None
         self.done = False
@@ -353,7 +352,9 @@ class Client:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
@@ -394,8 +395,11 @@ class Client:
             run_input = request_for(peer, run_input)
         body, run_id = _body(run_input)
         state = _RunState(
-            RunBudget(self.bounds, f"run {run_id!r} at {url}"), EventIds(run_id),
-            verify, allow_truncated, stage,
+            RunBudget(self.bounds, f"run {run_id!r} at {url}"),
+            EventIds(run_id),
+            verify,
+            allow_truncated,
+            stage,
         )
         stream = self._events(url, run_id, state, "POST", url, body)
         try:
@@ -452,7 +456,12 @@ class Client:
             await stream.aclose()
 
     async def _events(
-        self, url: str, run_id: str, state: _RunState, method: str, target: str,
+        self,
+        url: str,
+        run_id: str,
+        state: _RunState,
+        method: str,
+        target: str,
         content: bytes | None,
     ) -> AsyncGenerator[BaseEvent, None]:
         """The run's events across connections: one attempt, then resumes until its end."""
@@ -499,8 +508,15 @@ class Client:
                 headers["last-event-id"] = ids.last_text
 
     async def _attempt(
-        self, url: str, run_id: str, state: _RunState, attempt: _Attempt, method: str,
-        target: str, headers: dict[str, str], content: bytes | None,
+        self,
+        url: str,
+        run_id: str,
+        state: _RunState,
+        attempt: _Attempt,
+        method: str,
+        target: str,
+        headers: dict[str, str],
+        content: bytes | None,
     ) -> AsyncGenerator[BaseEvent, None]:
         """One connection: the request, its answer checked, its frames read to the end."""
         budget, ids = state.budget, state.ids
@@ -543,7 +559,11 @@ class Client:
 
     @staticmethod
     async def _refused(
-        url: str, run_id: str, state: _RunState, method: str, target: str,
+        url: str,
+        run_id: str,
+        state: _RunState,
+        method: str,
+        target: str,
         response: httpx.Response,
     ) -> NoReturn:
         """A non-200 answer: retried (a resume's 5xx), or the error that ends the run."""
@@ -645,9 +665,7 @@ class Client:
         except ValueError:
             answer = None
         if not isinstance(answer, dict):
-            raise BadResponse(
-                "POST", target, status, None, f"not a JSON object: {snippet(body)}"
-            )
+            raise BadResponse("POST", target, status, None, f"not a JSON object: {snippet(body)}")
         return answer
 
 
@@ -674,9 +692,12 @@ async def run_remote(
     **client_options: Any,
 ) -> AsyncIterator[RemoteRunEvents]:
     """``Client(**client_options).run(...)`` with a client of its own, closed at the end."""
-    async with Client(**client_options) as client, client.run(
-        url, run_input, verify=verify, allow_truncated=allow_truncated, compat=compat, peer=peer
-    ) as events:
+    async with (
+        Client(**client_options) as client,
+        client.run(
+            url, run_input, verify=verify, allow_truncated=allow_truncated, compat=compat, peer=peer
+        ) as events,
+    ):
         yield events
 
 

@@ -265,13 +265,9 @@ class _ChunkDecoder:
                 f"{self._KIND} decoder already failed: {self._failed}"
             ) from self._failed
         if self._closed:
-            raise CodecError(
-                f"{self._KIND} decoder is closed; create a new one for a new stream"
-            )
+            raise CodecError(f"{self._KIND} decoder is closed; create a new one for a new stream")
         if not isinstance(chunk, bytes | bytearray | memoryview):
-            raise TypeError(
-                f"{type(self).__name__}.feed() takes bytes, got {type(chunk).__name__}"
-            )
+            raise TypeError(f"{type(self).__name__}.feed() takes bytes, got {type(chunk).__name__}")
         data = bytes(chunk)
         if not self._at_start or not data:
             return data
@@ -281,7 +277,7 @@ class _ChunkDecoder:
             return b""
         self._at_start = False
         self._line.clear()
-        return pending[len(_BOM):] if pending.startswith(_BOM) else pending
+        return pending[len(_BOM) :] if pending.startswith(_BOM) else pending
 
 
 class SSEDecoder(_ChunkDecoder):
@@ -415,7 +411,7 @@ class SSEDecoder(_ChunkDecoder):
         if colon < 0:
             field, value = line, b""
         else:
-            field, value = line[:colon], line[colon + 1:]
+            field, value = line[:colon], line[colon + 1 :]
             if value.startswith(b" "):
                 value = value[1:]
         if field == b"data":
@@ -516,9 +512,7 @@ class NDJSONDecoder(_ChunkDecoder):
         self._check()
         return out
 
-    def _emit_lines(
-        self, chunk: bytes, lines: list[bytes], out: list[Any], text: bool
-    ) -> None:
+    def _emit_lines(self, chunk: bytes, lines: list[bytes], out: list[Any], text: bool) -> None:
         """The reference framing: each complete line of ``chunk`` checked and emitted in turn.
 
         ``agui_pipes._fastpath.framing.emit_lines`` is its fast sibling.

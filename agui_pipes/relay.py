@@ -250,9 +250,7 @@ class Relay:
                 if event is None:
                     self._unknown += 1
                     continue
-                if on_input is not None and (
-                    input_types is None or event.__class__ in input_types
-                ):
+                if on_input is not None and (input_types is None or event.__class__ in input_types):
                     on_input(event)
                 for output in transform(event, index - 1):
                     self._sent += 1

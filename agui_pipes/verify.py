@@ -307,9 +307,7 @@ class Verifier:
         """
         return self._gated
 
-    def mid_run_check(
-        self, event_class: type[BaseEvent]
-    ) -> Callable[[BaseEvent], None] | None:
+    def mid_run_check(self, event_class: type[BaseEvent]) -> Callable[[BaseEvent], None] | None:
         """What ``observe`` runs for an event of exactly ``event_class`` mid-run, or None.
 
         For a caller that verifies many events of few classes (the ``Verify``
@@ -432,8 +430,10 @@ class Verifier:
             if cls is not ag.RunStartedEvent and cls is not ag.RunErrorEvent:
                 self._fail(Rule.FIRST_EVENT, "First event must be 'RUN_STARTED'", event)
             self._first_seen = True
-        elif cls is ag.RunStartedEvent and self._run_started and not (
-            self._run_finished or self._run_errored
+        elif (
+            cls is ag.RunStartedEvent
+            and self._run_started
+            and not (self._run_finished or self._run_errored)
         ):
             self._fail(
                 Rule.DUPLICATE_RUN_STARTED,

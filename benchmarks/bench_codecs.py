@@ -56,7 +56,8 @@ def main() -> None:
     assert all(encode_sse(e) == encoder.encode(e).encode() for e in events)
 
     official = _time(
-        "EventEncoder().encode().encode()", len(events),
+        "EventEncoder().encode().encode()",
+        len(events),
         lambda: [encoder.encode(e).encode() for e in events],
     )
     ours = _time("codecs.encode_sse", len(events), lambda: [encode_sse(e) for e in events])
@@ -78,11 +79,13 @@ def main() -> None:
     for as_bytes in (False, True):
         method = "feed_bytes" if as_bytes else "feed"
         line_by_line = _time(
-            f"SSEDecoder.{method}, line by line (4 KiB chunks)", len(events),
+            f"SSEDecoder.{method}, line by line (4 KiB chunks)",
+            len(events),
             decoding(False, as_bytes),
         )
         fast = _time(
-            f"SSEDecoder.{method}, fast path (4 KiB chunks)", len(events),
+            f"SSEDecoder.{method}, fast path (4 KiB chunks)",
+            len(events),
             decoding(True, as_bytes),
         )
         print(f"SSE {method} speed-up: {line_by_line / fast:.2f}x")

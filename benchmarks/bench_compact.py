@@ -43,10 +43,7 @@ from agui_pipes.transformers.compact import compact
 
 
 def load(stream: str, n: int) -> list[BaseEvent]:
-    return [
-        EVENT_CLASS_BY_TYPE[EventType(d["type"])].model_validate(d)
-        for d in STREAMS[stream](n)
-    ]
+    return [EVENT_CLASS_BY_TYPE[EventType(d["type"])].model_validate(d) for d in STREAMS[stream](n)]
 
 
 def _seconds(make: Callable[[], Stage] | None, events: list[BaseEvent]) -> float:
@@ -109,17 +106,23 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    print(f"python {platform.python_version()}, {platform.machine()}; medians of "
-          f"{args.repeat} interleaved rounds")
-    print(f"{'stream':12} {'events in→out':>17} {'NDJSON bytes in→out':>23} "
-          f"{'Compact µs/ev':>14} {'÷ Coalesce':>10} {'history µs/ev':>14}")
+    print(
+        f"python {platform.python_version()}, {platform.machine()}; medians of "
+        f"{args.repeat} interleaved rounds"
+    )
+    print(
+        f"{'stream':12} {'events in→out':>17} {'NDJSON bytes in→out':>23} "
+        f"{'Compact µs/ev':>14} {'÷ Coalesce':>10} {'history µs/ev':>14}"
+    )
     rows = []
     for stream in STREAMS:
         row = measure(stream, args.events, args.repeat)
         rows.append(row)
-        print(f"{stream:12} {row['events_in']:>8,}→{row['events_out']:<8,} "
-              f"{row['bytes_in']:>11,}→{row['bytes_out']:<11,} {row['compact_us']:14.2f} "
-              f"{row['ratio_to_coalesce']:10.2f} {row['history_us']:14.2f}")
+        print(
+            f"{stream:12} {row['events_in']:>8,}→{row['events_out']:<8,} "
+            f"{row['bytes_in']:>11,}→{row['bytes_out']:<11,} {row['compact_us']:14.2f} "
+            f"{row['ratio_to_coalesce']:10.2f} {row['history_us']:14.2f}"
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

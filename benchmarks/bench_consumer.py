@@ -80,15 +80,22 @@ def ensure_node() -> str | None:
     if node is None or npm is None:
         return None
     if not (TS_DIR / "node_modules" / "@ag-ui" / "client").is_dir():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
-                       cwd=TS_DIR, check=True, capture_output=True)
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts"],
+            cwd=TS_DIR,
+            check=True,
+            capture_output=True,
+        )
     return node
 
 
 def time_reference(node: str, path: Path, repeat: int) -> dict[str, float]:
     proc = subprocess.run(
         [node, str(TS_DIR / "consumer_reference.mjs"), str(path), "--repeat", str(repeat)],
-        cwd=TS_DIR, check=True, capture_output=True, text=True,
+        cwd=TS_DIR,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     return {"seconds": min(report["seconds"]), "events": report["events"]}
@@ -101,8 +108,9 @@ def peak_rss_child(path: Path, fold: bool) -> int:
     parent's maximum over into the child's ``ru_maxrss``.
     """
     mode = "--rss-fold" if fold else "--rss-checks"
-    proc = subprocess.run([sys.executable, __file__, mode, str(path)],
-                          check=True, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, mode, str(path)], check=True, capture_output=True, text=True
+    )
     return int(proc.stdout.strip())
 
 
@@ -154,26 +162,36 @@ def main() -> None:
     seconds, count = time_python(data, args.repeat)
     ours = seconds / count * 1e6
     print(f"stream: {path.name}: {count:,} events, {len(data) / 1e6:.1f} MB NDJSON")
-    print(f"agui_pipes decode+expand+verify+fold: {seconds:.3f} s, {ours:.2f} µs/event, "
-          f"{count / seconds:,.0f} events/s")
+    print(
+        f"agui_pipes decode+expand+verify+fold: {seconds:.3f} s, {ours:.2f} µs/event, "
+        f"{count / seconds:,.0f} events/s"
+    )
     node = None if args.no_ts else ensure_node()
     if node is not None:
         ref = time_reference(node, path, args.repeat)
         theirs = ref["seconds"] / ref["events"] * 1e6
-        print(f"@ag-ui/client parse+enforce+transformChunks+verify: {ref['seconds']:.3f} s, "
-              f"{theirs:.2f} µs/event")
-        print(f"ratio (reference / agui_pipes): {theirs / ours:.2f}x "
-              f"({'agui_pipes faster' if ours < theirs else 'reference faster'})")
+        print(
+            f"@ag-ui/client parse+enforce+transformChunks+verify: {ref['seconds']:.3f} s, "
+            f"{theirs:.2f} µs/event"
+        )
+        print(
+            f"ratio (reference / agui_pipes): {theirs / ours:.2f}x "
+            f"({'agui_pipes faster' if ours < theirs else 'reference faster'})"
+        )
     elif not args.no_ts:
         print("node/npm not found: reference not timed")
     if not args.no_memory:
         big = stream_file(args.events * 10, args.seed)
-        for fold, label in ((False, "decode+expand+verify"),
-                            (True, "decode+expand+verify+fold (keeps every message)")):
+        for fold, label in (
+            (False, "decode+expand+verify"),
+            (True, "decode+expand+verify+fold (keeps every message)"),
+        ):
             small_rss, big_rss = peak_rss_child(path, fold), peak_rss_child(big, fold)
-            print(f"peak RSS, {label}: {small_rss / 2**20:.1f} MiB for {args.events:,} "
-                  f"events, {big_rss / 2**20:.1f} MiB for {args.events * 10:,} "
-                  f"(x{big_rss / small_rss:.2f})")
+            print(
+                f"peak RSS, {label}: {small_rss / 2**20:.1f} MiB for {args.events:,} "
+                f"events, {big_rss / 2**20:.1f} MiB for {args.events * 10:,} "
+                f"(x{big_rss / small_rss:.2f})"
+            )
 
 
 if __name__ == "__main__":

@@ -152,9 +152,19 @@ async def measure(n: int, chunk: int, repeat: int) -> dict[str, dict[str, float]
 def _instructions(name: str, n: int, chunk: int, backend: str) -> int:
     """Instructions callgrind counts for one process running variant ``name`` over ``n``."""
     command = [
-        "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-        sys.executable, __file__, "--only", name, "--events", str(n),
-        "--chunk", str(chunk), "--backend", backend,
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        "--only",
+        name,
+        "--events",
+        str(n),
+        "--chunk",
+        str(chunk),
+        "--backend",
+        backend,
     ]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", done.stderr)
@@ -163,9 +173,7 @@ def _instructions(name: str, n: int, chunk: int, backend: str) -> int:
     return int(found.group(1))
 
 
-def count_instructions(
-    n: int, chunk: int, backend: str, names: list[str]
-) -> dict[str, float]:
+def count_instructions(n: int, chunk: int, backend: str, names: list[str]) -> dict[str, float]:
     """Instructions per event per variant: (Ir(2n) - Ir(n)) / n, start-up cancelled out."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind on PATH")
@@ -188,11 +196,13 @@ def main() -> None:
     parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument(
-        "--instructions", action="store_true",
+        "--instructions",
+        action="store_true",
         help="count instructions per event under valgrind instead of timing",
     )
     parser.add_argument(
-        "--variants", default=",".join(VARIANTS),
+        "--variants",
+        default=",".join(VARIANTS),
         help=f"with --instructions: which to count (comma-separated; default {','.join(VARIANTS)})",
     )
     parser.add_argument("--only", choices=list(VARIANTS), help=argparse.SUPPRESS)
@@ -202,18 +212,23 @@ def main() -> None:
         anyio.run(_run_only, args.only, args.events, args.chunk, backend=args.backend)
         return
 
-    header = (f"run driver, {args.events} events (yield every {args.chunk}), {args.backend}, "
-              f"Python {platform.python_version()}")
+    header = (
+        f"run driver, {args.events} events (yield every {args.chunk}), {args.backend}, "
+        f"Python {platform.python_version()}"
+    )
     result: dict[str, Any]
     if args.instructions:
         names = [name.strip() for name in args.variants.split(",") if name.strip()]
         unknown = sorted(set(names) - set(VARIANTS))
         if unknown:
-            parser.error(f"unknown variant(s) {', '.join(unknown)}; choose from "
-                         f"{', '.join(VARIANTS)}")
+            parser.error(
+                f"unknown variant(s) {', '.join(unknown)}; choose from {', '.join(VARIANTS)}"
+            )
         counts = count_instructions(args.events, args.chunk, args.backend, names)
-        print(f"{header}; instructions per event (callgrind, {args.events} vs "
-              f"{2 * args.events} events)")
+        print(
+            f"{header}; instructions per event (callgrind, {args.events} vs "
+            f"{2 * args.events} events)"
+        )
         bare = counts.get("bare")
         columns = "" if bare is None else f" {'over bare':>10} {'ratio':>6}"
         print(f"  {'variant':<9} {'Ir/event':>9}{columns}")

@@ -106,7 +106,7 @@ class ReplayUpstream(httpx.AsyncBaseTransport):
     """An upstream answering every POST with the same SSE, in reads of ``per_read`` frames."""
 
     def __init__(self, frames: list[bytes], per_read: int) -> None:
-        self._reads = [b"".join(frames[i:i + per_read]) for i in range(0, len(frames), per_read)]
+        self._reads = [b"".join(frames[i : i + per_read]) for i in range(0, len(frames), per_read)]
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         return httpx.Response(
@@ -195,9 +195,22 @@ async def _child(repeat: int, events: int, url: str, gateway: bool, per_read: in
 
 def _instructions(repeat: int, events: int, url: str, gateway: bool, per_read: int) -> int:
     done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         __file__, "--child", str(repeat), str(events), url, str(int(gateway)), str(per_read)],
-        capture_output=True, text=True, check=True,
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--child",
+            str(repeat),
+            str(events),
+            url,
+            str(int(gateway)),
+            str(per_read),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
     found = re.search(r"Collected : (\d+)", done.stderr)
@@ -234,29 +247,51 @@ def instructions(
 
 def main() -> None:
     if len(sys.argv) == 7 and sys.argv[1] == "--child":
-        asyncio.run(_child(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4],
-                           sys.argv[5] == "1", int(sys.argv[6])))
+        asyncio.run(
+            _child(
+                int(sys.argv[2]),
+                int(sys.argv[3]),
+                sys.argv[4],
+                sys.argv[5] == "1",
+                int(sys.argv[6]),
+            )
+        )
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start one)")
-    parser.add_argument("--instructions", action="store_true",
-                        help="count instructions per event under callgrind instead")
-    parser.add_argument("--gateway", action="store_true",
-                        help="measure the gateway's relay path instead of the agent endpoint")
-    parser.add_argument("--frames-per-read", type=int, default=16,
-                        help="gateway: frames per read from the replayed upstream (default 16)")
-    parser.add_argument("--only", default="",
-                        help="--instructions: the stores to count besides none, comma-separated "
-                             "(memory,sqlite,redis; default all)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per event under callgrind instead",
+    )
+    parser.add_argument(
+        "--gateway",
+        action="store_true",
+        help="measure the gateway's relay path instead of the agent endpoint",
+    )
+    parser.add_argument(
+        "--frames-per-read",
+        type=int,
+        default=16,
+        help="gateway: frames per read from the replayed upstream (default 16)",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="--instructions: the stores to count besides none, comma-separated "
+        "(memory,sqlite,redis; default all)",
+    )
     args = parser.parse_args()
     if args.frames_per_read < 1:
         parser.error("--frames-per-read must be >= 1")
     only = [name for name in args.only.split(",") if name]
-    run = (lambda url: instructions(args.events, url, args.gateway, args.frames_per_read, only)) \
-        if args.instructions else (
-        lambda url: asyncio.run(main_async(args, url)))
+    run = (
+        (lambda url: instructions(args.events, url, args.gateway, args.frames_per_read, only))
+        if args.instructions
+        else (lambda url: asyncio.run(main_async(args, url)))
+    )
     if args.redis is not None:
         run(args.redis)
         return

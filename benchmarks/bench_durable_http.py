@@ -55,13 +55,27 @@ class _Callgrind:
         self.url = f"http://127.0.0.1:{port}"
         self.out = directory / f"{name}.%p.out"
         argv = [
-            "valgrind", "--tool=callgrind", "--fair-sched=yes", f"--callgrind-out-file={self.out}",
-            sys.executable, "-m", "agui_pipes", "serve", *serve_args,
-            "--port", str(port), "--log-level", "warning", "--keepalive", "0",
+            "valgrind",
+            "--tool=callgrind",
+            "--fair-sched=yes",
+            f"--callgrind-out-file={self.out}",
+            sys.executable,
+            "-m",
+            "agui_pipes",
+            "serve",
+            *serve_args,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--keepalive",
+            "0",
         ]
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            argv, stdout=self.log, stderr=subprocess.STDOUT,
+            argv,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONHASHSEED": "0"},
         )
         deadline = time.monotonic() + 600
@@ -82,17 +96,21 @@ class _Callgrind:
         return self.log.read().decode(errors="replace")[-4000:]
 
     def control(self, *args: str) -> None:
-        subprocess.run(["callgrind_control", *args, str(self.process.pid)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["callgrind_control", *args, str(self.process.pid)], check=True, capture_output=True
+        )
 
     def dumped_instructions(self) -> int:
         """Instructions since the last zeroing, from the dump just written."""
         pattern = str(self.out).replace("%p", str(self.process.pid))
-        dumps = sorted(Path(pattern).parent.glob(Path(pattern).name + "*"),
-                       key=lambda path: path.stat().st_mtime)
+        dumps = sorted(
+            Path(pattern).parent.glob(Path(pattern).name + "*"),
+            key=lambda path: path.stat().st_mtime,
+        )
         for path in reversed(dumps):
-            found = re.search(r"^(?:summary|totals): (\d+)", path.read_text(errors="replace"),
-                              re.MULTILINE)
+            found = re.search(
+                r"^(?:summary|totals): (\d+)", path.read_text(errors="replace"), re.MULTILINE
+            )
             if found is not None:
                 return int(found.group(1))
         raise SystemExit(f"no callgrind dump with totals for {self.name}: {dumps}")
@@ -107,8 +125,9 @@ class _Callgrind:
         self.log.close()
 
 
-def measure(name: str, upstream: Server, store: str | None, events: int, runs: int,
-            directory: Path) -> float:
+def measure(
+    name: str, upstream: Server, store: str | None, events: int, runs: int, directory: Path
+) -> float:
     serve_args = ["--upstream", upstream.url + "/"]
     if store is not None:
         serve_args += ["--store", store]
@@ -133,9 +152,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--redis", default=None, help="a Redis URL (default: start one)")
-    parser.add_argument("--only", default="",
-                        help="the stores to count besides none, comma-separated "
-                             "(memory,sqlite,redis; default all)")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="the stores to count besides none, comma-separated (memory,sqlite,redis; default all)",
+    )
     args = parser.parse_args()
     for tool in ("valgrind", "callgrind_control"):
         if shutil.which(tool) is None:
@@ -157,8 +178,10 @@ def main() -> None:
         }
         if redis_url is not None:
             variants["redis"] = f"{redis_url}?prefix=bdh{uuid.uuid4().hex[:8]}:"
-        print(f"gateway over HTTP (relay path, no chain), {events:,}-event runs, "
-              f"instructions per event in the gateway process")
+        print(
+            f"gateway over HTTP (relay path, no chain), {events:,}-event runs, "
+            f"instructions per event in the gateway process"
+        )
         try:
             base = 0.0
             for name, store in variants.items():
@@ -166,8 +189,10 @@ def main() -> None:
                     continue
                 per_event = measure(name, upstream, store, events, args.runs, directory)
                 base = base or per_event
-                print(f"{name:<8} {per_event:>10,.0f} instructions/event  {per_event / base:.2f}×",
-                      flush=True)
+                print(
+                    f"{name:<8} {per_event:>10,.0f} instructions/event  {per_event / base:.2f}×",
+                    flush=True,
+                )
         finally:
             upstream.stop()
 

@@ -69,8 +69,7 @@ def upstream_main(port: int, pace: float) -> None:
             return (event.model_copy(update={"metadata": metadata}),)
 
     app = build_app(agent=DemoAgent(pace=pace), chain=lambda: TransformerChain([Stamp()]))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-                backlog=4096)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", backlog=4096)
 
 
 # -- helpers ------------------------------------------------------------------
@@ -203,8 +202,20 @@ def main() -> int:
         )
         with gateway_log.open("wb") as log:
             gateway = subprocess.Popen(
-                [sys.executable, "-m", "agui_pipes", "serve", "--upstream", up_url + "/",
-                 "--config", str(chain_file), "--port", str(gw_port), "--log-level", "info"],
+                [
+                    sys.executable,
+                    "-m",
+                    "agui_pipes",
+                    "serve",
+                    "--upstream",
+                    up_url + "/",
+                    "--config",
+                    str(chain_file),
+                    "--port",
+                    str(gw_port),
+                    "--log-level",
+                    "info",
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -225,16 +236,20 @@ def main() -> int:
         if args.keep_log is not None:
             Path(args.keep_log).write_text("\n".join(log_lines) + "\n")
 
-    print(f"{args.clients} concurrent clients x {args.runs} runs, demo pace {args.pace}s, "
-          f"{os.cpu_count()} CPUs shared by upstream, gateway and clients")
+    print(
+        f"{args.clients} concurrent clients x {args.runs} runs, demo pace {args.pace}s, "
+        f"{os.cpu_count()} CPUs shared by upstream, gateway and clients"
+    )
     report(direct)
     report(relayed)
     p50 = percentile(relayed.latencies_ms, 0.5) - percentile(direct.latencies_ms, 0.5)
     p99 = percentile(relayed.latencies_ms, 0.99) - percentile(direct.latencies_ms, 0.99)
     print(f"added by the gateway: p50 {p50:+.2f} ms  p99 {p99:+.2f} ms per event")
-    print(f"gateway CPU: {gateway_cpu:.2f} s for {relayed.events} events = "
-          f"{gateway_cpu / max(relayed.events, 1) * 1e6:.1f} µs/event; "
-          f"{run_lines} per-run log lines")
+    print(
+        f"gateway CPU: {gateway_cpu:.2f} s for {relayed.events} events = "
+        f"{gateway_cpu / max(relayed.events, 1) * 1e6:.1f} µs/event; "
+        f"{run_lines} per-run log lines"
+    )
     errors = direct.errors + relayed.errors
     for error in errors[:10]:
         print("error:", error)

@@ -37,9 +37,7 @@ def _configured() -> list[Stage]:
 
 def doubled() -> TransformerChain:
     """The gateway's chain around ``expand_chunks | ... | verify`` before the merge."""
-    return TransformerChain(
-        [ExpandChunks(), ExpandChunks(), *_configured(), Verify(), Verify()]
-    )
+    return TransformerChain([ExpandChunks(), ExpandChunks(), *_configured(), Verify(), Verify()])
 
 
 def merged() -> TransformerChain:
@@ -108,8 +106,10 @@ def main() -> None:
     for _ in range(args.repeat):  # rounds: every row once per round, interleaved
         for name, body in rows.items():
             seconds[name].append(_cpu(body))
-    print(f"{n:,} events, {len(wire) / 1e6:.1f} MB of SSE, {len(chunks)} reads of 16 KiB; "
-          f"median of {args.repeat} rounds, CPU time")
+    print(
+        f"{n:,} events, {len(wire) / 1e6:.1f} MB of SSE, {len(chunks)} reads of 16 KiB; "
+        f"median of {args.repeat} rounds, CPU time"
+    )
     for name, values in seconds.items():
         print(f"{name:40s} {statistics.median(values) / n * 1e6:6.2f} µs/event")
     before = statistics.median(seconds["intake before (line by line, twice)"])

@@ -87,9 +87,21 @@ def _mallinfo(libc: Any) -> dict[str, int] | None:
         return None
 
     class _Info(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
-            "uordblks", "fordblks", "keepcost")]
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
 
     libc.mallinfo2.restype = _Info
     info = libc.mallinfo2()
@@ -142,8 +154,11 @@ def _fast_path_caches() -> dict[str, int]:
         if not name.startswith("agui_pipes") or module is None:
             continue
         for attr, value in list(vars(module).items()):
-            if (isinstance(value, (dict, list, set)) and not attr.startswith("__")
-                    and len(value) > 8):
+            if (
+                isinstance(value, (dict, list, set))
+                and not attr.startswith("__")
+                and len(value) > 8
+            ):
                 sizes[f"{name}.{attr}"] = len(value)
     import linecache
 
@@ -323,8 +338,17 @@ def gateway_runs(args: argparse.Namespace, body_file: Path, chain_file: Path) ->
     up_port, gw_port = free_port(), free_port()
     upstream = Server(
         "upstream",
-        [sys.executable, __file__, "--_role", "upstream", "--_port", str(up_port),
-         "--_dir", str(body_file), *(["--_trace"] if args.fresh_ids else [])],
+        [
+            sys.executable,
+            __file__,
+            "--_role",
+            "upstream",
+            "--_port",
+            str(up_port),
+            "--_dir",
+            str(body_file),
+            *(["--_trace"] if args.fresh_ids else []),
+        ],
         up_port,
     )
     env_extra = dict(item.split("=", 1) for item in args.env)
@@ -335,10 +359,27 @@ def gateway_runs(args: argparse.Namespace, body_file: Path, chain_file: Path) ->
     try:
         gateway = Server(
             "gateway",
-            [sys.executable, __file__, "--_role", "gateway", "--_dir", report_dir,
-             *(["--_trace"] if args.tracemalloc else []), "--",
-             "serve", "--upstream", upstream.url + "/", "--config", str(chain_file),
-             "--port", str(gw_port), "--log-level", "warning", "--keepalive", "0"],
+            [
+                sys.executable,
+                __file__,
+                "--_role",
+                "gateway",
+                "--_dir",
+                report_dir,
+                *(["--_trace"] if args.tracemalloc else []),
+                "--",
+                "serve",
+                "--upstream",
+                upstream.url + "/",
+                "--config",
+                str(chain_file),
+                "--port",
+                str(gw_port),
+                "--log-level",
+                "warning",
+                "--keepalive",
+                "0",
+            ],
             gw_port,
         )
     finally:
@@ -351,8 +392,10 @@ def gateway_runs(args: argparse.Namespace, body_file: Path, chain_file: Path) ->
     rows: list[dict[str, Any]] = []
     try:
         idle = status_kib(pid, "VmRSS")
-        print(f"gateway pid {pid}, env {env_extra or '{}'}: RSS at start {idle / 1024:.1f} MiB",
-              flush=True)
+        print(
+            f"gateway pid {pid}, env {env_extra or '{}'}: RSS at start {idle / 1024:.1f} MiB",
+            flush=True,
+        )
         for n in range(1, args.runs + 1):
             cpu = gateway.cpu
             start = time.monotonic()
@@ -374,19 +417,23 @@ def gateway_runs(args: argparse.Namespace, body_file: Path, chain_file: Path) ->
                 os.kill(pid, signal.SIGUSR1)
                 row["diagnostics"] = wait_for(Path(report_dir) / f"dump-{n}.json")
             rows.append(row)
-            line = (f"run {n:>2}: {frames:,} frames{'' if finished else ' (NOT FINISHED)'}, "
-                    f"{wall:.1f} s, gateway CPU {row['gateway_cpu_s']:.1f} s, "
-                    f"RSS {row['rss_kib'] / 1024:.1f} MiB "
-                    f"(x{row['rss_kib'] / rows[0]['rss_kib']:.3f} of run 1), "
-                    f"peak {row['hwm_kib'] / 1024:.1f} MiB")
+            line = (
+                f"run {n:>2}: {frames:,} frames{'' if finished else ' (NOT FINISHED)'}, "
+                f"{wall:.1f} s, gateway CPU {row['gateway_cpu_s']:.1f} s, "
+                f"RSS {row['rss_kib'] / 1024:.1f} MiB "
+                f"(x{row['rss_kib'] / rows[0]['rss_kib']:.3f} of run 1), "
+                f"peak {row['hwm_kib'] / 1024:.1f} MiB"
+            )
             if args.diagnose:
                 d = row["diagnostics"]
                 mi = d.get("mallinfo") or {}
-                line += (f"\n        objects {d['objects']:,}, glibc in use "
-                         f"{mi.get('in_use_kib', 0) / 1024:.1f} MiB free "
-                         f"{mi.get('free_kib', 0) / 1024:.1f} MiB mmapped "
-                         f"{mi.get('mmapped_kib', 0) / 1024:.1f} MiB, pymalloc arenas "
-                         f"{d['pymalloc'].get('arenas_now', '?')}")
+                line += (
+                    f"\n        objects {d['objects']:,}, glibc in use "
+                    f"{mi.get('in_use_kib', 0) / 1024:.1f} MiB free "
+                    f"{mi.get('free_kib', 0) / 1024:.1f} MiB mmapped "
+                    f"{mi.get('mmapped_kib', 0) / 1024:.1f} MiB, pymalloc arenas "
+                    f"{d['pymalloc'].get('arenas_now', '?')}"
+                )
                 if "rss_after_trim_kib" in d:
                     line += f", RSS after malloc_trim {d['rss_after_trim_kib'] / 1024:.1f} MiB"
                 if "traced_kib" in d:
@@ -396,10 +443,17 @@ def gateway_runs(args: argparse.Namespace, body_file: Path, chain_file: Path) ->
         gateway.stop()
         upstream.stop()
     first, last = rows[0]["rss_kib"], rows[-1]["rss_kib"]
-    print(f"RSS after run {len(rows)} / after run 1: {last / first:.3f} (target <= 1.2)",
-          flush=True)
-    return {"env": env_extra, "fresh_ids": args.fresh_ids, "clients": args.clients,
-            "idle_rss_kib": idle, "runs": rows, "ratio": round(last / first, 3)}
+    print(
+        f"RSS after run {len(rows)} / after run 1: {last / first:.3f} (target <= 1.2)", flush=True
+    )
+    return {
+        "env": env_extra,
+        "fresh_ids": args.fresh_ids,
+        "clients": args.clients,
+        "idle_rss_kib": idle,
+        "runs": rows,
+        "ratio": round(last / first, 3),
+    }
 
 
 # -- agui-pipes run: peak RSS ------------------------------------------------------------
@@ -420,9 +474,23 @@ _PEAK_WRAPPER = (
 def run_peak_rss(path: Path, chain_file: Path) -> int:
     """Peak RSS (KiB) of ``agui-pipes run --format sse`` over ``path``, output discarded."""
     done = subprocess.run(
-        [sys.executable, "-c", _PEAK_WRAPPER, "run", "--config", str(chain_file),
-         "--format", "sse", "--quiet", "--output", os.devnull, str(path)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-c",
+            _PEAK_WRAPPER,
+            "run",
+            "--config",
+            str(chain_file),
+            "--format",
+            "sse",
+            "--quiet",
+            "--output",
+            os.devnull,
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise SystemExit(f"agui-pipes run failed: {done.stderr[-2000:]}")
@@ -444,28 +512,57 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--events", type=int, default=800_000, help="events per run")
     parser.add_argument("--state-heavy", action="store_true")
-    parser.add_argument("--chain", type=Path,
-                        help="gateway chain file (default: the suite's gateway-path stages)")
-    parser.add_argument("--clients", type=int, default=1,
-                        help="concurrent runs per round (default 1: sequential runs)")
-    parser.add_argument("--framed", action="store_true",
-                        help="read as bench_serving.py's client does (slower, splits frames)")
-    parser.add_argument("--diagnose", action="store_true",
-                        help="dump objects, caches and heap figures from the gateway per run")
-    parser.add_argument("--trim-probe", action="store_true",
-                        help="(with --diagnose) call malloc_trim(0) in the gateway after each "
-                             "dump and report the RSS it gives back")
-    parser.add_argument("--tracemalloc", action="store_true",
-                        help="(with --diagnose) trace allocations, report the top growth")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="environment of the gateway process (repeatable)")
-    parser.add_argument("--no-run-rss", action="store_true",
-                        help="skip the peak-RSS check of `agui-pipes run`")
-    parser.add_argument("--run-rss-events", default="160000,800000",
-                        help="stream lengths for the peak-RSS check of `agui-pipes run`")
+    parser.add_argument(
+        "--chain", type=Path, help="gateway chain file (default: the suite's gateway-path stages)"
+    )
+    parser.add_argument(
+        "--clients",
+        type=int,
+        default=1,
+        help="concurrent runs per round (default 1: sequential runs)",
+    )
+    parser.add_argument(
+        "--framed",
+        action="store_true",
+        help="read as bench_serving.py's client does (slower, splits frames)",
+    )
+    parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="dump objects, caches and heap figures from the gateway per run",
+    )
+    parser.add_argument(
+        "--trim-probe",
+        action="store_true",
+        help="(with --diagnose) call malloc_trim(0) in the gateway after each "
+        "dump and report the RSS it gives back",
+    )
+    parser.add_argument(
+        "--tracemalloc",
+        action="store_true",
+        help="(with --diagnose) trace allocations, report the top growth",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment of the gateway process (repeatable)",
+    )
+    parser.add_argument(
+        "--no-run-rss", action="store_true", help="skip the peak-RSS check of `agui-pipes run`"
+    )
+    parser.add_argument(
+        "--run-rss-events",
+        default="160000,800000",
+        help="stream lengths for the peak-RSS check of `agui-pipes run`",
+    )
     parser.add_argument("--json", type=Path, help="write the figures to this JSON file")
-    parser.add_argument("--fresh-ids", action="store_true",
-                        help="every run gets its own run, message and tool-call ids")
+    parser.add_argument(
+        "--fresh-ids",
+        action="store_true",
+        help="every run gets its own run, message and tool-call ids",
+    )
     parser.add_argument("--_role", help=argparse.SUPPRESS)
     parser.add_argument("--_port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--_dir", help=argparse.SUPPRESS)
@@ -488,18 +585,25 @@ def main() -> int:
         body_file = OUT / f"memory-{args.events}{'-state-heavy' if args.state_heavy else ''}.sse"
         if not body_file.exists():
             body_file.write_bytes(sse_body(args.events, args.state_heavy))
-        print(f"stream: {args.events:,} events per run, "
-              f"{body_file.stat().st_size / 1e6:.0f} MB of SSE", flush=True)
+        print(
+            f"stream: {args.events:,} events per run, "
+            f"{body_file.stat().st_size / 1e6:.0f} MB of SSE",
+            flush=True,
+        )
         report["gateway"] = gateway_runs(args, body_file, chain_file)
         if not args.no_run_rss:
             peaks = {}
             sizes = [int(n) for n in args.run_rss_events.split(",") if n.strip()]
             for events in sizes:
                 peaks[events] = run_peak_rss(stream_ndjson(events, args.state_heavy), chain_file)
-                print(f"agui-pipes run, {events:,} events: peak RSS {peaks[events] / 1024:.1f} MiB",
-                      flush=True)
-            print(f"peak RSS {sizes[-1]:,} / {sizes[0]:,} events: "
-                  f"{peaks[sizes[-1]] / peaks[sizes[0]]:.3f}")
+                print(
+                    f"agui-pipes run, {events:,} events: peak RSS {peaks[events] / 1024:.1f} MiB",
+                    flush=True,
+                )
+            print(
+                f"peak RSS {sizes[-1]:,} / {sizes[0]:,} events: "
+                f"{peaks[sizes[-1]] / peaks[sizes[0]]:.3f}"
+            )
             report["run_peak_rss_kib"] = peaks
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n")

@@ -80,10 +80,14 @@ def main() -> None:
     ratios = [r / p for r, p in zip(times["gateway --repair"], times["gateway"], strict=True)]
     print(f"{len(events)} events, {len(body):,} SSE bytes, {args.repeat} rounds")
     for name, values in times.items():
-        print(f"{name:18} {statistics.median(values) / len(events) * 1e6:7.3f} µs/event "
-              "(orientation only)")
-    print(f"gateway --repair / gateway: {statistics.median(ratios):.2f} "
-          f"(rounds: {min(ratios):.2f} to {max(ratios):.2f})")
+        print(
+            f"{name:18} {statistics.median(values) / len(events) * 1e6:7.3f} µs/event "
+            "(orientation only)"
+        )
+    print(
+        f"gateway --repair / gateway: {statistics.median(ratios):.2f} "
+        f"(rounds: {min(ratios):.2f} to {max(ratios):.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -47,10 +47,12 @@ OUT = HERE / "out"
 
 
 def _chain() -> TransformerChain:
-    return TransformerChain([
-        FilterToolCalls(deny=["internal_*"]),
-        Redact(patterns=[r"sk-[A-Za-z0-9]{16,}"], replacement="[REDACTED]"),
-    ])
+    return TransformerChain(
+        [
+            FilterToolCalls(deny=["internal_*"]),
+            Redact(patterns=[r"sk-[A-Za-z0-9]{16,}"], replacement="[REDACTED]"),
+        ]
+    )
 
 
 def _verify_only(lines: list[bytes]) -> None:
@@ -94,8 +96,10 @@ def main() -> None:
         configured.append(_timed(lambda: InspectedRun.build(lines, "bench", chain=_chain())))
         gc.collect()
     verify_s, build_s, config_s = (statistics.median(x) for x in (verifies, builds, configured))
-    print(f"build:            {build_s:6.2f} s  ({build_s / verify_s:.2f}x a bare Consumer pass "
-          f"of {verify_s:.2f} s)")
+    print(
+        f"build:            {build_s:6.2f} s  ({build_s / verify_s:.2f}x a bare Consumer pass "
+        f"of {verify_s:.2f} s)"
+    )
     print(f"build + --config: {config_s:6.2f} s  ({config_s / verify_s:.2f}x; 2 stages)")
 
     # -- memory ---------------------------------------------------------------
@@ -109,8 +113,10 @@ def main() -> None:
         gc.collect()
         current, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-        print(f"memory, {label}: peak {peak / 1e6:.0f} MB while reading and building, the "
-              f"run keeps {current / 1e6:.0f} MB ({current / len(data):.1f}x the file)")
+        print(
+            f"memory, {label}: peak {peak / 1e6:.0f} MB while reading and building, the "
+            f"run keeps {current / 1e6:.0f} MB ({current / len(data):.1f}x the file)"
+        )
         del run
 
     # -- requests ---------------------------------------------------------------
@@ -148,8 +154,10 @@ def main() -> None:
     events = [decode(line).event for line in lines[: worst + 1]]
     full = _median_ms(lambda: fold(e for e in events if e is not None), args.repeat)
     scrub = _median_ms(lambda: run.fold_at(worst), args.repeat)
-    print(f"fold at {worst}: {scrub:.1f} ms from a checkpoint vs {full:.1f} ms folding the "
-          f"prefix from event 0 ({full / scrub:.0f}x)")
+    print(
+        f"fold at {worst}: {scrub:.1f} ms from a checkpoint vs {full:.1f} ms folding the "
+        f"prefix from event 0 ({full / scrub:.0f}x)"
+    )
 
 
 if __name__ == "__main__":

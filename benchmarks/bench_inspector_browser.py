@@ -71,7 +71,9 @@ class _Server:
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "agui_pipes", "inspect", str(path), "--no-open", "--port", "0"],
-            stdout=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         found: list[str] = []
 
@@ -185,29 +187,35 @@ def main() -> None:
         write_ndjson(path, args.events, args.seed)
     events = sum(1 for _ in path.open("rb"))
     big, small = _Server(path), _Server(DEMO)
-    print(f"stream: {events:,} events, {path.stat().st_size / 1e6:.1f} MB ({path.name}); "
-          f"baseline: {DEMO.name} (141 events)")
+    print(
+        f"stream: {events:,} events, {path.stat().st_size / 1e6:.1f} MB ({path.name}); "
+        f"baseline: {DEMO.name} (141 events)"
+    )
     print(f"server answering after {big.ready_s:.1f} s (baseline {small.ready_s:.1f} s)")
     rng = random.Random(args.seed)
     try:
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=_chromium(),
-                                                 args=["--no-sandbox"])
+            browser = playwright.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
             first: dict[tuple[str, str], list[float]] = {}
             for _ in range(args.repeat):
                 for view in ("events", "timeline"):
                     for name, server in (("big", big), ("small", small)):
                         first.setdefault((view, name), []).append(
-                            _first_rows(browser, server.url, view))
+                            _first_rows(browser, server.url, view)
+                        )
             for view in ("events", "timeline"):
                 b, s = first[(view, "big")], first[(view, "small")]
-                print(f"first rows, {view:8}: {_ms(b)}  (141 events: {_ms(s)}; "
-                      f"ratio {statistics.median(b) / statistics.median(s):.2f}x)")
+                print(
+                    f"first rows, {view:8}: {_ms(b)}  (141 events: {_ms(s)}; "
+                    f"ratio {statistics.median(b) / statistics.median(s):.2f}x)"
+                )
 
             page = _open_events(browser, big.url)
             jumps = [_jump(page, rng.randrange(events)) for _ in range(args.repeat * 10)]
-            print(f"jump to a random row: {_ms(jumps)} median, "
-                  f"{max(jumps) * 1000:.1f} ms worst of {len(jumps)}")
+            print(
+                f"jump to a random row: {_ms(jumps)} median, "
+                f"{max(jumps) * 1000:.1f} ms worst of {len(jumps)}"
+            )
             frames: list[float] = []
             pending = 0
             for _ in range(args.repeat):
@@ -216,19 +224,25 @@ def main() -> None:
                 pending += result["pending"]
             frames.sort()
             p95 = frames[int(len(frames) * 0.95)]
-            print(f"scroll one screen per frame: {statistics.median(frames):.1f} ms median "
-                  f"frame, {p95:.1f} ms p95, {pending} of {len(frames)} frames showed "
-                  f"placeholder rows")
+            print(
+                f"scroll one screen per frame: {statistics.median(frames):.1f} ms median "
+                f"frame, {p95:.1f} ms p95, {pending} of {len(frames)} frames showed "
+                f"placeholder rows"
+            )
             steady = sum(page.evaluate(_STEADY_JS, [50, 900, 100]) for _ in range(args.repeat))
-            print(f"scroll one screen per 100 ms: {steady} of {args.repeat * 50} screens still "
-                  f"showed placeholder rows 100 ms after the scroll")
+            print(
+                f"scroll one screen per 100 ms: {steady} of {args.repeat * 50} screens still "
+                f"showed placeholder rows 100 ms after the scroll"
+            )
             heap, nodes = _heap_mb(page)
             page.close()
             small_page = _open_events(browser, small.url)
             small_heap, small_nodes = _heap_mb(small_page)
             small_page.close()
-            print(f"after scrolling: {nodes} elements, JS heap {heap:.1f} MB "
-                  f"(141 events: {small_nodes} elements, {small_heap:.1f} MB)")
+            print(
+                f"after scrolling: {nodes} elements, JS heap {heap:.1f} MB "
+                f"(141 events: {small_nodes} elements, {small_heap:.1f} MB)"
+            )
             browser.close()
     finally:
         big.close()

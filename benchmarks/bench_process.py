@@ -62,7 +62,11 @@ _CLI = [sys.executable, "-c", "import sys; from agui_pipes._cli import main; sys
 def cpu_of(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
     """User + system CPU seconds of one child running ``argv``; fails loudly if it fails."""
     child = subprocess.Popen(
-        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
     assert child.stderr is not None
@@ -80,8 +84,7 @@ def ensure_node() -> str:
     if node is None or npm is None:
         raise SystemExit("node and npm are needed for the reference")
     if not (TS_DIR / "node_modules" / "@ag-ui" / "client").exists():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=TS_DIR,
-                       check=True)
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=TS_DIR, check=True)
     return node
 
 
@@ -114,13 +117,32 @@ def main() -> None:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = str(cwd / "pycache")
         commands = {
-            "ours": [*_CLI, "run", "-c", str(chain), "--format", "sse", "-q",
-                     "-o", os.devnull, str(path)],
+            "ours": [
+                *_CLI,
+                "run",
+                "-c",
+                str(chain),
+                "--format",
+                "sse",
+                "-q",
+                "-o",
+                os.devnull,
+                str(path),
+            ],
             "reference": [node, str(TS_DIR / "reference.mjs"), str(path), "--repeat", "1"],
-            "ours start-up": [*_CLI, "run", "-c", str(chain), "--format", "sse", "-q",
-                              "-o", os.devnull, str(empty)],
-            "reference start-up": [node, str(TS_DIR / "reference.mjs"), str(one),
-                                   "--repeat", "1"],
+            "ours start-up": [
+                *_CLI,
+                "run",
+                "-c",
+                str(chain),
+                "--format",
+                "sse",
+                "-q",
+                "-o",
+                os.devnull,
+                str(empty),
+            ],
+            "reference start-up": [node, str(TS_DIR / "reference.mjs"), str(one), "--repeat", "1"],
         }
         for argv in commands.values():  # warm-up: bytecode, the file cache
             cpu_of(argv, cwd, env)
@@ -131,10 +153,12 @@ def main() -> None:
             for name in order:
                 cpu[name].append(cpu_of(commands[name], cwd, env))
             ratios.append(cpu["reference"][-1] / cpu["ours"][-1])
-            print(f"round {round_ + 1}: ours {cpu['ours'][-1]:.2f} s, reference "
-                  f"{cpu['reference'][-1]:.2f} s CPU -> {ratios[-1]:.2f}x; start-up "
-                  f"{cpu['ours start-up'][-1]:.2f} / {cpu['reference start-up'][-1]:.2f} s",
-                  flush=True)
+            print(
+                f"round {round_ + 1}: ours {cpu['ours'][-1]:.2f} s, reference "
+                f"{cpu['reference'][-1]:.2f} s CPU -> {ratios[-1]:.2f}x; start-up "
+                f"{cpu['ours start-up'][-1]:.2f} / {cpu['reference start-up'][-1]:.2f} s",
+                flush=True,
+            )
 
     median = {name: statistics.median(values) for name, values in cpu.items()}
     print(f"\n{args.stream} stream, {events:,} events, {args.rounds} rounds (CPU s, medians):")
@@ -142,10 +166,14 @@ def main() -> None:
         print(f"  {name:<20} {value:6.3f} s")
     work_ours = median["ours"] - median["ours start-up"]
     work_ref = median["reference"] - median["reference start-up"]
-    print(f"  beyond start-up: ours {work_ours / events * 1e6:.2f} µs/event, reference "
-          f"{work_ref / events * 1e6:.2f} µs/event")
-    print(f"whole process: ours used {statistics.median(ratios):.2f}x less CPU than the "
-          f"reference (per round {', '.join(f'{r:.2f}' for r in ratios)})")
+    print(
+        f"  beyond start-up: ours {work_ours / events * 1e6:.2f} µs/event, reference "
+        f"{work_ref / events * 1e6:.2f} µs/event"
+    )
+    print(
+        f"whole process: ours used {statistics.median(ratios):.2f}x less CPU than the "
+        f"reference (per round {', '.join(f'{r:.2f}' for r in ratios)})"
+    )
     if args.json is not None:
         result: dict[str, Any] = {
             "stream": args.stream,

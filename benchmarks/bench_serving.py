@@ -123,9 +123,7 @@ def sse_body(events: int, state_heavy: bool = False) -> bytes:
 
     source = generate_state_heavy(events) if state_heavy else generate(events)
     return b"".join(
-        b"data: "
-        + json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
-        + b"\n\n"
+        b"data: " + json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
         for event in source
     )
 
@@ -135,7 +133,7 @@ def upstream_main(port: int, body_file: Path) -> None:
     body = body_file.read_bytes()
     piece = 256 * 1024
     chunks = [
-        f"{len(body[i:i + piece]):x}\r\n".encode() + body[i:i + piece] + b"\r\n"
+        f"{len(body[i : i + piece]):x}\r\n".encode() + body[i : i + piece] + b"\r\n"
         for i in range(0, len(body), piece)
     ] + [b"0\r\n\r\n"]
     head = (
@@ -190,8 +188,10 @@ def proxy_main(port: int, upstream: str) -> None:
     from starlette.responses import PlainTextResponse, Response, StreamingResponse
     from starlette.routing import Route
 
-    client = httpx.AsyncClient(timeout=httpx.Timeout(60.0), limits=httpx.Limits(
-        max_connections=None, max_keepalive_connections=512))
+    client = httpx.AsyncClient(
+        timeout=httpx.Timeout(60.0),
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+    )
 
     async def relay(request: Request) -> Response:
         body = await request.body()
@@ -212,8 +212,9 @@ def proxy_main(port: int, upstream: str) -> None:
     async def health(request: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
 
-    app = Starlette(routes=[Route("/", relay, methods=["POST"]),
-                            Route("/healthz", health, methods=["GET"])])
+    app = Starlette(
+        routes=[Route("/", relay, methods=["POST"]), Route("/healthz", health, methods=["GET"])]
+    )
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
 
 
@@ -274,8 +275,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 class Server:
     """A server subprocess, up once its /healthz answers."""
 
-    def __init__(self, name: str, argv: list[str], port: int,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, name: str, argv: list[str], port: int, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.url = f"http://127.0.0.1:{port}"
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
@@ -352,9 +354,11 @@ class Phase:
             "events": self.events,
             "events_per_s": round(self.events / self.wall) if self.wall else None,
             "server_us_per_event": round(self.server_cpu / events * 1e6, 2),
-            "upstream_us_per_event": None if self.other_cpu is None
+            "upstream_us_per_event": None
+            if self.other_cpu is None
             else round(self.other_cpu / events * 1e6, 2),
-            "client_us_per_event": None if self.client_cpu is None
+            "client_us_per_event": None
+            if self.client_cpu is None
             else round(self.client_cpu / max(self.events, 1) * 1e6, 2),
             "ttfe_ms": [ms(self.ttfe_ms, 0.5), ms(self.ttfe_ms, 0.99)],
             "gap_ms": [ms(self.gaps_ms, 0.5), ms(self.gaps_ms, 0.99)],
@@ -418,8 +422,9 @@ async def load(url: str, clients: int, runs: int, phase: Phase) -> None:
         async def worker(index: int) -> None:
             for n in range(runs):
                 # Unique across phases: a gateway with an event log refuses a run id twice.
-                await one_run(client, url, f"{phase.name}-{index}-{n}-{uuid.uuid4().hex[:8]}",
-                              phase)
+                await one_run(
+                    client, url, f"{phase.name}-{index}-{n}-{uuid.uuid4().hex[:8]}", phase
+                )
 
         start = time.monotonic()
         async with anyio.create_task_group() as tg:
@@ -428,8 +433,14 @@ async def load(url: str, clients: int, runs: int, phase: Phase) -> None:
         phase.wall = time.monotonic() - start
 
 
-def measure(name: str, server: Server, clients: int, runs: int,
-            behind: Server | None = None, per_run: int | None = None) -> Phase:
+def measure(
+    name: str,
+    server: Server,
+    clients: int,
+    runs: int,
+    behind: Server | None = None,
+    per_run: int | None = None,
+) -> Phase:
     """One phase: ``clients`` concurrent clients, ``runs`` runs each, against ``server``."""
     anyio.run(load, server.url + "/", min(clients, 4), 1, Phase("warmup", 1))
     phase = Phase(name, clients, per_run)
@@ -540,37 +551,68 @@ def markdown(report: dict[str, Any]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="under a minute: a 10k-event stream, fewer runs and tokens")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="under a minute: a 10k-event stream, fewer runs and tokens",
+    )
     parser.add_argument("--events", type=int, help="replayed stream length (default 160000)")
-    parser.add_argument("--state-heavy", action="store_true",
-                        help="replay streams.py's state-heavy stream instead of the realistic one")
-    parser.add_argument("--replay-runs", type=int,
-                        help="runs per replay phase, split among its clients, at least one "
-                             "each (default 3)")
-    parser.add_argument("--replay-clients", default="1,10",
-                        help="comma list of concurrent clients for the replay paths")
-    parser.add_argument("--clients", default="1,10,50,200",
-                        help="comma list of concurrent clients for the agent endpoint")
+    parser.add_argument(
+        "--state-heavy",
+        action="store_true",
+        help="replay streams.py's state-heavy stream instead of the realistic one",
+    )
+    parser.add_argument(
+        "--replay-runs",
+        type=int,
+        help="runs per replay phase, split among its clients, at least one each (default 3)",
+    )
+    parser.add_argument(
+        "--replay-clients",
+        default="1,10",
+        help="comma list of concurrent clients for the replay paths",
+    )
+    parser.add_argument(
+        "--clients",
+        default="1,10,50,200",
+        help="comma list of concurrent clients for the agent endpoint",
+    )
     parser.add_argument("--tokens", type=int, help="deltas per token-agent run (default 400)")
-    parser.add_argument("--target", type=int,
-                        help="events per endpoint phase, at least one run per client "
-                             "(default 20000)")
-    parser.add_argument("--baseline", type=Path,
-                        help="a checkout of agui_pipes (its repository root) whose endpoint is "
-                             "measured too, right after this one at each client count: "
-                             "baseline/demo and baseline/tokens rows")
-    parser.add_argument("--chain", type=Path,
-                        help="gateway chain file (default: the suite's gateway-path stages)")
-    parser.add_argument("--replay-only", action="store_true",
-                        help="only the replay paths (direct, proxy, gateway): no endpoint phases")
-    parser.add_argument("--in-process", action="store_true",
-                        help="after each gateway phase, the gateway's loop in this process "
-                             "(no HTTP): the serving layer's cost is the difference")
-    parser.add_argument("--store", action="append", default=[], metavar="URL",
-                        help="also measure the gateway recording every run in this event log "
-                             "(memory:, sqlite:///PATH, redis://...); repeatable, each a "
-                             "'gateway+<scheme>' row measured right after 'gateway'")
+    parser.add_argument(
+        "--target",
+        type=int,
+        help="events per endpoint phase, at least one run per client (default 20000)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of agui_pipes (its repository root) whose endpoint is "
+        "measured too, right after this one at each client count: "
+        "baseline/demo and baseline/tokens rows",
+    )
+    parser.add_argument(
+        "--chain", type=Path, help="gateway chain file (default: the suite's gateway-path stages)"
+    )
+    parser.add_argument(
+        "--replay-only",
+        action="store_true",
+        help="only the replay paths (direct, proxy, gateway): no endpoint phases",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="after each gateway phase, the gateway's loop in this process "
+        "(no HTTP): the serving layer's cost is the difference",
+    )
+    parser.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also measure the gateway recording every run in this event log "
+        "(memory:, sqlite:///PATH, redis://...); repeatable, each a "
+        "'gateway+<scheme>' row measured right after 'gateway'",
+    )
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--markdown", type=Path, help="write the table as Markdown")
     parser.add_argument("--_role", help=argparse.SUPPRESS)
@@ -597,7 +639,7 @@ def main() -> int:
 
     report: dict[str, Any] = {
         "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, Python "
-                   f"{platform.python_version()}",
+        f"{platform.python_version()}",
         "config": {"stream_events": 0, "state_heavy": args.state_heavy, "tokens": tokens},
         "rows": [],
     }
@@ -611,36 +653,69 @@ def main() -> int:
         if chain_file is None:
             chain_file = Path(tmp) / "chain.yaml"
             chain_file.write_text(GATEWAY_CHAIN)
-        print(f"{report['machine']}; stream {report['config']['stream_events']:,} events "
-              f"({len(body) / 1e6:.1f} MB)", flush=True)
+        print(
+            f"{report['machine']}; stream {report['config']['stream_events']:,} events "
+            f"({len(body) / 1e6:.1f} MB)",
+            flush=True,
+        )
 
         servers: list[Server] = []
         try:
             up_port, px_port, gw_port = free_port(), free_port(), free_port()
-            upstream = Server("upstream", _child("upstream", up_port, "--_arg", str(body_file)),
-                              up_port)
+            upstream = Server(
+                "upstream", _child("upstream", up_port, "--_arg", str(body_file)), up_port
+            )
             servers.append(upstream)
-            proxy = Server("proxy", _child("proxy", px_port, "--_arg", upstream.url + "/"),
-                           px_port)
+            proxy = Server("proxy", _child("proxy", px_port, "--_arg", upstream.url + "/"), px_port)
             servers.append(proxy)
             gateway = Server(
                 "gateway",
-                [sys.executable, "-m", "agui_pipes", "serve", "--upstream", upstream.url + "/",
-                 "--config", str(chain_file), "--port", str(gw_port), "--log-level", "warning",
-                 "--keepalive", "0"],
+                [
+                    sys.executable,
+                    "-m",
+                    "agui_pipes",
+                    "serve",
+                    "--upstream",
+                    upstream.url + "/",
+                    "--config",
+                    str(chain_file),
+                    "--port",
+                    str(gw_port),
+                    "--log-level",
+                    "warning",
+                    "--keepalive",
+                    "0",
+                ],
                 gw_port,
             )
             servers.append(gateway)
             recorded: list[Server] = []
             for store_url in args.store:
                 port = free_port()
-                recorded.append(Server(
-                    f"gateway+{store_url.split(':', 1)[0]}",
-                    [sys.executable, "-m", "agui_pipes", "serve", "--upstream",
-                     upstream.url + "/", "--config", str(chain_file), "--port", str(port),
-                     "--log-level", "warning", "--keepalive", "0", "--store", store_url],
-                    port,
-                ))
+                recorded.append(
+                    Server(
+                        f"gateway+{store_url.split(':', 1)[0]}",
+                        [
+                            sys.executable,
+                            "-m",
+                            "agui_pipes",
+                            "serve",
+                            "--upstream",
+                            upstream.url + "/",
+                            "--config",
+                            str(chain_file),
+                            "--port",
+                            str(port),
+                            "--log-level",
+                            "warning",
+                            "--keepalive",
+                            "0",
+                            "--store",
+                            store_url,
+                        ],
+                        port,
+                    )
+                )
                 servers.append(recorded[-1])
             for n in replay_clients:
                 # interleaved: the three paths back to back for each client count
@@ -659,15 +734,18 @@ def main() -> int:
 
             for agent in () if args.replay_only else ("demo", "tokens"):
                 port = free_port()
-                endpoint = Server(f"endpoint/{agent}", _child(agent, port, "--_arg", str(tokens)),
-                                  port)
+                endpoint = Server(
+                    f"endpoint/{agent}", _child(agent, port, "--_arg", str(tokens)), port
+                )
                 servers.append(endpoint)
                 baseline: Server | None = None
                 if args.baseline is not None:
                     # the same agent and server code, agui_pipes imported from the other checkout
                     port = free_port()
                     baseline = Server(
-                        f"baseline/{agent}", _child(agent, port, "--_arg", str(tokens)), port,
+                        f"baseline/{agent}",
+                        _child(agent, port, "--_arg", str(tokens)),
+                        port,
                         env={**os.environ, "PYTHONPATH": str(args.baseline.resolve())},
                     )
                     servers.append(baseline)

@@ -105,8 +105,10 @@ def main() -> None:
     events = load(args.events)
     base_all = best_us(None, events, args.repeat)
     rows = []
-    print(f"{len(events)} events; empty chain {base_all:.3f} µs/event "
-          f"(python {platform.python_version()}, {platform.machine()})")
+    print(
+        f"{len(events)} events; empty chain {base_all:.3f} µs/event "
+        f"(python {platform.python_version()}, {platform.machine()})"
+    )
     print(f"{'stage':44} {'all µs/ev':>10} {'pass µs/ev':>11} {'untouched':>10}")
     for name, make in STAGES.items():
         all_us = best_us(make, events, args.repeat) - base_all

@@ -80,9 +80,11 @@ def main() -> None:
         _clock = time.thread_time
     chosen = [name for name in args.only.split(",") if name] or list(PAYLOADS)
     loads, dumps = orjson.loads, orjson.dumps
-    print(f"{'event':<18} {'orjson µs':>9} {'fast µs':>8} {'ratio':>6}"
-          + (f" {'ref µs':>7} {'ratio':>6}" if args.reference else "")
-          + (f" {'relay µs':>8} {'ratio':>6}" if args.relay else ""))
+    print(
+        f"{'event':<18} {'orjson µs':>9} {'fast µs':>8} {'ratio':>6}"
+        + (f" {'ref µs':>7} {'ratio':>6}" if args.reference else "")
+        + (f" {'relay µs':>8} {'ratio':>6}" if args.relay else "")
+    )
     for name in chosen:
         payload = PAYLOADS[name]
         event = decode(payload).event
@@ -94,7 +96,8 @@ def main() -> None:
 
         def reference(payload: bytes = payload) -> object:
             return encode_sse(
-                decode(payload, fast_path=False).event, fast_path=False  # type: ignore[arg-type]
+                decode(payload, fast_path=False).event,
+                fast_path=False,  # type: ignore[arg-type]
             )
 
         def bare(payload: bytes = payload) -> object:

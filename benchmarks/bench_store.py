@@ -82,8 +82,21 @@ def redis_server() -> Iterator[str | None]:
         port = sock.getsockname()[1]
     with tempfile.TemporaryDirectory() as directory:
         process = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", directory, "--loglevel", "warning"],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                directory,
+                "--loglevel",
+                "warning",
+            ],
             stdout=subprocess.DEVNULL,
         )
         try:
@@ -153,8 +166,10 @@ async def main_async(args: argparse.Namespace, redis_url: str | None) -> None:
     data = payloads(args.events)
     size = sum(map(len, data)) / len(data)
     batches = [int(size) for size in args.batch.split(",")]
-    print(f"{len(data)} events, mean {size:.0f} bytes of JSON; batches {batches}; "
-          f"{args.rounds} interleaved rounds, medians")
+    print(
+        f"{len(data)} events, mean {size:.0f} bytes of JSON; batches {batches}; "
+        f"{args.rounds} interleaved rounds, medians"
+    )
     with tempfile.TemporaryDirectory() as directory:
         urls = {"memory": "memory:", "sqlite": f"sqlite:///{directory}/runs.db"}
         if redis_url is not None:
@@ -175,8 +190,10 @@ async def main_async(args: argparse.Namespace, redis_url: str | None) -> None:
                 for name, store in stores.items():
                     paths[name].append(await bench_gateway(store, data))
             print()
-            print(f"{'append':<8} {'batch':>5} {'events/s':>10} {'CPU µs/ev':>10} "
-                  f"{'server µs/ev':>13}")
+            print(
+                f"{'append':<8} {'batch':>5} {'events/s':>10} {'CPU µs/ev':>10} "
+                f"{'server µs/ev':>13}"
+            )
             for (name, batch), rows in appends.items():
                 rate = statistics.median(r[0] for r in rows)
                 cpu = statistics.median(r[1] for r in rows)
@@ -210,9 +227,21 @@ async def _child(variant: str, repeat: int, events: int, url: str) -> None:
 
 def _instructions(variant: str, repeat: int, events: int, url: str) -> int:
     done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
-         __file__, "--child", variant, str(repeat), str(events), url],
-        capture_output=True, text=True, check=True,
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--child",
+            variant,
+            str(repeat),
+            str(events),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
     found = re.search(r"Collected : (\d+)", done.stderr)
@@ -224,8 +253,10 @@ def _instructions(variant: str, repeat: int, events: int, url: str) -> int:
 def instructions(events: int, redis_url: str | None, only: list[str] | None = None) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed; --instructions needs it")
-    print(f"gateway path, instructions per event ({events} and {3 * events} events, "
-          f"difference; this process only)")
+    print(
+        f"gateway path, instructions per event ({events} and {3 * events} events, "
+        f"difference; this process only)"
+    )
     with tempfile.TemporaryDirectory() as directory:
         variants = {"none": "", "memory": "memory:", "sqlite": ""}
         if redis_url is not None:
@@ -247,16 +278,24 @@ def main() -> None:
     if len(sys.argv) == 6 and sys.argv[1] == "--child":
         asyncio.run(_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]))
         return
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", default="1,32,256", help="comma-separated batch sizes")
     parser.add_argument("--redis", default=None, help="a redis:// URL (default: start one)")
-    parser.add_argument("--instructions", action="store_true",
-                        help="the gateway path in instructions per event (valgrind)")
-    parser.add_argument("--only", default="", help="with --instructions: backends to measure "
-                        "besides the baseline, comma-separated (memory,sqlite,redis)")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="the gateway path in instructions per event (valgrind)",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="with --instructions: backends to measure "
+        "besides the baseline, comma-separated (memory,sqlite,redis)",
+    )
     args = parser.parse_args()
     if args.redis:
         if args.instructions:

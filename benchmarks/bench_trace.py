@@ -158,9 +158,7 @@ def _report(name: str, events: int, medians: tuple[float, float], extra: str = "
 def _stream(events: int) -> tuple[list[BaseEvent], list[bytes]]:
     from streams import generate
 
-    lines = [
-        __import__("orjson").dumps(payload) for payload in generate(events)
-    ]
+    lines = [__import__("orjson").dumps(payload) for payload in generate(events)]
     decoded = []
     for index, line in enumerate(lines):
         event = decode(line, index=index).event
@@ -173,9 +171,9 @@ def _stream(events: int) -> tuple[list[BaseEvent], list[bytes]]:
     return expanded, [encode_ndjson(e).rstrip(b"\n") for e in expanded]
 
 
-def _relay(stages: Callable[[], list[StreamTransformer]], lines: Sequence[bytes]) -> tuple[
-    float, int
-]:
+def _relay(
+    stages: Callable[[], list[StreamTransformer]], lines: Sequence[bytes]
+) -> tuple[float, int]:
     relay = Relay(TransformerChain(stages()))
     start = time.process_time()
     for begin in range(0, len(lines), 32):
@@ -206,22 +204,40 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|",
     ]
     events = _deltas(args.deltas)
-    rows.append(_report("deltas of open messages", args.deltas, _pair(
-        lambda: _time_deltas(sdk.trace(), events),
-        lambda: _time_deltas(_Skipped(), events),
-        args.repeat,
-    )))
+    rows.append(
+        _report(
+            "deltas of open messages",
+            args.deltas,
+            _pair(
+                lambda: _time_deltas(sdk.trace(), events),
+                lambda: _time_deltas(_Skipped(), events),
+                args.repeat,
+            ),
+        )
+    )
     waiting = _deltas(args.deltas, waiting=True)
-    rows.append(_report("deltas, another message awaiting its first", args.deltas, _pair(
-        lambda: _time_deltas(sdk.trace(), waiting),
-        lambda: _time_deltas(_Skipped(), waiting),
-        args.repeat,
-    )))
-    rows.append(_report("deltas, `delta_stats: true`", args.deltas, _pair(
-        lambda: _time_deltas(sdk.trace(delta_stats=True), events),
-        lambda: _time_deltas(_Skipped(), events),
-        args.repeat,
-    )))
+    rows.append(
+        _report(
+            "deltas, another message awaiting its first",
+            args.deltas,
+            _pair(
+                lambda: _time_deltas(sdk.trace(), waiting),
+                lambda: _time_deltas(_Skipped(), waiting),
+                args.repeat,
+            ),
+        )
+    )
+    rows.append(
+        _report(
+            "deltas, `delta_stats: true`",
+            args.deltas,
+            _pair(
+                lambda: _time_deltas(sdk.trace(delta_stats=True), events),
+                lambda: _time_deltas(_Skipped(), events),
+                args.repeat,
+            ),
+        )
+    )
 
     decoded, lines = _stream(args.events)
 
@@ -230,9 +246,13 @@ def main() -> None:
         TransformerChain([stage]).apply_sync(decoded)
         return time.process_time() - start
 
-    rows.append(_report("realistic stream, stage alone", len(decoded), _pair(
-        lambda: through(sdk.trace()), lambda: through(_Skipped()), args.repeat
-    )))
+    rows.append(
+        _report(
+            "realistic stream, stage alone",
+            len(decoded),
+            _pair(lambda: through(sdk.trace()), lambda: through(_Skipped()), args.repeat),
+        )
+    )
 
     from suite import gateway_chain
 
@@ -247,13 +267,18 @@ def main() -> None:
         return seconds
 
     medians = _pair(lambda: relay(True), lambda: relay(False), args.repeat)
-    rows.append(_report(
-        "realistic stream, gateway relay", len(lines), medians,
-        f" bypass forwarded {forwarded['without']:,} events without the stage, "
-        f"{forwarded['with']:,} with it |",
-    ))
-    print(f"Python {sys.version.split()[0]}, {args.repeat} alternating repeats, medians "
-          "of CPU time\n")
+    rows.append(
+        _report(
+            "realistic stream, gateway relay",
+            len(lines),
+            medians,
+            f" bypass forwarded {forwarded['without']:,} events without the stage, "
+            f"{forwarded['with']:,} with it |",
+        )
+    )
+    print(
+        f"Python {sys.version.split()[0]}, {args.repeat} alternating repeats, medians of CPU time\n"
+    )
     print("\n".join(rows))
 
 
@@ -272,9 +297,20 @@ def _instructions(count: int) -> None:
 
     def collected(what: str, deltas: int) -> int:
         done = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-             sys.executable, __file__, "--child", what, str(deltas)],
-            capture_output=True, text=True, env=env, check=True,
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                sys.executable,
+                __file__,
+                "--child",
+                what,
+                str(deltas),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
         )
         found = re.search(r"Collected : (\d+)", done.stderr)
         if found is None:
@@ -289,8 +325,10 @@ def _instructions(count: int) -> None:
             thrice = collected(kind + case, 3 * count)
             per_delta[kind] = (thrice - once) / (2 * count)
         label = "another message awaiting its first delta" if case else "every message started"
-        print(f"  {label}: chain without the stage {per_delta['skipped']:.0f}, with OpenTelemetry "
-              f"{per_delta['trace']:.0f}, added {per_delta['trace'] - per_delta['skipped']:.0f}")
+        print(
+            f"  {label}: chain without the stage {per_delta['skipped']:.0f}, with OpenTelemetry "
+            f"{per_delta['trace']:.0f}, added {per_delta['trace'] - per_delta['skipped']:.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -77,10 +77,19 @@ def _env() -> dict[str, str]:
 def _instructions(measurement: str, repeat: int) -> int:
     done = subprocess.run(
         [
-            "valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-            sys.executable, __file__, "--child", measurement, str(repeat),
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--child",
+            measurement,
+            str(repeat),
         ],
-        capture_output=True, text=True, env=_env(), check=True,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
     )
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
@@ -113,7 +122,11 @@ def _process_instructions(measurement: str) -> int:
         subprocess.run(argv, cwd=tmp, env=env, check=True)
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv],
-            cwd=tmp, capture_output=True, text=True, env=env, check=True,
+            cwd=tmp,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
         )
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
@@ -127,7 +140,9 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "measurements", nargs="*", default=["floor", "gateway"],
+        "measurements",
+        nargs="*",
+        default=["floor", "gateway"],
         help="floor, gateway, gateway without a stage ("
         + ", ".join(f"gateway{flag}" for flag in STAGE_NAMES)
         + "), or a whole process: run, startup",
@@ -159,9 +174,7 @@ def _lines_10k() -> list[bytes]:
 
 
 def _child_warm(measurement: str) -> None:
-    subprocess.run(
-        [sys.executable, __file__, "--child", measurement, "0"], env=_env(), check=True
-    )
+    subprocess.run([sys.executable, __file__, "--child", measurement, "0"], env=_env(), check=True)
 
 
 if __name__ == "__main__":

@@ -517,7 +517,9 @@ def main() -> None:
             "events": n,
             "reference": None if ref_row is None else ref_row.us_per_event,
             "reference_note": None if ref_row is not None else str(ref),
-            "per_round": None if ref_row is None else dict(
+            "per_round": None
+            if ref_row is None
+            else dict(
                 zip(
                     ("vs_reference", "vs_floor"),
                     round_ratios(floor_row, ref_row, gw_row),

@@ -41,9 +41,7 @@ scalars = st.one_of(
 )
 json_values = st.recursive(
     scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4), st.dictionaries(texts, inner, max_size=4)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(texts, inner, max_size=4)),
     max_leaves=12,
 )
 json_objects = st.dictionaries(texts, json_values, max_size=4)
@@ -225,9 +223,7 @@ def _wire_dict(cls: type[BaseEvent]) -> st.SearchStrategy[dict[str, Any]]:
         if strategy is None:
             raise AssertionError(f"no strategy for {cls.__name__}.{name}: {info.annotation}")
         (required if info.is_required() else optional)[key] = strategy
-    extras = st.dictionaries(
-        texts.filter(lambda key: key not in taken), json_values, max_size=3
-    )
+    extras = st.dictionaries(texts.filter(lambda key: key not in taken), json_values, max_size=3)
     return st.builds(
         lambda fields, extra: {**extra, **fields},
         st.fixed_dictionaries(required, optional=optional),

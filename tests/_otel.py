@@ -40,7 +40,7 @@ class Recorder:
         )
 
     def finished(self) -> list[ReadableSpan]:
-        return sorted(self.spans.get_finished_spans(), key=lambda s: (s.start_time or 0))
+        return sorted(self.spans.get_finished_spans(), key=lambda s: s.start_time or 0)
 
     def named(self, name: str) -> ReadableSpan:
         found = [s for s in self.finished() if s.name == name]

@@ -39,8 +39,21 @@ def redis_server(directory: Path) -> Iterator[str]:
     for _attempt in range(5):
         port = _free_port()
         process = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(directory), "--loglevel", "warning"],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(directory),
+                "--loglevel",
+                "warning",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )

@@ -12,6 +12,7 @@ from tests._redis_server import redis_server
 
 BACKENDS = ["memory", "sqlite", "redis"]
 
+
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with redis_server(tmp_path_factory.mktemp("redis")) as url:

@@ -22,7 +22,7 @@ from typing import Any
 
 Event = dict[str, Any]
 
-_WORDS = ["Hello", " world", ".", " 42", "", "ünïcödé", " 🙂", "\n", " \"quoted\""]
+_WORDS = ["Hello", " world", ".", " 42", "", "ünïcödé", " 🙂", "\n", ' "quoted"']
 
 
 class _Gen:
@@ -66,16 +66,24 @@ class _Gen:
         out = [self.maybe_metadata(self.tag(owner, start))]
         for d in self.deltas():
             content = {"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": d}
-            out.append(self.maybe_metadata(
-                self.tag(owner if self.rng.random() < 0.7 else None, content)))
-        out.append(self.tag(owner if self.rng.random() < 0.7 else None,
-                            {"type": "TEXT_MESSAGE_END", "messageId": mid}))
+            out.append(
+                self.maybe_metadata(self.tag(owner if self.rng.random() < 0.7 else None, content))
+            )
+        out.append(
+            self.tag(
+                owner if self.rng.random() < 0.7 else None,
+                {"type": "TEXT_MESSAGE_END", "messageId": mid},
+            )
+        )
         return out
 
     def tool(self, owner: str | None) -> list[Event]:
         cid = self.new_id("c")
-        start: Event = {"type": "TOOL_CALL_START", "toolCallId": cid,
-                        "toolCallName": self.rng.choice(["search", "lookup", "calc"])}
+        start: Event = {
+            "type": "TOOL_CALL_START",
+            "toolCallId": cid,
+            "toolCallName": self.rng.choice(["search", "lookup", "calc"]),
+        }
         r = self.rng.random()
         if r < 0.5 and self.message_ids:
             start["parentMessageId"] = self.rng.choice(self.message_ids)
@@ -83,8 +91,9 @@ class _Gen:
             start["parentMessageId"] = self.new_id("m")
         out = [self.maybe_metadata(self.tag(owner, start))]
         for piece in self.rng.choice([[], ['{"q":'], ['{"q":', '"x"}'], ["not json"]]):
-            out.append(self.tag(owner, {"type": "TOOL_CALL_ARGS", "toolCallId": cid,
-                                        "delta": piece}))
+            out.append(
+                self.tag(owner, {"type": "TOOL_CALL_ARGS", "toolCallId": cid, "delta": piece})
+            )
         out.append(self.tag(owner, {"type": "TOOL_CALL_END", "toolCallId": cid}))
         if self.rng.random() < 0.6:
             out.append(self.result(cid, owner))
@@ -93,41 +102,71 @@ class _Gen:
     def result(self, cid: str, owner: str | None) -> Event:
         content: Any = self.rng.choice(["ok", "", '{"n": 1}'])
         if self.rng.random() < 0.2:
-            content = [{"type": "text", "text": "part"},
-                       {"type": "image", "source": {"type": "url", "value": "https://x/y.png"}}]
-        return self.maybe_metadata(self.tag(owner, {
-            "type": "TOOL_CALL_RESULT", "messageId": self.new_id("m"), "toolCallId": cid,
-            "content": content}))
+            content = [
+                {"type": "text", "text": "part"},
+                {"type": "image", "source": {"type": "url", "value": "https://x/y.png"}},
+            ]
+        return self.maybe_metadata(
+            self.tag(
+                owner,
+                {
+                    "type": "TOOL_CALL_RESULT",
+                    "messageId": self.new_id("m"),
+                    "toolCallId": cid,
+                    "content": content,
+                },
+            )
+        )
 
     def reasoning(self, owner: str | None) -> list[Event]:
         span = f"span{self.n}"
         mid = self.new_id("m")
-        inner = [self.tag(owner, {"type": "REASONING_MESSAGE_START", "messageId": mid,
-                                  "role": "reasoning"})]
-        inner += [self.tag(owner, {"type": "REASONING_MESSAGE_CONTENT", "messageId": mid,
-                                   "delta": d}) for d in self.deltas()]
+        inner = [
+            self.tag(
+                owner, {"type": "REASONING_MESSAGE_START", "messageId": mid, "role": "reasoning"}
+            )
+        ]
+        inner += [
+            self.tag(owner, {"type": "REASONING_MESSAGE_CONTENT", "messageId": mid, "delta": d})
+            for d in self.deltas()
+        ]
         inner.append(self.tag(owner, {"type": "REASONING_MESSAGE_END", "messageId": mid}))
         if self.rng.random() < 0.3:
-            inner.append(self.tag(owner, {"type": "REASONING_ENCRYPTED_VALUE",
-                                          "subtype": "message", "entityId": mid,
-                                          "encryptedValue": "b3BhcXVl"}))
+            inner.append(
+                self.tag(
+                    owner,
+                    {
+                        "type": "REASONING_ENCRYPTED_VALUE",
+                        "subtype": "message",
+                        "entityId": mid,
+                        "encryptedValue": "b3BhcXVl",
+                    },
+                )
+            )
         if self.rng.random() < 0.5:
             return inner
-        return [self.tag(owner, {"type": "REASONING_START", "messageId": span}), *inner,
-                self.tag(owner, {"type": "REASONING_END", "messageId": span})]
+        return [
+            self.tag(owner, {"type": "REASONING_START", "messageId": span}),
+            *inner,
+            self.tag(owner, {"type": "REASONING_END", "messageId": span}),
+        ]
 
     def step(self, owner: str | None, depth: int) -> list[Event]:
         name = self.rng.choice(["plan", "act", "tools"])
         inner = self.block(owner, depth + 1) if depth < 2 else []
-        return [self.tag(owner, {"type": "STEP_STARTED", "stepName": name}), *inner,
-                self.tag(owner, {"type": "STEP_FINISHED", "stepName": name})]
+        return [
+            self.tag(owner, {"type": "STEP_STARTED", "stepName": name}),
+            *inner,
+            self.tag(owner, {"type": "STEP_FINISHED", "stepName": name}),
+        ]
 
     def state_event(self, owner: str | None) -> list[Event]:
         rng = self.rng
         if not self.state or rng.random() < 0.25:
             self.state = {"count": rng.randint(0, 5), "items": ["a"], "flag": rng.random() < 0.5}
-            return [self.tag(owner, {"type": "STATE_SNAPSHOT",
-                                     "snapshot": copy.deepcopy(self.state)})]
+            return [
+                self.tag(owner, {"type": "STATE_SNAPSHOT", "snapshot": copy.deepcopy(self.state)})
+            ]
         ops: list[Event] = []
         for _ in range(rng.randint(1, 3)):
             choice = rng.random()
@@ -156,15 +195,22 @@ class _Gen:
                 self.state["copied"] = copy.deepcopy(self.state["count"])
             elif choice < 0.93:
                 # Does not apply: the whole delta must be skipped, state kept.
-                ops.append(rng.choice([
-                    {"op": "remove", "path": "/missing"},
-                    {"op": "test", "path": "/count", "value": "never"},
-                    {"op": "replace", "path": "/nope/deeper", "value": 1},
-                ]))
+                ops.append(
+                    rng.choice(
+                        [
+                            {"op": "remove", "path": "/missing"},
+                            {"op": "test", "path": "/count", "value": "never"},
+                            {"op": "replace", "path": "/nope/deeper", "value": 1},
+                        ]
+                    )
+                )
                 return [self.tag(owner, {"type": "STATE_DELTA", "delta": ops})]
             else:
-                ops.append({"op": "move", "from": "/items", "path": "/moved"}
-                           if "items" in self.state else {"op": "add", "path": "/x", "value": 0})
+                ops.append(
+                    {"op": "move", "from": "/items", "path": "/moved"}
+                    if "items" in self.state
+                    else {"op": "add", "path": "/x", "value": 0}
+                )
                 if "items" in self.state:
                     self.state["moved"] = self.state.pop("items")
                 else:
@@ -175,27 +221,47 @@ class _Gen:
         rng = self.rng
         messages: list[Event] = []
         for _ in range(rng.randint(0, 4)):
-            mid = rng.choice(self.message_ids) if self.message_ids and rng.random() < 0.5 \
+            mid = (
+                rng.choice(self.message_ids)
+                if self.message_ids and rng.random() < 0.5
                 else self.new_id("m")
+            )
             kind = rng.choice(["user", "assistant", "tool", "reasoning", "activity", "system"])
             if kind == "user":
-                messages.append({"id": mid, "role": "user", "content": rng.choice(
-                    ["hi", [{"type": "text", "text": "a"}]])})
+                messages.append(
+                    {
+                        "id": mid,
+                        "role": "user",
+                        "content": rng.choice(["hi", [{"type": "text", "text": "a"}]]),
+                    }
+                )
             elif kind == "assistant":
                 msg: Event = {"id": mid, "role": "assistant", "content": "answer"}
                 if rng.random() < 0.5:
                     cid = self.new_id("c")
-                    msg["toolCalls"] = [{"id": cid, "type": "function",
-                                         "function": {"name": "search", "arguments": "{}"}}]
+                    msg["toolCalls"] = [
+                        {
+                            "id": cid,
+                            "type": "function",
+                            "function": {"name": "search", "arguments": "{}"},
+                        }
+                    ]
                 messages.append(msg)
             elif kind == "tool":
-                messages.append({"id": mid, "role": "tool", "content": "res",
-                                 "toolCallId": rng.choice(self.call_ids or ["c0"])})
+                messages.append(
+                    {
+                        "id": mid,
+                        "role": "tool",
+                        "content": "res",
+                        "toolCallId": rng.choice(self.call_ids or ["c0"]),
+                    }
+                )
             elif kind == "reasoning":
                 messages.append({"id": mid, "role": "reasoning", "content": "thought"})
             elif kind == "activity":
-                messages.append({"id": mid, "role": "activity", "activityType": "search",
-                                 "content": {"n": 1}})
+                messages.append(
+                    {"id": mid, "role": "activity", "activityType": "search", "content": {"n": 1}}
+                )
             else:
                 messages.append({"id": mid, "role": "system", "content": "be nice"})
             if rng.random() < 0.2:
@@ -204,17 +270,28 @@ class _Gen:
 
     def activity(self, owner: str | None) -> list[Event]:
         mid = self.new_id("m")
-        snap: Event = {"type": "ACTIVITY_SNAPSHOT", "messageId": mid, "activityType": "search",
-                       "content": {"query": "q", "found": 0}}
+        snap: Event = {
+            "type": "ACTIVITY_SNAPSHOT",
+            "messageId": mid,
+            "activityType": "search",
+            "content": {"query": "q", "found": 0},
+        }
         if self.rng.random() < 0.3:
             snap["replace"] = self.rng.random() < 0.5
         out = [self.tag(owner, snap)]
         for _ in range(self.rng.randint(0, 2)):
             path = self.rng.choice(["/found", "/found", "/missing/x"])
-            out.append(self.tag(owner, {"type": "ACTIVITY_DELTA", "messageId": mid,
-                                        "activityType": "search",
-                                        "patch": [{"op": "replace", "path": path,
-                                                   "value": self.rng.randint(1, 9)}]}))
+            out.append(
+                self.tag(
+                    owner,
+                    {
+                        "type": "ACTIVITY_DELTA",
+                        "messageId": mid,
+                        "activityType": "search",
+                        "patch": [{"op": "replace", "path": path, "value": self.rng.randint(1, 9)}],
+                    },
+                )
+            )
         return out
 
     def chunks(self, owner: str | None) -> list[Event]:
@@ -223,8 +300,7 @@ class _Gen:
         out: list[Event] = []
         if kind == "TOOL_CALL_CHUNK":
             cid = self.new_id("c")
-            first: Event = {"type": kind, "toolCallId": cid, "toolCallName": "search",
-                            "delta": "{"}
+            first: Event = {"type": kind, "toolCallId": cid, "toolCallName": "search", "delta": "{"}
             if rng.random() < 0.3 and self.message_ids:
                 first["parentMessageId"] = rng.choice(self.message_ids)
         else:
@@ -239,8 +315,7 @@ class _Gen:
             if rng.random() < 0.2:
                 idkey = "toolCallId" if kind == "TOOL_CALL_CHUNK" else "messageId"
                 cont[idkey] = first[idkey]
-            out.append(self.maybe_metadata(
-                self.tag(owner if rng.random() < 0.6 else None, cont)))
+            out.append(self.maybe_metadata(self.tag(owner if rng.random() < 0.6 else None, cont)))
         return out
 
     def subagent(self, depth: int, parent: str | None) -> list[Event]:
@@ -260,8 +335,9 @@ class _Gen:
         else:
             end = {"type": "SUBAGENT_FINISHED", "subagentRunId": sid}
             if self.rng.random() < 0.3:
-                end["outcome"] = self.rng.choice([{"type": "success"},
-                                                  {"type": "suspended", "interruptIds": ["i1"]}])
+                end["outcome"] = self.rng.choice(
+                    [{"type": "success"}, {"type": "suspended", "interruptIds": ["i1"]}]
+                )
         if self.rng.random() < 0.15:
             return [started, *inner]  # attribution continues, lifecycle left open
         return [started, *inner, end]
@@ -273,8 +349,17 @@ class _Gen:
         if choice < 0.7:
             return [self.tag(owner, {"type": "RAW", "event": {"p": 1}, "source": "openai"})]
         entity = self.rng.choice(self.call_ids or ["c0"])
-        return [self.tag(owner, {"type": "REASONING_ENCRYPTED_VALUE", "subtype": "tool-call",
-                                 "entityId": entity, "encryptedValue": "eA=="})]
+        return [
+            self.tag(
+                owner,
+                {
+                    "type": "REASONING_ENCRYPTED_VALUE",
+                    "subtype": "tool-call",
+                    "entityId": entity,
+                    "encryptedValue": "eA==",
+                },
+            )
+        ]
 
     def block(self, owner: str | None, depth: int) -> list[Event]:
         weights: list[tuple[Callable[[], list[Event]], float]] = [
@@ -300,8 +385,11 @@ class _Gen:
         if rng.random() < 0.3:
             started["protocolVersion"] = "1.0"
         if rng.random() < 0.15:
-            started["input"] = {"threadId": "t", "runId": f"r{index}", "messages": [
-                {"id": self.new_id("m"), "role": "user", "content": "question"}]}
+            started["input"] = {
+                "threadId": "t",
+                "runId": f"r{index}",
+                "messages": [{"id": self.new_id("m"), "role": "user", "content": "question"}],
+            }
         blocks = [self.block(None, 0) for _ in range(rng.randint(0, 6))]
         if len(blocks) >= 2 and rng.random() < 0.35:
             a, b = blocks.pop(), blocks.pop()
@@ -316,8 +404,10 @@ class _Gen:
         else:
             end = {"type": "RUN_FINISHED", "threadId": "t", "runId": f"r{index}"}
             if r < 0.25:
-                end["outcome"] = {"type": "interrupt",
-                                  "interrupts": [{"id": "i1", "reason": "approval"}]}
+                end["outcome"] = {
+                    "type": "interrupt",
+                    "interrupts": [{"id": "i1", "reason": "approval"}],
+                }
             elif r < 0.32:
                 end["outcome"] = {"type": "cancelled"}
             elif r < 0.5:
@@ -358,11 +448,25 @@ def valid_stream(rng: random.Random) -> list[Event]:
 # -- mutations -------------------------------------------------------------------
 
 _ATTRIBUTABLE = {
-    "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "TOOL_CALL_START",
-    "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT", "STEP_STARTED", "STEP_FINISHED",
-    "REASONING_START", "REASONING_END", "REASONING_MESSAGE_START",
-    "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "TEXT_MESSAGE_CHUNK",
-    "TOOL_CALL_CHUNK", "REASONING_MESSAGE_CHUNK", "ACTIVITY_DELTA", "ACTIVITY_SNAPSHOT",
+    "TEXT_MESSAGE_START",
+    "TEXT_MESSAGE_CONTENT",
+    "TEXT_MESSAGE_END",
+    "TOOL_CALL_START",
+    "TOOL_CALL_ARGS",
+    "TOOL_CALL_END",
+    "TOOL_CALL_RESULT",
+    "STEP_STARTED",
+    "STEP_FINISHED",
+    "REASONING_START",
+    "REASONING_END",
+    "REASONING_MESSAGE_START",
+    "REASONING_MESSAGE_CONTENT",
+    "REASONING_MESSAGE_END",
+    "TEXT_MESSAGE_CHUNK",
+    "TOOL_CALL_CHUNK",
+    "REASONING_MESSAGE_CHUNK",
+    "ACTIVITY_DELTA",
+    "ACTIVITY_SNAPSHOT",
     "REASONING_ENCRYPTED_VALUE",
 }
 
@@ -416,8 +520,9 @@ def _conflicting_chunk(rng: random.Random, s: list[Event]) -> None:
 
 
 def _unknown_type(rng: random.Random, s: list[Event]) -> None:
-    s.insert(rng.randint(0, len(s)), {"type": rng.choice(["FUTURE_EVENT", "PING", "x"]),
-                                      "payload": 1})
+    s.insert(
+        rng.randint(0, len(s)), {"type": rng.choice(["FUTURE_EVENT", "PING", "x"]), "payload": 1}
+    )
 
 
 def _unknown_property(rng: random.Random, s: list[Event]) -> None:
@@ -426,8 +531,14 @@ def _unknown_property(rng: random.Random, s: list[Event]) -> None:
 
 
 def _unknown_member(rng: random.Random, s: list[Event]) -> None:
-    i = _pick(rng, s, lambda e: e.get("type") in ("RUN_FINISHED", "STATE_DELTA",
-                                                   "MESSAGES_SNAPSHOT", "TOOL_CALL_RESULT"))
+    i = _pick(
+        rng,
+        s,
+        lambda e: (
+            e.get("type")
+            in ("RUN_FINISHED", "STATE_DELTA", "MESSAGES_SNAPSHOT", "TOOL_CALL_RESULT")
+        ),
+    )
     if i is None:
         return
     e = s[i]
@@ -442,10 +553,22 @@ def _unknown_member(rng: random.Random, s: list[Event]) -> None:
 
 
 _MALFORMED: list[tuple[str, Any]] = [
-    ("delta", 42), ("messageId", None), ("messageId", 7), ("role", "narrator"),
-    ("toolCallName", None), ("stepName", ["x"]), ("outcome", "success"), ("timestamp", 1.5),
-    ("timestamp", "now"), ("metadata", [1]), ("subagentRunId", None), ("snapshot", None),
-    ("name", None), ("content", 3), ("replace", "yes"), ("delta", {"op": "add"}),
+    ("delta", 42),
+    ("messageId", None),
+    ("messageId", 7),
+    ("role", "narrator"),
+    ("toolCallName", None),
+    ("stepName", ["x"]),
+    ("outcome", "success"),
+    ("timestamp", 1.5),
+    ("timestamp", "now"),
+    ("metadata", [1]),
+    ("subagentRunId", None),
+    ("snapshot", None),
+    ("name", None),
+    ("content", 3),
+    ("replace", "yes"),
+    ("delta", {"op": "add"}),
 ]
 
 
@@ -475,7 +598,7 @@ def _legacy_null(rng: random.Random, s: list[Event]) -> None:
 
 def _truncate(rng: random.Random, s: list[Event]) -> None:
     if len(s) > 1:
-        del s[rng.randint(1, len(s) - 1):]
+        del s[rng.randint(1, len(s) - 1) :]
 
 
 MUTATIONS: dict[str, Callable[[random.Random, list[Event]], None]] = {

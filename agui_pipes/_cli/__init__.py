@@ -36,7 +36,7 @@ _COMMANDS: dict[str, str] = {
     "repair": "repair a recorded or piped stream that breaks the ordering rules (exit 0/1/2)",
     "mock": "serve scripted, replayed or recorded runs as a fake AG-UI backend (with faults)",
     "inspect": "open a recorded stream in the browser inspector (timeline, events, pipeline, "
-               "result)",
+    "result)",
 }
 """Modules under agui_pipes._cli that provide a subcommand, in help order, with the
 summary ``--help`` lists (the same text the module's ``register`` gives)."""
@@ -48,9 +48,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="agui-pipes",
         description="Build, declare and test pipelines over AG-UI event streams.",
     )
-    parser.add_argument(
-        "--version", action="version", version=f"agui-pipes {__version__}"
-    )
+    parser.add_argument("--version", action="version", version=f"agui-pipes {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, summary in _COMMANDS.items():
         if name == command:

@@ -114,8 +114,10 @@ def _json_items(data: bytes, fmt: str, name: str) -> list[Any]:
         where = f" at `{_json.shown_path(exc.path)}`" if exc.path else ""
         raise InputError(f"{name} is not valid JSON{where}: {exc.problem}") from None
     except (UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{name} is not valid JSON ({exc}); expected a JSON array of "
-                         "events or a corpus case, or pass --input-format") from None
+        raise InputError(
+            f"{name} is not valid JSON ({exc}); expected a JSON array of "
+            "events or a corpus case, or pass --input-format"
+        ) from None
     if isinstance(document, dict) and isinstance(document.get("stream"), list):
         return list(document["stream"])
     if fmt == "corpus":
@@ -124,7 +126,7 @@ def _json_items(data: bytes, fmt: str, name: str) -> list[Any]:
         return document
     raise InputError(
         f"{name} holds a JSON {type(document).__name__}; expected an array of events, a "
-        "corpus case ({\"stream\": [...]}) or NDJSON (one event per line)"
+        'corpus case ({"stream": [...]}) or NDJSON (one event per line)'
     )
 
 
@@ -274,7 +276,8 @@ def no_events_message(name: str, progress: Progress, items: int = 0) -> str:
     """
     if items:
         dropped = (
-            "its one event was dropped as an unknown event type" if items == 1
+            "its one event was dropped as an unknown event type"
+            if items == 1
             else f"its {items} events were all dropped as unknown event types"
         )
         return (

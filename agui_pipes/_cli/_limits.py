@@ -27,15 +27,19 @@ def _positive(text: str) -> int:
 def add_limit_options(parser: argparse.ArgumentParser) -> None:
     """Add the two flags to a command's parser."""
     parser.add_argument(
-        "--max-state-nodes", type=_positive, metavar="N",
+        "--max-state-nodes",
+        type=_positive,
+        metavar="N",
         help=f"most values in the state or an activity's content (default "
-             f"{DEFAULT_LIMITS.max_nodes:,}); a snapshot or delta crossing it is skipped "
-             f"with a warning (producer profile: rejected)",
+        f"{DEFAULT_LIMITS.max_nodes:,}); a snapshot or delta crossing it is skipped "
+        f"with a warning (producer profile: rejected)",
     )
     parser.add_argument(
-        "--max-state-bytes", type=_positive, metavar="N",
+        "--max-state-bytes",
+        type=_positive,
+        metavar="N",
         help=f"largest state or activity content, as compact JSON (default "
-             f"{DEFAULT_LIMITS.max_bytes:,})",
+        f"{DEFAULT_LIMITS.max_bytes:,})",
     )
 
 

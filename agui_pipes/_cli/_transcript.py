@@ -61,8 +61,10 @@ def _short(value: Any, limit: int = _MAX_VALUE) -> str:
             value = json.loads(value)
         except ValueError:
             pass
-    text = value if isinstance(value, str) else json.dumps(
-        value, ensure_ascii=False, separators=(", ", ": ")
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
     )
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -151,8 +153,7 @@ class Transcript:
         self._stream("text", event.message_id, tag, self._role_head(event.message_id), "")
 
     def _on_text_message_content(self, event: ag.TextMessageContentEvent, tag: str | None) -> None:
-        self._stream("text", event.message_id, tag, self._role_head(event.message_id),
-                     event.delta)
+        self._stream("text", event.message_id, tag, self._role_head(event.message_id), event.delta)
 
     def _on_text_message_end(self, event: ag.TextMessageEndEvent, tag: str | None) -> None:
         if self._line == ("text", event.message_id):
@@ -173,8 +174,13 @@ class Transcript:
         self._stream("reasoning", event.message_id, tag, self._paint("thinking: ", "dim"), "")
 
     def _on_reasoning_message_content(self, event: Any, tag: str | None) -> None:
-        self._stream("reasoning", event.message_id, tag, self._paint("thinking: ", "dim"),
-                     self._paint(event.delta, "dim", "italic"))
+        self._stream(
+            "reasoning",
+            event.message_id,
+            tag,
+            self._paint("thinking: ", "dim"),
+            self._paint(event.delta, "dim", "italic"),
+        )
 
     def _on_reasoning_message_end(self, event: Any, tag: str | None) -> None:
         if self._line == ("reasoning", event.message_id):
@@ -182,8 +188,13 @@ class Transcript:
 
     def _on_reasoning_message_chunk(self, event: Any, tag: str | None) -> None:
         key = event.message_id or (self._line[1] if self._line else "chunk")
-        self._stream("reasoning", key, tag, self._paint("thinking: ", "dim"),
-                     self._paint(event.delta or "", "dim", "italic"))
+        self._stream(
+            "reasoning",
+            key,
+            tag,
+            self._paint("thinking: ", "dim"),
+            self._paint(event.delta or "", "dim", "italic"),
+        )
 
     def _on_reasoning_encrypted_value(self, event: Any, tag: str | None) -> None:
         self._say(tag, self._paint("thinking: (encrypted)", "dim"))
@@ -197,8 +208,9 @@ class Transcript:
         self._stream("tool", event.tool_call_id, tag, self._tool_head(event.tool_call_id), "")
 
     def _on_tool_call_args(self, event: ag.ToolCallArgsEvent, tag: str | None) -> None:
-        self._stream("tool", event.tool_call_id, tag, self._tool_head(event.tool_call_id),
-                     event.delta)
+        self._stream(
+            "tool", event.tool_call_id, tag, self._tool_head(event.tool_call_id), event.delta
+        )
 
     def _on_tool_call_end(self, event: ag.ToolCallEndEvent, tag: str | None) -> None:
         if self._line == ("tool", event.tool_call_id):
@@ -241,8 +253,11 @@ class Transcript:
         self._depth[event.subagent_run_id] = self._depth.get(parent, 0) + 1 if parent else 1
         self._names[event.subagent_run_id] = event.name
         self._parents[event.subagent_run_id] = parent
-        self._say(parent, self._paint(f"┌ subagent {event.name}", "bold", "blue")
-                  + self._paint(f" ({event.subagent_run_id})", "dim"))
+        self._say(
+            parent,
+            self._paint(f"┌ subagent {event.name}", "bold", "blue")
+            + self._paint(f" ({event.subagent_run_id})", "dim"),
+        )
 
     def _subagent_end(self, sub_id: str, text: str, *styles: str) -> None:
         self._say(self._parents.get(sub_id), self._paint(text, *styles))
@@ -265,8 +280,9 @@ class Transcript:
         self._say(tag, self._paint(f"custom {event.name}: {_short(event.value, 80)}", "dim"))
 
     def _on_activity_snapshot(self, event: Any, tag: str | None) -> None:
-        self._say(tag, self._paint(f"activity {event.activity_type}: {_short(event.content)}",
-                                   "dim"))
+        self._say(
+            tag, self._paint(f"activity {event.activity_type}: {_short(event.content)}", "dim")
+        )
 
     def _on_activity_delta(self, event: Any, tag: str | None) -> None:
         self._say(tag, self._paint(f"activity {event.activity_type} updated", "dim"))

@@ -171,8 +171,8 @@ def _run(args: argparse.Namespace, chain: LoadedChain | None) -> int:
 
     async def main() -> None:
         nonlocal ended_in_error
-        transcript = None if args.raw else Transcript(
-            sys.stdout, color=use_color(sys.stdout, args.color)
+        transcript = (
+            None if args.raw else Transcript(sys.stdout, color=use_color(sys.stdout, args.color))
         )
         out = sys.stdout.buffer if args.raw else None
         async with run(agent, demo_input(args.message), transformers=factory) as events:

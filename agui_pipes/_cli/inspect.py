@@ -37,20 +37,36 @@ def register(subparsers: Any) -> None:
             "moment. Prints the URL; Ctrl-C stops it."
         ),
     )
-    parser.add_argument("input", metavar="FILE",
-                        help="the stream to inspect (NDJSON, SSE, JSON array or corpus case; "
-                             "`-` for standard input)")
-    parser.add_argument("--config", "-c", metavar="CHAIN.yaml",
-                        help="also show what each stage of this chain does to the stream")
-    parser.add_argument("--allow-imports", action="store_true",
-                        help="permit `type: module:attr` references in the chain file")
-    parser.add_argument("--input-format", choices=FORMATS, default="auto",
-                        help="input encoding (default: by extension, else by content)")
+    parser.add_argument(
+        "input",
+        metavar="FILE",
+        help="the stream to inspect (NDJSON, SSE, JSON array or corpus case; "
+        "`-` for standard input)",
+    )
+    parser.add_argument(
+        "--config",
+        "-c",
+        metavar="CHAIN.yaml",
+        help="also show what each stage of this chain does to the stream",
+    )
+    parser.add_argument(
+        "--allow-imports",
+        action="store_true",
+        help="permit `type: module:attr` references in the chain file",
+    )
+    parser.add_argument(
+        "--input-format",
+        choices=FORMATS,
+        default="auto",
+        help="input encoding (default: by extension, else by content)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0,
-                        help="port (default 0: any free port)")
-    parser.add_argument("--no-open", action="store_true",
-                        help="do not open the page in a browser (just print its URL)")
+    parser.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
+    parser.add_argument(
+        "--no-open",
+        action="store_true",
+        help="do not open the page in a browser (just print its URL)",
+    )
     parser.set_defaults(handler=_inspect)
 
 
@@ -95,8 +111,10 @@ def load_run(args: argparse.Namespace) -> Any:
     run = InspectedRun.build(items, name, chain=chain, broken=broken)
     if set(run.types_count()) == {NOT_AN_EVENT}:
         first = run.violations[0]["message"] if run.violations else "no event decoded"
-        raise InputError(f"{name} is not an AG-UI event stream in any supported format "
-                         f"(NDJSON, SSE, JSON array, corpus case): {first}")
+        raise InputError(
+            f"{name} is not an AG-UI event stream in any supported format "
+            f"(NDJSON, SSE, JSON array, corpus case): {first}"
+        )
     return run
 
 
@@ -112,16 +130,18 @@ def _inspect(args: argparse.Namespace) -> int:
 
         from ..inspector import inspector_app
     except ImportError as exc:
-        return _usage(f"the inspector needs the server extras: pip install "
-                      f"'agui-pipes[server]' ({exc})")
+        return _usage(
+            f"the inspector needs the server extras: pip install 'agui-pipes[server]' ({exc})"
+        )
     try:
         run = load_run(args)
     except InputError as error:
         return _usage(str(error))
     except _ConfigInvalid:
         return EXIT_CONFIG
-    config = uvicorn.Config(inspector_app(run), host=args.host, port=args.port,
-                            log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        inspector_app(run), host=args.host, port=args.port, log_level="warning", lifespan="off"
+    )
     server = uvicorn.Server(config)
     try:
         listener = config.bind_socket()
@@ -133,8 +153,7 @@ def _inspect(args: argparse.Namespace) -> int:
     host, port = listener.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
-    print(f"inspecting {run.label}: {len(run)} events, outcome {run.outcome} — {url}",
-          flush=True)
+    print(f"inspecting {run.label}: {len(run)} events, outcome {run.outcome} — {url}", flush=True)
     if not args.no_open:
         import webbrowser
 

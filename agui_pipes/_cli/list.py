@@ -63,8 +63,11 @@ def _list(args: argparse.Namespace) -> int:
             default = "required" if opt.required else f"default {opt.default}"
             out.append(f"    - {opt.name}: {opt.type} ({default})")
             if opt.description:
-                out.extend(textwrap.wrap(opt.description, 88, initial_indent=" " * 8,
-                                         subsequent_indent=" " * 8))
+                out.extend(
+                    textwrap.wrap(
+                        opt.description, 88, initial_indent=" " * 8, subsequent_indent=" " * 8
+                    )
+                )
         out.append("")
     sys.stdout.write("\n".join(out))
     return 0

@@ -84,30 +84,59 @@ def register(subparsers: Any) -> None:
             "1 rejected, 2 usage or I/O error."
         ),
     )
-    parser.add_argument("input", nargs="?", default="-", metavar="PATH",
-                        help="the stream to repair; `-` or nothing for standard input")
-    parser.add_argument("--output", "-o", metavar="PATH",
-                        help="write the repaired stream here instead of standard output")
-    parser.add_argument("--format", choices=OUTPUT_FORMATS,
-                        help="output encoding (default: the input's; a JSON array for a "
-                             "JSON array or corpus case)")
-    parser.add_argument("--input-format", choices=FORMATS, default="auto",
-                        help="input encoding (default: by extension, else by content)")
-    parser.add_argument("--max-fixes", type=_max_fixes, default=100, metavar="N|none",
-                        help="reject the stream past this many fixes (default 100; `none`: "
-                             "no limit)")
-    parser.add_argument("--emit", action="store_true",
-                        help="also write one CUSTOM event `agui_pipes.repair` per fix into "
-                             "the output")
-    parser.add_argument("--thread-id", metavar="ID",
-                        help="the threadId of a RUN_STARTED Repair has to synthesize")
-    parser.add_argument("--run-id", metavar="ID",
-                        help="the runId of a RUN_STARTED Repair has to synthesize")
-    parser.add_argument("--report-json", action="store_true",
-                        help="print the report as one JSON object on stderr instead of lines")
-    parser.add_argument("--quiet", "-q", action="store_true",
-                        help="no warnings, fix lines or summary (the rejection line still "
-                             "prints)")
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="PATH",
+        help="the stream to repair; `-` or nothing for standard input",
+    )
+    parser.add_argument(
+        "--output",
+        "-o",
+        metavar="PATH",
+        help="write the repaired stream here instead of standard output",
+    )
+    parser.add_argument(
+        "--format",
+        choices=OUTPUT_FORMATS,
+        help="output encoding (default: the input's; a JSON array for a JSON array or corpus case)",
+    )
+    parser.add_argument(
+        "--input-format",
+        choices=FORMATS,
+        default="auto",
+        help="input encoding (default: by extension, else by content)",
+    )
+    parser.add_argument(
+        "--max-fixes",
+        type=_max_fixes,
+        default=100,
+        metavar="N|none",
+        help="reject the stream past this many fixes (default 100; `none`: no limit)",
+    )
+    parser.add_argument(
+        "--emit",
+        action="store_true",
+        help="also write one CUSTOM event `agui_pipes.repair` per fix into the output",
+    )
+    parser.add_argument(
+        "--thread-id", metavar="ID", help="the threadId of a RUN_STARTED Repair has to synthesize"
+    )
+    parser.add_argument(
+        "--run-id", metavar="ID", help="the runId of a RUN_STARTED Repair has to synthesize"
+    )
+    parser.add_argument(
+        "--report-json",
+        action="store_true",
+        help="print the report as one JSON object on stderr instead of lines",
+    )
+    parser.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no warnings, fix lines or summary (the rejection line still prints)",
+    )
     add_limit_options(parser)
     parser.set_defaults(handler=_repair)
 

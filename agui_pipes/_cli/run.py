@@ -87,20 +87,46 @@ def register(subparsers: Any) -> None:
             "the chain declared in CHAIN.yaml, and write the events."
         ),
     )
-    parser.add_argument("--config", "-c", required=True, metavar="CHAIN.yaml",
-                        help="the chain file (see docs/yaml-reference.md)")
-    parser.add_argument("input", nargs="?", default="-", metavar="PATH",
-                        help="the input stream; `-` or nothing for standard input")
-    parser.add_argument("--output", "-o", metavar="PATH",
-                        help="write here instead of standard output")
-    parser.add_argument("--format", choices=("ndjson", "sse"), default="ndjson",
-                        help="output encoding (default ndjson)")
-    parser.add_argument("--input-format", choices=FORMATS, default="auto",
-                        help="input encoding (default: by extension, else by content)")
-    parser.add_argument("--allow-imports", action="store_true",
-                        help="permit `type: module:attr` references in the chain file")
-    parser.add_argument("--quiet", "-q", action="store_true",
-                        help="no decode warnings and no progress line on stderr")
+    parser.add_argument(
+        "--config",
+        "-c",
+        required=True,
+        metavar="CHAIN.yaml",
+        help="the chain file (see docs/yaml-reference.md)",
+    )
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="PATH",
+        help="the input stream; `-` or nothing for standard input",
+    )
+    parser.add_argument(
+        "--output", "-o", metavar="PATH", help="write here instead of standard output"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("ndjson", "sse"),
+        default="ndjson",
+        help="output encoding (default ndjson)",
+    )
+    parser.add_argument(
+        "--input-format",
+        choices=FORMATS,
+        default="auto",
+        help="input encoding (default: by extension, else by content)",
+    )
+    parser.add_argument(
+        "--allow-imports",
+        action="store_true",
+        help="permit `type: module:attr` references in the chain file",
+    )
+    parser.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no decode warnings and no progress line on stderr",
+    )
     add_limit_options(parser)
     parser.set_defaults(handler=_run)
 
@@ -167,8 +193,10 @@ def _run_chain(args: argparse.Namespace) -> int:
         try:
             progress.total_bytes = os.path.getsize(args.input)
         except OSError as exc:
-            print(f"agui-pipes: cannot open input {args.input}: {exc.strerror or exc}",
-                  file=sys.stderr)
+            print(
+                f"agui-pipes: cannot open input {args.input}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
             return EXIT_CONFIG
     show_progress = from_file and not args.quiet and sys.stderr.isatty()
     line = _ProgressLine(progress) if show_progress else None
@@ -187,8 +215,11 @@ def _run_chain(args: argparse.Namespace) -> int:
     async def apply(chain: TransformerChain, opened: SyncInput) -> None:
         async with open_input(args.input, progress=progress, resume=opened) as resumed:
             source = decode_events(
-                payloads_of(resumed), on_warning=on_warning, progress=progress,
-                dropped=wire.dropped, legacy=reads_legacy(chain.stages),
+                payloads_of(resumed),
+                on_warning=on_warning,
+                progress=progress,
+                dropped=wire.dropped,
+                legacy=reads_legacy(chain.stages),
             )
             async with aclosing(source), chain.apply(source) as events:
                 async for event in events:
@@ -227,8 +258,10 @@ def _run_chain(args: argparse.Namespace) -> int:
         line.done()
     if progress.events == 0:
         items = wire.total(progress)
-        print(f"agui-pipes: {no_events_message(input_name(args.input), progress, items)}",
-              file=sys.stderr)
+        print(
+            f"agui-pipes: {no_events_message(input_name(args.input), progress, items)}",
+            file=sys.stderr,
+        )
         return EXIT_CONFIG
     return 0
 

@@ -264,8 +264,9 @@ def _serve(args: argparse.Namespace) -> int:
 
         from ..server import build_app
     except ImportError as exc:
-        return _usage(f"serving needs the server extras: pip install 'agui-pipes[server,http]' "
-                      f"({exc})")
+        return _usage(
+            f"serving needs the server extras: pip install 'agui-pipes[server,http]' ({exc})"
+        )
 
     try:
         authorize = _authorize_of(args)
@@ -300,15 +301,23 @@ def _serve(args: argparse.Namespace) -> int:
             from ..demo import DemoAgent
 
             app = build_app(
-                agent=DemoAgent(pace=args.pace), chain=served, path=args.path,
-                options=_options_of(args), cors_origins=args.cors_origin, authorize=authorize,
+                agent=DemoAgent(pace=args.pace),
+                chain=served,
+                path=args.path,
+                options=_options_of(args),
+                cors_origins=args.cors_origin,
+                authorize=authorize,
             )
             what = "the demo agent"
         else:
             app = build_app(
-                upstream=args.upstream, chain=served, path=args.path,
-                options=_options_of(args), timeout=_timeout(args.timeout),
-                cors_origins=args.cors_origin, authorize=authorize,
+                upstream=args.upstream,
+                chain=served,
+                path=args.path,
+                options=_options_of(args),
+                timeout=_timeout(args.timeout),
+                cors_origins=args.cors_origin,
+                authorize=authorize,
             )
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:
@@ -334,8 +343,10 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     if not args.path.startswith("/"):
         return f"--path must start with '/', got {args.path!r}"
     if args.inspect and (args.path.rstrip("/") + "/").startswith("/inspect/"):
-        return (f"--path {args.path} would be hidden by --inspect, which serves "
-                "/inspect/; choose another --path")
+        return (
+            f"--path {args.path} would be hidden by --inspect, which serves "
+            "/inspect/; choose another --path"
+        )
     if args.keepalive < 0 or args.timeout <= 0 or args.pace < 0:
         return "--keepalive and --pace must be >= 0 and --timeout > 0"
     if args.send_buffer < 1 or not args.send_timeout >= 0:
@@ -413,19 +424,22 @@ def _log_auth(args: argparse.Namespace, authorize: object) -> None:
     if isinstance(authorize, TokenFile):
         log.info(
             "authentication: %d bearer tokens from %s (re-read on SIGHUP)",
-            len(authorize), authorize.path,
+            len(authorize),
+            authorize.path,
         )
     elif authorize is not None:
         log.info("authentication: bearer JWTs (scope from the %r claim)", args.jwt_scope_claim)
     elif args.insecure_no_auth and not _is_loopback(args.host):
         log.warning(
             "no authentication on %s (--insecure-no-auth): every client shares one scope and "
-            "can read, stop and join every run", args.host,
+            "can read, stop and join every run",
+            args.host,
         )
     else:
         log.info(
             "no authentication: every client shares one scope and sees every run "
-            "(add %s to keep users apart)", _AUTH_FLAGS,
+            "(add %s to keep users apart)",
+            _AUTH_FLAGS,
         )
 
 
@@ -510,7 +524,8 @@ def _log_start(
     if traced_to is not None:
         log.info(
             "OpenTelemetry: every run traced (opentelemetry stage last unless the chain has "
-            "one), spans go to %s", traced_to
+            "one), spans go to %s",
+            traced_to,
         )
     if inspecting:
         log.info("inspector at http://%s:%s/inspect/", args.host, args.port)

@@ -88,52 +88,104 @@ def register(subparsers: Any) -> None:
             "2 usage or I/O error."
         ),
     )
-    parser.add_argument("input", nargs="?", default="-", metavar="PATH|URL",
-                        help="the stream to check; `-` or nothing for standard input; an "
-                             "http(s) URL: POST a run to that live endpoint and check its "
-                             "transport too (every finding, as --all)")
-    parser.add_argument("--profile", choices=("consumer", "producer"), default="consumer",
-                        help="consumer (default): what AG-UI 1.0 requires a client to reject; "
-                             "producer: those rules plus the strict ones")
-    parser.add_argument("--allow-truncated", action="store_true",
-                        help="accept a stream that ends while a run is open (outcome "
-                             "'truncated')")
-    parser.add_argument("--result", action="store_true",
-                        help="print the folded result as one JSON object on stdout")
-    parser.add_argument("--quiet", "-q", action="store_true",
-                        help="no warnings and no summary (the rejection line still prints)")
-    parser.add_argument("--input-format", choices=FORMATS, default="auto",
-                        help="input encoding (default: by extension, else by content)")
-    parser.add_argument("--explain", action="store_true",
-                        help="also show what the repair stage would change and whether the "
-                             "repaired stream verifies (the exit status stays the verdict on "
-                             "the stream as given)")
-    parser.add_argument("--no-compat", action="store_true",
-                        help="the strict 1.0 view: retired THINKING_* events and binary "
-                             "content parts are dropped with warnings instead of being "
-                             "translated as the reference client does")
-    parser.add_argument("--all", action="store_true", dest="all_findings",
-                        help="report every finding (rule, severity, event, FILE:LINE, spec "
-                             "section), not only the first; the exit status is unchanged")
-    parser.add_argument("--format", choices=sorted(REPORTERS), default="text",
-                        dest="report_format",
-                        help="the --all report's format on stdout (default text; json, "
-                             "sarif or junit imply --all)")
+    parser.add_argument(
+        "input",
+        nargs="?",
+        default="-",
+        metavar="PATH|URL",
+        help="the stream to check; `-` or nothing for standard input; an "
+        "http(s) URL: POST a run to that live endpoint and check its "
+        "transport too (every finding, as --all)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=("consumer", "producer"),
+        default="consumer",
+        help="consumer (default): what AG-UI 1.0 requires a client to reject; "
+        "producer: those rules plus the strict ones",
+    )
+    parser.add_argument(
+        "--allow-truncated",
+        action="store_true",
+        help="accept a stream that ends while a run is open (outcome 'truncated')",
+    )
+    parser.add_argument(
+        "--result", action="store_true", help="print the folded result as one JSON object on stdout"
+    )
+    parser.add_argument(
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no warnings and no summary (the rejection line still prints)",
+    )
+    parser.add_argument(
+        "--input-format",
+        choices=FORMATS,
+        default="auto",
+        help="input encoding (default: by extension, else by content)",
+    )
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="also show what the repair stage would change and whether the "
+        "repaired stream verifies (the exit status stays the verdict on "
+        "the stream as given)",
+    )
+    parser.add_argument(
+        "--no-compat",
+        action="store_true",
+        help="the strict 1.0 view: retired THINKING_* events and binary "
+        "content parts are dropped with warnings instead of being "
+        "translated as the reference client does",
+    )
+    parser.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_findings",
+        help="report every finding (rule, severity, event, FILE:LINE, spec "
+        "section), not only the first; the exit status is unchanged",
+    )
+    parser.add_argument(
+        "--format",
+        choices=sorted(REPORTERS),
+        default="text",
+        dest="report_format",
+        help="the --all report's format on stdout (default text; json, sarif or junit imply --all)",
+    )
     add_limit_options(parser)
     live = parser.add_argument_group("checking a live endpoint (PATH|URL is an http(s) URL)")
-    live.add_argument("--input", dest="run_input", metavar="RUN.json",
-                      help="the RunAgentInput to POST (default: a minimal one, the user "
-                           "message 'Hello')")
-    live.add_argument("--header", dest="headers", action="append", metavar="'NAME: VALUE'",
-                      help="a header sent with every request (e.g. authorization); repeatable")
-    live.add_argument("--keepalive-within", type=float, metavar="SECONDS",
-                      help="flag a silence longer than this in a stream that lasted longer "
-                           f"(default {DEFAULT_KEEPALIVE_WITHIN:g})")
-    live.add_argument("--timeout", type=float, metavar="SECONDS",
-                      help=f"bound on the whole check, every request included (default "
-                           f"{DEFAULT_TIMEOUT:g})")
-    live.add_argument("--max-bytes", type=int, metavar="N",
-                      help=f"largest response read (default {DEFAULT_MAX_BYTES:,})")
+    live.add_argument(
+        "--input",
+        dest="run_input",
+        metavar="RUN.json",
+        help="the RunAgentInput to POST (default: a minimal one, the user message 'Hello')",
+    )
+    live.add_argument(
+        "--header",
+        dest="headers",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="a header sent with every request (e.g. authorization); repeatable",
+    )
+    live.add_argument(
+        "--keepalive-within",
+        type=float,
+        metavar="SECONDS",
+        help="flag a silence longer than this in a stream that lasted longer "
+        f"(default {DEFAULT_KEEPALIVE_WITHIN:g})",
+    )
+    live.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help=f"bound on the whole check, every request included (default {DEFAULT_TIMEOUT:g})",
+    )
+    live.add_argument(
+        "--max-bytes",
+        type=int,
+        metavar="N",
+        help=f"largest response read (default {DEFAULT_MAX_BYTES:,})",
+    )
     parser.set_defaults(handler=_verify)
 
 
@@ -164,7 +216,9 @@ async def _consume(args: argparse.Namespace, kept: _Kept | None) -> tuple[RunRes
     whole stream, not the part the verdict needed.
     """
     consumer = Consumer(
-        allow_truncated=args.allow_truncated, profile=args.profile, limits=limits_of(args),
+        allow_truncated=args.allow_truncated,
+        profile=args.profile,
+        limits=limits_of(args),
         compat=False if args.no_compat else None,
     )
     progress = Progress(None)
@@ -218,7 +272,9 @@ async def _consume(args: argparse.Namespace, kept: _Kept | None) -> tuple[RunRes
 async def _collect(args: argparse.Namespace) -> Report:
     """Every finding in the input (``--all``), with the input line of each."""
     collector = FindingCollector(
-        profile=args.profile, allow_truncated=args.allow_truncated, limits=limits_of(args),
+        profile=args.profile,
+        allow_truncated=args.allow_truncated,
+        limits=limits_of(args),
         compat=False if args.no_compat else None,
     )
     progress = Progress(None)
@@ -236,8 +292,12 @@ async def _collect(args: argparse.Namespace) -> Report:
                 count += 1
         except CodecError as error:
             collector.findings.append(
-                Finding(MALFORMED, Severity.ERROR,
-                        f"{error} (reading stopped after {count} events)", count)
+                Finding(
+                    MALFORMED,
+                    Severity.ERROR,
+                    f"{error} (reading stopped after {count} events)",
+                    count,
+                )
             )
     if not collector.saw_event and not collector.findings_at_error:
         # Nothing is never a valid stream (exit 2, as without --all).
@@ -245,9 +305,7 @@ async def _collect(args: argparse.Namespace) -> Report:
     findings = collector.finish()
     indices = [f.index for f in findings if f.index is not None]
     lines = lines_of_events(args.input, progress.format, indices)
-    located = [
-        Located(f, None if f.index is None else lines.get(f.index)) for f in findings
-    ]
+    located = [Located(f, None if f.index is None else lines.get(f.index)) for f in findings]
     shown = "<stdin>" if args.input in (None, "-") else str(args.input)
     return Report(shown, args.profile, count, located)
 
@@ -286,14 +344,19 @@ def _verify(args: argparse.Namespace) -> int:
         return verify_url(args)
     given = [option for dest, option in URL_OPTIONS.items() if getattr(args, dest) is not None]
     if given:
-        print(f"agui-pipes verify: {', '.join(given)} go(es) with a URL, not a file or standard "
-              "input", file=sys.stderr)
+        print(
+            f"agui-pipes verify: {', '.join(given)} go(es) with a URL, not a file or standard "
+            "input",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if args.all_findings or args.report_format != "text":
         if args.explain or args.result:
-            print("agui-pipes verify: --all (and --format) report findings; --explain and "
-                  "--result go with the first-violation check (drop --all/--format)",
-                  file=sys.stderr)
+            print(
+                "agui-pipes verify: --all (and --format) report findings; --explain and "
+                "--result go with the first-violation check (drop --all/--format)",
+                file=sys.stderr,
+            )
             return EXIT_USAGE
         try:
             report = anyio.run(_collect, args)

@@ -432,8 +432,11 @@ class Folder:
         calls = target.get("toolCalls")
         if calls is None:
             calls = target["toolCalls"] = []
-        call = {"id": call_id, "type": "function", "function": {"name": event.tool_call_name,
-                                                                 "arguments": ""}}
+        call = {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": event.tool_call_name, "arguments": ""},
+        }
         calls.append(call)
         _merge_metadata(call, event)
         self._calls.setdefault(call_id, (target, call))
@@ -515,8 +518,10 @@ class Folder:
             self._state.reset(event.snapshot, what="the STATE_SNAPSHOT")
         except LimitExceeded as exc:
             self._over_limit(
-                "state-limit-exceeded", event,
-                "STATE_SNAPSHOT was skipped, the previous state is kept", exc,
+                "state-limit-exceeded",
+                event,
+                "STATE_SNAPSHOT was skipped, the previous state is kept",
+                exc,
             )
 
     def _state_delta(self, event: StateDeltaEvent) -> None:
@@ -524,8 +529,10 @@ class Folder:
             self._state.patch(event.delta)
         except LimitExceeded as exc:
             self._over_limit(
-                "state-limit-exceeded", event,
-                "STATE_DELTA did not apply and was skipped, the previous state is kept", exc,
+                "state-limit-exceeded",
+                event,
+                "STATE_DELTA did not apply and was skipped, the previous state is kept",
+                exc,
             )
         except PatchError as exc:
             self._warn(
@@ -549,9 +556,7 @@ class Folder:
                 return owned is not None and not has_activity
             return role == "reasoning" and not has_reasoning
 
-        kept = [
-            by_id.get(m["id"], m) for m in self.messages if m["id"] in by_id or preserved(m)
-        ]
+        kept = [by_id.get(m["id"], m) for m in self.messages if m["id"] in by_id or preserved(m)]
         present = {m["id"] for m in kept}
         kept.extend(m for m in incoming if m["id"] not in present)
         self.messages = kept
@@ -571,8 +576,10 @@ class Folder:
             document = JsonDocument(event.content, limits=self.limits)
         except LimitExceeded as exc:
             self._over_limit(
-                "activity-limit-exceeded", event,
-                f"ACTIVITY_SNAPSHOT for '{message_id}' was skipped", exc,
+                "activity-limit-exceeded",
+                event,
+                f"ACTIVITY_SNAPSHOT for '{message_id}' was skipped",
+                exc,
             )
             return
         fresh: dict[str, Any] = {
@@ -647,8 +654,9 @@ class Folder:
         if document is None or content is not document.value:
             # Content that came some other way (a MESSAGES_SNAPSHOT, a seed): measure it
             # once, in place — it already is this consumer's private copy.
-            document = JsonDocument({} if content is _UNSET else content, limits=self.limits,
-                                    copy=False)
+            document = JsonDocument(
+                {} if content is _UNSET else content, limits=self.limits, copy=False
+            )
             self._activities[message_id] = document
         return document
 
@@ -957,7 +965,7 @@ class Consumer:
         """Copy the compat stage's new warnings into ``warnings``, stamped with ``index``."""
         compat = self._compat
         assert compat is not None
-        fresh = compat.warnings[self._compat_warned:]
+        fresh = compat.warnings[self._compat_warned :]
         self._compat_warned = len(compat.warnings)
         self._folder.warnings.extend(
             DecodeWarning(w.code, w.message, index if w.index is None else w.index) for w in fresh
@@ -1048,7 +1056,10 @@ async def consume(
             "lines, or feed an SSE body through agui_pipes.codecs.SSEDecoder first"
         )
     consumer = Consumer(
-        allow_truncated=allow_truncated, state=state, messages=messages, limits=limits,
+        allow_truncated=allow_truncated,
+        state=state,
+        messages=messages,
+        limits=limits,
         compat=compat,
     )
     push = consumer.push

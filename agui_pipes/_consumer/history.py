@@ -156,4 +156,3 @@ def thread_history(
         finished["outcome"] = outcome
     events.append(RunFinishedEvent.model_validate(finished))
     return events
-

@@ -63,7 +63,9 @@ def conditions(
             logger.warning(
                 "%s.passes(%s, ...) failed; such events go through the stage (fix "
                 "passes() to return None, () or a tuple of Condition)",
-                stage.name, cls.__name__, exc_info=True,
+                stage.name,
+                cls.__name__,
+                exc_info=True,
             )
             return None
         for condition in answer:

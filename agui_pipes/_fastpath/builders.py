@@ -96,10 +96,14 @@ def generate_builder(type_name: str, keys: tuple[str, ...]) -> Builder | None:
     """
     spec = SPECS.get(type_name)
     builder: Builder | None = None
-    if spec is not None and keys.count("type") == 1 and not (
-        # A declared protocol version may warn (``_warnings``), which a builder
-        # cannot: such RUN_STARTED events take the checked path.
-        spec.cls is RunStartedEvent and "protocolVersion" in keys
+    if (
+        spec is not None
+        and keys.count("type") == 1
+        and not (
+            # A declared protocol version may warn (``_warnings``), which a builder
+            # cannot: such RUN_STARTED events take the checked path.
+            spec.cls is RunStartedEvent and "protocolVersion" in keys
+        )
     ):
         choices = spec.choice_attrs
         attrs = [spec.builder_attr(key) for key in keys]

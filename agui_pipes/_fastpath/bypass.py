@@ -101,11 +101,13 @@ def compile_bypass(
             BYPASS_FACTORIES[signature] = factory
     if factory is None:
         return None
-    bypass: Bypass = factory(*(
-        container[1] if kind == "maps to" else container
-        for _, container, kind in conditions
-        if kind != "drop"
-    ))
+    bypass: Bypass = factory(
+        *(
+            container[1] if kind == "maps to" else container
+            for _, container, kind in conditions
+            if kind != "drop"
+        )
+    )
     return bypass
 
 
@@ -150,8 +152,7 @@ def bypass_factory(
         elif key in spec.int_attrs:
             attr, low, high = spec.int_attrs[key]
             lines.append(
-                f"    if {name}.__class__ is not int or not {low} <= {name} <= {high}: "
-                "return None"
+                f"    if {name}.__class__ is not int or not {low} <= {name} <= {high}: return None"
             )
             numbers.append(name)
         else:
@@ -189,10 +190,12 @@ def bypass_factory(
     # than the framing's length plus the values': at exactly that length it is
     # compact, and in the model's key order the encoder's output (the relay's
     # re-send check).
-    size = " + ".join([
-        str(compact_framing(keys) + len(type_name) - 2 * len(numbers)),
-        *(f"len(str({n}))" if n in numbers else f"len({n})" for n in names),
-    ])
+    size = " + ".join(
+        [
+            str(compact_framing(keys) + len(type_name) - 2 * len(numbers)),
+            *(f"len(str({n}))" if n in numbers else f"len({n})" for n in names),
+        ]
+    )
     if not dropped:
         if not spec.in_model_order(keys):
             return None  # keys out of the encoder's order: never its output
@@ -213,8 +216,7 @@ def bypass_factory(
             # it (`"k":"v"`, each after the first with a comma), then the rest.
             before = ["1", *(str(len(k) + 5 + (i > 0)) for i, k in enumerate(keys[:position]))]
             before += [
-                str(len(type_name)) if k == "type" else f"len({local[k]})"
-                for k in keys[:position]
+                str(len(type_name)) if k == "type" else f"len({local[k]})" for k in keys[:position]
             ]
             member = f"{len(dropped[0]) + 6} + len({local[dropped[0]]})"
             lines.append(f"    if len(payload) == {size}:")

@@ -62,7 +62,13 @@ class Shape:
     """
 
     __slots__ = (
-        "cls", "layout", "order", "renamed", "required", "table", "template",
+        "cls",
+        "layout",
+        "order",
+        "renamed",
+        "required",
+        "table",
+        "template",
     )
 
     def __init__(self, cls: type[BaseModel]) -> None:
@@ -153,8 +159,7 @@ def _shape(cls: type[BaseModel]) -> Shape:
             if info.is_required():
                 required.add(key)
         table[key] = (name, kind, argument)
-        layout.append((name, key, not info.is_required() and info.default is None, kind,
-                       argument))
+        layout.append((name, key, not info.is_required() and info.default is None, kind, argument))
     shape.table = table
     shape.layout = tuple(layout)
     shape.required = frozenset(required)
@@ -174,6 +179,7 @@ SHAPES: Final = _SHAPES
 # model's wire keys once; a key it does not read makes the count of keys it
 # took differ from the object's length.
 
+
 def _builder_source(shape: Shape) -> tuple[str, dict[str, Any]]:
     """The text of one shape's builder, and its namespace.
 
@@ -183,15 +189,20 @@ def _builder_source(shape: Shape) -> tuple[str, dict[str, Any]]:
     legacy spelling with a warning).
     """
     namespace: dict[str, Any] = {
-        "cls": shape.cls, "new": _new, "set_dict": DICT_SLOT, "set_fields": FIELDS_SET_SLOT,
-        "set_extra": EXTRA_SLOT, "set_private": PRIVATE_SLOT,
+        "cls": shape.cls,
+        "new": _new,
+        "set_dict": DICT_SLOT,
+        "set_fields": FIELDS_SET_SLOT,
+        "set_extra": EXTRA_SLOT,
+        "set_private": PRIVATE_SLOT,
     }
     required = sorted(attr for key, (attr, _, _) in shape.table.items() if key in shape.required)
     lines = [
         "def build(value):",
         "    if value.__class__ is not dict: return None",
-        ("    fields = {" + ", ".join(map(repr, required)) + "}") if required else
-        "    fields = set()",
+        ("    fields = {" + ", ".join(map(repr, required)) + "}")
+        if required
+        else "    fields = set()",
         f"    given = {len(required)}",
     ]
     for i, (key, (attr, kind, argument)) in enumerate(shape.table.items()):
@@ -221,8 +232,7 @@ def _builder_source(shape: Shape) -> tuple[str, dict[str, Any]]:
             lines.append(f"        fields.add({attr!r})")
             lines.append("        given += 1")
     values = ", ".join(
-        f"{name!r}: v{i}"
-        for i, name in enumerate(attr for attr, _, _ in shape.table.values())
+        f"{name!r}: v{i}" for i, name in enumerate(attr for attr, _, _ in shape.table.values())
     )
     if [attr for attr, _, _ in shape.table.values()] != list(shape.order):
         raise RuntimeError(f"{shape.cls.__name__}: wire keys not in model order")

@@ -47,12 +47,24 @@ from .messages import build_messages, message_values
 from .source import compile_function, origin
 
 __all__ = [
-    "OPEN_BUILDERS", "OPEN_CLASSES", "OPEN_TYPES", "build_open", "open_builder", "open_writer",
+    "OPEN_BUILDERS",
+    "OPEN_CLASSES",
+    "OPEN_TYPES",
+    "build_open",
+    "open_builder",
+    "open_writer",
 ]
 
-OPEN_TYPES: Final = frozenset({
-    "STATE_SNAPSHOT", "STATE_DELTA", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "RAW", "CUSTOM",
-})
+OPEN_TYPES: Final = frozenset(
+    {
+        "STATE_SNAPSHOT",
+        "STATE_DELTA",
+        "ACTIVITY_SNAPSHOT",
+        "ACTIVITY_DELTA",
+        "RAW",
+        "CUSTOM",
+    }
+)
 """The event types whose required fields hold open JSON."""
 OPEN_CLASSES: Final = frozenset(SPECS[name].cls for name in OPEN_TYPES)
 
@@ -120,8 +132,12 @@ def _operations_source() -> tuple[str, dict[str, Any]]:
         "        order = tuple(item)",
     ]
     namespace: dict[str, Any] = {
-        "match": _match, "new": _new, "set_dict": DICT_SLOT, "set_fields": FIELDS_SET_SLOT,
-        "set_extra": EXTRA_SLOT, "set_private": PRIVATE_SLOT,
+        "match": _match,
+        "new": _new,
+        "set_dict": DICT_SLOT,
+        "set_fields": FIELDS_SET_SLOT,
+        "set_extra": EXTRA_SLOT,
+        "set_private": PRIVATE_SLOT,
     }
     branch = "if"
     for n, (op, (cls, keys, pairs)) in enumerate(_OPS.items()):
@@ -194,9 +210,13 @@ class _Plan:
                 kinds[key] = (attr, _STR, 0, 0)
         for key, (attr, low, high) in spec.int_attrs.items():
             kinds[key] = (attr, _INT, low, high)
-        for table, kind in ((spec.bool_attrs, _BOOL), (spec.object_attrs, _OBJECT),
-                            (spec.open_attrs, _ANY), (spec.patch_attrs, _PATCH),
-                            (spec.messages_attrs, _MESSAGES)):
+        for table, kind in (
+            (spec.bool_attrs, _BOOL),
+            (spec.object_attrs, _OBJECT),
+            (spec.open_attrs, _ANY),
+            (spec.patch_attrs, _PATCH),
+            (spec.messages_attrs, _MESSAGES),
+        ):
             for key, attr in table.items():
                 kinds[key] = (attr, kind, 0, 0)
         self.kinds = kinds
@@ -248,9 +268,7 @@ def _builder_for(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
         if builder is not None or len(_BY_SET) < NEGATIVE_LIMIT:
             _BY_SET[canonical] = builder
     limit = BUILDER_LIMIT if builder is not None else NEGATIVE_LIMIT
-    if len(_BY_ORDER) < limit or (
-        builder is not None and SPECS[type_name].in_model_order(keys)
-    ):
+    if len(_BY_ORDER) < limit or (builder is not None and SPECS[type_name].in_model_order(keys)):
         _BY_ORDER[(type_name, keys)] = builder
     return builder
 
@@ -306,9 +324,15 @@ def _generate(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
         "    return event",
     ]
     namespace: dict[str, Any] = {
-        "operations": patch_builder(), "messages": build_messages, "TEMPLATE": plan.template,
-        "new": _new, "cls": plan.cls, "set_dict": DICT_SLOT, "set_fields": FIELDS_SET_SLOT,
-        "set_extra": EXTRA_SLOT, "set_private": PRIVATE_SLOT,
+        "operations": patch_builder(),
+        "messages": build_messages,
+        "TEMPLATE": plan.template,
+        "new": _new,
+        "cls": plan.cls,
+        "set_dict": DICT_SLOT,
+        "set_fields": FIELDS_SET_SLOT,
+        "set_extra": EXTRA_SLOT,
+        "set_private": PRIVATE_SLOT,
     }
     built: OpenBuilder = compile_function(
         "\n".join(lines), origin("open-value builder", type_name, keys), namespace, "build"
@@ -317,6 +341,7 @@ def _generate(type_name: str, keys: tuple[str, ...]) -> OpenBuilder | None:
 
 
 # -- encoding ---------------------------------------------------------------
+
 
 def _refuse(value: Any) -> Any:
     raise TypeError(f"not written by the open-value writer: {type(value).__name__}")
@@ -387,8 +412,12 @@ def open_writer(cls: type[BaseEvent]) -> Writer | None:
         kind_of[attr] = _STR
     for attr, _, _ in checked.int_attrs.values():
         kind_of[attr] = _INT
-    for table, kind in ((checked.bool_attrs, _BOOL), (checked.object_attrs, _OBJECT),
-                        (checked.patch_attrs, _PATCH), (checked.messages_attrs, _MESSAGES)):
+    for table, kind in (
+        (checked.bool_attrs, _BOOL),
+        (checked.object_attrs, _OBJECT),
+        (checked.patch_attrs, _PATCH),
+        (checked.messages_attrs, _MESSAGES),
+    ):
         for attr in table.values():
             kind_of[attr] = kind
     type_value = cls.model_fields["type"].default.value
@@ -430,7 +459,9 @@ def open_writer(cls: type[BaseEvent]) -> Writer | None:
         "    return finish(out)",
     ]
     namespace: dict[str, Any] = {
-        "finish": finish_open, "operations": _operation_dicts, "messages": message_values,
+        "finish": finish_open,
+        "operations": _operation_dicts,
+        "messages": message_values,
     }
     write: Writer = compile_function(
         "\n".join(lines), origin("open-value writer", type_value), namespace, "write"

@@ -78,8 +78,8 @@ class FastSerializer:
         if len(omittable_fields) == 1:
             assert getter is not None
             single = getter
-            self.get_omittable: Callable[[dict[str, Any]], tuple[Any, ...]] = (
-                lambda values: (single(values),)
+            self.get_omittable: Callable[[dict[str, Any]], tuple[Any, ...]] = lambda values: (
+                single(values),
             )
         elif getter is not None:
             self.get_omittable = getter
@@ -193,9 +193,9 @@ def compile_common_shape(cls: type[BaseEvent]) -> Writer | None:
     for i, (attr, _) in enumerate(required):
         lines.append(f"    v{i} = d[{attr!r}]")
         lines.append(f"    if type(v{i}) is not str: return None")
-    items = ", ".join([f"'type': {type_value!r}"] + [
-        f"{key!r}: v{i}" for i, (_, key) in enumerate(required)
-    ])
+    items = ", ".join(
+        [f"'type': {type_value!r}"] + [f"{key!r}: v{i}" for i, (_, key) in enumerate(required)]
+    )
     lines.append("    try:")
     lines.append(f"        return dumps({{{items}}})")
     lines.append("    except Exception:")
@@ -308,7 +308,7 @@ def _open_positions(cls: type[BaseEvent]) -> tuple[str, ...] | None:
 
 
 def _field_kind(annotation: Any) -> str:
-    """"scalar" (typed str/int/bool/literal/enum), "open" (any JSON) or "nested"."""
+    """ "scalar" (typed str/int/bool/literal/enum), "open" (any JSON) or "nested"."""
     if annotation is None or annotation is type(None):
         return "scalar"
     if annotation is Any:
@@ -397,8 +397,7 @@ def encode_model(event: BaseEvent) -> bytes:
         exclude = _exclusions(fast.omittable_fields, present)
     extra = event.__pydantic_extra__
     if exclude is _UNSURE or (
-        extra
-        and any(value is None and key in fast.omittable_keys for key, value in extra.items())
+        extra and any(value is None and key in fast.omittable_keys for key, value in extra.items())
     ):
         return _encode.encode_json(event)
     _check_open_values(event)

@@ -38,8 +38,11 @@ def _where(
     if stage is not None:
         parts.append(f"stage {stage}")
     if event is not None:
-        parts.append(f"event #{index} ({event.type.value})" if index is not None else
-                     f"event {event.type.value}")
+        parts.append(
+            f"event #{index} ({event.type.value})"
+            if index is not None
+            else f"event {event.type.value}"
+        )
     elif at_event and index is not None:
         parts.append(f"event #{index}")
     elif index is not None and index >= 0:
@@ -122,7 +125,4 @@ class StageError(AguiPipesError):
         self.__cause__ = cause
         self.phase = phase or ("finish()" if event is None else "transform()")
         where = _where(stage, event, index) if phase is None else f"stage {stage}"
-        super().__init__(
-            f"{where}: {self.phase} raised "
-            f"{type(cause).__name__}: {cause}"
-        )
+        super().__init__(f"{where}: {self.phase} raised {type(cause).__name__}: {cause}")

@@ -617,8 +617,14 @@ class JsonDocument:
         return True
 
     def _set(
-        self, op: Any, pointer: str, incoming: Any, must_exist: bool, undo: _Undo,
-        *, copied: bool = False,
+        self,
+        op: Any,
+        pointer: str,
+        incoming: Any,
+        must_exist: bool,
+        undo: _Undo,
+        *,
+        copied: bool = False,
     ) -> None:
         """add / replace / copy: measure ``incoming`` against the room left, then place a copy.
 
@@ -668,8 +674,12 @@ class JsonDocument:
                 raise self._room(_what(op), "max_bytes", f"the document holds ~{self.size:,}")
         else:
             nodes, size, depth = self._admit(
-                op, incoming, bounds.max_nodes - self.nodes + old_nodes,
-                bounds.max_bytes - self.size + old_size - entry, len(tokens), copied,
+                op,
+                incoming,
+                bounds.max_nodes - self.nodes + old_nodes,
+                bounds.max_bytes - self.size + old_size - entry,
+                len(tokens),
+                copied,
             )
             value = _clone(incoming, 0, bounds.max_depth)
         if old is _ABSENT:
@@ -690,7 +700,12 @@ class JsonDocument:
                 self.depth = reach
 
     def _admit(
-        self, op: Any, incoming: Any, room_nodes: int, room_bytes: int, level: int,
+        self,
+        op: Any,
+        incoming: Any,
+        room_nodes: int,
+        room_bytes: int,
+        level: int,
         copied: bool,
     ) -> tuple[int, int, int]:
         """Measure a container about to be copied in, within the room left (else refuse)."""

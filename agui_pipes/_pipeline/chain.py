@@ -303,9 +303,7 @@ class SyncSegment:
 
     def _push_rest(self, transform: _Transform, out: Any, index: int) -> Sequence[BaseEvent]:
         """A push after ``transform`` returned anything but one event of the same class."""
-        batch = (
-            out if type(out) is list or type(out) is tuple else _events_of(out, "transform()")
-        )
+        batch = out if type(out) is list or type(out) is tuple else _events_of(out, "transform()")
         if len(batch) > 1:  # one event is checked when its class is planned
             _check_events(batch, "transform()")
         return self._push_from(self.position_of[transform] + 1, batch, index)
@@ -324,9 +322,7 @@ class SyncSegment:
         self.plans[(start, cls)] = plan  # type: ignore[index]
         return plan
 
-    def _push_from(
-        self, start: int, batch: Sequence[BaseEvent], index: int
-    ) -> Sequence[BaseEvent]:
+    def _push_from(self, start: int, batch: Sequence[BaseEvent], index: int) -> Sequence[BaseEvent]:
         if len(batch) == 1:
             # One event (a rewrite such as an expanded chunk): the cached plan
             # of its class from this position.
@@ -611,7 +607,8 @@ class TransformerChain(StreamTransformer):
         if not hasattr(source, "__aiter__"):
             hint = (
                 "; for a list of events use apply_sync(events)"
-                if isinstance(source, Iterable) else ""
+                if isinstance(source, Iterable)
+                else ""
             )
             raise TypeError(
                 f"apply() takes an async iterable of events (an async generator, a "
@@ -792,4 +789,3 @@ def _start_operator(
             raise failure[0]
 
     return relay()
-

@@ -56,12 +56,23 @@ _PARENT = "(the parent agent)"
 
 LANE_CLOSERS: Final[frozenset[type[BaseEvent]]] = frozenset(
     {
-        ag.TextMessageStartEvent, ag.TextMessageContentEvent, ag.TextMessageEndEvent,
-        ag.ToolCallStartEvent, ag.ToolCallArgsEvent, ag.ToolCallEndEvent,
-        ag.ToolCallResultEvent, ag.StateSnapshotEvent, ag.StateDeltaEvent, ag.CustomEvent,
-        ag.StepStartedEvent, ag.StepFinishedEvent, ag.ReasoningStartEvent,
-        ag.ReasoningMessageStartEvent, ag.ReasoningMessageContentEvent,
-        ag.ReasoningMessageEndEvent, ag.ReasoningEndEvent,
+        ag.TextMessageStartEvent,
+        ag.TextMessageContentEvent,
+        ag.TextMessageEndEvent,
+        ag.ToolCallStartEvent,
+        ag.ToolCallArgsEvent,
+        ag.ToolCallEndEvent,
+        ag.ToolCallResultEvent,
+        ag.StateSnapshotEvent,
+        ag.StateDeltaEvent,
+        ag.CustomEvent,
+        ag.StepStartedEvent,
+        ag.StepFinishedEvent,
+        ag.ReasoningStartEvent,
+        ag.ReasoningMessageStartEvent,
+        ag.ReasoningMessageContentEvent,
+        ag.ReasoningMessageEndEvent,
+        ag.ReasoningEndEvent,
     }
 )
 """Events that close the chunk item open in their own lane (the lane of their tag)."""
@@ -233,8 +244,13 @@ class ChunkExpander:
         return None
 
     def _conflict(
-        self, what: str, entity_id: str, field: str, incoming: str | None,
-        established: str | None, event: BaseEvent,
+        self,
+        what: str,
+        entity_id: str,
+        field: str,
+        incoming: str | None,
+        established: str | None,
+        event: BaseEvent,
     ) -> None:
         if incoming is not None and incoming != established:
             shown = "(absent)" if established is None else f"'{established}'"
@@ -257,25 +273,40 @@ class ChunkExpander:
         pending = lanes.get(lane)
         out: list[BaseEvent] = []
         metadata = fields["metadata"]
-        if pending is not None and pending.kind == kind and (
-            entity_id is None or entity_id == pending.entity_id
+        if (
+            pending is not None
+            and pending.kind == kind
+            and (entity_id is None or entity_id == pending.entity_id)
         ):
             # A continuation: only the naming fields it carries can conflict.
             if kind == _TEXT:
                 if fields["role"] is not None:
-                    self._conflict(what, pending.entity_id, "role", fields["role"],
-                                   pending.role, event)
+                    self._conflict(
+                        what, pending.entity_id, "role", fields["role"], pending.role, event
+                    )
                 if fields["name"] is not None:
-                    self._conflict(what, pending.entity_id, "name", fields["name"],
-                                   pending.name, event)
+                    self._conflict(
+                        what, pending.entity_id, "name", fields["name"], pending.name, event
+                    )
             elif kind == _TOOL:
                 if fields["tool_call_name"] is not None:
-                    self._conflict(what, pending.entity_id, "toolCallName",
-                                   fields["tool_call_name"], pending.name, event)
+                    self._conflict(
+                        what,
+                        pending.entity_id,
+                        "toolCallName",
+                        fields["tool_call_name"],
+                        pending.name,
+                        event,
+                    )
                 if fields["parent_message_id"] is not None:
-                    self._conflict(what, pending.entity_id, "parentMessageId",
-                                   fields["parent_message_id"], pending.parent_message_id,
-                                   event)
+                    self._conflict(
+                        what,
+                        pending.entity_id,
+                        "parentMessageId",
+                        fields["parent_message_id"],
+                        pending.parent_message_id,
+                        event,
+                    )
         else:
             pending = self._open_lane(kind, entity_id, tag, lane, metadata, event, out)
         delta: str | None = fields["delta"]
@@ -296,8 +327,14 @@ class ChunkExpander:
         return out
 
     def _open_lane(
-        self, kind: int, entity_id: str | None, tag: str | None, lane: str | None,
-        metadata: Any, event: Any, out: list[BaseEvent],
+        self,
+        kind: int,
+        entity_id: str | None,
+        tag: str | None,
+        lane: str | None,
+        metadata: Any,
+        event: Any,
+        out: list[BaseEvent],
     ) -> _Pending:
         """A chunk that starts an item: close what ``lane`` had open, append the START.
 
@@ -328,8 +365,13 @@ class ChunkExpander:
                     "First TOOL_CALL_CHUNK must have a toolCallName",
                     event,
                 )
-            pending = _Pending(kind, entity_id, tag, name=event.tool_call_name,
-                               parent_message_id=event.parent_message_id)
+            pending = _Pending(
+                kind,
+                entity_id,
+                tag,
+                name=event.tool_call_name,
+                parent_message_id=event.parent_message_id,
+            )
             start = {"tool_call_id": entity_id, "tool_call_name": event.tool_call_name}
             if event.parent_message_id is not None:
                 start["parent_message_id"] = event.parent_message_id
@@ -345,6 +387,7 @@ class ChunkExpander:
         lanes[lane] = pending
         out.append(construct(start_cls, start))
         return pending
+
 
 _CONTENT_CLASS: Final[dict[int, type[BaseEvent]]] = {
     _TEXT: ag.TextMessageContentEvent,

@@ -45,9 +45,7 @@ def construct(cls: type[_E], values: dict[str, Any]) -> _E:
     """
     defaults = _DEFAULTS.get(cls)
     if defaults is None:
-        defaults = _DEFAULTS[cls] = {
-            name: info.default for name, info in cls.model_fields.items()
-        }
+        defaults = _DEFAULTS[cls] = {name: info.default for name, info in cls.model_fields.items()}
     event = _new(cls)
     data = defaults.copy()
     data.update(values)

@@ -273,12 +273,12 @@ def _int_between(low: int, high: int) -> Checker:
             raise _type_error("number", value, path)
         if isinstance(value, float):
             if not value.is_integer():
-                raise _Invalid(path, "int", "Invalid input: expected int, received number",
-                               "invalid_type")
+                raise _Invalid(
+                    path, "int", "Invalid input: expected int, received number", "invalid_type"
+                )
             value = int(value)
         if value < low:
-            raise _Invalid(path, "number", f"Too small: expected number to be >={low}",
-                           "too_small")
+            raise _Invalid(path, "number", f"Too small: expected number to be >={low}", "too_small")
         if value > high:
             raise _Invalid(path, "number", f"Too big: expected number to be <={high}", "too_big")
         return value
@@ -341,8 +341,10 @@ def _pointer(value: Any, path: tuple[str | int, ...], ctx: _Context) -> Any:
         raise _type_error("string", value, path)
     if _POINTER.match(value) is None:
         raise _Invalid(
-            path, "string",
-            f"Invalid string: must match pattern /{_POINTER.pattern}/", "invalid_format",
+            path,
+            "string",
+            f"Invalid string: must match pattern /{_POINTER.pattern}/",
+            "invalid_format",
         )
     return value
 
@@ -419,8 +421,9 @@ def _missing(field: _Field, path: tuple[str | int, ...]) -> None:
     """Raise the issue for an absent required field (the checker's own wording)."""
     where = (*path, field.key)
     field.check(_ABSENT, where, _Context())
-    raise _Invalid(where, "value", "Invalid input: expected value, received undefined",
-                   "invalid_type")
+    raise _Invalid(
+        where, "value", "Invalid input: expected value, received undefined", "invalid_type"
+    )
 
 
 def _array(element: Checker, min_items: int = 0) -> Checker:
@@ -438,7 +441,9 @@ def _array(element: Checker, min_items: int = 0) -> Checker:
             result.append(checked)
         if len(result) < min_items:
             raise _Invalid(
-                path, "array", f"Too small: expected array to have >={min_items} items",
+                path,
+                "array",
+                f"Too small: expected array to have >={min_items} items",
                 "too_small",
             )
         return result
@@ -503,25 +508,56 @@ _BASE: dict[str, tuple[Checker, bool]] = {
 }
 _TAGGED: dict[str, tuple[Checker, bool]] = {**_BASE, "subagentRunId": (_str, _O)}
 
-_PART_SOURCE = _union("type", {
-    "data": _Object({"type": (_literal("data"), _R), "value": (_str, _R), "mimeType": (_str, _R)}),
-    "url": _Object({"type": (_literal("url"), _R), "value": (_str, _R), "mimeType": (_str, _O)}),
-    "file": _Object({"type": (_literal("file"), _R), "value": (_str, _R),
-                     "provider": (_str, _O), "mimeType": (_str, _O)}),
-})
+_PART_SOURCE = _union(
+    "type",
+    {
+        "data": _Object(
+            {"type": (_literal("data"), _R), "value": (_str, _R), "mimeType": (_str, _R)}
+        ),
+        "url": _Object(
+            {"type": (_literal("url"), _R), "value": (_str, _R), "mimeType": (_str, _O)}
+        ),
+        "file": _Object(
+            {
+                "type": (_literal("file"), _R),
+                "value": (_str, _R),
+                "provider": (_str, _O),
+                "mimeType": (_str, _O),
+            }
+        ),
+    },
+)
 
 
 def _media(kind: str, metadata: Checker) -> _Object:
-    return _Object({"type": (_literal(kind), _R), "id": (_str, _O), "source": (_PART_SOURCE, _R),
-                    "metadata": (metadata, _O)})
+    return _Object(
+        {
+            "type": (_literal(kind), _R),
+            "id": (_str, _O),
+            "source": (_PART_SOURCE, _R),
+            "metadata": (metadata, _O),
+        }
+    )
 
 
 def _content_part(media_metadata: Checker) -> Checker:
-    return _union("type", {
-        "text": _Object({"type": (_literal("text"), _R), "id": (_str, _O), "text": (_str, _R),
-                         "metadata": (_non_null, _O)}),
-        **{kind: _media(kind, media_metadata) for kind in ("image", "audio", "video", "document")},
-    })
+    return _union(
+        "type",
+        {
+            "text": _Object(
+                {
+                    "type": (_literal("text"), _R),
+                    "id": (_str, _O),
+                    "text": (_str, _R),
+                    "metadata": (_non_null, _O),
+                }
+            ),
+            **{
+                kind: _media(kind, media_metadata)
+                for kind in ("image", "audio", "video", "document")
+            },
+        },
+    )
 
 
 _CONTENT_PART = _content_part(_non_null)
@@ -537,10 +573,15 @@ _OP_FIELDS: dict[str, dict[str, tuple[Checker, bool]]] = {
     "copy": {"from": (_pointer, _R), "path": (_pointer, _R)},
     "test": {"path": (_pointer, _R), "value": (_any, _R)},
 }
-_PATCH = _array(_union("op", {
-    op: _Object({"op": (_literal(op), _R), **fields}, open=True)
-    for op, fields in _OP_FIELDS.items()
-}))
+_PATCH = _array(
+    _union(
+        "op",
+        {
+            op: _Object({"op": (_literal(op), _R), **fields}, open=True)
+            for op, fields in _OP_FIELDS.items()
+        },
+    )
+)
 
 PATCH_OP_KEYS: Final[dict[str, frozenset[str]]] = {
     op: frozenset({"op", *fields}) for op, fields in _OP_FIELDS.items()
@@ -551,31 +592,87 @@ POINTER: Final = _POINTER
 """The JSON Pointer pattern every patch ``path`` / ``from`` must match."""
 
 _MESSAGE_BASE: dict[str, tuple[Checker, bool]] = {
-    "subagentRunId": (_str, _O), "id": (_str, _R), "metadata": (_json_object, _O),
+    "subagentRunId": (_str, _O),
+    "id": (_str, _R),
+    "metadata": (_json_object, _O),
 }
-_TOOL_CALL = _Object({
-    "id": (_str, _R), "type": (_literal("function"), _R),
-    "function": (_Object({"name": (_str, _R), "arguments": (_str, _R)}), _R),
-    "encryptedValue": (_str, _O), "metadata": (_json_object, _O),
-})
-_MESSAGE = _union("role", {
-    "developer": _Object({**_MESSAGE_BASE, "role": (_literal("developer"), _R), "name": (_str, _O),
-                          "encryptedValue": (_str, _O), "content": (_str, _R)}),
-    "system": _Object({**_MESSAGE_BASE, "role": (_literal("system"), _R), "name": (_str, _O),
-                       "encryptedValue": (_str, _O), "content": (_str, _R)}),
-    "assistant": _Object({**_MESSAGE_BASE, "role": (_literal("assistant"), _R), "name": (_str, _O),
-                          "encryptedValue": (_str, _O), "content": (_str, _O),
-                          "toolCalls": (_array(_TOOL_CALL), _O)}),
-    "user": _Object({**_MESSAGE_BASE, "role": (_literal("user"), _R), "name": (_str, _O),
-                     "encryptedValue": (_str, _O), "content": (_MESSAGE_CONTENT, _R)}),
-    "tool": _Object({**_MESSAGE_BASE, "role": (_literal("tool"), _R),
-                     "content": (_MESSAGE_CONTENT, _R), "toolCallId": (_str, _R),
-                     "error": (_str, _O), "encryptedValue": (_str, _O)}),
-    "activity": _Object({**_MESSAGE_BASE, "role": (_literal("activity"), _R),
-                         "activityType": (_str, _R), "content": (_json_object, _R)}),
-    "reasoning": _Object({**_MESSAGE_BASE, "role": (_literal("reasoning"), _R),
-                          "content": (_str, _R), "encryptedValue": (_str, _O)}),
-})
+_TOOL_CALL = _Object(
+    {
+        "id": (_str, _R),
+        "type": (_literal("function"), _R),
+        "function": (_Object({"name": (_str, _R), "arguments": (_str, _R)}), _R),
+        "encryptedValue": (_str, _O),
+        "metadata": (_json_object, _O),
+    }
+)
+_MESSAGE = _union(
+    "role",
+    {
+        "developer": _Object(
+            {
+                **_MESSAGE_BASE,
+                "role": (_literal("developer"), _R),
+                "name": (_str, _O),
+                "encryptedValue": (_str, _O),
+                "content": (_str, _R),
+            }
+        ),
+        "system": _Object(
+            {
+                **_MESSAGE_BASE,
+                "role": (_literal("system"), _R),
+                "name": (_str, _O),
+                "encryptedValue": (_str, _O),
+                "content": (_str, _R),
+            }
+        ),
+        "assistant": _Object(
+            {
+                **_MESSAGE_BASE,
+                "role": (_literal("assistant"), _R),
+                "name": (_str, _O),
+                "encryptedValue": (_str, _O),
+                "content": (_str, _O),
+                "toolCalls": (_array(_TOOL_CALL), _O),
+            }
+        ),
+        "user": _Object(
+            {
+                **_MESSAGE_BASE,
+                "role": (_literal("user"), _R),
+                "name": (_str, _O),
+                "encryptedValue": (_str, _O),
+                "content": (_MESSAGE_CONTENT, _R),
+            }
+        ),
+        "tool": _Object(
+            {
+                **_MESSAGE_BASE,
+                "role": (_literal("tool"), _R),
+                "content": (_MESSAGE_CONTENT, _R),
+                "toolCallId": (_str, _R),
+                "error": (_str, _O),
+                "encryptedValue": (_str, _O),
+            }
+        ),
+        "activity": _Object(
+            {
+                **_MESSAGE_BASE,
+                "role": (_literal("activity"), _R),
+                "activityType": (_str, _R),
+                "content": (_json_object, _R),
+            }
+        ),
+        "reasoning": _Object(
+            {
+                **_MESSAGE_BASE,
+                "role": (_literal("reasoning"), _R),
+                "content": (_str, _R),
+                "encryptedValue": (_str, _O),
+            }
+        ),
+    },
+)
 _MESSAGES = _array(_MESSAGE)
 
 
@@ -584,41 +681,91 @@ def _input_state(value: Any, path: tuple[str | int, ...], ctx: _Context) -> Any:
     return _LEGACY_NULL if value is None else value
 
 
-_RUN_AGENT_INPUT = _Object({
-    "threadId": (_str, _R), "runId": (_str, _R), "protocolVersion": (_str, _O),
-    "parentRunId": (_str, _O), "state": (_input_state, _O), "messages": (_MESSAGES, _R),
-    "tools": (_array(_Object({"name": (_str, _R), "description": (_str, _R),
-                              "parameters": (_optional_legacy_null(_non_null), _O),
-                              "metadata": (_json_object, _O)})), _O),
-    "context": (_array(_Object({"description": (_str, _R), "value": (_str, _R)})), _O),
-    "forwardedProps": (_optional_legacy_null(_non_null), _O),
-    "resume": (_array(_Object({"interruptId": (_str, _R),
-                               "status": (_enum("resolved", "cancelled"), _R),
-                               "payload": (_optional_legacy_null(_non_null), _O),
-                               "metadata": (_json_object, _O)})), _O),
-})
-_USAGE = _array(_Object({
-    "provider": (_str, _O), "model": (_str, _O), "inputTokens": (_COUNT, _O),
-    "outputTokens": (_COUNT, _O), "totalTokens": (_COUNT, _O), "reasoningTokens": (_COUNT, _O),
-    "cachedInputTokens": (_COUNT, _O), "cacheWriteInputTokens": (_COUNT, _O),
-}))
-_INTERRUPT = _Object({
-    "subagentRunId": (_str, _O), "id": (_str, _R), "reason": (_str, _R), "message": (_str, _O),
-    "toolCallId": (_str, _O), "responseSchema": (_json_object, _O), "expiresAt": (_str, _O),
-    "metadata": (_json_object, _O),
-})
-_RUN_OUTCOME = _union("type", {
-    "success": _Object({"type": (_literal("success"), _R),
-                        "pendingToolCallIds": (_array(_str), _O)}),
-    "interrupt": _Object({"type": (_literal("interrupt"), _R),
-                          "interrupts": (_array(_INTERRUPT, 1), _R)}),
-    "cancelled": _Object({"type": (_literal("cancelled"), _R)}),
-})
-_SUBAGENT_OUTCOME = _union("type", {
-    "success": _Object({"type": (_literal("success"), _R)}),
-    "suspended": _Object({"type": (_literal("suspended"), _R),
-                          "interruptIds": (_array(_str), _O)}),
-})
+_RUN_AGENT_INPUT = _Object(
+    {
+        "threadId": (_str, _R),
+        "runId": (_str, _R),
+        "protocolVersion": (_str, _O),
+        "parentRunId": (_str, _O),
+        "state": (_input_state, _O),
+        "messages": (_MESSAGES, _R),
+        "tools": (
+            _array(
+                _Object(
+                    {
+                        "name": (_str, _R),
+                        "description": (_str, _R),
+                        "parameters": (_optional_legacy_null(_non_null), _O),
+                        "metadata": (_json_object, _O),
+                    }
+                )
+            ),
+            _O,
+        ),
+        "context": (_array(_Object({"description": (_str, _R), "value": (_str, _R)})), _O),
+        "forwardedProps": (_optional_legacy_null(_non_null), _O),
+        "resume": (
+            _array(
+                _Object(
+                    {
+                        "interruptId": (_str, _R),
+                        "status": (_enum("resolved", "cancelled"), _R),
+                        "payload": (_optional_legacy_null(_non_null), _O),
+                        "metadata": (_json_object, _O),
+                    }
+                )
+            ),
+            _O,
+        ),
+    }
+)
+_USAGE = _array(
+    _Object(
+        {
+            "provider": (_str, _O),
+            "model": (_str, _O),
+            "inputTokens": (_COUNT, _O),
+            "outputTokens": (_COUNT, _O),
+            "totalTokens": (_COUNT, _O),
+            "reasoningTokens": (_COUNT, _O),
+            "cachedInputTokens": (_COUNT, _O),
+            "cacheWriteInputTokens": (_COUNT, _O),
+        }
+    )
+)
+_INTERRUPT = _Object(
+    {
+        "subagentRunId": (_str, _O),
+        "id": (_str, _R),
+        "reason": (_str, _R),
+        "message": (_str, _O),
+        "toolCallId": (_str, _O),
+        "responseSchema": (_json_object, _O),
+        "expiresAt": (_str, _O),
+        "metadata": (_json_object, _O),
+    }
+)
+_RUN_OUTCOME = _union(
+    "type",
+    {
+        "success": _Object(
+            {"type": (_literal("success"), _R), "pendingToolCallIds": (_array(_str), _O)}
+        ),
+        "interrupt": _Object(
+            {"type": (_literal("interrupt"), _R), "interrupts": (_array(_INTERRUPT, 1), _R)}
+        ),
+        "cancelled": _Object({"type": (_literal("cancelled"), _R)}),
+    },
+)
+_SUBAGENT_OUTCOME = _union(
+    "type",
+    {
+        "success": _Object({"type": (_literal("success"), _R)}),
+        "suspended": _Object(
+            {"type": (_literal("suspended"), _R), "interruptIds": (_array(_str), _O)}
+        ),
+    },
+)
 _TEXT_ROLE = _enum("developer", "system", "assistant", "user")
 
 
@@ -635,9 +782,21 @@ class EventSpec:
     """
 
     __slots__ = (
-        "bool_attrs", "choice_attrs", "cls", "fields", "flat", "int_attrs", "messages_attrs",
-        "model_order", "object_attrs", "open_attrs", "patch_attrs", "required", "required_attrs",
-        "str_attrs", "type_name",
+        "bool_attrs",
+        "choice_attrs",
+        "cls",
+        "fields",
+        "flat",
+        "int_attrs",
+        "messages_attrs",
+        "model_order",
+        "object_attrs",
+        "open_attrs",
+        "patch_attrs",
+        "required",
+        "required_attrs",
+        "str_attrs",
+        "type_name",
     )
 
     def __init__(
@@ -649,9 +808,10 @@ class EventSpec:
         self.required = tuple(f for f in self.fields.values() if f.required)
         self.flat = flat
         self.required_attrs = frozenset(f.attr for f in self.required)
-        self.str_attrs = {"type": "type", **{
-            f.key: f.attr for f in self.fields.values() if f.check in _STR_KEPT
-        }}
+        self.str_attrs = {
+            "type": "type",
+            **{f.key: f.attr for f in self.fields.values() if f.check in _STR_KEPT},
+        }
         self.choice_attrs = {
             f.key: (f.attr, _CHOICES[f.check]) for f in self.fields.values() if f.check in _CHOICES
         }
@@ -674,7 +834,8 @@ class EventSpec:
         self.messages_attrs = by_check[_MESSAGES]
         positions = {name: i for i, name in enumerate(cls.model_fields)}
         self.model_order: dict[str, int] = {
-            "type": positions["type"], **{k: positions[f.attr] for k, f in self.fields.items()}
+            "type": positions["type"],
+            **{k: positions[f.attr] for k, f in self.fields.items()},
         }
 
     def builder_attr(self, key: str) -> str | None:
@@ -700,8 +861,9 @@ class EventSpec:
         return True
 
 
-def _spec(cls: type[BaseEvent], tagged: bool = True, flat: bool = True,
-          **fields: tuple[Checker, bool]) -> EventSpec:
+def _spec(
+    cls: type[BaseEvent], tagged: bool = True, flat: bool = True, **fields: tuple[Checker, bool]
+) -> EventSpec:
     base = _TAGGED if tagged else _BASE
     return EventSpec(cls, {**base, **fields}, flat)
 
@@ -712,32 +874,83 @@ SPECS: Final[dict[str, EventSpec]] = {
         _spec(TextMessageStartEvent, messageId=(_str, _R), role=(_TEXT_ROLE, _O), name=(_str, _O)),
         _spec(TextMessageContentEvent, messageId=(_str, _R), delta=(_str, _R)),
         _spec(TextMessageEndEvent, messageId=(_str, _R)),
-        _spec(TextMessageChunkEvent, messageId=(_str, _O), role=(_TEXT_ROLE, _O),
-              delta=(_str, _O), name=(_str, _O)),
-        _spec(ToolCallStartEvent, toolCallId=(_str, _R), toolCallName=(_str, _R),
-              parentMessageId=(_optional_legacy_null(_str), _O)),
+        _spec(
+            TextMessageChunkEvent,
+            messageId=(_str, _O),
+            role=(_TEXT_ROLE, _O),
+            delta=(_str, _O),
+            name=(_str, _O),
+        ),
+        _spec(
+            ToolCallStartEvent,
+            toolCallId=(_str, _R),
+            toolCallName=(_str, _R),
+            parentMessageId=(_optional_legacy_null(_str), _O),
+        ),
         _spec(ToolCallArgsEvent, toolCallId=(_str, _R), delta=(_str, _R)),
         _spec(ToolCallEndEvent, toolCallId=(_str, _R)),
-        _spec(ToolCallChunkEvent, toolCallId=(_str, _O), toolCallName=(_str, _O),
-              parentMessageId=(_optional_legacy_null(_str), _O), delta=(_str, _O)),
-        _spec(ToolCallResultEvent, flat=False, messageId=(_str, _R), toolCallId=(_str, _R),
-              content=(_CONTENT, _R), role=(_literal("tool"), _O)),
+        _spec(
+            ToolCallChunkEvent,
+            toolCallId=(_str, _O),
+            toolCallName=(_str, _O),
+            parentMessageId=(_optional_legacy_null(_str), _O),
+            delta=(_str, _O),
+        ),
+        _spec(
+            ToolCallResultEvent,
+            flat=False,
+            messageId=(_str, _R),
+            toolCallId=(_str, _R),
+            content=(_CONTENT, _R),
+            role=(_literal("tool"), _O),
+        ),
         _spec(StateSnapshotEvent, snapshot=(_any, _R)),
         _spec(StateDeltaEvent, flat=False, delta=(_PATCH, _R)),
         _spec(MessagesSnapshotEvent, tagged=False, flat=False, messages=(_MESSAGES, _R)),
-        _spec(ActivitySnapshotEvent, messageId=(_str, _R), activityType=(_str, _R),
-              content=(_json_object, _R), replace=(_bool, _O)),
-        _spec(ActivityDeltaEvent, flat=False, messageId=(_str, _R), activityType=(_str, _R),
-              patch=(_PATCH, _R)),
+        _spec(
+            ActivitySnapshotEvent,
+            messageId=(_str, _R),
+            activityType=(_str, _R),
+            content=(_json_object, _R),
+            replace=(_bool, _O),
+        ),
+        _spec(
+            ActivityDeltaEvent,
+            flat=False,
+            messageId=(_str, _R),
+            activityType=(_str, _R),
+            patch=(_PATCH, _R),
+        ),
         _spec(RawEvent, event=(_any, _R), source=(_str, _O)),
         _spec(CustomEvent, name=(_str, _R), value=(_any, _R)),
-        _spec(RunStartedEvent, tagged=False, flat=False, threadId=(_str, _R), runId=(_str, _R),
-              protocolVersion=(_str, _O), parentRunId=(_str, _O), input=(_RUN_AGENT_INPUT, _O)),
-        _spec(RunFinishedEvent, tagged=False, flat=False, threadId=(_str, _R), runId=(_str, _R),
-              result=(_optional_legacy_null(_non_null), _O),
-              outcome=(_optional_legacy_null(_RUN_OUTCOME), _O), usage=(_USAGE, _O)),
-        _spec(RunErrorEvent, tagged=False, flat=False, message=(_str, _R), code=(_str, _O),
-              usage=(_USAGE, _O)),
+        _spec(
+            RunStartedEvent,
+            tagged=False,
+            flat=False,
+            threadId=(_str, _R),
+            runId=(_str, _R),
+            protocolVersion=(_str, _O),
+            parentRunId=(_str, _O),
+            input=(_RUN_AGENT_INPUT, _O),
+        ),
+        _spec(
+            RunFinishedEvent,
+            tagged=False,
+            flat=False,
+            threadId=(_str, _R),
+            runId=(_str, _R),
+            result=(_optional_legacy_null(_non_null), _O),
+            outcome=(_optional_legacy_null(_RUN_OUTCOME), _O),
+            usage=(_USAGE, _O),
+        ),
+        _spec(
+            RunErrorEvent,
+            tagged=False,
+            flat=False,
+            message=(_str, _R),
+            code=(_str, _O),
+            usage=(_USAGE, _O),
+        ),
         _spec(StepStartedEvent, stepName=(_str, _R)),
         _spec(StepFinishedEvent, stepName=(_str, _R)),
         _spec(ReasoningStartEvent, messageId=(_str, _R)),
@@ -746,15 +959,37 @@ SPECS: Final[dict[str, EventSpec]] = {
         _spec(ReasoningMessageEndEvent, messageId=(_str, _R)),
         _spec(ReasoningMessageChunkEvent, messageId=(_str, _O), delta=(_str, _O)),
         _spec(ReasoningEndEvent, messageId=(_str, _R)),
-        _spec(ReasoningEncryptedValueEvent, subtype=(_enum("tool-call", "message"), _R),
-              entityId=(_str, _R), encryptedValue=(_str, _R)),
-        _spec(SubagentStartedEvent, tagged=False, subagentRunId=(_str, _R), name=(_str, _R),
-              description=(_str, _O), parentSubagentRunId=(_str, _O),
-              parentToolCallId=(_str, _O), parentMessageId=(_str, _O)),
-        _spec(SubagentFinishedEvent, tagged=False, flat=False, subagentRunId=(_str, _R),
-              result=(_optional_legacy_null(_non_null), _O), outcome=(_SUBAGENT_OUTCOME, _O)),
-        _spec(SubagentErrorEvent, tagged=False, subagentRunId=(_str, _R), message=(_str, _R),
-              code=(_str, _O)),
+        _spec(
+            ReasoningEncryptedValueEvent,
+            subtype=(_enum("tool-call", "message"), _R),
+            entityId=(_str, _R),
+            encryptedValue=(_str, _R),
+        ),
+        _spec(
+            SubagentStartedEvent,
+            tagged=False,
+            subagentRunId=(_str, _R),
+            name=(_str, _R),
+            description=(_str, _O),
+            parentSubagentRunId=(_str, _O),
+            parentToolCallId=(_str, _O),
+            parentMessageId=(_str, _O),
+        ),
+        _spec(
+            SubagentFinishedEvent,
+            tagged=False,
+            flat=False,
+            subagentRunId=(_str, _R),
+            result=(_optional_legacy_null(_non_null), _O),
+            outcome=(_SUBAGENT_OUTCOME, _O),
+        ),
+        _spec(
+            SubagentErrorEvent,
+            tagged=False,
+            subagentRunId=(_str, _R),
+            message=(_str, _R),
+            code=(_str, _O),
+        ),
     )
 }
 """Every AG-UI 1.0 event type's spec, by wire ``type``."""
@@ -983,36 +1218,44 @@ def _warnings(
     if ctx is not None:
         for code, pointer in ctx.stripped:
             what = "property" if code == "unknown-property" else "union member"
-            out.append(DecodeWarning(
-                code,
-                f"removed unrecognised material at '{pointer}' on {name} (an undescribed "
-                f"{what}); AG-UI {PROTOCOL_VERSION} does not describe it",
-                index,
-            ))
+            out.append(
+                DecodeWarning(
+                    code,
+                    f"removed unrecognised material at '{pointer}' on {name} (an undescribed "
+                    f"{what}); AG-UI {PROTOCOL_VERSION} does not describe it",
+                    index,
+                )
+            )
         for pointer in ctx.legacy:
-            out.append(DecodeWarning(
-                "legacy-null",
-                f"read the pre-1.0 spelling '{name}{pointer.replace('/', '.')}: null' as an "
-                "absent field; omit the field instead",
-                index,
-            ))
+            out.append(
+                DecodeWarning(
+                    "legacy-null",
+                    f"read the pre-1.0 spelling '{name}{pointer.replace('/', '.')}: null' as an "
+                    "absent field; omit the field instead",
+                    index,
+                )
+            )
     if spec.cls is RunStartedEvent:
         declared = raw.get("protocolVersion")
         if isinstance(declared, str) and declared != PROTOCOL_VERSION:
             if re.fullmatch(r"\d+\.\d+", declared) is None:
-                out.append(DecodeWarning(
-                    "protocol-version",
-                    f"the producer declared protocol version '{declared}', which this client "
-                    "cannot interpret; proceeding under the 1.0 processing model",
-                    index,
-                ))
+                out.append(
+                    DecodeWarning(
+                        "protocol-version",
+                        f"the producer declared protocol version '{declared}', which this client "
+                        "cannot interpret; proceeding under the 1.0 processing model",
+                        index,
+                    )
+                )
             elif tuple(int(p) for p in declared.split(".")) > (1, 0):
-                out.append(DecodeWarning(
-                    "protocol-version",
-                    f"the producer speaks protocol {declared}; this client speaks "
-                    f"{PROTOCOL_VERSION}. Unrecognised material will be stripped with warnings",
-                    index,
-                ))
+                out.append(
+                    DecodeWarning(
+                        "protocol-version",
+                        f"the producer speaks protocol {declared}; this client speaks "
+                        f"{PROTOCOL_VERSION}. Unrecognised material will be stripped with warnings",
+                        index,
+                    )
+                )
     for warning in out:
         logger.warning("%s", warning)
     return tuple(out)
@@ -1052,9 +1295,7 @@ def _unportable(
         type_name = _json.leading_type(wire)
     dotted = _dotted(exc.path) if exc.path else ""
     at = f" at `{_json.shown_path(exc.path)}`" if exc.path else ""
-    message = (
-        f"{type_name or 'event'} is malformed{at}: {exc.problem}; a malformed event is fatal"
-    )
+    message = f"{type_name or 'event'} is malformed{at}: {exc.problem}; a malformed event is fatal"
     known = type_name if type_name in SPECS else None
     return DecodeError(message, path=dotted, event_type=known, index=index)
 

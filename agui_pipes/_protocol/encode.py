@@ -41,7 +41,6 @@ class EncodeError(AguiPipesError, ValueError):
         self.event_type = event_type
 
 
-
 def require_event(event: object) -> None:
     """Raise the TypeError that says what to pass when ``event`` is not an event model."""
     if not isinstance(event, BaseEvent):
@@ -85,7 +84,8 @@ def _model_tree(model: BaseModel) -> dict[str, Any]:
     omittable = _OMITTABLE.get(cls)
     if omittable is None:
         omittable = _OMITTABLE[cls] = frozenset(
-            name for name, info in cls.model_fields.items()
+            name
+            for name, info in cls.model_fields.items()
             if not info.is_required() and info.default is None
         )
     values = model.__dict__

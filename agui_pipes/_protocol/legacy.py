@@ -29,13 +29,15 @@ from typing import Any, Final
 
 __all__ = ["LEGACY_TYPE_NAMES", "has_binary_part", "reads_legacy", "upgrade_binary_parts"]
 
-LEGACY_TYPE_NAMES: Final = frozenset({
-    "THINKING_START",
-    "THINKING_END",
-    "THINKING_TEXT_MESSAGE_START",
-    "THINKING_TEXT_MESSAGE_CONTENT",
-    "THINKING_TEXT_MESSAGE_END",
-})
+LEGACY_TYPE_NAMES: Final = frozenset(
+    {
+        "THINKING_START",
+        "THINKING_END",
+        "THINKING_TEXT_MESSAGE_START",
+        "THINKING_TEXT_MESSAGE_CONTENT",
+        "THINKING_TEXT_MESSAGE_END",
+    }
+)
 """The wire ``type`` of every pre-1.0 event read (``legacy_events.LegacyEventType``'s
 values, which a test holds equal), known without building the models."""
 

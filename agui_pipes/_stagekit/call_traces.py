@@ -220,8 +220,9 @@ def _dict_without(message: Any, blocked: set[str]) -> Any:
         content = [
             b
             for b in content
-            if not (isinstance(b, dict) and b.get("type") in _CALL_BLOCKS
-                    and _call_id(b) in blocked)
+            if not (
+                isinstance(b, dict) and b.get("type") in _CALL_BLOCKS and _call_id(b) in blocked
+            )
         ]
         out["content"] = content
     if left == 0 and _empty_content(content):

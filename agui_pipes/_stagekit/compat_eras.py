@@ -127,8 +127,11 @@ def _flat(content: Any, where: str, warn: Warn) -> Any:
     """A content list as one string (text parts joined); other parts dropped, with a warning."""
     if not isinstance(content, list):
         return content
-    dropped = [str(getattr(part, "type", type(part).__name__)) for part in content
-               if getattr(part, "type", None) != "text"]
+    dropped = [
+        str(getattr(part, "type", type(part).__name__))
+        for part in content
+        if getattr(part, "type", None) != "text"
+    ]
     if dropped:
         warn(
             f"flattening {where} for a <=0.0.39 peer DROPS non-text parts "
@@ -194,6 +197,7 @@ def flatten_wire_content(message: dict[str, Any], warn: Warn) -> dict[str, Any]:
     """
     content = message.get("content")
     if isinstance(content, list):
+
         def claims_text(part: Any) -> bool:
             return isinstance(part, dict) and part.get("type") == "text"
 
@@ -207,7 +211,8 @@ def flatten_wire_content(message: dict[str, Any], warn: Warn) -> dict[str, Any]:
             return message
         dropped = [
             str(p.get("type")) if isinstance(p, dict) and "type" in p else type(p).__name__
-            for p in content if not claims_text(p)
+            for p in content
+            if not claims_text(p)
         ]
         if dropped:
             warn(

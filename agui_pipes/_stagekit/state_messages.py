@@ -120,7 +120,7 @@ class StateMessages:
         """``doc`` (the value found at ``under``) with every configured list in it scrubbed."""
         for pointer in self._pointers:
             if _is_prefix(under, pointer):
-                doc = self._scrub_at(doc, pointer[len(under):])
+                doc = self._scrub_at(doc, pointer[len(under) :])
         return doc
 
     # -- events ---------------------------------------------------------------------
@@ -290,7 +290,8 @@ class StateMessages:
         """Whether ``op`` addresses something inside a list other than its end."""
         path = _op_tokens(op.path)
         return any(
-            len(path) > len(p) and path[: len(p)] == p
+            len(path) > len(p)
+            and path[: len(p)] == p
             and not (op.op == "add" and len(path) == len(p) + 1 and path[-1] == "-")
             for p in self._pointers
         )
@@ -306,8 +307,9 @@ class StateMessages:
         source = getattr(op, "from_", None)
         if source is not None:
             source_tokens = _op_tokens(source)
-            if any(_is_prefix(source_tokens, p) or _is_prefix(p, source_tokens)
-                   for p in self._pointers):
+            if any(
+                _is_prefix(source_tokens, p) or _is_prefix(p, source_tokens) for p in self._pointers
+            ):
                 return _FALLBACK
         kind = op.op
         rewritten = op
@@ -369,12 +371,10 @@ def _map_index(
         mapped = bisect_left(origins, index)  # origins ascend: the client's position
         if index > size or mapped == len(origins) or origins[mapped] != index:
             return None  # the message was removed (or the index is past the end)
-    return (*pointer, str(mapped), *tokens[len(pointer) + 1:])
+    return (*pointer, str(mapped), *tokens[len(pointer) + 1 :])
 
 
-def _mapped(
-    op: Any, pointer: Pointer, origins: list[int], size: int, client_size: int
-) -> Any:
+def _mapped(op: Any, pointer: Pointer, origins: list[int], size: int, client_size: int) -> Any:
     """``op`` addressing the client's list, or None when an index has no counterpart."""
     path = _map_index(_op_tokens(op.path), pointer, origins, size, client_size)
     if path is None:

@@ -50,7 +50,8 @@ _SCOPE = "agui_pipes"
 def require_opentelemetry() -> None:
     """Raise one clear ``ImportError`` when the API or the SDK is missing."""
     missing = [
-        name for name in ("opentelemetry.trace", "opentelemetry.metrics", "opentelemetry.sdk")
+        name
+        for name in ("opentelemetry.trace", "opentelemetry.metrics", "opentelemetry.sdk")
         if _absent(name)
     ]
     if missing:
@@ -137,7 +138,9 @@ def instruments_for(provider: MeterProvider | None) -> Instruments:
         meter = provider.get_meter(_SCOPE, __version__)
         events = EventTotals()
         meter.create_observable_counter(
-            "agui.events", callbacks=[events.observe], unit="{event}",
+            "agui.events",
+            callbacks=[events.observe],
+            unit="{event}",
             description="Events seen, by type.",
         )
         made = Instruments(
@@ -145,15 +148,18 @@ def instruments_for(provider: MeterProvider | None) -> Instruments:
                 "agui.runs.started", unit="{run}", description="Runs that started."
             ),
             runs_finished=meter.create_counter(
-                "agui.runs.finished", unit="{run}",
+                "agui.runs.finished",
+                unit="{run}",
                 description="Runs that ended with RUN_FINISHED, by outcome.",
             ),
             runs_errored=meter.create_counter(
-                "agui.runs.errored", unit="{run}",
+                "agui.runs.errored",
+                unit="{run}",
                 description="Runs that ended with RUN_ERROR, by error code.",
             ),
             runs_incomplete=meter.create_counter(
-                "agui.runs.incomplete", unit="{run}",
+                "agui.runs.incomplete",
+                unit="{run}",
                 description="Runs whose stream ended or was abandoned with the run still open.",
             ),
             events=events,
@@ -161,15 +167,18 @@ def instruments_for(provider: MeterProvider | None) -> Instruments:
                 "agui.tool_calls", unit="{call}", description="Tool calls started, by tool name."
             ),
             tokens=meter.create_counter(
-                "agui.tokens", unit="{token}",
+                "agui.tokens",
+                unit="{token}",
                 description="Tokens reported in the usage of run terminals, by kind.",
             ),
             time_to_first_event=meter.create_histogram(
-                "agui.run.time_to_first_event", unit="s",
+                "agui.run.time_to_first_event",
+                unit="s",
                 description="From RUN_STARTED to the next event of the run.",
             ),
             run_duration=meter.create_histogram(
-                "agui.run.duration", unit="s",
+                "agui.run.duration",
+                unit="s",
                 description="From RUN_STARTED to the event that ended the run.",
             ),
         )

@@ -163,9 +163,7 @@ def check_shape(text: str, source: str) -> None:
                 else:
                     frame.items += 1
                     if frame.is_stages and frame.items > MAX_CHAIN_STAGES:
-                        raise _at(
-                            stages_error(None), source, event.start_mark, "transformers"
-                        )
+                        raise _at(stages_error(None), source, event.start_mark, "transformers")
             if isinstance(event, CollectionStartEvent):
                 if len(stack) >= MAX_CHAIN_DEPTH:
                     raise _too_deep(source, event.start_mark)

@@ -93,8 +93,7 @@ def read_source(source: ChainSource, *, env: Mapping[str, str] | None = None) ->
             text = _read_capped(path)
         except FileNotFoundError:
             raise ConfigError(
-                "config file not found (check the path, relative to "
-                f"{Path.cwd()})",
+                f"config file not found (check the path, relative to {Path.cwd()})",
                 source=str(path),
             ) from None
         except UnicodeDecodeError as exc:
@@ -107,8 +106,7 @@ def read_source(source: ChainSource, *, env: Mapping[str, str] | None = None) ->
     if isinstance(source, str):
         return parse_text(source, "<string>", environ)
     raise TypeError(
-        "load_chain() takes a path, YAML/JSON text or a mapping, "
-        f"got {type(source).__name__}"
+        f"load_chain() takes a path, YAML/JSON text or a mapping, got {type(source).__name__}"
     )
 
 
@@ -164,8 +162,7 @@ def _declarations(doc: Located, registry: Registry, allow_imports: bool) -> list
         )
     if not isinstance(top, Mapping):
         raise doc.error(
-            f"the top level must be a mapping with a `transformers` list, "
-            f"got {_kind(top)}",
+            f"the top level must be a mapping with a `transformers` list, got {_kind(top)}",
             (),
             choices=_TOP_KEYS,
         )
@@ -349,8 +346,11 @@ def _translate(
     rank = {"extra_forbidden": 0, "missing": 2}
     errors = sorted(exc.errors(), key=lambda e: rank.get(e["type"], 1))
     err = errors[0]
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} " \
-        f"in this entry)" if len(errors) > 1 else ""
+    more = (
+        f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''} in this entry)"
+        if len(errors) > 1
+        else ""
+    )
     loc = tuple(err["loc"])
     kind = err["type"]
     fields = list(spec.options.model_fields)

@@ -252,8 +252,7 @@ class Registry:
             known = self._specs[ep.name]
             origin = "built-in" if known is None else known.origin
             _warn(
-                f"transformer plugin {where} skipped: `{ep.name}` is already a "
-                f"{origin} transformer"
+                f"transformer plugin {where} skipped: `{ep.name}` is already a {origin} transformer"
             )
         elif ep.name in self._pending:
             _warn(

@@ -174,8 +174,7 @@ class _Builder:
                 continue
             if key in seen:
                 raise self.fail(
-                    f"duplicate key `{key}` (first given at line "
-                    f"{self.doc.keys[child].line})",
+                    f"duplicate key `{key}` (first given at line {self.doc.keys[child].line})",
                     key_node,
                     child,
                 )
@@ -248,9 +247,7 @@ def _malformed(exc: yaml.MarkedYAMLError, source: str) -> ConfigError:
     )
 
 
-def located_from_mapping(
-    value: Mapping[str, Any], source: str, env: Mapping[str, str]
-) -> Located:
+def located_from_mapping(value: Mapping[str, Any], source: str, env: Mapping[str, str]) -> Located:
     """A ``Located`` for a mapping built in code: no positions, same interpolation.
 
     Nesting is capped like a file's (``MAX_CHAIN_DEPTH``): the walk recurses.

@@ -190,8 +190,10 @@ class Emitter(Generic[S]):
                 "terminal events; return a RunOutcome or raise a RunError instead"
             )
         tag = self._tag
-        if tag is not None and event.type in ATTRIBUTABLE_TYPES and (
-            getattr(event, "subagent_run_id", None) is None
+        if (
+            tag is not None
+            and event.type in ATTRIBUTABLE_TYPES
+            and (getattr(event, "subagent_run_id", None) is None)
         ):
             event = with_attribution(event, tag)
         self._push(event)

@@ -99,8 +99,10 @@ class RunCore:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-            problem = "is missing and the model cannot be built empty" if raw is None else (
-                f"does not decode into {model.__name__}"
+            problem = (
+                "is missing and the model cannot be built empty"
+                if raw is None
+                else (f"does not decode into {model.__name__}")
             )
             raise RunError.serialization(
                 f"the run's input state {problem}: {exc.error_count()} problem(s), first at "

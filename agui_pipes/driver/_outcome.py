@@ -84,8 +84,9 @@ class RunOutcome:
                 "RunOutcome.interrupt takes a list of interrupts, e.g. "
                 "RunOutcome.interrupt([Interrupt(id='approve', reason='tool_approval')])"
             )
-        return cls("interrupt", interrupts=tuple(_interrupt(i, n) for n, i in
-                                                 enumerate(interrupts)))
+        return cls(
+            "interrupt", interrupts=tuple(_interrupt(i, n) for n, i in enumerate(interrupts))
+        )
 
     @classmethod
     def cancelled(cls) -> RunOutcome:

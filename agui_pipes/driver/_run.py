@@ -108,8 +108,7 @@ def _coerce_input(value: RunAgentInput | Mapping[str, Any]) -> RunAgentInput:
                 f"{'.'.join(str(p) for p in first['loc'])}; it needs at least threadId and runId"
             ) from exc
     raise TypeError(
-        f"run() input must be an ag_ui.core.RunAgentInput or a mapping, got "
-        f"{type(value).__name__}"
+        f"run() input must be an ag_ui.core.RunAgentInput or a mapping, got {type(value).__name__}"
     )
 
 
@@ -414,8 +413,9 @@ class Run:
         ended = False
         for out in outputs:
             if ended:
-                _log.warning("dropped %s a transformer put after the terminal event",
-                             out.type.value)
+                _log.warning(
+                    "dropped %s a transformer put after the terminal event", out.type.value
+                )
                 continue
             checked = self._checked(pipeline, out)
             if checked is None:
@@ -463,11 +463,14 @@ class Run:
                     _log.warning("the verifier also rejects the replacement RUN_ERROR")
                 return replacement
             if event.type is EventType.RUN_ERROR:
-                _log.warning("the verifier rejects the final RUN_ERROR (%s); sending it anyway",
-                             rejection.message)
+                _log.warning(
+                    "the verifier rejects the final RUN_ERROR (%s); sending it anyway",
+                    rejection.message,
+                )
                 return event
-            _log.warning("dropped %s at the end of the run: %s", event.type.value,
-                         rejection.message)
+            _log.warning(
+                "dropped %s at the end of the run: %s", event.type.value, rejection.message
+            )
             return None
 
 

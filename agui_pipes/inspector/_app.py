@@ -92,13 +92,15 @@ def _error(status: int, message: str) -> JSONResponse:
     return _JSON({"error": message}, status_code=status)
 
 
-def _int_param(request: Request, name: str, default: int | None, lo: int = 0,
-               hi: int | None = None) -> int:
+def _int_param(
+    request: Request, name: str, default: int | None, lo: int = 0, hi: int | None = None
+) -> int:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         if default is None:
-            raise _BadRequest(f"missing query parameter `{name}`: give an event index, e.g. "
-                              f"?{name}=0")
+            raise _BadRequest(
+                f"missing query parameter `{name}`: give an event index, e.g. ?{name}=0"
+            )
         return default
     try:
         value = int(raw)
@@ -187,11 +189,18 @@ def inspector_app(
         run = run_of(request)
         index = _path_index(request, "index")
         if index >= len(run):
-            raise _NotFound(f"no event #{index} in run {run.id!r}: it has {len(run)} events "
-                            f"(indexes 0..{len(run) - 1})")
+            raise _NotFound(
+                f"no event #{index} in run {run.id!r}: it has {len(run)} events "
+                f"(indexes 0..{len(run) - 1})"
+            )
         violations, warnings = run.problems_at(index)
-        return {"index": index, "type": run.type_at(index), "json": run.json_at(index),
-                "violations": violations, "warnings": warnings}
+        return {
+            "index": index,
+            "type": run.type_at(index),
+            "json": run.json_at(index),
+            "violations": violations,
+            "warnings": warnings,
+        }
 
     def fold(request: Request) -> Any:
         run = run_of(request)
@@ -204,15 +213,20 @@ def inspector_app(
         run = run_of(request)
         number = _path_index(request, "n")
         if run.stages is None:
-            raise _NotFound(f"run {run.id!r} has no pipeline record: start the inspector with "
-                            "--config CHAIN.yaml to see what each stage did")
+            raise _NotFound(
+                f"run {run.id!r} has no pipeline record: start the inspector with "
+                "--config CHAIN.yaml to see what each stage did"
+            )
         if number >= len(run.stages):
-            raise _NotFound(f"no stage {number}: the chain has {len(run.stages)} stages "
-                            f"(0..{len(run.stages) - 1})")
+            raise _NotFound(
+                f"no stage {number}: the chain has {len(run.stages)} stages "
+                f"(0..{len(run.stages) - 1})"
+            )
         kind = request.query_params.get("kind") or None
         if kind is not None and kind not in KINDS:
-            raise _BadRequest(f"query parameter `kind` must be one of {', '.join(KINDS)}, "
-                              f"got {kind!r}")
+            raise _BadRequest(
+                f"query parameter `kind` must be one of {', '.join(KINDS)}, got {kind!r}"
+            )
         offset = _int_param(request, "offset", 0)
         limit = _int_param(request, "limit", _DEFAULT_LIMIT, 1, MAX_LIMIT)
         record = run.stages[number]
@@ -222,8 +236,11 @@ def inspector_app(
     async def page(request: Request) -> Response:
         index = STATIC / "index.html"
         if not index.is_file():
-            return _error(404, f"the inspector page is missing from this installation "
-                               f"({index}); the JSON API is under /api")
+            return _error(
+                404,
+                f"the inspector page is missing from this installation "
+                f"({index}); the JSON API is under /api",
+            )
         return FileResponse(index)
 
     async def unknown_api(request: Request) -> Response:
@@ -290,7 +307,7 @@ def with_inspector(app: ASGIApp, inspector: ASGIApp, prefix: str = "/inspect") -
         if scope["type"] in ("http", "websocket"):
             root: str = scope.get("root_path", "")
             path: str = scope["path"]
-            relative = path[len(root):] if root and path.startswith(root) else path
+            relative = path[len(root) :] if root and path.startswith(root) else path
             if relative == prefix:
                 await _redirect(scope, send, root + prefix + "/")
                 return
@@ -303,7 +320,11 @@ def with_inspector(app: ASGIApp, inspector: ASGIApp, prefix: str = "/inspect") -
 
 
 async def _redirect(scope: Scope, send: Send, location: str) -> None:
-    await send({"type": "http.response.start", "status": 307,
-                "headers": [(b"location", location.encode()), (b"content-length", b"0")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 307,
+            "headers": [(b"location", location.encode()), (b"content-length", b"0")],
+        }
+    )
     await send({"type": "http.response.body", "body": b""})
-

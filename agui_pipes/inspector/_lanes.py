@@ -23,18 +23,40 @@ from ag_ui.core import BaseEvent, EventType
 
 __all__ = ["LaneBuilder"]
 
-_STATE_TICKS = frozenset({
-    EventType.STATE_SNAPSHOT, EventType.STATE_DELTA, EventType.MESSAGES_SNAPSHOT,
-    EventType.ACTIVITY_SNAPSHOT, EventType.ACTIVITY_DELTA,
-})
+_STATE_TICKS = frozenset(
+    {
+        EventType.STATE_SNAPSHOT,
+        EventType.STATE_DELTA,
+        EventType.MESSAGES_SNAPSHOT,
+        EventType.ACTIVITY_SNAPSHOT,
+        EventType.ACTIVITY_DELTA,
+    }
+)
 
 
 class _Lane:
-    __slots__ = ("children", "depth", "end", "id", "kind", "label", "owner", "parent", "start",
-                 "ticks")
+    __slots__ = (
+        "children",
+        "depth",
+        "end",
+        "id",
+        "kind",
+        "label",
+        "owner",
+        "parent",
+        "start",
+        "ticks",
+    )
 
-    def __init__(self, lane_id: str, kind: str, label: str, parent: _Lane | None, start: int,
-                 owner: str | None) -> None:
+    def __init__(
+        self,
+        lane_id: str,
+        kind: str,
+        label: str,
+        parent: _Lane | None,
+        start: int,
+        owner: str | None,
+    ) -> None:
         self.id = lane_id
         self.kind = kind
         self.label = label
@@ -83,8 +105,9 @@ class LaneBuilder:
         self._subagents: dict[str, _Lane] = {}
         self._subagent_lanes: dict[str, _Lane] = {}  # every subagent seen, open or not
 
-    def _new(self, base: str, kind: str, label: str, parent: _Lane | None, start: int,
-             owner: str | None) -> _Lane:
+    def _new(
+        self, base: str, kind: str, label: str, parent: _Lane | None, start: int, owner: str | None
+    ) -> _Lane:
         seen = self._used.get(base, 0) + 1
         self._used[base] = seen
         lane = _Lane(base if seen == 1 else f"{base}#{seen}", kind, label, parent, start, owner)
@@ -115,13 +138,20 @@ class LaneBuilder:
                 self._run = None
             return None
         if kind is EventType.TEXT_MESSAGE_START:
-            return self._open(self._messages, "message", index, event, tag,
-                              f"{_field(event, 'role', None) or 'assistant'} message")
+            return self._open(
+                self._messages,
+                "message",
+                index,
+                event,
+                tag,
+                f"{_field(event, 'role', None) or 'assistant'} message",
+            )
         if kind in (EventType.TEXT_MESSAGE_CONTENT, EventType.TEXT_MESSAGE_END):
             return self._continue(self._messages, index, event, kind, tag)
         if kind is EventType.REASONING_MESSAGE_START:
-            return self._open(self._reasoning_messages, "reasoning", index, event, tag,
-                              "reasoning message")
+            return self._open(
+                self._reasoning_messages, "reasoning", index, event, tag, "reasoning message"
+            )
         if kind in (EventType.REASONING_MESSAGE_CONTENT, EventType.REASONING_MESSAGE_END):
             return self._continue(self._reasoning_messages, index, event, kind, tag)
         if kind is EventType.REASONING_START:
@@ -130,8 +160,7 @@ class LaneBuilder:
             return self._continue(self._spans, index, event, kind, tag)
         if kind is EventType.TOOL_CALL_START:
             return self._tool_start(index, event, tag)
-        if kind in (EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END,
-                    EventType.TOOL_CALL_RESULT):
+        if kind in (EventType.TOOL_CALL_ARGS, EventType.TOOL_CALL_END, EventType.TOOL_CALL_RESULT):
             return self._tool_more(index, event, kind, tag)
         if kind in (EventType.STEP_STARTED, EventType.STEP_FINISHED):
             return self._step(index, event, kind, tag)
@@ -148,8 +177,15 @@ class LaneBuilder:
                 home.ticks.append(index)
         return tag
 
-    def _open(self, table: dict[str, _Lane], kind: str, index: int, event: BaseEvent,
-              tag: str | None, label: str) -> str | None:
+    def _open(
+        self,
+        table: dict[str, _Lane],
+        kind: str,
+        index: int,
+        event: BaseEvent,
+        tag: str | None,
+        label: str,
+    ) -> str | None:
         key = str(_field(event, "message_id", ""))
         parent = self._home(tag)
         if table is self._reasoning_messages:
@@ -157,15 +193,27 @@ class LaneBuilder:
                 if span.owner == tag:
                     parent = span
                     break
-        lane = self._new(f"{kind}:{key}" if kind != "message" else f"message:{key}", kind,
-                         f"{label} {key}", parent, index, tag)
+        lane = self._new(
+            f"{kind}:{key}" if kind != "message" else f"message:{key}",
+            kind,
+            f"{label} {key}",
+            parent,
+            index,
+            tag,
+        )
         table[key] = lane
         if kind == "message":
             self._message_owner[key] = tag
         return tag
 
-    def _continue(self, table: dict[str, _Lane], index: int, event: BaseEvent,
-                  kind: EventType, tag: str | None) -> str | None:
+    def _continue(
+        self,
+        table: dict[str, _Lane],
+        index: int,
+        event: BaseEvent,
+        kind: EventType,
+        tag: str | None,
+    ) -> str | None:
         key = str(_field(event, "message_id", ""))
         lane = table.get(key)
         if lane is None:
@@ -184,15 +232,15 @@ class LaneBuilder:
         if owner is None and parent_message is not None:
             owner = self._message_owner.get(parent_message)
         name = _field(event, "tool_call_name", "") or "tool call"
-        lane = self._new(f"tool_call:{call_id}", "tool_call", name, self._home(owner), index,
-                         owner)
+        lane = self._new(f"tool_call:{call_id}", "tool_call", name, self._home(owner), index, owner)
         self._calls[call_id] = lane
         self._waiting[call_id] = lane
         self._every_call[call_id] = lane
         return owner
 
-    def _tool_more(self, index: int, event: BaseEvent, kind: EventType,
-                   tag: str | None) -> str | None:
+    def _tool_more(
+        self, index: int, event: BaseEvent, kind: EventType, tag: str | None
+    ) -> str | None:
         call_id = str(_field(event, "tool_call_id", ""))
         if kind is EventType.TOOL_CALL_RESULT:
             lane = self._waiting.pop(call_id, None)
@@ -210,8 +258,7 @@ class LaneBuilder:
             lane.end = index
         return lane.owner if tag is None else tag
 
-    def _step(self, index: int, event: BaseEvent, kind: EventType,
-              tag: str | None) -> str | None:
+    def _step(self, index: int, event: BaseEvent, kind: EventType, tag: str | None) -> str | None:
         name = str(_field(event, "step_name", ""))
         if kind is EventType.STEP_STARTED:
             self._steps[(tag, name)] = self._new(

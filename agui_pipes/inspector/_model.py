@@ -79,8 +79,21 @@ _ID_ATTRIBUTES: dict[type, tuple[str, ...]] = {}
 """The id attributes each event class has (most have one or two of the ten)."""
 
 _SUMMARY_FIELDS = (
-    "delta", "content", "message", "toolCallName", "name", "stepName", "role", "activityType",
-    "snapshot", "patch", "value", "result", "outcome", "messages", "event",
+    "delta",
+    "content",
+    "message",
+    "toolCallName",
+    "name",
+    "stepName",
+    "role",
+    "activityType",
+    "snapshot",
+    "patch",
+    "value",
+    "result",
+    "outcome",
+    "messages",
+    "event",
 )
 _SUMMARY_MAX = 120
 
@@ -207,8 +220,11 @@ class InspectedRun:
         if self.max_events is not None and index >= self.max_events:
             if not self.capped:
                 self.capped = True
-                self._warn(None, "recording-capped",
-                           f"only the first {self.max_events} events were kept; the run went on")
+                self._warn(
+                    None,
+                    "recording-capped",
+                    f"only the first {self.max_events} events were kept; the run went on",
+                )
             return
         raw, event, obj, type_name = self._read(item, index)
         self._note_type(index, type_name)
@@ -314,12 +330,18 @@ class InspectedRun:
                 self._reject(max(len(self._raw) - 1, 0), violation)
             else:
                 self._outcome = {
-                    "success": "finished", "interrupt": "finished", "cancelled": "finished",
-                    "error": "error", "truncated": "truncated",
+                    "success": "finished",
+                    "interrupt": "finished",
+                    "cancelled": "finished",
+                    "error": "error",
+                    "truncated": "truncated",
                 }.get(result.outcome or "", "truncated")
                 if self._outcome == "truncated":
-                    self._warn(None, "truncated",
-                               "the stream ended while a run was still open: it has no outcome")
+                    self._warn(
+                        None,
+                        "truncated",
+                        "the stream ended while a run was still open: it has no outcome",
+                    )
         self._consumer = None
         self._block = []
         # Only the checkpoints' bytes are needed from here on.
@@ -347,8 +369,9 @@ class InspectedRun:
             run.add(item)
         run.close()
         if broken is not None:
-            run._warn(None, "input-broken", f"reading stopped after event #{len(run) - 1}: "
-                                            f"{broken}")
+            run._warn(
+                None, "input-broken", f"reading stopped after event #{len(run) - 1}: {broken}"
+            )
             run._outcome = "rejected"
         if chain is not None:
             from ._stages import record_stages
@@ -409,7 +432,7 @@ class InspectedRun:
 
     def _collect_consumer_warnings(self, consumer: Consumer, index: int) -> None:
         warnings: list[DecodeWarning] = consumer.warnings
-        for warning in warnings[self._seen_warnings:]:
+        for warning in warnings[self._seen_warnings :]:
             self._warn(index, warning.code, warning.message)
         self._seen_warnings = len(warnings)
 
@@ -422,11 +445,13 @@ class InspectedRun:
         if self.violations:
             return
         rule = getattr(violation, "rule", None)
-        self.violations.append({
-            "index": index,
-            "rule": str(getattr(rule, "value", rule)) if rule is not None else "decode",
-            "message": str(violation),
-        })
+        self.violations.append(
+            {
+                "index": index,
+                "rule": str(getattr(rule, "value", rule)) if rule is not None else "decode",
+                "message": str(violation),
+            }
+        )
         self._flagged.setdefault(index, set()).add("violation")
         self._outcome = "rejected"
         if self._consumer is not None:
@@ -529,7 +554,11 @@ class InspectedRun:
         }
 
     def page(
-        self, offset: int, limit: int, types: Sequence[str] = (), text: str = "",
+        self,
+        offset: int,
+        limit: int,
+        types: Sequence[str] = (),
+        text: str = "",
         ident: str = "",
     ) -> tuple[int, list[int]]:
         """How many events pass every given filter, and the indexes of one page of them.
@@ -672,5 +701,10 @@ class InspectedRun:
         }
 
     def listing(self) -> dict[str, Any]:
-        return {"id": self.id, "label": self.label, "events": len(self._raw),
-                "live": self.live, "outcome": self.outcome}
+        return {
+            "id": self.id,
+            "label": self.label,
+            "events": len(self._raw),
+            "live": self.live,
+            "outcome": self.outcome,
+        }

@@ -120,7 +120,7 @@ class StageRecord:
             positions = self._by_kind[kind] = array(
                 "i", (i for i, k in enumerate(self.kind) if k == wanted)
             )
-        page = positions[offset: offset + limit]
+        page = positions[offset : offset + limit]
         return len(positions), [self._row(i) for i in page]
 
     def _row(self, position: int) -> dict[str, Any]:
@@ -165,7 +165,9 @@ def _item_key(event: BaseEvent) -> tuple[Any, ...]:
     """The item an event belongs to: its class and its message / tool call / subagent ids."""
     fields = event.__dict__
     return (
-        type(event), fields.get("message_id"), fields.get("tool_call_id"),
+        type(event),
+        fields.get("message_id"),
+        fields.get("tool_call_id"),
         fields.get("subagent_run_id"),
     )
 

@@ -19,8 +19,13 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from starlette.middleware import Middleware
 
-__all__ = ["CORS_ALLOW_HEADERS", "CORS_EXPOSE_HEADERS", "CORS_MAX_AGE", "check_origins",
-           "cors_middleware"]
+__all__ = [
+    "CORS_ALLOW_HEADERS",
+    "CORS_EXPOSE_HEADERS",
+    "CORS_MAX_AGE",
+    "check_origins",
+    "cors_middleware",
+]
 
 CORS_ALLOW_HEADERS: Final = (
     "authorization",
@@ -30,8 +35,7 @@ CORS_ALLOW_HEADERS: Final = (
     "tracestate",
     "baggage",
 )
-CORS_EXPOSE_HEADERS: Final = ("content-type", "cache-control", "retry-after",
-                              "www-authenticate")
+CORS_EXPOSE_HEADERS: Final = ("content-type", "cache-control", "retry-after", "www-authenticate")
 CORS_MAX_AGE: Final = 600
 """Seconds a browser may cache a preflight answer."""
 

@@ -81,15 +81,12 @@ class DurableRuns:
     ) -> None:
         detach_grace, owner_timeout = options.detach_grace, options.owner_timeout
         if not (isinstance(detach_grace, int | float) and detach_grace >= 0):
-            raise ValueError(
-                f"detach_grace must be a number of seconds >= 0, got {detach_grace!r}"
-            )
+            raise ValueError(f"detach_grace must be a number of seconds >= 0, got {detach_grace!r}")
         if owner_timeout is not None and not (
             isinstance(owner_timeout, int | float) and owner_timeout > 0
         ):
             raise ValueError(
-                f"owner_timeout must be a positive number of seconds or None, "
-                f"got {owner_timeout!r}"
+                f"owner_timeout must be a positive number of seconds or None, got {owner_timeout!r}"
             )
         if not (isinstance(stop_poll, int | float) and stop_poll > 0):
             raise ValueError(f"stop_poll must be a positive number of seconds, got {stop_poll!r}")

@@ -91,7 +91,9 @@ class DurableRoutes:
         ]
 
     def _handler(
-        self, handler: Handler, not_found: Callable[[str], BadRequest] | None = None,
+        self,
+        handler: Handler,
+        not_found: Callable[[str], BadRequest] | None = None,
         what: str | None = "run id",
     ) -> _Handler:
         return _Handler(self._durable, handler, not_found, what)

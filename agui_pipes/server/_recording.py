@@ -374,4 +374,3 @@ async def _closing(
 def thread_not_found(thread_id: str) -> BadRequest:
     """The 404 of a thread the scope does not hold (none, or another scope's)."""
     return BadRequest(404, "not_found", f"no thread {thread_id!r} in the event log")
-

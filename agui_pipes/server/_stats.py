@@ -45,9 +45,7 @@ class _Count(StreamTransformer):
         self._counts[self._index] += 1
         return (event,)
 
-    def passes(
-        self, event_class: type[BaseEvent], fields: frozenset[str]
-    ) -> tuple[Condition, ...]:
+    def passes(self, event_class: type[BaseEvent], fields: frozenset[str]) -> tuple[Condition, ...]:
         # A counter must not stop a relay's bypass: events forwarded
         # through it passed every position, so RunStats adds them to each
         # count (``forwarded``) instead of this stage counting them.
@@ -143,7 +141,10 @@ class RunStats:
             position, verdict = self.violation
             logger.warning(
                 "run %s: the agent broke the protocol at event #%d of the run's stream "
-                "(counted from 0): %s", self.run_id, position, verdict,
+                "(counted from 0): %s",
+                self.run_id,
+                position,
+                verdict,
             )
         duration = time.monotonic() - self._started
         detail = f" ({self.detail})" if self.detail else ""

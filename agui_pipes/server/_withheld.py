@@ -38,8 +38,10 @@ class WithheldViolation(RunFailure):
         log: str = "gateway log",
     ) -> None:
         rule = getattr(violation, "rule", None)
-        what = f"rule `{rule.value}` ({rule.describe()})" if isinstance(rule, Rule) else (
-            "the AG-UI protocol"
+        what = (
+            f"rule `{rule.value}` ({rule.describe()})"
+            if isinstance(rule, Rule)
+            else ("the AG-UI protocol")
         )
         event, index = violation.event, violation.index
         if event is not None and index is not None:

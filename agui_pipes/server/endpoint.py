@@ -188,8 +188,13 @@ class AgentEndpoint:
         if principal is None:
             return
         accepted = await accept_run_input(
-            scope, receive, send, app="AgentEndpoint", max_body=self.options.max_body_bytes,
-            log=self._log, legacy=self._down is not None,
+            scope,
+            receive,
+            send,
+            app="AgentEndpoint",
+            max_body=self.options.max_body_bytes,
+            log=self._log,
+            legacy=self._down is not None,
         )
         if accepted is None:
             return
@@ -232,8 +237,17 @@ class AgentEndpoint:
         applied = open_applied if outer is not None else None
         if self.durable is not None:
             await self._serve_recorded(
-                scope, receive, send, self.durable, run_input, stats, token, chain is None,
-                applied, open_sunk, principal,
+                scope,
+                receive,
+                send,
+                self.durable,
+                run_input,
+                stats,
+                token,
+                chain is None,
+                applied,
+                open_sunk,
+                principal,
             )
             return
         response = SSERun(
@@ -307,7 +321,12 @@ class AgentEndpoint:
         def open_recorded_frames() -> Any:
             assert open_applied is not None
             return recordings.recorded_frames(
-                thread_id, run_id, token, open_applied, stats, lambda: response.disconnected,
+                thread_id,
+                run_id,
+                token,
+                open_applied,
+                stats,
+                lambda: response.disconnected,
                 tenant,
             )
 

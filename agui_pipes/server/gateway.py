@@ -258,15 +258,18 @@ class Gateway:
         finally:
             first.sent()
 
-    async def _serve(
-        self, scope: Scope, receive: Receive, send: Send, first: FirstFrame
-    ) -> None:
+    async def _serve(self, scope: Scope, receive: Receive, send: Send, first: FirstFrame) -> None:
         principal = await self._access.principal(scope, send)  # before the body is read
         if principal is None:
             return
         accepted = await accept_run_input(
-            scope, receive, send, app="Gateway", max_body=self.options.max_body_bytes,
-            log=self._log, legacy=self._down is not None,
+            scope,
+            receive,
+            send,
+            app="Gateway",
+            max_body=self.options.max_body_bytes,
+            log=self._log,
+            legacy=self._down is not None,
         )
         if accepted is None:
             return
@@ -276,8 +279,14 @@ class Gateway:
         try:
             with using_principal(principal):  # for the chain factory
                 chain, final = gateway_chain(
-                    scope, run_input, stats, factory=self._chain_factory, limits=self._limits,
-                    verify=self.options.verify, repair=self.options.repair, down=self._down,
+                    scope,
+                    run_input,
+                    stats,
+                    factory=self._chain_factory,
+                    limits=self._limits,
+                    verify=self.options.verify,
+                    repair=self.options.repair,
+                    down=self._down,
                     log=self._log,
                 )
         except Exception as exc:
@@ -415,8 +424,15 @@ class _GatewayRun:
         upstream = self._upstream
         async with upstream.request(self.body, self.headers) as response:
             yield relay_frames(
-                upstream, response, self.chain, self.stats, self.told, self.first,
-                self._on_warning, note, recorder,
+                upstream,
+                response,
+                self.chain,
+                self.stats,
+                self.told,
+                self.first,
+                self._on_warning,
+                note,
+                recorder,
             )
 
 

@@ -124,7 +124,9 @@ class RunRecorder(RecorderQueue):
                         await self.store.end_run(self.run_id, status, reason, scope=self.scope)
                 except Exception as exc:
                     _log.error(
-                        "event log: could not mark run %r ended: %s", self.run_id, exc,
+                        "event log: could not mark run %r ended: %s",
+                        self.run_id,
+                        exc,
                         exc_info=exc,
                     )
 
@@ -157,9 +159,7 @@ class RunRecorder(RecorderQueue):
             batch = queue[:count]
             first = self._stored + 1
             try:
-                seqs = await self.store.append(
-                    self.thread_id, self.run_id, batch, scope=self.scope
-                )
+                seqs = await self.store.append(self.thread_id, self.run_id, batch, scope=self.scope)
             except Exception as exc:
                 await self._break(f"an append failed: {type(exc).__name__}: {exc}", exc)
                 return

@@ -309,9 +309,7 @@ class RedisEventLog(EventLog):
             listed = await client.zrange(self._key("runs", "", scope), 0, -1, withscores=True)
             run_ids = [text(name) or "" for name, _ in listed]
             orders.update(((scope, text(n) or ""), score) for n, score in listed)
-            for run_id, record in zip(
-                run_ids, await self._records(run_ids, scope), strict=True
-            ):
+            for run_id, record in zip(run_ids, await self._records(run_ids, scope), strict=True):
                 if record is None:
                     gone.setdefault(scope, []).append(run_id)  # expired by max_age
                 else:

@@ -275,9 +275,7 @@ class SQLiteEventLog(EventLog):
                         " (SELECT id FROM runs WHERE scope = ? AND run_id = ?)",
                         (scope, run_id),
                     )
-                    conn.execute(
-                        "DELETE FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id)
-                    )
+                    conn.execute("DELETE FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id))
                     conn.execute(
                         "DELETE FROM marks WHERE scope = ? AND run_id = ?", (scope, run_id)
                     )

@@ -466,7 +466,6 @@ class _Text(_DeltaActor):
             sim.closed_texts[self.id] = (self.owner, self.role)
 
 
-
 class _Tool(_Actor):
     def __init__(self, sim: _Sim, owner: Lane, chunk: bool) -> None:
         c = sim.c
@@ -658,7 +657,6 @@ class _ReasoningMessage(_DeltaActor):
             self._finish_chunk_if_done(sim)
             return
         self._triad_step(sim)
-
 
 
 class _Scope(_Actor):

@@ -241,9 +241,7 @@ class Compat(StreamTransformer):
                 )
         elif isinstance(event, ThinkingTextMessageStartEvent):
             self._message_id = self._ids()
-            out = ReasoningMessageStartEvent(
-                message_id=self._message_id, role="reasoning", **base
-            )
+            out = ReasoningMessageStartEvent(message_id=self._message_id, role="reasoning", **base)
         elif isinstance(event, ThinkingTextMessageContentEvent):
             message_id = self._minted(self._message_id, legacy)
             out = ReasoningMessageContentEvent(message_id=message_id, delta=event.delta, **base)
@@ -303,8 +301,7 @@ class Compat(StreamTransformer):
                 else "expand chunks before this stage (the gateway does) to keep its content"
             )
             self._warn(
-                f"dropping {event.type.value} for a client of protocol {shown(self.peer)}: "
-                f"{why}"
+                f"dropping {event.type.value} for a client of protocol {shown(self.peer)}: {why}"
             )
             return None
         return event
@@ -457,4 +454,3 @@ def down_for_request(
     if version >= CURRENT:
         return None
     return Compat(direction="down", peer=declared)
-

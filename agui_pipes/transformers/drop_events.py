@@ -49,17 +49,27 @@ __dir__ = public_dir(__all__)
 _E = EventType
 FAMILIES: Final[dict[str, frozenset[EventType]]] = {
     "text": frozenset(
-        {_E.TEXT_MESSAGE_START, _E.TEXT_MESSAGE_CONTENT, _E.TEXT_MESSAGE_END,
-         _E.TEXT_MESSAGE_CHUNK}
+        {_E.TEXT_MESSAGE_START, _E.TEXT_MESSAGE_CONTENT, _E.TEXT_MESSAGE_END, _E.TEXT_MESSAGE_CHUNK}
     ),
     "tool_call": frozenset(
-        {_E.TOOL_CALL_START, _E.TOOL_CALL_ARGS, _E.TOOL_CALL_END, _E.TOOL_CALL_CHUNK,
-         _E.TOOL_CALL_RESULT}
+        {
+            _E.TOOL_CALL_START,
+            _E.TOOL_CALL_ARGS,
+            _E.TOOL_CALL_END,
+            _E.TOOL_CALL_CHUNK,
+            _E.TOOL_CALL_RESULT,
+        }
     ),
     "reasoning": frozenset(
-        {_E.REASONING_START, _E.REASONING_END, _E.REASONING_MESSAGE_START,
-         _E.REASONING_MESSAGE_CONTENT, _E.REASONING_MESSAGE_END, _E.REASONING_MESSAGE_CHUNK,
-         _E.REASONING_ENCRYPTED_VALUE}
+        {
+            _E.REASONING_START,
+            _E.REASONING_END,
+            _E.REASONING_MESSAGE_START,
+            _E.REASONING_MESSAGE_CONTENT,
+            _E.REASONING_MESSAGE_END,
+            _E.REASONING_MESSAGE_CHUNK,
+            _E.REASONING_ENCRYPTED_VALUE,
+        }
     ),
     "state": frozenset({_E.STATE_SNAPSHOT, _E.STATE_DELTA}),
     "messages_snapshot": frozenset({_E.MESSAGES_SNAPSHOT}),
@@ -367,4 +377,3 @@ class KeepEvents(DropEvents):
     def __init__(self, families: Iterable[str] | str) -> None:
         kept = set(_family_names(families, type(self).__name__))
         self._init(set(FAMILIES) - kept)
-

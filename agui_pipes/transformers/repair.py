@@ -364,8 +364,11 @@ class Repair(StreamTransformer):
             key = (kind, _item_id(event))
             if cls in _ENDS:
                 if key in self._held:
-                    self._fix("duplicate-end", "dropped",
-                              f"{event.type.value} for {_described(key)}, already closed")
+                    self._fix(
+                        "duplicate-end",
+                        "dropped",
+                        f"{event.type.value} for {_described(key)}, already closed",
+                    )
                     return
                 if key in self._open:
                     # This producer sends content after END: hold the END until

@@ -110,8 +110,7 @@ class SubagentVisibility(TableDispatch):
     def __init__(self, mode: Mode = "attributed") -> None:
         if mode not in _MODES:
             raise ValueError(
-                f"SubagentVisibility: mode {mode!r} is not one of 'attributed', 'inline', "
-                "'hidden'"
+                f"SubagentVisibility: mode {mode!r} is not one of 'attributed', 'inline', 'hidden'"
             )
         self.mode: Mode = mode
         self._active: dict[str, None] = {}

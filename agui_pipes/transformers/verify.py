@@ -180,9 +180,7 @@ class Verify(StreamTransformer):
         self._stopped = True
         if self._verifier.run_errored:
             return ()  # the run already ended in RUN_ERROR; a second one would be invalid
-        return (
-            construct(RunErrorEvent, {"message": error.message, "code": PROTOCOL_VIOLATION}),
-        )
+        return (construct(RunErrorEvent, {"message": error.message, "code": PROTOCOL_VIOLATION}),)
 
 
 def _pass(event: BaseEvent) -> Sequence[BaseEvent]:

@@ -112,8 +112,7 @@ def test_a_command_imports_only_its_own_module(tmp_path: Path) -> None:
     chain = tmp_path / "chain.yaml"
     chain.write_text("transformers: []\n")
     modules = _imported_after(
-        "from agui_pipes._cli import main\n"
-        f"assert main(['check', {str(chain)!r}]) == 0\n"
+        f"from agui_pipes._cli import main\nassert main(['check', {str(chain)!r}]) == 0\n"
     )
     commands = {m for m in modules if m.startswith("agui_pipes._cli.") and "._" not in m[15:]}
     assert commands == {"agui_pipes._cli.check"}
@@ -413,7 +412,9 @@ def test_gateway_repr_shows_what_it_does_and_no_secret() -> None:
         keepalive=None,
     )
     text = repr(gateway)
-    assert text.startswith("Gateway('https://user:***@agent.example:8443/run?api_key=***&region=***'")
+    assert text.startswith(
+        "Gateway('https://user:***@agent.example:8443/run?api_key=***&region=***'"
+    )
     for secret in ("hunter2", "sk-123", "eu'"):
         assert secret not in text
     assert "filter_tool_calls" in text
@@ -421,9 +422,11 @@ def test_gateway_repr_shows_what_it_does_and_no_secret() -> None:
     assert "max_nodes=500" in text
     assert "verify=True" in text and "keepalive=None" in text
 
-    chained = Gateway("http://127.0.0.1:9/", chain=agui_pipes.TransformerChain(
-        [ExpandChunks(), Verify()]
-    ), verify=False)
+    chained = Gateway(
+        "http://127.0.0.1:9/",
+        chain=agui_pipes.TransformerChain([ExpandChunks(), Verify()]),
+        verify=False,
+    )
     assert "chain=ExpandChunks() | Verify()" in repr(chained)
     assert "verify=False" in repr(chained)
     assert "chain=None" in repr(Gateway("http://127.0.0.1:9/"))
@@ -442,9 +445,7 @@ def test_a_missing_optional_dependency_says_what_to_install() -> None:
             print(exc)
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == (
         "agui_pipes.server.Gateway needs httpx: pip install 'agui-pipes[server,http]'"
     )

@@ -85,8 +85,18 @@ async def main() -> None:
     for agent in (hello, quiet, typed, Editor(), Plain(), Callable_()):
         assert_type(await collect(agent, INPUT), list[BaseEvent])
     await collect(functools.partial(greeter, greeting="hi"), INPUT)
-    await collect(hello, RunAgentInput(thread_id="t", run_id="r", state=None, messages=[],
-                                       tools=[], context=[], forwarded_props=None))
+    await collect(
+        hello,
+        RunAgentInput(
+            thread_id="t",
+            run_id="r",
+            state=None,
+            messages=[],
+            tools=[],
+            context=[],
+            forwarded_props=None,
+        ),
+    )
     await collect(hello, INPUT, verify=False, echo_input=True, event_buffer=8, backpressure=None)
 
 

@@ -22,9 +22,19 @@ def test_durable_benchmark_measures_every_variant() -> None:
     if shutil.which("redis-server") is None:
         pytest.skip(NO_REDIS)
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_durable.py"),
-         "--events", "200", "--rounds", "1"],
-        capture_output=True, text=True, check=False, timeout=120, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_durable.py"),
+            "--events",
+            "200",
+            "--rounds",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [line.split() for line in done.stdout.splitlines()[1:] if line.strip()]
@@ -36,9 +46,22 @@ def test_durable_benchmark_measures_the_gateway_path() -> None:
     if shutil.which("redis-server") is None:
         pytest.skip(NO_REDIS)
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_durable.py"), "--gateway",
-         "--events", "200", "--rounds", "1", "--frames-per-read", "4"],
-        capture_output=True, text=True, check=False, timeout=120, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_durable.py"),
+            "--gateway",
+            "--events",
+            "200",
+            "--rounds",
+            "1",
+            "--frames-per-read",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = done.stdout.splitlines()

@@ -26,11 +26,26 @@ pytest.importorskip("httpx")
 def test_memory_benchmark_streams_every_run_and_reads_the_gateway(tmp_path: Path) -> None:
     out = tmp_path / "memory.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_gateway_memory.py"),
-         "--runs", "2", "--events", "300", "--fresh-ids", "--diagnose", "--trim-probe",
-         "--tracemalloc",
-         "--run-rss-events", "300,600", "--json", str(out)],
-        capture_output=True, text=True, check=False, timeout=180,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_gateway_memory.py"),
+            "--runs",
+            "2",
+            "--events",
+            "300",
+            "--fresh-ids",
+            "--diagnose",
+            "--trim-probe",
+            "--tracemalloc",
+            "--run-rss-events",
+            "300,600",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=180,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -61,9 +76,20 @@ def _install_bench_ts() -> None:
     npm = shutil.which("npm")
     assert npm is not None, "node is installed but npm is not: cannot install benchmarks/ts"
     done = subprocess.run(
-        [npm, "ci", "--prefer-offline", "--ignore-scripts", "--no-progress", "--no-audit",
-         "--no-fund"],
-        cwd=bench_ts, capture_output=True, text=True, check=False, timeout=600,
+        [
+            npm,
+            "ci",
+            "--prefer-offline",
+            "--ignore-scripts",
+            "--no-progress",
+            "--no-audit",
+            "--no-fund",
+        ],
+        cwd=bench_ts,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
     )
     assert done.returncode == 0, (
         "`npm ci` in benchmarks/ts failed: the process benchmark needs @ag-ui/client 1.0.0 "
@@ -72,20 +98,30 @@ def _install_bench_ts() -> None:
 
 
 @pytest.mark.node
-@pytest.mark.skipif(shutil.which("node") is None,
-                    reason="node/npm not found: the TS reference cannot run")
+@pytest.mark.skipif(
+    shutil.which("node") is None, reason="node/npm not found: the TS reference cannot run"
+)
 def test_process_benchmark_times_both_commands(tmp_path: Path) -> None:
     _install_bench_ts()
     out = tmp_path / "process.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_process.py"),
-         "--events", "300", "--rounds", "1", "--json", str(out)],
-        capture_output=True, text=True, check=False, timeout=180,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_process.py"),
+            "--events",
+            "300",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=180,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert set(report["cpu_s"]) == {
-        "ours", "reference", "ours start-up", "reference start-up"
-    }
+    assert set(report["cpu_s"]) == {"ours", "reference", "ours start-up", "reference start-up"}
     assert all(len(values) == 1 and values[0] > 0 for values in report["cpu_s"].values())
     assert report["events"] > 0

@@ -24,19 +24,43 @@ pytest.importorskip("httpx")
 def test_serving_benchmark_quick_mode_runs_every_path(tmp_path: Path) -> None:
     out, table = tmp_path / "serving.json", tmp_path / "serving.md"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_serving.py"), "--quick",
-         "--events", "300", "--replay-runs", "1", "--replay-clients", "2",
-         "--clients", "1,3", "--tokens", "20", "--target", "40",
-         "--json", str(out), "--markdown", str(table)],
-        capture_output=True, text=True, check=False, timeout=120,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_serving.py"),
+            "--quick",
+            "--events",
+            "300",
+            "--replay-runs",
+            "1",
+            "--replay-clients",
+            "2",
+            "--clients",
+            "1,3",
+            "--tokens",
+            "20",
+            "--target",
+            "40",
+            "--json",
+            str(out),
+            "--markdown",
+            str(table),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads(out.read_text())
     rows = {(row["phase"], row["clients"]): row for row in report["rows"]}
     assert set(rows) == {
-        ("direct", 2), ("proxy", 2), ("gateway", 2),
-        ("endpoint/demo", 1), ("endpoint/demo", 3),
-        ("endpoint/tokens", 1), ("endpoint/tokens", 3),
+        ("direct", 2),
+        ("proxy", 2),
+        ("gateway", 2),
+        ("endpoint/demo", 1),
+        ("endpoint/demo", 3),
+        ("endpoint/tokens", 1),
+        ("endpoint/tokens", 3),
         ("driver/tokens", 1),
     }
     for row in report["rows"]:

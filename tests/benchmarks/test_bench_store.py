@@ -23,9 +23,21 @@ def test_store_benchmark_measures_every_backend() -> None:
     if shutil.which("redis-server") is None:
         pytest.skip(NO_REDIS)
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_store.py"),
-         "--events", "300", "--rounds", "1", "--batch", "1,32"],
-        capture_output=True, text=True, check=False, timeout=120, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_store.py"),
+            "--events",
+            "300",
+            "--rounds",
+            "1",
+            "--batch",
+            "1,32",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     tables = done.stdout.split("\n\n")
@@ -35,5 +47,8 @@ def test_store_benchmark_measures_every_backend() -> None:
         (backend, batch) for backend in ("memory", "sqlite", "redis") for batch in ("1", "32")
     ]
     assert [row.split()[0] for row in gateway.splitlines()[1:] if row.strip()] == [
-        "none", "memory", "sqlite", "redis"
+        "none",
+        "memory",
+        "sqlite",
+        "redis",
     ]

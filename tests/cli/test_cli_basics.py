@@ -20,7 +20,9 @@ def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_python_dash_m() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agui_pipes", "--version"], capture_output=True, text=True,
+        [sys.executable, "-m", "agui_pipes", "--version"],
+        capture_output=True,
+        text=True,
         check=False,
     )
     assert done.returncode == 0

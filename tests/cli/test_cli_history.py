@@ -58,15 +58,16 @@ def _store(path: Path) -> str:
     return url
 
 
-def test_ndjson_is_the_history_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_ndjson_is_the_history_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = _store(tmp_path / "runs.db")
     assert main(["history", "--store", url, "t1"]) == 0
     out, err = capsys.readouterr()
     lines = [json.loads(line) for line in out.splitlines()]
     assert [e["type"] for e in lines] == [
-        "RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT", "RUN_FINISHED"
+        "RUN_STARTED",
+        "MESSAGES_SNAPSHOT",
+        "STATE_SNAPSHOT",
+        "RUN_FINISHED",
     ]
     assert lines[0]["runId"] == "history:r1"
     consumer = Consumer()

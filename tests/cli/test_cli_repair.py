@@ -101,8 +101,10 @@ def test_a_valid_stream_passes_unchanged(cli: Any, tmp_path: Path) -> None:
     code, out, err = cli(["repair", str(path)])
     assert code == 0
     assert [json.loads(line) for line in out.splitlines()] == GOOD
-    assert err == "clean: no fix needed; the repaired stream verifies: 5 events, 1 run, " \
+    assert (
+        err == "clean: no fix needed; the repaired stream verifies: 5 events, 1 run, "
         "outcome success\n"
+    )
     code, out, _ = cli(["repair", str(CLEAN)])
     assert code == 0
     assert out.encode() == CLEAN.read_bytes()
@@ -117,8 +119,9 @@ def test_output_format_follows_the_input_unless_given(cli: Any, tmp_path: Path) 
     code, out, _ = cli(["repair", str(array), "--format", "sse"])
     assert code == 0
     assert sse_events(out.encode()) == SECOND_TERMINAL[:2]
-    code, out, _ = cli(["repair", "--input-format", "ndjson", "-"],
-                       stdin=ndjson(SECOND_TERMINAL).encode())
+    code, out, _ = cli(
+        ["repair", "--input-format", "ndjson", "-"], stdin=ndjson(SECOND_TERMINAL).encode()
+    )
     assert code == 0
     assert [json.loads(line) for line in out.splitlines()] == SECOND_TERMINAL[:2]
 
@@ -164,8 +167,7 @@ def test_past_max_fixes_the_stream_is_rejected(cli: Any, tmp_path: Path) -> None
     assert "repair-limit" in err or "max_fixes" in err or "fixes" in err
     # The events before the rejection were still written, as `run` does.
     assert sse_events(out_path.read_bytes())[0]["type"] == "RUN_STARTED"
-    assert cli(["repair", str(PARALLEL), "--max-fixes", "none", "-q", "-o", str(out_path)])[0] \
-        == 0
+    assert cli(["repair", str(PARALLEL), "--max-fixes", "none", "-q", "-o", str(out_path)])[0] == 0
 
 
 def test_bad_max_fixes_is_a_usage_error(cli: Any) -> None:
@@ -192,9 +194,7 @@ def test_a_malformed_event_is_rejected_not_repaired(cli: Any, tmp_path: Path) ->
         (b'{"type": "FUTURE_EVENT"}\n', "dropped as an unknown event type"),
     ],
 )
-def test_no_stream_is_a_usage_error(
-    cli: Any, tmp_path: Path, content: bytes, message: str
-) -> None:
+def test_no_stream_is_a_usage_error(cli: Any, tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "input.ndjson"
     path.write_bytes(content)
     code, out, err = cli(["repair", str(path)])

@@ -68,8 +68,19 @@ def run_both(
         chain = tmp / f"{name}.yaml"
         chain.write_text(text)
         target = tmp / f"{name}.out"
-        code = main(["run", "-q", "--allow-imports", "-c", str(chain), str(source),
-                     "-o", str(target), *options])
+        code = main(
+            [
+                "run",
+                "-q",
+                "--allow-imports",
+                "-c",
+                str(chain),
+                str(source),
+                "-o",
+                str(target),
+                *options,
+            ]
+        )
         results.append((code, target.read_bytes()))
     return results[0], results[1]
 
@@ -113,27 +124,63 @@ END = [
 @pytest.mark.parametrize(
     ("case", "lines", "in_format", "status", "message"),
     [
-        ("malformed", [*GOOD, '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":5}',
-                       *END], "ndjson", 1, "stream rejected"),
-        ("violation", [*GOOD, '{"type":"TEXT_MESSAGE_CONTENT","messageId":"zz","delta":"x"}',
-                       *END], "sse", 1, "stream rejected"),
-        ("stage bug", [*GOOD, '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"boom"}',
-                       *END], "ndjson", 1, "a stage failed"),
+        (
+            "malformed",
+            [*GOOD, '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":5}', *END],
+            "ndjson",
+            1,
+            "stream rejected",
+        ),
+        (
+            "violation",
+            [*GOOD, '{"type":"TEXT_MESSAGE_CONTENT","messageId":"zz","delta":"x"}', *END],
+            "sse",
+            1,
+            "stream rejected",
+        ),
+        (
+            "stage bug",
+            [*GOOD, '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"boom"}', *END],
+            "ndjson",
+            1,
+            "a stage failed",
+        ),
         ("truncated", [*GOOD, *END[:1]], "ndjson", 1, "stream rejected"),
         ("not json", [*GOOD, "hello", *END], "sse", 1, "stream rejected"),
         ("unknown type", [*GOOD, '{"type":"FUTURE_THING"}', *END], "sse", 0, "warning: event #3"),
         # After a dropped event both paths name wire positions (apply used to count
         # only the decoded events: #3 where the relay said #4).
-        ("stage bug after a dropped event",
-         [*GOOD, '{"type":"FUTURE_THING"}',
-          '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"boom"}', *END],
-         "ndjson", 1, "event #4 (TEXT_MESSAGE_CONTENT)"),
-        ("violation after a dropped event",
-         [*GOOD, '{"type":"FUTURE_THING"}',
-          '{"type":"TEXT_MESSAGE_CONTENT","messageId":"zz","delta":"x"}', *END],
-         "sse", 1, "event #4 (TEXT_MESSAGE_CONTENT)]"),
-        ("truncated after a dropped event", [*GOOD, '{"type":"FUTURE_THING"}'], "ndjson", 1,
-         "end of stream after 4 events]"),
+        (
+            "stage bug after a dropped event",
+            [
+                *GOOD,
+                '{"type":"FUTURE_THING"}',
+                '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m1","delta":"boom"}',
+                *END,
+            ],
+            "ndjson",
+            1,
+            "event #4 (TEXT_MESSAGE_CONTENT)",
+        ),
+        (
+            "violation after a dropped event",
+            [
+                *GOOD,
+                '{"type":"FUTURE_THING"}',
+                '{"type":"TEXT_MESSAGE_CONTENT","messageId":"zz","delta":"x"}',
+                *END,
+            ],
+            "sse",
+            1,
+            "event #4 (TEXT_MESSAGE_CONTENT)]",
+        ),
+        (
+            "truncated after a dropped event",
+            [*GOOD, '{"type":"FUTURE_THING"}'],
+            "ndjson",
+            1,
+            "end of stream after 4 events]",
+        ),
     ],
 )
 def test_failures_mid_chunk_write_the_events_before_them(

@@ -27,8 +27,10 @@ ASYNC_CHAIN = SYNC_CHAIN + "  - type: tests._cli_stages:AsyncPass\n"
 
 
 def _wire(fmt: str) -> bytes:
-    lines = [json.dumps(event.model_dump(by_alias=True, exclude_none=True, mode="json"))
-             for event in EVENTS]
+    lines = [
+        json.dumps(event.model_dump(by_alias=True, exclude_none=True, mode="json"))
+        for event in EVENTS
+    ]
     if fmt == "ndjson":
         return "".join(f"{line}\n" for line in lines).encode()
     if fmt == "sse":
@@ -39,11 +41,7 @@ def _wire(fmt: str) -> bytes:
 def _run(tmp_path: Path, chain: str, data: bytes, *, trace: bool = False) -> tuple[int, bytes]:
     path = tmp_path / "chain.yaml"
     path.write_text(chain)
-    prologue = (
-        "import sys\n"
-        f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "from agui_pipes._cli import main\n"
-    )
+    prologue = f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nfrom agui_pipes._cli import main\n"
     if trace:
         # Report on stderr whether an event loop module was ever imported.
         prologue += (
@@ -58,7 +56,7 @@ def _run(tmp_path: Path, chain: str, data: bytes, *, trace: bool = False) -> tup
     )
     if trace:
         assert b"loop: " in done.stderr, done.stderr
-        return done.returncode, done.stdout + done.stderr[done.stderr.index(b"loop: "):]
+        return done.returncode, done.stdout + done.stderr[done.stderr.index(b"loop: ") :]
     assert done.returncode == 0, done.stderr.decode()
     return done.returncode, done.stdout
 

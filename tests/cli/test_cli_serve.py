@@ -156,8 +156,9 @@ def test_serve_gateway_with_a_store_records_and_serves_history(tmp_path: Path) -
     demo = start("--demo")
     try:
         url = f"sqlite:///{tmp_path / 'gateway.db'}"
-        gateway = start("--upstream", f"{demo.url}/", "--store", url, "--detach-grace", "5",
-                        "--path", "/chat")
+        gateway = start(
+            "--upstream", f"{demo.url}/", "--store", url, "--detach-grace", "5", "--path", "/chat"
+        )
         try:
             body = {"threadId": "gw-t", "runId": "gw-r", "messages": []}
             response = httpx.post(f"{gateway.url}/chat", json=body, timeout=20)

@@ -28,7 +28,9 @@ GOOD = [
 
 
 def run_cli(
-    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
     stdin: bytes | None = None,
 ) -> tuple[int, str, str]:
     if stdin is not None:
@@ -127,9 +129,11 @@ def test_warnings_go_to_stderr_and_quiet_silences_them(cli: Any) -> None:
 
 
 def test_producer_profile_is_stricter(cli: Any, tmp_path: Path) -> None:
-    events = [*GOOD[:-1],
-              {"type": "TOOL_CALL_RESULT", "messageId": "x", "toolCallId": "never", "content": ""},
-              GOOD[-1]]
+    events = [
+        *GOOD[:-1],
+        {"type": "TOOL_CALL_RESULT", "messageId": "x", "toolCallId": "never", "content": ""},
+        GOOD[-1],
+    ]
     path = tmp_path / "result.ndjson"
     path.write_text(ndjson(events))
     assert cli([str(path)])[0] == 0
@@ -176,13 +180,22 @@ def test_empty_input_is_not_a_valid_stream(cli: Any) -> None:
 
 def _frames(newline: str) -> str:
     bad = {**GOOD[2], "delta": 5}
-    return newline.join([
-        ": a comment frame dispatches nothing", "",                   # lines 1-2
-        f"data: {json.dumps(GOOD[0])}", "",                           # 3-4
-        "event: message", f"data: {json.dumps(GOOD[1])}", "",         # 5-7
-        "id: 7", f"data: {json.dumps(bad)}", "data: ", "",             # 8-11: event #2
-        "",
-    ])
+    return newline.join(
+        [
+            ": a comment frame dispatches nothing",
+            "",  # lines 1-2
+            f"data: {json.dumps(GOOD[0])}",
+            "",  # 3-4
+            "event: message",
+            f"data: {json.dumps(GOOD[1])}",
+            "",  # 5-7
+            "id: 7",
+            f"data: {json.dumps(bad)}",
+            "data: ",
+            "",  # 8-11: event #2
+            "",
+        ]
+    )
 
 
 @pytest.mark.parametrize(
@@ -191,8 +204,11 @@ def _frames(newline: str) -> str:
         ("lf.sse", _frames("\n"), 9),
         ("crlf.sse", _frames("\r\n"), 9),
         ("cr.sse", _frames("\r"), 9),
-        ("bom.ndjson", "\ufeff" + ndjson(GOOD[:2]) + "\n  \n" + json.dumps(
-            {**GOOD[2], "delta": 5}) + "\n", 5),
+        (
+            "bom.ndjson",
+            "\ufeff" + ndjson(GOOD[:2]) + "\n  \n" + json.dumps({**GOOD[2], "delta": 5}) + "\n",
+            5,
+        ),
         ("one-line.json", json.dumps([*GOOD[:2], {**GOOD[2], "delta": 5}]), 1),
     ],
 )

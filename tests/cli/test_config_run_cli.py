@@ -58,9 +58,23 @@ def test_input_formats(
 def test_stdin_and_sse_output_to_a_file(identity: Path, tmp_path: Path) -> None:
     target = tmp_path / "out.sse"
     done = subprocess.run(
-        [sys.executable, "-m", "agui_pipes", "run", "-c", str(identity), "-",
-         "--format", "sse", "--output", str(target)],
-        input=RECORDED.read_bytes(), capture_output=True, check=False, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "agui_pipes",
+            "run",
+            "-c",
+            str(identity),
+            "-",
+            "--format",
+            "sse",
+            "--output",
+            str(target),
+        ],
+        input=RECORDED.read_bytes(),
+        capture_output=True,
+        check=False,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == b""
@@ -128,8 +142,19 @@ def test_io_and_config_errors_exit_2(
     bad.write_text("transformers:\n  - filter_tool_calls: {allow: [a], deny: [b]}\n")
     assert main(["run", "-c", str(bad), str(RECORDED)]) == 2
     assert f"{bad}:2:5:" in capsys.readouterr().err
-    assert main(["run", "-c", str(identity), str(RECORDED), "-o",
-                 str(tmp_path / "no" / "such" / "dir.ndjson")]) == 2
+    assert (
+        main(
+            [
+                "run",
+                "-c",
+                str(identity),
+                str(RECORDED),
+                "-o",
+                str(tmp_path / "no" / "such" / "dir.ndjson"),
+            ]
+        )
+        == 2
+    )
     assert "cannot write" in capsys.readouterr().err
     garbage = tmp_path / "garbage.json"
     garbage.write_text("{not json")

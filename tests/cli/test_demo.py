@@ -159,7 +159,11 @@ def demo_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
     return subprocess.run(
         [sys.executable, "-m", "agui_pipes", "demo", *args],
-        capture_output=True, text=True, env=env, check=False, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
     )
 
 
@@ -191,7 +195,11 @@ def test_demo_raw_is_the_agents_unfiltered_ndjson() -> None:
     # Still a valid stream on its own.
     verify = subprocess.run(
         [sys.executable, "-m", "agui_pipes", "verify", "--profile", "producer", "-"],
-        input=done.stdout, capture_output=True, text=True, check=False, timeout=120,
+        input=done.stdout,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert verify.returncode == 0, verify.stderr
 
@@ -239,7 +247,11 @@ def test_demo_raw_piped_into_run(tmp_path: Path) -> None:
     raw = demo_cli("--raw")
     done = subprocess.run(
         [sys.executable, "-m", "agui_pipes", "run", "--config", str(hide)],
-        input=raw.stdout, capture_output=True, text=True, check=False, timeout=120,
+        input=raw.stdout,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "internal_price_lookup" in raw.stdout
@@ -258,7 +270,11 @@ def test_demo_raw_through_the_default_chain_applies_it_once(tmp_path: Path) -> N
     raw = demo_cli("--raw")
     done = subprocess.run(
         [sys.executable, "-m", "agui_pipes", "run", "--config", str(chain)],
-        input=raw.stdout, capture_output=True, text=True, check=False, timeout=120,
+        input=raw.stdout,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     places = [line for line in done.stdout.splitlines() if '"/places"' in line]

@@ -23,7 +23,10 @@ TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agui_pipes", *args],
-        capture_output=True, text=True, check=False, timeout=120,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
         env={**os.environ, **(env or {})},
     )
 
@@ -79,7 +82,8 @@ async def test_serve_otel_exports_each_run_under_the_request_traceparent() -> No
     try:
         async with httpx.AsyncClient(timeout=30) as client:
             response = await client.post(
-                url + "/", json=run_input("r-otel"),
+                url + "/",
+                json=run_input("r-otel"),
                 headers={"accept": "text/event-stream", "traceparent": TRACEPARENT},
             )
             assert response.status_code == 200
@@ -120,7 +124,9 @@ def _start(*args: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]
         port = sock.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "agui_pipes", "serve", "--port", str(port), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
     )
     url = f"http://127.0.0.1:{port}"
@@ -154,7 +160,11 @@ def test_otel_sdk_disabled_sets_nothing_up() -> None:
         "print(type(trace.get_tracer_provider()).__name__)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60,
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
         env={**os.environ, "OTEL_SDK_DISABLED": "true"},
     )
     assert done.stdout.splitlines() == ["nowhere (OTEL_SDK_DISABLED=true)", "ProxyTracerProvider"]

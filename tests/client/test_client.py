@@ -137,9 +137,7 @@ async def test_several_cuts_in_one_run() -> None:
     agent = Talker()
     with serve(_durable_app(agent)) as server:
         async with cutting_proxy(server.port, [500, 400, 300]) as proxy:
-            async with run_remote(
-                f"{proxy}/agent", run_input("r-cuts"), backoff=0.01
-            ) as events:
+            async with run_remote(f"{proxy}/agent", run_input("r-cuts"), backoff=0.01) as events:
                 got = [event async for event in events]
             assert events.reconnects == 3
         assert got == await _logged(server.url, "r-cuts")

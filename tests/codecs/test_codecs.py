@@ -450,9 +450,7 @@ def test_ndjson_fast_lines_are_the_reference_lines(
     chunks = split_at(wire, cuts)
     cap = data.draw(st.sampled_from([1 << 24, 64, 8]))  # lines over the cap fail alike
     fast = _run_decoder(NDJSONDecoder(max_line_bytes=cap, fast_path=True), chunks, text=False)
-    reference = _run_decoder(
-        NDJSONDecoder(max_line_bytes=cap, fast_path=False), chunks, text=False
-    )
+    reference = _run_decoder(NDJSONDecoder(max_line_bytes=cap, fast_path=False), chunks, text=False)
     assert fast == reference
 
 
@@ -480,7 +478,7 @@ def test_ndjson_bytes_mode_rejects_invalid_utf8() -> None:
     [
         b'\xef\xbb\xbf{"type":"RUN_STARTED","threadId":"t","runId":"r"}',  # a BOM
         b'{\x00"\x00t\x00',  # looks like UTF-16 to json's encoding detection
-        b'\x00\x00\x00{',
+        b"\x00\x00\x00{",
     ],
 )
 def test_decode_treats_bytes_and_their_text_alike(payload: bytes) -> None:
@@ -532,8 +530,23 @@ def _sse_piece(draw: st.DrawFn) -> bytes:
     value = draw(_sse_values).encode()
     kind = draw(
         st.sampled_from(
-            ["data", "data", "data", "nospace", "bare", "multi", "crlf", "cr", "comment",
-             "event", "id", "retry", "blank", "open", "bad"]
+            [
+                "data",
+                "data",
+                "data",
+                "nospace",
+                "bare",
+                "multi",
+                "crlf",
+                "cr",
+                "comment",
+                "event",
+                "id",
+                "retry",
+                "blank",
+                "open",
+                "bad",
+            ]
         )
     )
     pieces = {
@@ -554,9 +567,7 @@ def _sse_piece(draw: st.DrawFn) -> bytes:
     return pieces[kind]
 
 
-def _decoder_run(
-    wire: bytes, cuts: list[int], text: bool, fast: bool, cap: int
-) -> tuple[Any, ...]:
+def _decoder_run(wire: bytes, cuts: list[int], text: bool, fast: bool, cap: int) -> tuple[Any, ...]:
     """Payloads, error, and the decoder's visible state after feeding ``wire``."""
     decoder = SSEDecoder(max_frame_bytes=cap, fast_path=fast)
     payloads, error = _run_decoder(decoder, split_at(wire, cuts), text)

@@ -37,8 +37,14 @@ def test_accepts_dict_str_and_bytes_alike() -> None:
 
 
 def test_decoded_event_serialises_like_the_wire() -> None:
-    wire = {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "t",
-            "subagentRunId": "s", "metadata": {"k": None}, "timestamp": 5}
+    wire = {
+        "type": "TOOL_CALL_START",
+        "toolCallId": "c",
+        "toolCallName": "t",
+        "subagentRunId": "s",
+        "metadata": {"k": None},
+        "timestamp": 5,
+    }
     event = decode(wire).event
     assert isinstance(event, ToolCallStartEvent)
     assert event.model_dump(by_alias=True, mode="json") == wire
@@ -61,8 +67,14 @@ def test_missing_or_non_string_type_is_an_unknown_type(wire: dict[str, Any]) -> 
 
 
 def test_unknown_property_stripped_but_open_positions_kept() -> None:
-    decoded = decode({"type": "STATE_DELTA", "futureProp": 1, "metadata": {"x": 1},
-                      "delta": [{"op": "remove", "path": "/a", "value": "leftover"}]})
+    decoded = decode(
+        {
+            "type": "STATE_DELTA",
+            "futureProp": 1,
+            "metadata": {"x": 1},
+            "delta": [{"op": "remove", "path": "/a", "value": "leftover"}],
+        }
+    )
     assert [w.code for w in decoded.warnings] == ["unknown-property"]
     assert "'/futureProp'" in decoded.warnings[0].message
     dumped = decoded.event.model_dump(by_alias=True) if decoded.event else {}
@@ -72,13 +84,18 @@ def test_unknown_property_stripped_but_open_positions_kept() -> None:
 
 
 def test_unknown_union_members_are_stripped() -> None:
-    decoded = decode({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
-                      "outcome": {"type": "paused"}})
+    decoded = decode(
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": {"type": "paused"}}
+    )
     assert isinstance(decoded.event, RunFinishedEvent)
     assert decoded.event.outcome is None
     assert [w.code for w in decoded.warnings] == ["unknown-member"]
-    decoded = decode({"type": "STATE_DELTA", "delta": [
-        {"op": "increment", "path": "/n"}, {"op": "add", "path": "/n", "value": 1}]})
+    decoded = decode(
+        {
+            "type": "STATE_DELTA",
+            "delta": [{"op": "increment", "path": "/n"}, {"op": "add", "path": "/n", "value": 1}],
+        }
+    )
     assert isinstance(decoded.event, StateDeltaEvent)
     assert [op.op for op in decoded.event.delta] == ["add"]
     assert "'/delta/0'" in decoded.warnings[0].message
@@ -86,11 +103,22 @@ def test_unknown_union_members_are_stripped() -> None:
 
 def test_unknown_member_cascades_from_a_required_position() -> None:
     # An image with an unknown source kind cannot stand: the whole part goes.
-    decoded = decode({"type": "MESSAGES_SNAPSHOT", "messages": [
-        {"id": "u", "role": "user", "content": [
-            {"type": "image", "source": {"type": "hologram", "value": "x"}},
-            {"type": "text", "text": "kept"}]},
-        {"id": "n", "role": "narrator", "content": "dropped"}]})
+    decoded = decode(
+        {
+            "type": "MESSAGES_SNAPSHOT",
+            "messages": [
+                {
+                    "id": "u",
+                    "role": "user",
+                    "content": [
+                        {"type": "image", "source": {"type": "hologram", "value": "x"}},
+                        {"type": "text", "text": "kept"},
+                    ],
+                },
+                {"id": "n", "role": "narrator", "content": "dropped"},
+            ],
+        }
+    )
     assert isinstance(decoded.event, MessagesSnapshotEvent)
     (message,) = decoded.event.messages
     assert len(message.content) == 1  # type: ignore[arg-type]
@@ -104,25 +132,34 @@ def test_unknown_member_cascades_from_a_required_position() -> None:
         ({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": 42}, "delta"),
         ({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m"}, "delta"),
         ({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "narrator"}, "role"),
-        ({"type": "TEXT_MESSAGE_START", "messageId": "m", "subagentRunId": None},
-         "subagentRunId"),
+        ({"type": "TEXT_MESSAGE_START", "messageId": "m", "subagentRunId": None}, "subagentRunId"),
         ({"type": "REASONING_MESSAGE_START", "messageId": "m", "role": "assistant"}, "role"),
         ({"type": "SUBAGENT_STARTED", "subagentRunId": "s"}, "name"),
-        ({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": "success"},
-         "outcome"),
-        ({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
-          "outcome": {"type": "interrupt", "interrupts": []}}, "outcome.interrupts"),
-        ({"type": "RUN_STARTED", "threadId": "t", "runId": "r", "timestamp": 1.5},
-         "timestamp"),
-        ({"type": "RUN_STARTED", "threadId": "t", "runId": "r", "timestamp": True},
-         "timestamp"),
+        ({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": "success"}, "outcome"),
+        (
+            {
+                "type": "RUN_FINISHED",
+                "threadId": "t",
+                "runId": "r",
+                "outcome": {"type": "interrupt", "interrupts": []},
+            },
+            "outcome.interrupts",
+        ),
+        ({"type": "RUN_STARTED", "threadId": "t", "runId": "r", "timestamp": 1.5}, "timestamp"),
+        ({"type": "RUN_STARTED", "threadId": "t", "runId": "r", "timestamp": True}, "timestamp"),
         ({"type": "CUSTOM", "name": "n", "value": 1, "metadata": [1]}, "metadata"),
-        ({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "no-slash", "value": 1}]},
-         "delta.0.path"),
-        ({"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "u", "role": "user"}]},
-         "messages.0.content"),
-        ({"type": "RUN_FINISHED", "threadId": "t", "runId": "r",
-          "usage": [{"inputTokens": -1}]}, "usage.0.inputTokens"),
+        (
+            {"type": "STATE_DELTA", "delta": [{"op": "add", "path": "no-slash", "value": 1}]},
+            "delta.0.path",
+        ),
+        (
+            {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "u", "role": "user"}]},
+            "messages.0.content",
+        ),
+        (
+            {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "usage": [{"inputTokens": -1}]},
+            "usage.0.inputTokens",
+        ),
     ],
 )
 def test_malformed_described_field_is_fatal_and_named(wire: dict[str, Any], path: str) -> None:
@@ -143,8 +180,7 @@ def test_reference_validator_wording_is_quoted() -> None:
 
 
 def test_integral_float_is_an_integer_but_not_bool() -> None:
-    event = decode({"type": "RUN_STARTED", "threadId": "t", "runId": "r",
-                    "timestamp": 10.0}).event
+    event = decode({"type": "RUN_STARTED", "threadId": "t", "runId": "r", "timestamp": 10.0}).event
     assert isinstance(event, RunStartedEvent)
     assert event.timestamp == 10
     assert isinstance(event.timestamp, int)
@@ -153,8 +189,15 @@ def test_integral_float_is_an_integer_but_not_bool() -> None:
 @pytest.mark.parametrize(
     ("wire", "field"),
     [
-        ({"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "t",
-          "parentMessageId": None}, "parent_message_id"),
+        (
+            {
+                "type": "TOOL_CALL_START",
+                "toolCallId": "c",
+                "toolCallName": "t",
+                "parentMessageId": None,
+            },
+            "parent_message_id",
+        ),
         ({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "outcome": None}, "outcome"),
         ({"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "result": None}, "result"),
         ({"type": "CUSTOM", "name": "n", "value": None, "rawEvent": None}, "raw_event"),
@@ -191,7 +234,9 @@ def test_protocol_version_declarations(declared: str, expected: str | None, form
         warnings = tuple(seen)
     else:
         forms: dict[str, dict[str, Any] | str | bytes] = {
-            "dict": wire, "str": text, "bytes": text.encode()
+            "dict": wire,
+            "str": text,
+            "bytes": text.encode(),
         }
         warnings = decode(forms[form]).warnings
     if expected is None:
@@ -215,8 +260,11 @@ def test_wrong_python_type_is_a_type_error() -> None:
 
 
 def test_many_is_lazy_and_numbered() -> None:
-    wires = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}, {"type": "NOPE"},
-             {"type": "TEXT_MESSAGE_END"}]
+    wires = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "NOPE"},
+        {"type": "TEXT_MESSAGE_END"},
+    ]
     iterator = decode_many(wires, start=10)
     assert next(iterator).event is not None
     assert next(iterator).warnings[0].index == 11
@@ -253,6 +301,11 @@ def test_decode_is_a_function_and_no_module_hides_behind_it() -> None:
     assert agui_pipes.decode is codecs.decode
     assert agui_pipes.DecodeError is codecs.DecodeError
     assert set(codecs.__all__) >= {
-        "decode", "decode_many", "decode_all", "Decoded", "DecodeError", "DecodeWarning",
+        "decode",
+        "decode_many",
+        "decode_all",
+        "Decoded",
+        "DecodeError",
+        "DecodeWarning",
         "event_type_names",
     }

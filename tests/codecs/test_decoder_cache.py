@@ -122,7 +122,8 @@ def test_permuted_key_orders_do_not_switch_the_relay_bypass_off_for_a_later_shap
     attacker = Relay(TransformerChain([]), fast_path=True)
     attack = permuted_chunks(builders.BUILDER_LIMIT + 100)
     assert attacker.feed(attack) == b"".join(
-        encode_sse(reference(p), fast_path=False) for p in attack  # type: ignore[arg-type]
+        encode_sse(reference(p), fast_path=False)
+        for p in attack  # type: ignore[arg-type]
     )
     other = Relay(TransformerChain([_PassToolStarts()]), fast_path=True)
     assert other.feed([_NEW_SHAPE, _NEW_SHAPE]) == (b"data: " + _NEW_SHAPE + b"\n\n") * 2

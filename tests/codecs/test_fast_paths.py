@@ -181,16 +181,16 @@ def test_decode_bytes_errors_are_unchanged(fast_path: bool) -> None:
 @paths
 @settings(max_examples=300, deadline=None)
 @given(streams(max_runs=2))
-def test_decode_bytes_builders_equal_checked_path(
-    fast_path: bool, events: list[BaseEvent]
-) -> None:
+def test_decode_bytes_builders_equal_checked_path(fast_path: bool, events: list[BaseEvent]) -> None:
     # every event of a generated stream, as bytes: the generated builders (or
     # the general path) must give exactly what the checked path gives
     lines = [event.model_dump_json(by_alias=True).encode() for event in events] + [
         # Defaults absent (the generated builders' case): what producers send.
         json.dumps(
-            {"type": event.type.value,
-             **event.model_dump(mode="json", by_alias=True, exclude_unset=True)},
+            {
+                "type": event.type.value,
+                **event.model_dump(mode="json", by_alias=True, exclude_unset=True),
+            },
             separators=(",", ":"),
         ).encode()
         for event in events
@@ -255,8 +255,12 @@ _pointer = st.one_of(
     st.integers(0, 3),
 )
 _OPS_KEYS = {
-    "add": ["path", "value"], "remove": ["path"], "replace": ["path", "value"],
-    "move": ["from", "path"], "copy": ["from", "path"], "test": ["path", "value"],
+    "add": ["path", "value"],
+    "remove": ["path"],
+    "replace": ["path", "value"],
+    "move": ["from", "path"],
+    "copy": ["from", "path"],
+    "test": ["path", "value"],
 }
 
 
@@ -281,11 +285,17 @@ def _patch_op(draw: st.DrawFn) -> Any:
 _OPEN_EVENTS = {
     "STATE_SNAPSHOT": {"snapshot": json_values},
     "STATE_DELTA": {"delta": st.lists(_patch_op(), max_size=4)},
-    "ACTIVITY_SNAPSHOT": {"messageId": text, "activityType": text,
-                          "content": st.dictionaries(text, json_values, max_size=3),
-                          "replace": st.booleans()},
-    "ACTIVITY_DELTA": {"messageId": text, "activityType": text,
-                       "patch": st.lists(_patch_op(), max_size=4)},
+    "ACTIVITY_SNAPSHOT": {
+        "messageId": text,
+        "activityType": text,
+        "content": st.dictionaries(text, json_values, max_size=3),
+        "replace": st.booleans(),
+    },
+    "ACTIVITY_DELTA": {
+        "messageId": text,
+        "activityType": text,
+        "patch": st.lists(_patch_op(), max_size=4),
+    },
     "RAW": {"event": json_values, "source": text},
     "CUSTOM": {"name": text, "value": json_values},
 }
@@ -406,8 +416,11 @@ def _encoded(event: BaseEvent, fast_path: bool) -> object:
 )
 def test_encode_open_values_equal_reference_path(kind: str, value: Any, metadata: Any) -> None:
     # metadata is validated (string keys); the other values are taken as they are
-    meta = metadata if isinstance(metadata, dict) and all(isinstance(k, str) for k in metadata) \
+    meta = (
+        metadata
+        if isinstance(metadata, dict) and all(isinstance(k, str) for k in metadata)
         else None
+    )
     ops = [
         {"op": "add", "path": "/a", "value": value},
         {"op": "move", "from": "/a", "path": "/b"},
@@ -447,11 +460,15 @@ def test_open_value_fallbacks_keep_the_reference_warnings(fast_path: bool) -> No
     assert len(event.delta) == 1
     assert event.delta[0].__pydantic_extra__ == {"note": "x"}
     with pytest.raises(DecodeError, match=r"delta\.0\.path"):
-        decode(b'{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a~2","value":1}]}',
-               fast_path=fast_path)
+        decode(
+            b'{"type":"STATE_DELTA","delta":[{"op":"add","path":"/a~2","value":1}]}',
+            fast_path=fast_path,
+        )
     with pytest.raises(DecodeError, match="nest deeper"):
-        decode(b'{"type":"STATE_SNAPSHOT","snapshot":' + b"[" * 1100 + b"]" * 1100 + b"}",
-               fast_path=fast_path)
+        decode(
+            b'{"type":"STATE_SNAPSHOT","snapshot":' + b"[" * 1100 + b"]" * 1100 + b"}",
+            fast_path=fast_path,
+        )
     deep = b'{"type":"STATE_SNAPSHOT","snapshot":' + b"[" * 1000 + b"]" * 1000 + b"}"
     snapshot = decode(deep, fast_path=fast_path).event
     assert snapshot is not None
@@ -479,8 +496,12 @@ def test_open_value_writer_leaves_unvalidated_operations_to_the_reference_path()
     # An operation built without validation may lack a field or hold an extra
     # one: the writer does not guess what pydantic makes of it.
     valid = StateDeltaEvent.model_validate(
-        {"delta": [{"op": "add", "path": "/a", "value": 1}, {"op": "copy", "from": "/a",
-                                                              "path": "/b"}]}
+        {
+            "delta": [
+                {"op": "add", "path": "/a", "value": 1},
+                {"op": "copy", "from": "/a", "path": "/b"},
+            ]
+        }
     )
     add_cls = type(valid.delta[0])
     partial = StateDeltaEvent.model_construct(delta=[add_cls.model_construct(path="/a")])
@@ -522,12 +543,20 @@ def _encoded_or_error(event: BaseEvent, fast_path: bool) -> bytes | tuple[str, s
 @pytest.mark.parametrize(
     "build",
     [
-        pytest.param(lambda v: TextMessageContentEvent(
-            message_id="m", delta="x", metadata={"a": v}), id="metadata"),
-        pytest.param(lambda v: TextMessageContentEvent(
-            message_id="m", delta="x", raw_event={"a": v}), id="raw-event"),
-        pytest.param(lambda v: ToolCallResultEvent(
-            message_id="m", tool_call_id="c", content="r", metadata={"a": v}), id="tool-result"),
+        pytest.param(
+            lambda v: TextMessageContentEvent(message_id="m", delta="x", metadata={"a": v}),
+            id="metadata",
+        ),
+        pytest.param(
+            lambda v: TextMessageContentEvent(message_id="m", delta="x", raw_event={"a": v}),
+            id="raw-event",
+        ),
+        pytest.param(
+            lambda v: ToolCallResultEvent(
+                message_id="m", tool_call_id="c", content="r", metadata={"a": v}
+            ),
+            id="tool-result",
+        ),
     ],
 )
 def test_a_value_json_cannot_carry_is_refused_on_both_paths(
@@ -562,8 +591,13 @@ _MESSAGES = {
     "system": {**_NAMED, "content": text},
     "developer": {**_NAMED, "content": text},
     "assistant": {**_NAMED, "content?": text, "toolCalls?": "toolCalls"},
-    "tool": {**_COMMON, "content": "content", "toolCallId": text, "error?": text,
-             "encryptedValue?": text},
+    "tool": {
+        **_COMMON,
+        "content": "content",
+        "toolCallId": text,
+        "error?": text,
+        "encryptedValue?": text,
+    },
     "activity": {**_COMMON, "activityType": text, "content": _objects},
     "reasoning": {**_COMMON, "content": text, "encryptedValue?": text},
 }
@@ -577,8 +611,12 @@ def _object(draw: st.DrawFn, tag_key: str, tags: dict[str, dict[str, Any]]) -> A
     fields = tags[tag]
     item: dict[str, Any] = {}
     if draw(st.integers(0, 40)):
-        item[tag_key] = tag if draw(st.integers(0, 40)) else draw(
-            st.sampled_from(["robot", "hologram", None, 7])  # unknown member / wrong type
+        item[tag_key] = (
+            tag
+            if draw(st.integers(0, 40))
+            else draw(
+                st.sampled_from(["robot", "hologram", None, 7])  # unknown member / wrong type
+            )
         )
     for key in draw(st.permutations(sorted(fields))):
         name = key.rstrip("?")
@@ -592,9 +630,11 @@ def _object(draw: st.DrawFn, tag_key: str, tags: dict[str, dict[str, Any]]) -> A
         elif spec == "source":
             item[name] = _object(draw, "type", _SOURCES)
         elif spec == "content":
-            item[name] = draw(text) if draw(st.booleans()) else [
-                _object(draw, "type", _PARTS) for _ in range(draw(st.integers(0, 2)))
-            ]
+            item[name] = (
+                draw(text)
+                if draw(st.booleans())
+                else [_object(draw, "type", _PARTS) for _ in range(draw(st.integers(0, 2)))]
+            )
         elif spec == "toolCalls":
             item[name] = [_tool_call(draw) for _ in range(draw(st.integers(0, 2)))]
         else:
@@ -605,8 +645,11 @@ def _object(draw: st.DrawFn, tag_key: str, tags: dict[str, dict[str, Any]]) -> A
 
 
 def _tool_call(draw: st.DrawFn) -> Any:
-    call: dict[str, Any] = {"id": draw(text), "type": "function",
-                            "function": {"name": draw(text), "arguments": draw(text)}}
+    call: dict[str, Any] = {
+        "id": draw(text),
+        "type": "function",
+        "function": {"name": draw(text), "arguments": draw(text)},
+    }
     if draw(st.booleans()):
         call["encryptedValue"] = draw(text)
     if draw(st.booleans()):
@@ -621,8 +664,12 @@ def _tool_call(draw: st.DrawFn) -> Any:
 @st.composite
 def _messages_wire(draw: st.DrawFn) -> dict[str, Any]:
     wire: dict[str, Any] = {"type": "MESSAGES_SNAPSHOT"}
-    optional = {"timestamp": st.integers(-(2**54), 2**54), "metadata": _objects,
-                "rawEvent": json_values, "unknownKey": json_values}
+    optional = {
+        "timestamp": st.integers(-(2**54), 2**54),
+        "metadata": _objects,
+        "rawEvent": json_values,
+        "unknownKey": json_values,
+    }
     for key in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=2)):
         wire[key] = draw(optional[key])
     if draw(st.integers(0, 30)):
@@ -711,16 +758,34 @@ def test_encode_messages_snapshots_with_exotic_values_equal_reference_path(
 
     meta = {"v": value}
     messages: list[dict[str, Any]] = [
-        {"id": "u", "role": "user", "content": [
-            {**_message_parts[0], **({"metadata": value} if where == "part" else {})},
-            _message_parts[1],
-        ], **({"metadata": meta} if where == "message" else {})},
-        {"id": "a", "role": "assistant", "content": "c", "toolCalls": [
-            {"id": "c", "type": "function", "function": {"name": "n", "arguments": "{}"},
-             **({"metadata": meta} if where == "call" else {})},
-        ]},
-        {"id": "x", "role": "activity", "activityType": "A",
-         "content": meta if where == "activity" else {}},
+        {
+            "id": "u",
+            "role": "user",
+            "content": [
+                {**_message_parts[0], **({"metadata": value} if where == "part" else {})},
+                _message_parts[1],
+            ],
+            **({"metadata": meta} if where == "message" else {}),
+        },
+        {
+            "id": "a",
+            "role": "assistant",
+            "content": "c",
+            "toolCalls": [
+                {
+                    "id": "c",
+                    "type": "function",
+                    "function": {"name": "n", "arguments": "{}"},
+                    **({"metadata": meta} if where == "call" else {}),
+                },
+            ],
+        },
+        {
+            "id": "x",
+            "role": "activity",
+            "activityType": "A",
+            "content": meta if where == "activity" else {},
+        },
     ]
     event = MessagesSnapshotEvent.model_validate(
         {"messages": messages, **({"rawEvent": value} if where == "event" else {})}
@@ -734,11 +799,24 @@ def test_message_models_built_without_validation_take_the_reference_path() -> No
     # another class: the writer does not guess what pydantic makes of them.
     from ag_ui.core import AssistantMessage, MessagesSnapshotEvent, ToolCall, UserMessage
 
-    valid = MessagesSnapshotEvent.model_validate({"messages": [
-        {"id": "u", "role": "user", "content": "hi"},
-        {"id": "a", "role": "assistant", "toolCalls": [
-            {"id": "c", "type": "function", "function": {"name": "n", "arguments": "{}"}}]},
-    ]})
+    valid = MessagesSnapshotEvent.model_validate(
+        {
+            "messages": [
+                {"id": "u", "role": "user", "content": "hi"},
+                {
+                    "id": "a",
+                    "role": "assistant",
+                    "toolCalls": [
+                        {
+                            "id": "c",
+                            "type": "function",
+                            "function": {"name": "n", "arguments": "{}"},
+                        }
+                    ],
+                },
+            ]
+        }
+    )
     user, assistant = valid.messages
     call = assistant.tool_calls[0]  # type: ignore[union-attr]
     odd: list[Any] = [
@@ -748,8 +826,14 @@ def test_message_models_built_without_validation_take_the_reference_path() -> No
         [UserMessage.model_construct(id="u", role="assistant", content="x")],
         [user, call],  # a tool call where a message belongs
         [AssistantMessage.model_construct(id="a", tool_calls=[call, user])],
-        [AssistantMessage.model_construct(id="a", tool_calls=[
-            ToolCall.model_construct(id="c", function={"name": "n", "arguments": "{}"})])],
+        [
+            AssistantMessage.model_construct(
+                id="a",
+                tool_calls=[
+                    ToolCall.model_construct(id="c", function={"name": "n", "arguments": "{}"})
+                ],
+            )
+        ],
         [UserMessage.model_construct(id="u", content=[call])],
         (user,),
     ]

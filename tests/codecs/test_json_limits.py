@@ -268,7 +268,10 @@ def test_values_past_pydantics_depth_encode_like_shallow_ones() -> None:
         event = CustomEvent(name="n", value=value, metadata={"k": [1, 2.5, None, "x"]})
         written = encode_json(event)
         assert orjson.loads(written) == {
-            "type": "CUSTOM", "metadata": {"k": [1, 2.5, None, "x"]}, "name": "n", "value": value
+            "type": "CUSTOM",
+            "metadata": {"k": [1, 2.5, None, "x"]},
+            "name": "n",
+            "value": value,
         }
         compact = json.dumps(orjson.loads(written), separators=(",", ":"), ensure_ascii=False)
         assert written == compact.encode()

@@ -16,9 +16,7 @@ from hypothesis import strategies as st
 
 from agui_pipes.codecs import NDJSONDecoder
 
-_line_text = st.text(
-    alphabet=st.sampled_from(list('{}":,ab01é✓€𝄞 \t\x0b\x0c')), max_size=24
-)
+_line_text = st.text(alphabet=st.sampled_from(list('{}":,ab01é✓€𝄞 \t\x0b\x0c')), max_size=24)
 _line = st.one_of(
     _line_text.map(lambda s: s.encode()),
     st.sampled_from([b"", b" ", b"\t \x0c", b"\r", b"  \r"]),  # blank and whitespace-only

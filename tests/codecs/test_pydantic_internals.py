@@ -101,8 +101,10 @@ def test_event_classes_carry_the_omission_hook_the_writers_strip() -> None:
     schema: Any = BaseEvent.__pydantic_core_schema__
     serialization = schema.get("serialization") if isinstance(schema, dict) else None
     assert isinstance(serialization, dict) and serialization.get("type") == "function-wrap", (
-        _changed("how ag_ui's BaseEvent installs its serializer (a function-wrap in the core "
-                 "schema's 'serialization')")
+        _changed(
+            "how ag_ui's BaseEvent installs its serializer (a function-wrap in the core "
+            "schema's 'serialization')"
+        )
     )
     for cls in (TextMessageContentEvent, ToolCallStartEvent, MessagesSnapshotEvent):
         core: Any = cls.__pydantic_core_schema__
@@ -120,9 +122,9 @@ def test_the_hook_free_serializer_writes_the_official_bytes() -> None:
     event = ToolCallStartEvent(tool_call_id="c", tool_call_name="t", parent_message_id="p")
     fast = build_fast(ToolCallStartEvent)
     assert fast is not None
-    written = fast.serializer.to_json(event, by_alias=True, exclude=set(fast.omittable_fields) - {
-        "parent_message_id"
-    })
+    written = fast.serializer.to_json(
+        event, by_alias=True, exclude=set(fast.omittable_fields) - {"parent_message_id"}
+    )
     assert written == event.model_dump_json(by_alias=True).encode(), _changed(
         "SchemaSerializer.to_json(by_alias=..., exclude=...) on a hook-free model schema"
     )

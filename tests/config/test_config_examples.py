@@ -29,7 +29,11 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "agui_pipes", *args],
-        capture_output=True, text=True, env=full_env, check=False, timeout=120,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        check=False,
+        timeout=120,
     )
 
 
@@ -98,10 +102,7 @@ def test_hide_internal_tools_leaves_no_trace() -> None:
 def test_tool_results_are_promoted_to_state() -> None:
     events = run_example("tool-results-to-state.yaml")
     state_events = [e for e in events if e["type"] in ("STATE_SNAPSHOT", "STATE_DELTA")]
-    original = [
-        json.loads(line) for line in RECORDED.read_text().splitlines()
-        if '"STATE_' in line
-    ]
+    original = [json.loads(line) for line in RECORDED.read_text().splitlines() if '"STATE_' in line]
     assert len(state_events) > len(original)
     result = consumed(events)
     assert result.state["forecast"] == {"saturday": "sunny, 24°C", "sunday": "showers, 19°C"}

@@ -35,9 +35,22 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     target = work / "site"
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--no-index", "--target", str(target), str(source)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     env = dict(os.environ)
@@ -49,7 +62,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agui_pipes", *args],
-        capture_output=True, text=True, env=env, check=False, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
     )
 
 
@@ -76,7 +93,12 @@ def test_installed_plugin_is_used_from_yaml(installed: dict[str, str], tmp_path:
 def test_plugin_own_unit_tests_pass(installed: dict[str, str]) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(PLUGIN / "tests")],
-        capture_output=True, text=True, env=installed, cwd=PLUGIN, check=False, timeout=300,
+        capture_output=True,
+        text=True,
+        env=installed,
+        cwd=PLUGIN,
+        check=False,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "3 passed" in done.stdout

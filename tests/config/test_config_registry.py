@@ -176,8 +176,9 @@ def test_broken_plugin_is_a_warning_naming_it_never_a_crash(plugins: Path) -> No
     with pytest.warns(PluginWarning) as record:
         specs = registry.specs()
     messages = [str(w.message) for w in record]
-    assert any("`broken_thing`" in m and "brokenplug" in m and "failed to load" in m
-               for m in messages)
+    assert any(
+        "`broken_thing`" in m and "brokenplug" in m and "failed to load" in m for m in messages
+    )
     assert any("`not_callable`" in m for m in messages)
     assert any("`verify`" in m and "already a built-in" in m for m in messages)
     names = [s.name for s in specs]
@@ -210,7 +211,11 @@ def test_cli_reports_a_broken_plugin_and_keeps_working(plugins: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugins), *sys.path])}
     done = subprocess.run(
         [sys.executable, "-m", "agui_pipes", "list"],
-        capture_output=True, text=True, env=env, check=False, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "agui-pipes: warning: transformer plugin `broken_thing`" in done.stderr

@@ -61,8 +61,14 @@ def kinds(events: list[BaseEvent]) -> list[str]:
 
 def test_chunks_expand_to_the_triad_closed_by_the_run_terminal() -> None:
     out = expand(run_events(text_chunks("m", "a", "b", role="user")))
-    assert kinds(out) == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
-                          "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED"]
+    assert kinds(out) == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
     start = out[1]
     assert isinstance(start, TextMessageStartEvent)
     assert start.role == "user"
@@ -75,9 +81,14 @@ def test_text_chunk_without_role_opens_an_assistant_message() -> None:
 
 def test_a_new_id_in_the_lane_closes_the_previous_item() -> None:
     out = expand(run_events(text_chunks("m1", "a") + text_chunks("m2", "b")))
-    assert kinds(out)[1:-1] == ["TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT",
-                                "TEXT_MESSAGE_END", "TEXT_MESSAGE_START",
-                                "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"]
+    assert kinds(out)[1:-1] == [
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+    ]
 
 
 def test_lanes_per_subagent_do_not_close_each_other() -> None:
@@ -113,8 +124,14 @@ def test_untagged_continuation_goes_to_the_only_open_lane_else_ambiguous() -> No
     out = expand([*run_started(), *sub, TextMessageChunkEvent(delta="more")])
     assert out[-1].message_id == "s"  # type: ignore[attr-defined]
     with pytest.raises(VerificationError) as info:
-        expand([*run_started(), *sub, *text_chunks("t", "z", subagent="s2"),
-                TextMessageChunkEvent(delta="which?")])
+        expand(
+            [
+                *run_started(),
+                *sub,
+                *text_chunks("t", "z", subagent="s2"),
+                TextMessageChunkEvent(delta="which?"),
+            ]
+        )
     assert info.value.rule is Rule.CHUNK_AMBIGUOUS
     assert "Ambiguous TEXT_MESSAGE_CHUNK" in str(info.value)
 
@@ -122,17 +139,37 @@ def test_untagged_continuation_goes_to_the_only_open_lane_else_ambiguous() -> No
 @pytest.mark.parametrize(
     ("events", "rule", "wording"),
     [
-        ([TextMessageChunkEvent(delta="x")], Rule.CHUNK_INCOMPLETE,
-         "First TEXT_MESSAGE_CHUNK must have a messageId"),
-        ([ToolCallChunkEvent(tool_call_id="c", delta="x")], Rule.CHUNK_INCOMPLETE,
-         "First TOOL_CALL_CHUNK must have a toolCallName"),
-        ([*text_chunks("m", "a", role="user"), TextMessageChunkEvent(delta="b", role="assistant")],
-         Rule.CHUNK_CONFLICT, "does not match the open stream's role"),
-        ([*tool_call_chunks("c", "search", "{"), ToolCallChunkEvent(tool_call_name="other")],
-         Rule.CHUNK_CONFLICT, "chunk toolCallName 'other' does not match"),
-        ([*text_chunks("m", "a", subagent="s1"),
-          TextMessageChunkEvent(message_id="m", delta="b", subagent_run_id="s2")],
-         Rule.OWNER_MISMATCH, "does not match the open stream's subagent 's1'"),
+        (
+            [TextMessageChunkEvent(delta="x")],
+            Rule.CHUNK_INCOMPLETE,
+            "First TEXT_MESSAGE_CHUNK must have a messageId",
+        ),
+        (
+            [ToolCallChunkEvent(tool_call_id="c", delta="x")],
+            Rule.CHUNK_INCOMPLETE,
+            "First TOOL_CALL_CHUNK must have a toolCallName",
+        ),
+        (
+            [
+                *text_chunks("m", "a", role="user"),
+                TextMessageChunkEvent(delta="b", role="assistant"),
+            ],
+            Rule.CHUNK_CONFLICT,
+            "does not match the open stream's role",
+        ),
+        (
+            [*tool_call_chunks("c", "search", "{"), ToolCallChunkEvent(tool_call_name="other")],
+            Rule.CHUNK_CONFLICT,
+            "chunk toolCallName 'other' does not match",
+        ),
+        (
+            [
+                *text_chunks("m", "a", subagent="s1"),
+                TextMessageChunkEvent(message_id="m", delta="b", subagent_run_id="s2"),
+            ],
+            Rule.OWNER_MISMATCH,
+            "does not match the open stream's subagent 's1'",
+        ),
     ],
 )
 def test_fatal_chunk_streams(events: list[BaseEvent], rule: Rule, wording: str) -> None:
@@ -143,10 +180,11 @@ def test_fatal_chunk_streams(events: list[BaseEvent], rule: Rule, wording: str) 
 
 
 def test_chunk_metadata_and_raw_event_are_carried() -> None:
-    events = [*run_started(),
-              TextMessageChunkEvent(message_id="m", delta="a", metadata={"k": 1},
-                                    raw_event={"r": 1}),
-              TextMessageChunkEvent(metadata={"k": 2})]
+    events = [
+        *run_started(),
+        TextMessageChunkEvent(message_id="m", delta="a", metadata={"k": 1}, raw_event={"r": 1}),
+        TextMessageChunkEvent(metadata={"k": 2}),
+    ]
     out = expand(events)
     assert out[1].metadata == {"k": 1}
     assert out[1].raw_event is None
@@ -161,8 +199,7 @@ def test_non_chunk_events_pass_as_the_same_object() -> None:
 
 # -- Verify stage --------------------------------------------------------------
 
-BROKEN = [*run_started(), TextMessageContentEvent(message_id="x", delta="?"),
-          *text("m", "after")]
+BROKEN = [*run_started(), TextMessageContentEvent(message_id="x", delta="?"), *text("m", "after")]
 
 
 def test_verify_stage_raise() -> None:
@@ -208,34 +245,63 @@ def test_verify_stage_fresh_per_run() -> None:
 
 
 def test_fold_tool_calls_results_and_placement() -> None:
-    events = run_events([
-        *text("a1", "Looking."),
-        *tool_call("c1", "search", '{"q":', '"x"}', result="found", parent_message_id="a1",
-                   result_message_id="t1"),
-        *text("a2", "Done."),
-    ])
+    events = run_events(
+        [
+            *text("a1", "Looking."),
+            *tool_call(
+                "c1",
+                "search",
+                '{"q":',
+                '"x"}',
+                result="found",
+                parent_message_id="a1",
+                result_message_id="t1",
+            ),
+            *text("a2", "Done."),
+        ]
+    )
     result = fold(events)
     assert [m["id"] for m in result.messages] == ["a1", "t1", "a2"]
     assert result.messages[0]["toolCalls"] == [
         {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"q":"x"}'}}
     ]
-    assert result.tool_calls == [{"id": "c1", "name": "search", "arguments": '{"q":"x"}',
-                                  "parentMessageId": "a1", "result": "found"}]
+    assert result.tool_calls == [
+        {
+            "id": "c1",
+            "name": "search",
+            "arguments": '{"q":"x"}',
+            "parentMessageId": "a1",
+            "result": "found",
+        }
+    ]
     assert result.outcome == "success"
     assert result.succeeded
 
 
 def test_fold_creates_the_parent_message_when_missing() -> None:
     result = fold(run_events(tool_call("c1", "t", parent_message_id="p")))
-    assert result.messages == [{"id": "p", "role": "assistant", "toolCalls": [
-        {"id": "c1", "type": "function", "function": {"name": "t", "arguments": ""}}]}]
+    assert result.messages == [
+        {
+            "id": "p",
+            "role": "assistant",
+            "toolCalls": [
+                {"id": "c1", "type": "function", "function": {"name": "t", "arguments": ""}}
+            ],
+        }
+    ]
     assert result.pending_tool_call_ids == ["c1"]
 
 
 def test_fold_outcomes_interrupts_usage_and_runs() -> None:
-    finished = decode({"type": "RUN_FINISHED", "threadId": "t", "runId": "r2", "outcome": {
-        "type": "interrupt", "interrupts": [{"id": "i1", "reason": "approval"}]},
-        "usage": [{"model": "m", "inputTokens": 3}]}).event
+    finished = decode(
+        {
+            "type": "RUN_FINISHED",
+            "threadId": "t",
+            "runId": "r2",
+            "outcome": {"type": "interrupt", "interrupts": [{"id": "i1", "reason": "approval"}]},
+            "usage": [{"model": "m", "inputTokens": 3}],
+        }
+    ).event
     assert finished is not None
     events = [*run_events(error="boom"), *run_started(run_id="r2"), finished]
     result = fold(events)
@@ -250,12 +316,24 @@ def test_fold_outcomes_interrupts_usage_and_runs() -> None:
 
 def test_fold_state_delta_atomic_and_failure_keeps_state() -> None:
     snapshot = decode({"type": "STATE_SNAPSHOT", "snapshot": {"n": 1, "items": []}}).event
-    good = decode({"type": "STATE_DELTA", "delta": [
-        {"op": "add", "path": "/items/-", "value": {"deep": 1}},
-        {"op": "replace", "path": "/n", "value": 2}]}).event
-    bad = decode({"type": "STATE_DELTA", "delta": [
-        {"op": "replace", "path": "/n", "value": 99},
-        {"op": "remove", "path": "/missing"}]}).event
+    good = decode(
+        {
+            "type": "STATE_DELTA",
+            "delta": [
+                {"op": "add", "path": "/items/-", "value": {"deep": 1}},
+                {"op": "replace", "path": "/n", "value": 2},
+            ],
+        }
+    ).event
+    bad = decode(
+        {
+            "type": "STATE_DELTA",
+            "delta": [
+                {"op": "replace", "path": "/n", "value": 99},
+                {"op": "remove", "path": "/missing"},
+            ],
+        }
+    ).event
     assert snapshot and good and bad
     result = fold([*run_started(), snapshot, good, bad])
     assert result.state == {"n": 2, "items": [{"deep": 1}]}
@@ -266,17 +344,34 @@ def test_fold_state_delta_atomic_and_failure_keeps_state() -> None:
 
 
 def test_fold_messages_snapshot_reconciles_and_keeps_client_only_messages() -> None:
-    snap = decode({"type": "MESSAGES_SNAPSHOT", "messages": [
-        {"id": "a", "role": "assistant", "content": "replaced"},
-        {"id": "n", "role": "user", "content": "new"}]}).event
-    activity = decode({"type": "ACTIVITY_SNAPSHOT", "messageId": "act", "activityType": "k",
-                       "content": {"x": 1}}).event
+    snap = decode(
+        {
+            "type": "MESSAGES_SNAPSHOT",
+            "messages": [
+                {"id": "a", "role": "assistant", "content": "replaced"},
+                {"id": "n", "role": "user", "content": "new"},
+            ],
+        }
+    ).event
+    activity = decode(
+        {"type": "ACTIVITY_SNAPSHOT", "messageId": "act", "activityType": "k", "content": {"x": 1}}
+    ).event
     assert snap and activity
-    events = [*run_started(), *text("a", "old"), *text("gone", "bye"), activity,
-              *reasoning("r", "hmm"), snap]
+    events = [
+        *run_started(),
+        *text("a", "old"),
+        *text("gone", "bye"),
+        activity,
+        *reasoning("r", "hmm"),
+        snap,
+    ]
     result = fold(events)
     assert [(m["id"], m.get("content")) for m in result.messages] == [
-        ("a", "replaced"), ("act", {"x": 1}), ("r", "hmm"), ("n", "new")]
+        ("a", "replaced"),
+        ("act", {"x": 1}),
+        ("r", "hmm"),
+        ("n", "new"),
+    ]
 
 
 def test_fold_result_is_a_copy() -> None:
@@ -387,9 +482,17 @@ class Op:
 
 def test_patch_semantics() -> None:
     doc: Any = {"a": [1, 2], "b": {"c": 1}}
-    doc = apply_patch(doc, [Op("add", "/a/0", 0), Op("move", "/b/c", from_="/a/2"),
-                            Op("copy", "/d", from_="/b"), Op("test", "/a", [0, 1]),
-                            Op("add", "/a/-", 9), Op("add", "/e~1f", 1)])
+    doc = apply_patch(
+        doc,
+        [
+            Op("add", "/a/0", 0),
+            Op("move", "/b/c", from_="/a/2"),
+            Op("copy", "/d", from_="/b"),
+            Op("test", "/a", [0, 1]),
+            Op("add", "/a/-", 9),
+            Op("add", "/e~1f", 1),
+        ],
+    )
     assert doc == {"a": [0, 1, 9], "b": {"c": 2}, "d": {"c": 2}, "e/f": 1}
     assert apply_patch(doc, [Op("replace", "", [1])]) == [1]
     assert apply_patch({"x": 1}, [Op("remove", "")]) is None
@@ -397,9 +500,16 @@ def test_patch_semantics() -> None:
 
 @pytest.mark.parametrize(
     "op",
-    [Op("remove", "/nope"), Op("replace", "/a/5", 1), Op("add", "/a/9", 1),
-     Op("add", "/z/y", 1), Op("test", "/flag", 1), Op("add", "/a/x", 1),
-     Op("move", "/q", from_="/nope"), Op("remove", "/a/-")],
+    [
+        Op("remove", "/nope"),
+        Op("replace", "/a/5", 1),
+        Op("add", "/a/9", 1),
+        Op("add", "/z/y", 1),
+        Op("test", "/flag", 1),
+        Op("add", "/a/x", 1),
+        Op("move", "/q", from_="/nope"),
+        Op("remove", "/a/-"),
+    ],
 )
 def test_patch_failures_roll_back(op: Op) -> None:
     doc = {"a": [1, 2], "flag": True, "k": "v"}
@@ -409,25 +519,41 @@ def test_patch_failures_roll_back(op: Op) -> None:
     assert doc == before
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=3),
-                    lambda inner: st.lists(inner, max_size=3)
-                    | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=3),
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+        ),
+        max_leaves=8,
+    )
+)
 def test_json_equal_is_reflexive_and_strict_about_booleans(value: Any) -> None:
     assert json_equal(value, value)
     assert not json_equal(True, 1)
     assert json_equal(1, 1.0)
 
 
-@given(st.lists(st.text(max_size=5), min_size=1, max_size=6),
-       st.lists(st.text(alphabet="{}:\"ab1", max_size=4), min_size=1, max_size=4),
-       st.sampled_from([None, "s1"]))
+@given(
+    st.lists(st.text(max_size=5), min_size=1, max_size=6),
+    st.lists(st.text(alphabet='{}:"ab1', max_size=4), min_size=1, max_size=4),
+    st.sampled_from([None, "s1"]),
+)
 def test_chunk_form_folds_like_the_explicit_form(
     deltas: list[str], args: list[str], owner: str | None
 ) -> None:
-    explicit = run_events([*text("m", *deltas, subagent=owner),
-                    *tool_call("c", "t", *args, parent_message_id="m", subagent=owner)])
-    chunked = run_events([*text_chunks("m", *deltas, subagent=owner),
-                   *tool_call_chunks("c", "t", *args, parent_message_id="m", subagent=owner)])
+    explicit = run_events(
+        [
+            *text("m", *deltas, subagent=owner),
+            *tool_call("c", "t", *args, parent_message_id="m", subagent=owner),
+        ]
+    )
+    chunked = run_events(
+        [
+            *text_chunks("m", *deltas, subagent=owner),
+            *tool_call_chunks("c", "t", *args, parent_message_id="m", subagent=owner),
+        ]
+    )
     assert fold(expand(chunked)).messages == fold(explicit).messages
     consumer = Consumer()
     consumer.push_many(chunked)
@@ -438,12 +564,18 @@ def test_lookups_follow_list_order_when_a_result_reuses_a_message_id() -> None:
     # The tool message "m3" is inserted *before* the assistant message "m3", so a
     # later reference to "m3" finds the tool message first (as the reference does):
     # a tool call naming it as parent gets a fresh assistant message of its own.
-    result = fold([
-        *run_started(),
-        *tool_call("c1", "search", parent_message_id="m2"),
-        *tool_call("c4", "search", parent_message_id="m3"),
-        ToolCallResultEvent(message_id="m3", tool_call_id="c1", content="ok"),
-        *tool_call("c9", "lookup", parent_message_id="m3"),
-    ])
+    result = fold(
+        [
+            *run_started(),
+            *tool_call("c1", "search", parent_message_id="m2"),
+            *tool_call("c4", "search", parent_message_id="m3"),
+            ToolCallResultEvent(message_id="m3", tool_call_id="c1", content="ok"),
+            *tool_call("c9", "lookup", parent_message_id="m3"),
+        ]
+    )
     assert [(m["id"], m["role"]) for m in result.messages] == [
-        ("m2", "assistant"), ("m3", "tool"), ("m3", "assistant"), ("c9", "assistant")]
+        ("m2", "assistant"),
+        ("m3", "tool"),
+        ("m3", "assistant"),
+        ("c9", "assistant"),
+    ]

@@ -59,8 +59,9 @@ def split_runs(events: list[BaseEvent]) -> list[list[BaseEvent]]:
 
 
 @_SETTINGS
-@given(events=streams(min_runs=1, max_runs=4, reopen=True, leading_run_error=True,
-                      late_run_error=True))
+@given(
+    events=streams(min_runs=1, max_runs=4, reopen=True, leading_run_error=True, late_run_error=True)
+)
 def test_history_folds_to_the_messages_and_state_of_all_runs(events: list[BaseEvent]) -> None:
     history = thread_history("thread-1", split_runs(events))
     expected = consumed(events)
@@ -137,22 +138,30 @@ def test_a_failed_run_keeps_its_messages_and_later_runs_follow() -> None:
     ]
     messages = consumed(thread_history("t", runs)).messages
     assert [(m["id"], m.get("content")) for m in messages] == [
-        ("u1", "hello"), ("a1", "hi"), ("u2", "go"), ("a2", "half"), ("u3", "again"),
+        ("u1", "hello"),
+        ("a1", "hi"),
+        ("u2", "go"),
+        ("a2", "half"),
+        ("u3", "again"),
         ("a3", "done"),
     ]
 
 
 def test_a_cut_run_keeps_what_it_produced() -> None:
-    cut = [RunStartedEvent(thread_id="t", run_id="r1"), *_say("a1", "par", close=False),
-           ToolCallStartEvent(tool_call_id="c1", tool_call_name="search")]
+    cut = [
+        RunStartedEvent(thread_id="t", run_id="r1"),
+        *_say("a1", "par", close=False),
+        ToolCallStartEvent(tool_call_id="c1", tool_call_name="search"),
+    ]
     result = consumed(thread_history("t", [cut, _run("r2")]))
     assert result.messages[0]["content"] == "par"
     assert [c["id"] for c in result.tool_calls] == ["c1"]
 
 
 def test_chunks_are_expanded_per_run() -> None:
-    run = _run("r1", TextMessageChunkEvent(message_id="m1", delta="a"),
-               TextMessageChunkEvent(delta="b"))
+    run = _run(
+        "r1", TextMessageChunkEvent(message_id="m1", delta="a"), TextMessageChunkEvent(delta="b")
+    )
     assert consumed(thread_history("t", [run])).messages == [
         {"id": "m1", "role": "assistant", "content": "ab"}
     ]

@@ -78,8 +78,9 @@ def depth(value: Any) -> int:
         if isinstance(item, dict | list):
             level += 1
             deepest = max(deepest, level)
-            stack.extend((child, level) for child in (
-                item.values() if isinstance(item, dict) else item))
+            stack.extend(
+                (child, level) for child in (item.values() if isinstance(item, dict) else item)
+            )
     return deepest
 
 
@@ -125,8 +126,7 @@ def codes(warnings: Any) -> list[str]:
 @pytest.mark.parametrize("copies", [22, 40])
 def test_the_reported_copy_amplification_is_refused_and_the_state_kept(copies: int) -> None:
     consumer = Consumer()
-    for event in [*RUN, StateSnapshotEvent(snapshot={"a": ["x"]}),
-                  delta(*[COPY_A] * copies), *END]:
+    for event in [*RUN, StateSnapshotEvent(snapshot={"a": ["x"]}), delta(*[COPY_A] * copies), *END]:
         consumer.push(event)
     result = consumer.finish()
 
@@ -164,9 +164,14 @@ async def test_consume_takes_limits_and_keeps_the_state_within_them() -> None:
 
 def test_a_snapshot_past_the_limits_is_skipped_like_a_delta() -> None:
     limits = Limits(max_nodes=10, max_bytes=60)
-    result = fold([StateSnapshotEvent(snapshot={"ok": 1}),
-                   StateSnapshotEvent(snapshot={"list": list(range(20))}),
-                   StateSnapshotEvent(snapshot={"text": "y" * 100})], limits=limits)
+    result = fold(
+        [
+            StateSnapshotEvent(snapshot={"ok": 1}),
+            StateSnapshotEvent(snapshot={"list": list(range(20))}),
+            StateSnapshotEvent(snapshot={"text": "y" * 100}),
+        ],
+        limits=limits,
+    )
     assert result.state == {"ok": 1}
     assert codes(result.warnings) == ["state-limit-exceeded"] * 2
     assert "Limits.max_nodes" in str(result.warnings[0])
@@ -190,12 +195,18 @@ def test_an_activity_document_is_bounded_too() -> None:
     events: list[BaseEvent] = [
         ActivitySnapshotEvent(message_id="act", activity_type="plan", content={"a": ["x"]}),
         ActivityDeltaEvent.model_validate(
-            {"messageId": "act", "activityType": "plan", "patch": [COPY_A] * 10}),
+            {"messageId": "act", "activityType": "plan", "patch": [COPY_A] * 10}
+        ),
         ActivityDeltaEvent.model_validate(
-            {"messageId": "act", "activityType": "plan",
-             "patch": [{"op": "add", "path": "/b", "value": 1}]}),
-        ActivitySnapshotEvent(message_id="big", activity_type="plan",
-                              content={"list": list(range(60))}),
+            {
+                "messageId": "act",
+                "activityType": "plan",
+                "patch": [{"op": "add", "path": "/b", "value": 1}],
+            }
+        ),
+        ActivitySnapshotEvent(
+            message_id="big", activity_type="plan", content={"list": list(range(60))}
+        ),
     ]
     result = fold(events, limits=limits)
     assert [m["id"] for m in result.messages] == ["act"]
@@ -205,12 +216,19 @@ def test_an_activity_document_is_bounded_too() -> None:
 
 def test_copying_or_moving_the_whole_document_into_itself() -> None:
     limits = Limits(max_nodes=40)
-    result = fold([StateSnapshotEvent(snapshot={"a": ["x"]}),
-                   delta({"op": "move", "from": "", "path": "/a/-"}),
-                   *[delta({"op": "copy", "from": "", "path": "/a/-"}) for _ in range(5)]],
-                  limits=limits)
-    assert codes(result.warnings) == ["state-patch-failed", "state-limit-exceeded",
-                                      "state-limit-exceeded"]
+    result = fold(
+        [
+            StateSnapshotEvent(snapshot={"a": ["x"]}),
+            delta({"op": "move", "from": "", "path": "/a/-"}),
+            *[delta({"op": "copy", "from": "", "path": "/a/-"}) for _ in range(5)],
+        ],
+        limits=limits,
+    )
+    assert codes(result.warnings) == [
+        "state-patch-failed",
+        "state-limit-exceeded",
+        "state-limit-exceeded",
+    ]
     assert nodes(result.state) == 24  # 3 -> 6 -> 12 -> 24; 48 would not fit in 40
     assert nodes(result.state) <= limits.max_nodes
 
@@ -226,8 +244,9 @@ def test_state_as_deep_as_max_depth_is_folded_and_deeper_is_refused() -> None:
     assert depth(result.state) == limit
     assert shape(result.state) == shape(deepest)
 
-    too_deep = fold([StateSnapshotEvent(snapshot={"ok": 1}),
-                     StateSnapshotEvent(snapshot=nested(2000))])
+    too_deep = fold(
+        [StateSnapshotEvent(snapshot={"ok": 1}), StateSnapshotEvent(snapshot=nested(2000))]
+    )
     assert too_deep.state == {"ok": 1}
     assert codes(too_deep.warnings) == ["state-limit-exceeded"]
     assert "Limits.max_depth = 1,024" in str(too_deep.warnings[0])
@@ -236,10 +255,14 @@ def test_state_as_deep_as_max_depth_is_folded_and_deeper_is_refused() -> None:
 def test_a_patch_that_would_nest_past_max_depth_is_refused() -> None:
     start = {"a": nested(1000)}
     deep_path = "/a" + "/0" * 999  # the innermost array
-    result = fold([StateSnapshotEvent(snapshot=start),
-                   delta({"op": "copy", "from": "/a", "path": deep_path + "/-"}),
-                   delta({"op": "add", "path": "/b", "value": nested(1024)}),
-                   delta({"op": "add", "path": "/c", "value": nested(1020)})])
+    result = fold(
+        [
+            StateSnapshotEvent(snapshot=start),
+            delta({"op": "copy", "from": "/a", "path": deep_path + "/-"}),
+            delta({"op": "add", "path": "/b", "value": nested(1024)}),
+            delta({"op": "add", "path": "/c", "value": nested(1020)}),
+        ]
+    )
     assert codes(result.warnings) == ["state-limit-exceeded"] * 2
     assert all("Limits.max_depth" in str(w) for w in result.warnings)
     assert set(result.state) == {"a", "c"}
@@ -302,8 +325,11 @@ def _reference(document: Any, program: list[list[dict[str, Any]]], max_nodes: in
         outcome = None
         for operation in operations:
             try:
-                source = (jsonpatch.JsonPointer(operation["from"]).resolve(candidate)
-                          if operation["op"] == "copy" else None)
+                source = (
+                    jsonpatch.JsonPointer(operation["from"]).resolve(candidate)
+                    if operation["op"] == "copy"
+                    else None
+                )
                 candidate = jsonpatch.JsonPatch([operation]).apply(candidate, in_place=False)
             except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
                 outcome = "state-patch-failed"
@@ -373,9 +399,11 @@ def test_state_diff_skips_an_amplifying_delta_like_the_client_and_diffs_correctl
     stage = StateDiff(limits=limits)
     final = {"a": ["x"], "n": 1, "notes": "x" * 100}
     events: list[BaseEvent] = [
-        *RUN, StateSnapshotEvent(snapshot={"a": ["x"], "n": 0, "notes": "x" * 100}),
+        *RUN,
+        StateSnapshotEvent(snapshot={"a": ["x"], "n": 0, "notes": "x" * 100}),
         delta(*[COPY_A] * 22),
-        StateSnapshotEvent(snapshot=final), *END,
+        StateSnapshotEvent(snapshot=final),
+        *END,
     ]
     out = _through(stage, events)
 
@@ -389,8 +417,15 @@ def test_state_diff_skips_an_amplifying_delta_like_the_client_and_diffs_correctl
 def test_state_diff_passes_a_snapshot_past_the_limits_and_keeps_its_baseline() -> None:
     stage = StateDiff(limits=Limits(max_nodes=20))
     big = StateSnapshotEvent(snapshot={"list": list(range(50))})
-    out = _through(stage, [*RUN, StateSnapshotEvent(snapshot={"a": 1, "b": "x" * 30}), big,
-                           StateSnapshotEvent(snapshot={"a": 2, "b": "x" * 30})])
+    out = _through(
+        stage,
+        [
+            *RUN,
+            StateSnapshotEvent(snapshot={"a": 1, "b": "x" * 30}),
+            big,
+            StateSnapshotEvent(snapshot={"a": 2, "b": "x" * 30}),
+        ],
+    )
     assert out[2] is big
     assert isinstance(out[3], StateDeltaEvent)
     assert codes(stage.warnings) == ["state-limit-exceeded"]
@@ -415,8 +450,11 @@ def test_tool_result_to_state_at_follows_the_state_within_the_limits() -> None:
     limits = Limits(max_nodes=100)
     stage = ToolResultToState.at("search", "/results", limits=limits)
     events: list[BaseEvent] = [
-        *RUN, StateSnapshotEvent(snapshot={"a": ["x"]}), delta(*[COPY_A] * 30),
-        *_call("c1", "search", json.dumps(["hit"])), *END,
+        *RUN,
+        StateSnapshotEvent(snapshot={"a": ["x"]}),
+        delta(*[COPY_A] * 30),
+        *_call("c1", "search", json.dumps(["hit"])),
+        *END,
     ]
     out = _through(stage, events)
     assert codes(stage.warnings) == ["state-limit-exceeded"]
@@ -429,12 +467,20 @@ def test_tool_result_to_state_at_follows_the_state_within_the_limits() -> None:
 
 def test_tool_result_to_state_makes_no_state_event_from_a_result_past_the_limits() -> None:
     limits = Limits(max_nodes=20, max_depth=10)
-    for stage in (ToolResultToState.snapshot("plan", limits=limits),
-                  ToolResultToState.at("plan", "/plan", limits=limits)):
-        out = _through(stage, [*RUN, *_call("c1", "plan", json.dumps(list(range(30)))),
-                               *_call("c2", "plan", json.dumps(nested(11))), *END])
-        assert not [e for e in out if e.type in (EventType.STATE_SNAPSHOT,
-                                                   EventType.STATE_DELTA)]
+    for stage in (
+        ToolResultToState.snapshot("plan", limits=limits),
+        ToolResultToState.at("plan", "/plan", limits=limits),
+    ):
+        out = _through(
+            stage,
+            [
+                *RUN,
+                *_call("c1", "plan", json.dumps(list(range(30)))),
+                *_call("c2", "plan", json.dumps(nested(11))),
+                *END,
+            ],
+        )
+        assert not [e for e in out if e.type in (EventType.STATE_SNAPSHOT, EventType.STATE_DELTA)]
         assert codes(stage.warnings) == ["tool-result-too-large"] * 2
         assert "Limits.max_nodes = 20" in str(stage.warnings[0])
         assert "Limits.max_depth = 10" in str(stage.warnings[1])
@@ -448,8 +494,9 @@ def test_tool_result_to_state_replacing_keeps_its_limits() -> None:
 
 # -- the driver -----------------------------------------------------------------------
 
-INPUT = RunAgentInput(thread_id="t", run_id="r", state=None, messages=[], tools=[],
-                      context=[], forwarded_props=None)
+INPUT = RunAgentInput(
+    thread_id="t", run_id="r", state=None, messages=[], tools=[], context=[], forwarded_props=None
+)
 
 
 @pytest.mark.anyio
@@ -480,8 +527,11 @@ async def test_the_driver_fails_a_run_whose_state_events_would_cross_its_limits(
         return RunOutcome.success()
 
     events = await collect(agent, INPUT, limits=Limits(max_nodes=1000))
-    assert [e.type for e in events] == [EventType.RUN_STARTED, EventType.STATE_SNAPSHOT,
-                                        EventType.RUN_ERROR]
+    assert [e.type for e in events] == [
+        EventType.RUN_STARTED,
+        EventType.STATE_SNAPSHOT,
+        EventType.RUN_ERROR,
+    ]
     error = events[-1]
     assert getattr(error, "code", None) == "PROTOCOL_VIOLATION"
     assert "limit-exceeded" in error.message  # type: ignore[attr-defined]
@@ -503,7 +553,7 @@ async def test_stages_built_by_the_driver_default_to_the_runs_limits() -> None:
     assert [stage.limits.max_nodes for stage in built] == [33]
 
 
-@pytest.mark.parametrize("result", ["NaN", '{"x": Infinity}', '[1e400]', "[" * 1100 + "]" * 1100])
+@pytest.mark.parametrize("result", ["NaN", '{"x": Infinity}', "[1e400]", "[" * 1100 + "]" * 1100])
 def test_tool_result_to_state_refuses_non_portable_json_as_a_warning(result: str) -> None:
     # A state event made from NaN, an overflowing number or nesting past the one depth
     # limit could not be written by any encoder: the stage passes the result on and warns.

@@ -51,9 +51,7 @@ def test_no_module_has_two_entries() -> None:
 
 def test_every_named_path_exists() -> None:
     text = PAGE.read_text(encoding="utf-8")
-    stale = sorted(
-        {path for path in _MENTION.findall(text) if not (ROOT / path).exists()}
-    )
+    stale = sorted({path for path in _MENTION.findall(text) if not (ROOT / path).exists()})
     assert not stale, (
         "docs/architecture.md names paths that do not exist (renamed or removed?): "
         + ", ".join(stale)

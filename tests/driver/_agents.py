@@ -63,9 +63,7 @@ class Approver:
     async def run(self, ctx: RunContext[Any]) -> RunOutcome:
         answer = ctx.resume_for("delete-everything")
         if answer is None:
-            return RunOutcome.interrupt(
-                [Interrupt(id="delete-everything", reason="tool_approval")]
-            )
+            return RunOutcome.interrupt([Interrupt(id="delete-everything", reason="tool_approval")])
         if answer.status == "resolved":
             ctx.say("Done.")
         else:

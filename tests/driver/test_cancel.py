@@ -280,9 +280,7 @@ async def test_transformers_as_a_factory_or_a_single_stage() -> None:
 
     assert (await collect(noop, INPUT, transformers=factory))[-1].type is EventType.RUN_FINISHED
     assert len(built) == 1
-    assert (await collect(noop, INPUT, transformers=Passing()))[-1].type is (
-        EventType.RUN_FINISHED
-    )
+    assert (await collect(noop, INPUT, transformers=Passing()))[-1].type is (EventType.RUN_FINISHED)
 
 
 async def test_an_outer_cancel_scope_stops_consumer_and_agent() -> None:

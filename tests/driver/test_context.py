@@ -45,7 +45,10 @@ async def test_a_message_ends_when_an_exception_unwinds_its_scope() -> None:
     events = await collect(agent, INPUT)
 
     assert types(events) == [
-        T.RUN_STARTED, T.TEXT_MESSAGE_START, T.TEXT_MESSAGE_CONTENT, T.TEXT_MESSAGE_END,
+        T.RUN_STARTED,
+        T.TEXT_MESSAGE_START,
+        T.TEXT_MESSAGE_CONTENT,
+        T.TEXT_MESSAGE_END,
         T.RUN_ERROR,
     ]
     assert isinstance(events[-1], RunErrorEvent)
@@ -61,8 +64,13 @@ async def test_a_step_finishes_on_an_early_error() -> None:
     events = await collect(agent, INPUT)
 
     assert types(events) == [
-        T.RUN_STARTED, T.STEP_STARTED, T.TOOL_CALL_START, T.TOOL_CALL_ARGS, T.TOOL_CALL_END,
-        T.STEP_FINISHED, T.RUN_ERROR,
+        T.RUN_STARTED,
+        T.STEP_STARTED,
+        T.TOOL_CALL_START,
+        T.TOOL_CALL_ARGS,
+        T.TOOL_CALL_END,
+        T.STEP_FINISHED,
+        T.RUN_ERROR,
     ]
 
 
@@ -82,9 +90,15 @@ async def test_tool_calls_stream_arguments_and_answer_with_results() -> None:
     events = await collect(agent, INPUT)
 
     assert types(events)[4:] == [
-        T.TOOL_CALL_START, T.TOOL_CALL_ARGS, T.TOOL_CALL_ARGS, T.TOOL_CALL_END,
+        T.TOOL_CALL_START,
+        T.TOOL_CALL_ARGS,
+        T.TOOL_CALL_ARGS,
+        T.TOOL_CALL_END,
         T.TOOL_CALL_RESULT,
-        T.TOOL_CALL_START, T.TOOL_CALL_ARGS, T.TOOL_CALL_END, T.TOOL_CALL_RESULT,
+        T.TOOL_CALL_START,
+        T.TOOL_CALL_ARGS,
+        T.TOOL_CALL_END,
+        T.TOOL_CALL_RESULT,
         T.RUN_FINISHED,
     ]
     results = [e for e in events if isinstance(e, ToolCallResultEvent)]
@@ -105,7 +119,11 @@ async def test_a_tool_result_closes_open_arguments_first() -> None:
 
     events = await collect(agent, INPUT)
     assert types(events) == [
-        T.RUN_STARTED, T.TOOL_CALL_START, T.TOOL_CALL_END, T.TOOL_CALL_RESULT, T.RUN_FINISHED
+        T.RUN_STARTED,
+        T.TOOL_CALL_START,
+        T.TOOL_CALL_END,
+        T.TOOL_CALL_RESULT,
+        T.RUN_FINISHED,
     ]
 
 
@@ -138,10 +156,17 @@ async def test_reasoning_spans_hold_several_messages() -> None:
 
     events = await collect(agent, INPUT)
     assert types(events) == [
-        T.RUN_STARTED, T.REASONING_START,
-        T.REASONING_MESSAGE_START, T.REASONING_MESSAGE_CONTENT, T.REASONING_MESSAGE_END,
-        T.REASONING_MESSAGE_START, T.REASONING_MESSAGE_CONTENT, T.REASONING_MESSAGE_CONTENT,
-        T.REASONING_MESSAGE_END, T.REASONING_END, T.RUN_FINISHED,
+        T.RUN_STARTED,
+        T.REASONING_START,
+        T.REASONING_MESSAGE_START,
+        T.REASONING_MESSAGE_CONTENT,
+        T.REASONING_MESSAGE_END,
+        T.REASONING_MESSAGE_START,
+        T.REASONING_MESSAGE_CONTENT,
+        T.REASONING_MESSAGE_CONTENT,
+        T.REASONING_MESSAGE_END,
+        T.REASONING_END,
+        T.RUN_FINISHED,
     ]
 
 
@@ -204,7 +229,8 @@ async def test_a_scope_tags_what_goes_through_it_and_nests() -> None:
     finished = next(e for e in events if isinstance(e, SubagentFinishedEvent))
     assert finished.outcome is not None
     assert finished.model_dump(by_alias=True, exclude_none=True)["outcome"] == {
-        "type": "suspended", "interruptIds": ["approve-1"]
+        "type": "suspended",
+        "interruptIds": ["approve-1"],
     }
     assert events[-1].type is T.RUN_FINISHED
 
@@ -298,9 +324,7 @@ async def test_the_state_baseline_follows_what_left_the_pipeline() -> None:
         ctx.update_state(lambda s: {**s, "n": 2})
         return RunOutcome.success()
 
-    events = await collect(
-        agent, INPUT, transformers=[FunctionTransformer(drop_first_snapshot)]
-    )
+    events = await collect(agent, INPUT, transformers=[FunctionTransformer(drop_first_snapshot)])
 
     published = state_events(events)
     # The client never saw the first snapshot, so the second publish cannot be a
@@ -348,7 +372,9 @@ async def test_resume_answers_and_input_echo() -> None:
         return RunOutcome.success()
 
     run_input = {
-        "threadId": "t", "runId": "r", "parentRunId": "r0",
+        "threadId": "t",
+        "runId": "r",
+        "parentRunId": "r0",
         "messages": [{"id": "u1", "role": "user", "content": "hi"}],
         "resume": [{"interruptId": "a", "status": "resolved", "payload": {"ok": True}}],
     }

@@ -145,7 +145,9 @@ async def test_a_verifier_rejection_is_protocol_violation_and_sticky() -> None:
     assert "duplicate-start" in error.message
     assert [c.rule for c in caught] == [Rule.DUPLICATE_START, Rule.DUPLICATE_START]
     assert [e.type for e in events] == [
-        EventType.RUN_STARTED, EventType.TEXT_MESSAGE_START, EventType.RUN_ERROR
+        EventType.RUN_STARTED,
+        EventType.TEXT_MESSAGE_START,
+        EventType.RUN_ERROR,
     ]
 
 
@@ -326,7 +328,12 @@ def test_error_routing_helpers() -> None:
     assert str(wrapped) == "agent error: boom"
     assert RunError.agent("plain text").message == "agent error: plain text"
     assert {c.value for c in ErrorCode} == {
-        "PROTOCOL", "SERIALIZATION", "PROTOCOL_VIOLATION", "CANCELLED", "DISCONNECTED",
-        "AGENT_ERROR", "EVENT_BUFFER_FULL",
+        "PROTOCOL",
+        "SERIALIZATION",
+        "PROTOCOL_VIOLATION",
+        "CANCELLED",
+        "DISCONNECTED",
+        "AGENT_ERROR",
+        "EVENT_BUFFER_FULL",
     }
     assert RunError.violation("x").rule is None

@@ -164,11 +164,17 @@ async def test_an_ended_message_refuses_a_delta_of_any_type() -> None:
         call = ctx.tool_call("search")
         call.end()
         for bad in ("late", 5):
-            with pytest.raises(RunError, match=r"message 'r-msg-1' already ended, so it cannot "
-                               r"take more content; open a new one"):
+            with pytest.raises(
+                RunError,
+                match=r"message 'r-msg-1' already ended, so it cannot "
+                r"take more content; open a new one",
+            ):
                 message.delta(bad)
-            with pytest.raises(RunError, match=r"tool call 'r-call-1' already ended, so it "
-                               r"cannot take more arguments"):
+            with pytest.raises(
+                RunError,
+                match=r"tool call 'r-call-1' already ended, so it "
+                r"cannot take more arguments",
+            ):
                 call.args(bad)
         return RunOutcome.success()
 

@@ -30,16 +30,24 @@ from ._agents import INPUT
 
 pytestmark = pytest.mark.anyio
 
-FILTER = "  - type: filter_tool_calls\n    deny: [\"internal_*\"]\n"
+FILTER = '  - type: filter_tool_calls\n    deny: ["internal_*"]\n'
 
 
 async def _interleaved(ctx: RunContext[Any]) -> RunOutcome:
-    ctx.emit(ToolCallStartEvent(tool_call_id="internal-call-7", tool_call_name="internal_lookup",
-                                parent_message_id="resp-1"))
+    ctx.emit(
+        ToolCallStartEvent(
+            tool_call_id="internal-call-7",
+            tool_call_name="internal_lookup",
+            parent_message_id="resp-1",
+        )
+    )
     ctx.emit(ToolCallArgsEvent(tool_call_id="internal-call-7", delta='{"acct":'))
     ctx.emit(ToolCallEndEvent(tool_call_id="internal-call-7"))
-    ctx.emit(ToolCallStartEvent(tool_call_id="call-9", tool_call_name="search",
-                                parent_message_id="resp-1"))
+    ctx.emit(
+        ToolCallStartEvent(
+            tool_call_id="call-9", tool_call_name="search", parent_message_id="resp-1"
+        )
+    )
     ctx.emit(ToolCallArgsEvent(tool_call_id="internal-call-7", delta=' "A-1"}'))
     ctx.emit(ToolCallArgsEvent(tool_call_id="call-9", delta="{}"))
     ctx.emit(ToolCallEndEvent(tool_call_id="call-9"))

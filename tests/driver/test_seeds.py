@@ -130,6 +130,7 @@ async def test_until_cancelled_abandons_an_in_flight_await_when_the_token_trips(
 
     async def slow(ctx: RunContext[Any]) -> RunOutcome:
         async with anyio.create_task_group() as tg:
+
             async def trip() -> None:
                 await anyio.sleep(0.01)
                 ctx.cancel_token.cancel()
@@ -185,8 +186,11 @@ async def test_the_approver_interrupts_then_acts_on_the_answer() -> None:
 
     resolved = await collect(
         Approver(),
-        {"threadId": "t", "runId": "r2",
-         "resume": [{"interruptId": "delete-everything", "status": "resolved"}]},
+        {
+            "threadId": "t",
+            "runId": "r2",
+            "resume": [{"interruptId": "delete-everything", "status": "resolved"}],
+        },
     )
     assert said(resolved) == ["Done."]
     assert isinstance(resolved[-1], RunFinishedEvent)
@@ -194,8 +198,11 @@ async def test_the_approver_interrupts_then_acts_on_the_answer() -> None:
 
     declined = await collect(
         Approver(),
-        {"threadId": "t", "runId": "r3",
-         "resume": [{"interruptId": "delete-everything", "status": "cancelled"}]},
+        {
+            "threadId": "t",
+            "runId": "r3",
+            "resume": [{"interruptId": "delete-everything", "status": "cancelled"}],
+        },
     )
     assert said(declined) == ["Cancelled."]
     assert declined[-1].type is EventType.RUN_FINISHED
@@ -209,9 +216,7 @@ async def test_the_supervisor_attributes_nested_subagents() -> None:
         ("planner", "r-sub-1", None),
         ("estimator", "r-sub-2", "r-sub-1"),
     ]
-    texts = [
-        (e.delta, e.subagent_run_id) for e in events if isinstance(e, TextMessageContentEvent)
-    ]
+    texts = [(e.delta, e.subagent_run_id) for e in events if isinstance(e, TextMessageContentEvent)]
     assert texts == [
         ("Two tasks: scope, then risks.", "r-sub-1"),
         ("About a day each.", "r-sub-2"),

@@ -77,9 +77,7 @@ def chains(tmp_path: Path) -> dict[str, str]:
         ("mapping", "".join(" " * i + f"k{i}:\n" for i in range(1200))),
     ],
 )
-def test_deeply_nested_chain_file_is_a_config_error(
-    tmp_path: Path, name: str, text: str
-) -> None:
+def test_deeply_nested_chain_file_is_a_config_error(tmp_path: Path, name: str, text: str) -> None:
     path = tmp_path / f"deep-{name}.yaml"
     path.write_text(text)
     outcome = run_cli("check", str(path))
@@ -117,9 +115,7 @@ def test_a_chain_file_with_too_many_values_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["check", "run"])
-def test_an_oversize_chain_file_is_refused_naming_the_cap(
-    tmp_path: Path, command: str
-) -> None:
+def test_an_oversize_chain_file_is_refused_naming_the_cap(tmp_path: Path, command: str) -> None:
     path = tmp_path / "big.yaml"
     path.write_text(PASS_CHAIN + "# " + "x" * (1024 * 1024) + "\n")
     args = [str(path)] if command == "check" else ["--config", str(path), "-"]
@@ -201,9 +197,7 @@ def test_an_input_of_only_unknown_event_types_has_no_events(chains: dict[str, st
 
 
 @pytest.mark.parametrize("quiet", [[], ["--quiet"]])
-def test_a_rejected_verify_prints_exactly_the_rejection(
-    tmp_path: Path, quiet: list[str]
-) -> None:
+def test_a_rejected_verify_prints_exactly_the_rejection(tmp_path: Path, quiet: list[str]) -> None:
     path = tmp_path / "bad.ndjson"
     path.write_bytes(ndjson([START, TEXT_START, MALFORMED, TEXT_END, FINISH]))
     outcome = run_cli("verify", *quiet, str(path))
@@ -316,12 +310,19 @@ def silent_upstream(head: bytes = b"") -> Iterator[str]:
 
 
 def run_through(url: str) -> list[dict[str, Any]]:
-    body = {"threadId": "t", "runId": "r", "messages": [], "tools": [], "context": [],
-            "state": {}, "forwardedProps": {}}
+    body = {
+        "threadId": "t",
+        "runId": "r",
+        "messages": [],
+        "tools": [],
+        "context": [],
+        "state": {},
+        "forwardedProps": {},
+    }
     response = httpx.post(url, json=body, timeout=30)
     assert response.status_code == 200
     return [
-        json.loads(line[len("data: "):])
+        json.loads(line[len("data: ") :])
         for line in response.text.splitlines()
         if line.startswith("data: ")
     ]
@@ -339,8 +340,10 @@ def test_gateway_upstream_silent_before_answering_is_not_a_connect_timeout() -> 
 
 def test_gateway_upstream_silent_mid_stream_says_how_long_and_after_what() -> None:
     frame = b"data: " + json.dumps(START).encode() + b"\n\n"
-    head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"transfer-encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(frame), frame))
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(frame), frame)
+    )
     with silent_upstream(head) as upstream, serve_gateway(upstream, "--timeout", "0.5") as gw:
         events = run_through(gw.url)
     assert [e["type"] for e in events] == ["RUN_STARTED", "RUN_ERROR"]

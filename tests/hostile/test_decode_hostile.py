@@ -125,7 +125,7 @@ def _run_error(gateway_url: str) -> dict[str, object]:
     )
     assert response.status_code == 200, response.text
     events = [
-        json.loads(line[len("data: "):])
+        json.loads(line[len("data: ") :])
         for line in response.text.splitlines()
         if line.startswith("data: ")
     ]

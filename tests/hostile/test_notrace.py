@@ -23,15 +23,22 @@ def _frames(events: list[dict[str, Any]]) -> bytes:
 
 
 def _stream(tokens: int) -> bytes:
-    history = [
-        {"type": "human", "id": f"h{i}", "content": "x" * 2000} for i in range(100)
-    ]
+    history = [{"type": "human", "id": f"h{i}", "content": "x" * 2000} for i in range(100)]
     messages = [
         *history,
-        {"type": "ai", "id": "ai1", "content": "",
-         "tool_calls": [{"id": "call_int", "name": "internal_ledger", "args": {}}]},
-        {"type": "tool", "id": "t1", "tool_call_id": "call_int", "name": "internal_ledger",
-         "content": SECRET},
+        {
+            "type": "ai",
+            "id": "ai1",
+            "content": "",
+            "tool_calls": [{"id": "call_int", "name": "internal_ledger", "args": {}}],
+        },
+        {
+            "type": "tool",
+            "id": "t1",
+            "tool_call_id": "call_int",
+            "name": "internal_ledger",
+            "content": SECRET,
+        },
         {"type": "ai", "id": "ai2", "content": ""},
     ]
     answer = len(messages) - 1
@@ -39,10 +46,13 @@ def _stream(tokens: int) -> bytes:
         {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
         {"type": "STATE_SNAPSHOT", "snapshot": {"messages": messages}},
         *(
-            {"type": "STATE_DELTA", "delta": [
-                {"op": "replace", "path": f"/messages/{answer}/content", "value": f"t{i}"},
-                {"op": "add", "path": "/tokens", "value": i},
-            ]}
+            {
+                "type": "STATE_DELTA",
+                "delta": [
+                    {"op": "replace", "path": f"/messages/{answer}/content", "value": f"t{i}"},
+                    {"op": "add", "path": "/tokens", "value": i},
+                ],
+            }
             for i in range(tokens)
         ),
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
@@ -55,8 +65,8 @@ def test_streaming_into_the_state_after_a_removed_call_is_not_amplified(
 ) -> None:
     chain = tmp_path / "chain.yaml"
     chain.write_text(
-        "transformers:\n  - type: filter_tool_calls\n    deny: [\"internal_*\"]\n"
-        "    state_messages: [\"/messages\"]\n"
+        'transformers:\n  - type: filter_tool_calls\n    deny: ["internal_*"]\n'
+        '    state_messages: ["/messages"]\n'
     )
     body = _stream(2000)
     with serve_bytes(body) as upstream, serve_gateway(upstream, "--config", str(chain)) as gw:

@@ -69,12 +69,20 @@ def test_the_gateway_answers_upstream_malformed_for_an_oversize_frame() -> None:
     with serve_bytes(_BODIES["sse"]) as upstream, serve_gateway(upstream) as gateway:
         response = httpx.post(
             gateway.url,
-            json={"threadId": "t", "runId": "r", "messages": [], "state": {}, "tools": [],
-                  "context": [], "forwardedProps": {}},
+            json={
+                "threadId": "t",
+                "runId": "r",
+                "messages": [],
+                "state": {},
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            },
             timeout=60,
         )
-    events = [json.loads(line[6:]) for line in response.text.splitlines()
-              if line.startswith("data: ")]
+    events = [
+        json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")
+    ]
     assert [e["type"] for e in events] == ["RUN_STARTED", "TEXT_MESSAGE_START", "RUN_ERROR"]
     assert events[-1]["code"] == "UPSTREAM_MALFORMED"
     assert "exceeds the size cap" in events[-1]["message"]

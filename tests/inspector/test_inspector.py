@@ -76,9 +76,9 @@ def get(client: TestClient, url: str, status: int = 200) -> Any:
 
 
 def test_runs_lists_the_file_as_run_0(demo: TestClient) -> None:
-    assert get(demo, "/api/runs") == {"runs": [
-        {"id": "0", "label": "demo", "events": 141, "live": False, "outcome": "finished"}
-    ]}
+    assert get(demo, "/api/runs") == {
+        "runs": [{"id": "0", "label": "demo", "events": 141, "live": False, "outcome": "finished"}]
+    }
 
 
 def test_summary_of_the_demo_stream(demo: TestClient) -> None:
@@ -124,7 +124,8 @@ def test_ticks_are_the_deltas(demo: TestClient) -> None:
     lanes = {lane["id"]: lane for lane in get(demo, "/api/runs/0/summary")["lanes"]}
     final = lanes["message:demo-run-msg-12"]
     deltas = [
-        i for i, line in enumerate(DEMO_LINES)
+        i
+        for i, line in enumerate(DEMO_LINES)
         if json.loads(line).get("messageId") == "demo-run-msg-12"
         and json.loads(line)["type"] == "TEXT_MESSAGE_CONTENT"
     ]
@@ -138,8 +139,10 @@ def test_ticks_are_thinned_evenly_past_the_cap() -> None:
         {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
     ]
     events += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}] * 5000
-    events += [{"type": "TEXT_MESSAGE_END", "messageId": "m"},
-               {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}]
+    events += [
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
     lanes = InspectedRun.build(events, "long").summary()["lanes"]
     message = next(lane for lane in lanes if lane["kind"] == "message")
     assert message["tick_count"] == 5000
@@ -224,8 +227,11 @@ def test_fold_from_checkpoints_over_a_long_conversation() -> None:
     events = [decode(line).event for line in lines]
     for at in range(0, len(lines), 7):
         expected = fold([e for e in events[: at + 1] if e is not None])
-        assert run.fold_at(at) == {"at": at, "messages": expected.messages,
-                                   "state": expected.state}, at
+        assert run.fold_at(at) == {
+            "at": at,
+            "messages": expected.messages,
+            "state": expected.state,
+        }, at
 
 
 def test_fold_after_a_rejection_goes_on_from_the_consumers_fold() -> None:
@@ -238,8 +244,11 @@ def test_fold_after_a_rejection_goes_on_from_the_consumers_fold() -> None:
     events = [decode(line).event for line in lines]
     for at in [*range(0, len(lines), 9), len(lines) - 1]:
         expected = fold([e for e in events[: at + 1] if e is not None])
-        assert run.fold_at(at) == {"at": at, "messages": expected.messages,
-                                   "state": expected.state}, at
+        assert run.fold_at(at) == {
+            "at": at,
+            "messages": expected.messages,
+            "state": expected.state,
+        }, at
 
 
 def test_fold_through_chunks_expands_them() -> None:
@@ -305,7 +314,8 @@ def test_timestamps() -> None:
 def test_pipeline_with_filter_tool_calls_lists_dropped_events(filtered: TestClient) -> None:
     [stage] = get(filtered, "/api/runs/0/summary")["stages"]
     internal = [
-        i for i, line in enumerate(DEMO_LINES)
+        i
+        for i, line in enumerate(DEMO_LINES)
         if json.loads(line).get("toolCallId") == "demo-run-call-2"
     ]
     assert stage["name"] and stage["in"] == len(DEMO_LINES)
@@ -322,8 +332,14 @@ def test_pipeline_with_filter_tool_calls_lists_dropped_events(filtered: TestClie
     assert everything["total"] == len(DEMO_LINES) + stage["added"]
     passed = [r for r in everything["rows"] if r["kind"] == "passed"]
     assert passed[0] == {
-        "kind": "passed", "in": 0, "out": [0], "type": "RUN_STARTED",
-        "summary": passed[0]["summary"], "diff": None, "sources": None, "reasons": [],
+        "kind": "passed",
+        "in": 0,
+        "out": [0],
+        "type": "RUN_STARTED",
+        "summary": passed[0]["summary"],
+        "diff": None,
+        "sources": None,
+        "reasons": [],
         "event": json.loads(DEMO_LINES[0]),
     }
 
@@ -344,14 +360,24 @@ def test_pipeline_rows_changed_dropped_added_across_two_stages() -> None:
     chain = TransformerChain([FunctionTransformer(shout), FunctionTransformer(announce)])
     client = TestClient(inspector_app(InspectedRun.build(DEMO_LINES, "demo", chain=chain)))
     first, second = get(client, "/api/runs/0/summary")["stages"]
-    contents = [i for i, line in enumerate(DEMO_LINES)
-                if json.loads(line)["type"] == "TEXT_MESSAGE_CONTENT"]
-    snapshots = [i for i, line in enumerate(DEMO_LINES)
-                 if json.loads(line)["type"] == "STATE_SNAPSHOT"]
-    assert first == {"name": "shout", "in": 141, "out": 141 - len(snapshots),
-                     "passed": 141 - len(contents) - len(snapshots), "changed": len(contents),
-                     "dropped": len(snapshots), "added": 0, "merged": 0, "reasons": 0,
-                     "error": None}
+    contents = [
+        i for i, line in enumerate(DEMO_LINES) if json.loads(line)["type"] == "TEXT_MESSAGE_CONTENT"
+    ]
+    snapshots = [
+        i for i, line in enumerate(DEMO_LINES) if json.loads(line)["type"] == "STATE_SNAPSHOT"
+    ]
+    assert first == {
+        "name": "shout",
+        "in": 141,
+        "out": 141 - len(snapshots),
+        "passed": 141 - len(contents) - len(snapshots),
+        "changed": len(contents),
+        "dropped": len(snapshots),
+        "added": 0,
+        "merged": 0,
+        "reasons": 0,
+        "error": None,
+    }
     assert second["in"] == first["out"] and second["added"] == 1
     assert second["out"] == first["out"] + 1
     changed = get(client, "/api/runs/0/stages/0?kind=changed&limit=1")
@@ -495,8 +521,11 @@ def test_cli_prints_the_url_and_opens_the_browser(
     ],
 )
 def test_cli_errors_exit_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes | None,
-    config: str | None, message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes | None,
+    config: str | None,
+    message: str,
 ) -> None:
     path = tmp_path / "run.json" if content == b"[1, 2" else tmp_path / "run.ndjson"
     if content is not None:
@@ -527,9 +556,20 @@ def test_cli_serves_the_api_in_a_real_process(tmp_path: Path) -> None:
     chain = tmp_path / "chain.yaml"
     chain.write_text(FILTER_CHAIN)
     process = subprocess.Popen(
-        [sys.executable, "-m", "agui_pipes", "inspect", str(DEMO), "--config", str(chain),
-         "--no-open", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "agui_pipes",
+            "inspect",
+            str(DEMO),
+            "--config",
+            str(chain),
+            "--no-open",
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
@@ -549,9 +589,9 @@ def test_cli_serves_the_api_in_a_real_process(tmp_path: Path) -> None:
 def test_serve_inspect_records_the_runs_it_serves() -> None:
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "agui_pipes", "serve", "--demo", "--inspect", "--port",
-         str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [sys.executable, "-m", "agui_pipes", "serve", "--demo", "--inspect", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     base = f"http://127.0.0.1:{port}"
@@ -566,8 +606,15 @@ def test_serve_inspect_records_the_runs_it_serves() -> None:
                 pass
             assert time.monotonic() < deadline, "serve did not come up"
             time.sleep(0.1)
-        body = {"threadId": "t1", "runId": "r1", "state": {}, "messages": [], "tools": [],
-                "context": [], "forwardedProps": {}}
+        body = {
+            "threadId": "t1",
+            "runId": "r1",
+            "state": {},
+            "messages": [],
+            "tools": [],
+            "context": [],
+            "forwardedProps": {},
+        }
         streamed = httpx.post(f"{base}/", json=body, timeout=30)
         assert streamed.status_code == 200
         sent = [line for line in streamed.text.splitlines() if line.startswith("data:")]

@@ -72,9 +72,22 @@ class _Inspector:
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         # Run from the file's folder so the page's label is the file name alone.
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agui_pipes", "inspect", path.name, "--no-open", "--port", "0",
-             *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=path.parent,
+            [
+                sys.executable,
+                "-m",
+                "agui_pipes",
+                "inspect",
+                path.name,
+                "--no-open",
+                "--port",
+                "0",
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=path.parent,
         )
         found: list[str] = []
         seen: list[str] = []
@@ -181,15 +194,12 @@ def test_the_timeline_has_a_row_for_every_message_tool_call_and_subagent(
     browser: Browser, demo: _Inspector
 ) -> None:
     events = _lines(DEMO)
-    wanted = {
-        ("message", e["messageId"]) for e in events if e["type"] == "TEXT_MESSAGE_START"
-    } | {
-        ("reasoning", e["messageId"]) for e in events if e["type"] == "REASONING_MESSAGE_START"
-    } | {
-        ("tool_call", e["toolCallId"]) for e in events if e["type"] == "TOOL_CALL_START"
-    } | {
-        ("subagent", e["subagentRunId"]) for e in events if e["type"] == "SUBAGENT_STARTED"
-    }
+    wanted = (
+        {("message", e["messageId"]) for e in events if e["type"] == "TEXT_MESSAGE_START"}
+        | {("reasoning", e["messageId"]) for e in events if e["type"] == "REASONING_MESSAGE_START"}
+        | {("tool_call", e["toolCallId"]) for e in events if e["type"] == "TOOL_CALL_START"}
+        | {("subagent", e["subagentRunId"]) for e in events if e["type"] == "SUBAGENT_STARTED"}
+    )
     page = _open(browser, demo.url, "timeline", height=1000)
     lanes = page.get_by_test_id("lane")
     expect(lanes.first).to_be_visible()
@@ -218,12 +228,13 @@ def test_clicking_a_timeline_bar_selects_its_first_event(
     browser: Browser, demo: _Inspector
 ) -> None:
     events = _lines(DEMO)
-    start = next(i for i, e in enumerate(events)
-                 if e["type"] == "TOOL_CALL_START" and e["toolCallName"] == "ask_local_expert")
+    start = next(
+        i
+        for i, e in enumerate(events)
+        if e["type"] == "TOOL_CALL_START" and e["toolCallName"] == "ask_local_expert"
+    )
     page = _open(browser, demo.url, "timeline")
-    page.locator(
-        "[data-testid=lane][data-raw-id=demo-run-call-3] [data-testid=lane-bar]"
-    ).click()
+    page.locator("[data-testid=lane][data-raw-id=demo-run-call-3] [data-testid=lane-bar]").click()
     expect(page.get_by_test_id("view-events")).to_be_visible()
     detail = page.get_by_test_id("event-json")
     expect(detail).to_contain_text("ask_local_expert")
@@ -295,8 +306,13 @@ def test_a_timed_stream_is_drawn_on_a_time_axis(browser: Browser, tmp_path: Path
         {"type": "TEXT_MESSAGE_END", "messageId": "m", "timestamp": 1003},
         {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "slow", "timestamp": 9000},
         {"type": "TOOL_CALL_END", "toolCallId": "c", "timestamp": 9001},
-        {"type": "TOOL_CALL_RESULT", "toolCallId": "c", "messageId": "r1", "content": "ok",
-         "timestamp": 9002},
+        {
+            "type": "TOOL_CALL_RESULT",
+            "toolCallId": "c",
+            "messageId": "r1",
+            "content": "ok",
+            "timestamp": 9002,
+        },
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r", "timestamp": 10000},
     ]
     path = tmp_path / "timed.ndjson"
@@ -371,12 +387,17 @@ def test_the_events_table_keeps_only_the_visible_rows_in_the_dom(
     browser: Browser, tmp_path: Path
 ) -> None:
     n = 5000
-    lines = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
-             {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}]
-    lines += [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"d{i} "}
-              for i in range(n)]
-    lines += [{"type": "TEXT_MESSAGE_END", "messageId": "m"},
-              {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}]
+    lines = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+    ]
+    lines += [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": f"d{i} "} for i in range(n)
+    ]
+    lines += [
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
     path = tmp_path / "long.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     inspector = _Inspector(path)
@@ -400,8 +421,11 @@ def test_the_pipeline_view_lists_what_filter_tool_calls_dropped(
     browser: Browser, demo_chain: _Inspector
 ) -> None:
     events = _lines(DEMO)
-    hidden = {e["toolCallId"] for e in events
-              if e["type"] == "TOOL_CALL_START" and e["toolCallName"].startswith("internal_")}
+    hidden = {
+        e["toolCallId"]
+        for e in events
+        if e["type"] == "TOOL_CALL_START" and e["toolCallName"].startswith("internal_")
+    }
     dropped = [i for i, e in enumerate(events) if e.get("toolCallId") in hidden]
     assert dropped
     page = _open(browser, demo_chain.url, "pipeline")
@@ -483,14 +507,18 @@ def test_the_scrubber_changes_the_shown_state_and_messages(
     # The full transcript: every tool call with its result, subagents nested under their call.
     calls = [e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_START"]
     for call in calls:
-        expect(page.locator(f"[data-testid=transcript-toolcall][data-id='{call}']")).to_have_count(1)
+        expect(page.locator(f"[data-testid=transcript-toolcall][data-id='{call}']")).to_have_count(
+            1
+        )
     expect(page.get_by_test_id("transcript-result")).to_have_count(len(calls))
     outer = page.locator(
         "[data-testid=transcript-toolcall][data-id=demo-run-call-3] "
         "~ [data-testid=transcript-subagent][data-subagent=demo-run-sub-1]"
     )
     expect(outer).to_have_count(1)
-    expect(outer.locator("[data-testid=transcript-subagent][data-subagent=demo-run-sub-2]")).to_have_count(1)
+    expect(
+        outer.locator("[data-testid=transcript-subagent][data-subagent=demo-run-sub-2]")
+    ).to_have_count(1)
     _shot(page, "result")
 
     page.get_by_test_id("scrubber").fill(str(first_snapshot))
@@ -581,9 +609,24 @@ def test_serve_inspect_shows_a_run_live_while_it_streams(browser: Browser) -> No
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     # --pace: the demo agent pauses between words, so the run is live for seconds.
     process = subprocess.Popen(
-        [sys.executable, "-m", "agui_pipes", "serve", "--demo", "--inspect", "--pace", "0.04",
-         "--port", str(port), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=ROOT,
+        [
+            sys.executable,
+            "-m",
+            "agui_pipes",
+            "serve",
+            "--demo",
+            "--inspect",
+            "--pace",
+            "0.04",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=ROOT,
     )
     base = f"http://127.0.0.1:{port}"
     streamed: list[str] = []
@@ -602,8 +645,17 @@ def test_serve_inspect_shows_a_run_live_while_it_streams(browser: Browser) -> No
         page = _open(browser, f"{base}/inspect", "events")
         expect(page.get_by_test_id("run-info")).to_contain_text("no runs yet")
 
-        body = json.dumps({"threadId": "t1", "runId": "r1", "state": {}, "messages": [],
-                           "tools": [], "context": [], "forwardedProps": {}}).encode()
+        body = json.dumps(
+            {
+                "threadId": "t1",
+                "runId": "r1",
+                "state": {},
+                "messages": [],
+                "tools": [],
+                "context": [],
+                "forwardedProps": {},
+            }
+        ).encode()
 
         def post() -> None:
             request = urllib.request.Request(
@@ -611,7 +663,8 @@ def test_serve_inspect_shows_a_run_live_while_it_streams(browser: Browser) -> No
             )
             with urllib.request.urlopen(request, timeout=60) as response:
                 streamed.extend(
-                    line for line in response.read().decode().splitlines()
+                    line
+                    for line in response.read().decode().splitlines()
                     if line.startswith("data:")
                 )
 
@@ -640,15 +693,15 @@ def test_serve_inspect_shows_a_run_live_while_it_streams(browser: Browser) -> No
             process.communicate()
 
 
-def test_a_long_run_draws_only_what_is_in_view(
-    browser: Browser, tmp_path: Path
-) -> None:
+def test_a_long_run_draws_only_what_is_in_view(browser: Browser, tmp_path: Path) -> None:
     n = 350
     lines: list[dict[str, Any]] = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r"}]
     for i in range(n):
-        lines += [{"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "assistant"},
-                  {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"number {i}"},
-                  {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"}]
+        lines += [
+            {"type": "TEXT_MESSAGE_START", "messageId": f"m{i}", "role": "assistant"},
+            {"type": "TEXT_MESSAGE_CONTENT", "messageId": f"m{i}", "delta": f"number {i}"},
+            {"type": "TEXT_MESSAGE_END", "messageId": f"m{i}"},
+        ]
     lines.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
     path = tmp_path / "long-chat.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")

@@ -112,8 +112,11 @@ def peer_of(case: dict[str, Any]) -> str | None:
 def request_of(case: dict[str, Any], warnings: list[DecodeWarning]) -> dict[str, Any]:
     """The request the client sends for this case: its ``input`` for the case's peer."""
     started = next(
-        (item for item in case["stream"] if isinstance(item, dict)
-         and item.get("type") == "RUN_STARTED"),
+        (
+            item
+            for item in case["stream"]
+            if isinstance(item, dict) and item.get("type") == "RUN_STARTED"
+        ),
         {"threadId": "t", "runId": "r"},
     )
     run_input = {

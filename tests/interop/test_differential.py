@@ -88,9 +88,7 @@ def build_batch(rng: random.Random) -> list[tuple[list[dict[str, Any]], list[str
     return batch
 
 
-def compare(
-    stream: list[dict[str, Any]], theirs: dict[str, Any]
-) -> tuple[str, str | None]:
+def compare(stream: list[dict[str, Any]], theirs: dict[str, Any]) -> tuple[str, str | None]:
     """('agree-accept' | 'agree-reject' | 'truncated', None) or ('disagree', reason)."""
     mine = ours(stream)
     if _empty_stream(mine) and theirs["outcome"] == "completed" and not theirs["events"]:
@@ -134,8 +132,14 @@ TOTALS: Counter[str] = Counter()
 
 
 @pytest.mark.node
-@settings(max_examples=BATCHES, deadline=None, derandomize=True, database=None,
-          phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=BATCHES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_verdicts_messages_and_state_agree(
     seed: int, ts_oracle: Callable[..., list[dict[str, Any]]]
@@ -205,13 +209,20 @@ def _strategy_streams() -> st.SearchStrategy[list[list[Any]]]:
 
     return st.lists(
         streams(max_runs=2, reopen=True, leading_run_error=True, late_run_error=True),
-        min_size=STRATEGY_PER_BATCH, max_size=STRATEGY_PER_BATCH,
+        min_size=STRATEGY_PER_BATCH,
+        max_size=STRATEGY_PER_BATCH,
     )
 
 
 @pytest.mark.node
-@settings(max_examples=STRATEGY_BATCHES, deadline=None, derandomize=True, database=None,
-          phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=STRATEGY_BATCHES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 @given(batch=_strategy_streams(), seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_shared_strategy_streams_agree(
     batch: list[list[Any]], seed: int, ts_oracle: Callable[..., list[dict[str, Any]]]
@@ -228,6 +239,7 @@ def test_shared_strategy_streams_agree(
             # Every valid strategy stream is accepted by both sides.
             assert verdict == "agree-accept", f"{reason}\n stream: {_json(stream)}"
         if verdict == "disagree":
-            problems.append(f"seed={seed} mutations={mutations}: {reason}\n"
-                            f" stream: {_json(stream)}")
+            problems.append(
+                f"seed={seed} mutations={mutations}: {reason}\n stream: {_json(stream)}"
+            )
     assert not problems, "\n\n".join(problems[:3])

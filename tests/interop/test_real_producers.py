@@ -84,9 +84,14 @@ def payloads(body: bytes) -> list[bytes]:
 
 def test_every_scenario_of_the_brief_is_recorded() -> None:
     assert set(STEMS) == {
-        "pydantic-ai-text", "pydantic-ai-parallel-tools", "pydantic-ai-retried-tool",
-        "pydantic-ai-reasoning", "pydantic-ai-failing-tool",
-        "langgraph-text", "langgraph-tool-call", "langgraph-subagent",
+        "pydantic-ai-text",
+        "pydantic-ai-parallel-tools",
+        "pydantic-ai-retried-tool",
+        "pydantic-ai-reasoning",
+        "pydantic-ai-failing-tool",
+        "langgraph-text",
+        "langgraph-tool-call",
+        "langgraph-subagent",
     }
     for recording in RECORDINGS:
         assert recording.meta["bytes"] == len(recording.body), recording.stem
@@ -145,8 +150,6 @@ EXPECTED_VERDICTS = {stem: "completed" for stem in STEMS} | {
     # then keeps streaming TOOL_CALL_ARGS for it: both clients reject the stream there.
     "pydantic-ai-parallel-tools": "failed",
 }
-
-
 
 
 @contextmanager
@@ -270,8 +273,11 @@ def test_a_fresh_recording_has_the_stored_event_types(stem: str) -> None:
     )
     if record.versions(producer) != BY_STEM[stem].meta["packages"]:
         # Same sequence from other versions: worth knowing, not a failure.
-        print(f"{stem}: recorded with {BY_STEM[stem].meta['packages']}, "
-              f"installed {record.versions(producer)}", file=sys.stderr)
+        print(
+            f"{stem}: recorded with {BY_STEM[stem].meta['packages']}, "
+            f"installed {record.versions(producer)}",
+            file=sys.stderr,
+        )
 
 
 # -- (4) what a deny of internal_* must hide ------------------------------------
@@ -288,8 +294,7 @@ class Secrets:
     result_message_ids: set[str] = field(default_factory=set)
 
     def all(self) -> set[str]:
-        return (self.names | self.call_ids | self.arguments | self.results
-                | self.result_message_ids)
+        return self.names | self.call_ids | self.arguments | self.results | self.result_message_ids
 
 
 def _string_leaves(value: Any) -> Iterator[str]:
@@ -347,8 +352,10 @@ DENYING = [r.stem for r in RECORDINGS if secrets_of(r)]
 
 def test_secrets_are_found_where_the_scenarios_put_them() -> None:
     assert set(DENYING) == {
-        "pydantic-ai-parallel-tools", "pydantic-ai-retried-tool",
-        "langgraph-tool-call", "langgraph-subagent",
+        "pydantic-ai-parallel-tools",
+        "pydantic-ai-retried-tool",
+        "langgraph-tool-call",
+        "langgraph-subagent",
     }
     for stem in DENYING:
         secrets = secrets_of_recording(BY_STEM[stem])
@@ -425,9 +432,10 @@ def test_no_trace_through_the_gateway_command(stem: str, tmp_path: Path) -> None
     recording = BY_STEM[stem]
     chain = tmp_path / "no-trace.yaml"
     chain.write_text(NO_TRACE_CHAIN, encoding="utf-8")
-    with serve_recordings() as base, serve_gateway(
-        f"{base}/{stem}", "--config", str(chain)
-    ) as gateway:
+    with (
+        serve_recordings() as base,
+        serve_gateway(f"{base}/{stem}", "--config", str(chain)) as gateway,
+    ):
         response = httpx.post(gateway.url, json=recording.request, timeout=60)
     assert response.status_code == 200
     assert leaked(recording, response.content) == {}

@@ -127,8 +127,14 @@ async def test_http_agent_sees_what_a_python_client_sees(
     # The same run fetched with httpx and replayed in-process by the TS client
     # must end in the same messages and state as the TS client's own HTTP run.
     _, gateway = servers
-    body = {"threadId": "t1", "runId": "r1", "messages": [USER], "state": {},
-            "tools": [], "context": []}
+    body = {
+        "threadId": "t1",
+        "runId": "r1",
+        "messages": [USER],
+        "state": {},
+        "tools": [],
+        "context": [],
+    }
     async with httpx.AsyncClient() as client:
         _, events = await post_run(client, gateway.url + "/agent", body)
     over_http, replayed = await anyio.to_thread.run_sync(

@@ -49,6 +49,7 @@ def route_hooks(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(switch, "ENABLED", True)
 
+
 CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
     "gateway": gateway_stages,
     "verify-warn": lambda: [ExpandChunks(), Verify(profile="consumer", on_violation="warn")],
@@ -138,8 +139,11 @@ def test_reroute_switches_the_plan_mid_stream() -> None:
     assert TransformerChain([stage]).apply_sync(events) == events
     # Nothing before the start; everything after it, the run's end included.
     assert stage.seen == [
-        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT",
-        "TEXT_MESSAGE_END", "RUN_FINISHED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
     ]
 
 
@@ -213,7 +217,10 @@ def test_an_unhashable_stage_reroutes() -> None:
     events = run_events(text("m1", "a"))
     assert TransformerChain([stage]).apply_sync(events) == events
     assert stage.seen == [
-        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
     ]
 
 

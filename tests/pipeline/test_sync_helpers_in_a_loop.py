@@ -78,8 +78,7 @@ async def test_run_transformer_with_an_async_stage_says_to_use_a_plain_test(
         run_transformer(AsyncUpper(), events())
     message = str(raised.value)
     assert message.startswith(
-        f"run_transformer() cannot run AsyncUpper inside a running {anyio_backend_name} "
-        "event loop"
+        f"run_transformer() cannot run AsyncUpper inside a running {anyio_backend_name} event loop"
     )
     assert "plain `def test_...`" in message
     assert "TransformerChain([stage]).apply(source)" in message

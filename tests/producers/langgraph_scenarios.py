@@ -36,8 +36,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 from ._common import SECRET_ARG, SECRET_RESULT, Scenario
 
 PACKAGES = (
-    "ag-ui-langgraph", "langgraph", "langchain", "langchain-core", "ag-ui-protocol",
-    "fastapi", "httpx",
+    "ag-ui-langgraph",
+    "langgraph",
+    "langchain",
+    "langchain-core",
+    "ag-ui-protocol",
+    "fastapi",
+    "httpx",
 )
 
 _Script = Callable[[Sequence[BaseMessage]], list[AIMessageChunk]]
@@ -114,11 +119,17 @@ def _call_chunks(
     message_id: str, call_id: str, name: str, *arg_pieces: str
 ) -> list[AIMessageChunk]:
     """A streamed tool call: id and name first (empty args), then the argument text."""
-    opener = AIMessageChunk(content="", id=message_id, tool_call_chunks=[
-        {"name": name, "args": "", "id": call_id, "index": 0}])
+    opener = AIMessageChunk(
+        content="",
+        id=message_id,
+        tool_call_chunks=[{"name": name, "args": "", "id": call_id, "index": 0}],
+    )
     return [opener] + [
-        AIMessageChunk(content="", id=message_id, tool_call_chunks=[
-            {"name": None, "args": piece, "id": None, "index": 0}])
+        AIMessageChunk(
+            content="",
+            id=message_id,
+            tool_call_chunks=[{"name": None, "args": piece, "id": None, "index": 0}],
+        )
         for piece in arg_pieces
     ]
 
@@ -137,8 +148,9 @@ async def get_weather(city: str) -> str:
 
 def _served(graph: Any, **agent_options: Any) -> FastAPI:
     app = FastAPI()
-    add_langgraph_fastapi_endpoint(app, LangGraphAgent(name="scripted", graph=graph,
-                                                       **agent_options), "/")
+    add_langgraph_fastapi_endpoint(
+        app, LangGraphAgent(name="scripted", graph=graph, **agent_options), "/"
+    )
     return app
 
 
@@ -157,16 +169,17 @@ def _tool_app() -> FastAPI:
     def script(messages: Sequence[BaseMessage]) -> list[AIMessageChunk]:
         turn = _turn(messages)
         if turn == 1:
-            return _call_chunks("ai-call-1", "call-internal-1", "internal_lookup",
-                                '{"key": "SECRET-', 'ARG-7f3a"}')
+            return _call_chunks(
+                "ai-call-1", "call-internal-1", "internal_lookup", '{"key": "SECRET-', 'ARG-7f3a"}'
+            )
         if turn == 2:
-            return _call_chunks("ai-call-2", "call-weather-1", "get_weather",
-                                '{"city": ', '"Paris"}')
+            return _call_chunks(
+                "ai-call-2", "call-weather-1", "get_weather", '{"city": ', '"Paris"}'
+            )
         return _text_chunks("ai-answer-1", "It is sunny", " in Paris.")
 
     model = ScriptedChatModel(script=script)
-    graph = create_agent(model, tools=[internal_lookup, get_weather],
-                         checkpointer=InMemorySaver())
+    graph = create_agent(model, tools=[internal_lookup, get_weather], checkpointer=InMemorySaver())
     return _served(graph)
 
 
@@ -175,12 +188,18 @@ def _subagent_app() -> FastAPI:
 
     def researcher_script(messages: Sequence[BaseMessage]) -> list[AIMessageChunk]:
         if _turn(messages) == 1:
-            return _call_chunks("sub-ai-1", "call-internal-sub-1", "internal_lookup",
-                                '{"key": "SECRET-', 'ARG-7f3a"}')
+            return _call_chunks(
+                "sub-ai-1",
+                "call-internal-sub-1",
+                "internal_lookup",
+                '{"key": "SECRET-',
+                'ARG-7f3a"}',
+            )
         return _text_chunks("sub-ai-2", "Notes:", " the record is fine.")
 
-    researcher = create_agent(ScriptedChatModel(script=researcher_script),
-                              tools=[internal_lookup], name="researcher")
+    researcher = create_agent(
+        ScriptedChatModel(script=researcher_script), tools=[internal_lookup], name="researcher"
+    )
 
     @tool
     async def task(description: str, subagent_type: str) -> str:
@@ -190,34 +209,52 @@ def _subagent_app() -> FastAPI:
 
     def script(messages: Sequence[BaseMessage]) -> list[AIMessageChunk]:
         if _turn(messages) == 1:
-            return _call_chunks("ai-task-1", "call-task-1", "task",
-                                '{"description": "check the record", ',
-                                '"subagent_type": "researcher"}')
+            return _call_chunks(
+                "ai-task-1",
+                "call-task-1",
+                "task",
+                '{"description": "check the record", ',
+                '"subagent_type": "researcher"}',
+            )
         return _text_chunks("ai-answer-1", "The researcher", " says it is fine.")
 
-    graph = create_agent(ScriptedChatModel(script=script), tools=[task],
-                         checkpointer=InMemorySaver())
+    graph = create_agent(
+        ScriptedChatModel(script=script), tools=[task], checkpointer=InMemorySaver()
+    )
     return _served(graph, subagent_visibility="attributed")
 
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
-        producer="langgraph", name="text",
+        producer="langgraph",
+        name="text",
         description="create_agent with no tools; one streamed text answer in four chunks.",
-        contains=("TEXT_MESSAGE_*", "STEP_*", "RAW (default emit_raw_events)",
-                  "STATE_SNAPSHOT with LangChain messages", "MESSAGES_SNAPSHOT"),
-        app=_text_app, varying=_VARYING,
+        contains=(
+            "TEXT_MESSAGE_*",
+            "STEP_*",
+            "RAW (default emit_raw_events)",
+            "STATE_SNAPSHOT with LangChain messages",
+            "MESSAGES_SNAPSHOT",
+        ),
+        app=_text_app,
+        varying=_VARYING,
     ),
     Scenario(
-        producer="langgraph", name="tool-call",
+        producer="langgraph",
+        name="tool-call",
         description=(
             f"internal_lookup (args carry {SECRET_ARG!r}, result {SECRET_RESULT!r}), then the "
             "public get_weather, then a text answer."
         ),
-        contains=("TOOL_CALL_* x2", "internal_* tool", "RAW with the tool's input and output",
-                  "STATE_SNAPSHOT with LangChain messages (tool calls and tool messages)",
-                  "MESSAGES_SNAPSHOT"),
-        app=_tool_app, varying=_VARYING,
+        contains=(
+            "TOOL_CALL_* x2",
+            "internal_* tool",
+            "RAW with the tool's input and output",
+            "STATE_SNAPSHOT with LangChain messages (tool calls and tool messages)",
+            "MESSAGES_SNAPSHOT",
+        ),
+        app=_tool_app,
+        varying=_VARYING,
         notes=(
             "TOOL_CALL_RESULT.messageId is the toolCallId, while the same tool message has a "
             "uuid id in STATE_SNAPSHOT and MESSAGES_SNAPSHOT.",
@@ -226,16 +263,24 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
     ),
     Scenario(
-        producer="langgraph", name="subagent",
+        producer="langgraph",
+        name="subagent",
         description=(
             "The parent calls a deepagents-shaped `task` tool (description, subagent_type); the "
             "tool runs a second create_agent ('researcher') that calls internal_lookup and "
             "streams its notes; the parent answers. subagent_visibility='attributed'."
         ),
-        contains=("SUBAGENT_STARTED/FINISHED", "events tagged with subagentRunId",
-                  "internal_* tool inside the subagent", "STEP_* inside the subagent",
-                  "STATE_SNAPSHOT with LangChain messages", "MESSAGES_SNAPSHOT", "RAW"),
-        app=_subagent_app, varying=(*_VARYING, "subagentRunId ('tools:<checkpoint task id>')"),
+        contains=(
+            "SUBAGENT_STARTED/FINISHED",
+            "events tagged with subagentRunId",
+            "internal_* tool inside the subagent",
+            "STEP_* inside the subagent",
+            "STATE_SNAPSHOT with LangChain messages",
+            "MESSAGES_SNAPSHOT",
+            "RAW",
+        ),
+        app=_subagent_app,
+        varying=(*_VARYING, "subagentRunId ('tools:<checkpoint task id>')"),
         notes=(
             "SUBAGENT_* events appear only with subagent_visibility='attributed' (default "
             "'inline' streams the subagent's events as the parent's own).",

@@ -106,10 +106,18 @@ def _parallel(turn: int) -> list[_Item]:
     if turn == 1:
         # Interleaved argument deltas of two calls, as OpenAI-style providers stream them.
         return [
-            {0: DeltaToolCall(name="internal_lookup", json_args='{"key": "SECRET-',
-                              tool_call_id="call-internal-1")},
-            {1: DeltaToolCall(name="get_weather", json_args='{"city": "Par',
-                              tool_call_id="call-weather-1")},
+            {
+                0: DeltaToolCall(
+                    name="internal_lookup",
+                    json_args='{"key": "SECRET-',
+                    tool_call_id="call-internal-1",
+                )
+            },
+            {
+                1: DeltaToolCall(
+                    name="get_weather", json_args='{"city": "Par', tool_call_id="call-weather-1"
+                )
+            },
             {0: DeltaToolCall(json_args='ARG-7f3a"}')},
             {1: DeltaToolCall(json_args='is"}')},
         ]
@@ -119,8 +127,13 @@ def _parallel(turn: int) -> list[_Item]:
 def _retried(turn: int) -> list[_Item]:
     if turn <= 2:
         args = json.dumps({"key": SECRET_ARG, "attempt": turn})
-        return [{0: DeltaToolCall(name="internal_lookup", json_args=args,
-                                  tool_call_id=f"call-internal-{turn}")}]
+        return [
+            {
+                0: DeltaToolCall(
+                    name="internal_lookup", json_args=args, tool_call_id=f"call-internal-{turn}"
+                )
+            }
+        ]
     return ["Found it", " on the second try."]
 
 
@@ -136,28 +149,43 @@ def _reasoning(turn: int) -> list[_Item]:
 
 def _failing(turn: int) -> list[_Item]:
     if turn == 1:
-        return [{0: DeltaToolCall(name="fetch_report", json_args='{"report_id": "Q3"}',
-                                  tool_call_id="call-report-1")}]
+        return [
+            {
+                0: DeltaToolCall(
+                    name="fetch_report",
+                    json_args='{"report_id": "Q3"}',
+                    tool_call_id="call-report-1",
+                )
+            }
+        ]
     return ["unreachable: the failing tool ends the run"]
 
 
 SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
-        producer="pydantic-ai", name="text",
+        producer="pydantic-ai",
+        name="text",
         description="One streamed text answer in four deltas.",
         contains=("TEXT_MESSAGE_*",),
-        app=_served(_text), varying=_VARYING,
+        app=_served(_text),
+        varying=_VARYING,
     ),
     Scenario(
-        producer="pydantic-ai", name="parallel-tools",
+        producer="pydantic-ai",
+        name="parallel-tools",
         description=(
             "Two tool calls in one response with interleaved argument deltas: "
             f"internal_lookup (args carry {SECRET_ARG!r}, result {SECRET_RESULT!r}) and the "
             "public get_weather; both results, then a text answer."
         ),
-        contains=("TOOL_CALL_* x2 (parallel)", "internal_* tool", "empty parent TEXT_MESSAGE",
-                  "TEXT_MESSAGE_*"),
-        app=_served(_parallel), varying=_VARYING,
+        contains=(
+            "TOOL_CALL_* x2 (parallel)",
+            "internal_* tool",
+            "empty parent TEXT_MESSAGE",
+            "TEXT_MESSAGE_*",
+        ),
+        app=_served(_parallel),
+        varying=_VARYING,
         notes=(
             "pydantic-ai ends a call (TOOL_CALL_END) as soon as the next call starts, then "
             "keeps sending TOOL_CALL_ARGS for the ended call: the stream breaks AG-UI's "
@@ -167,14 +195,21 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
     ),
     Scenario(
-        producer="pydantic-ai", name="retried-tool",
+        producer="pydantic-ai",
+        name="retried-tool",
         description=(
             "internal_lookup raises ModelRetry on its first attempt (retry text "
             f"{SECRET_RETRY!r}), the model calls it again and it returns {SECRET_RESULT!r}."
         ),
-        contains=("TOOL_CALL_* x2", "internal_* tool", "TOOL_CALL_RESULT of a ModelRetry",
-                  "REASONING_ENCRYPTED_VALUE on a tool-result message", "TEXT_MESSAGE_*"),
-        app=_served(_retried, refuse_first_attempt=True), varying=_VARYING,
+        contains=(
+            "TOOL_CALL_* x2",
+            "internal_* tool",
+            "TOOL_CALL_RESULT of a ModelRetry",
+            "REASONING_ENCRYPTED_VALUE on a tool-result message",
+            "TEXT_MESSAGE_*",
+        ),
+        app=_served(_retried, refuse_first_attempt=True),
+        varying=_VARYING,
         notes=(
             "The retry prompt is sent as an ordinary TOOL_CALL_RESULT; the retry itself is "
             "recorded in a REASONING_ENCRYPTED_VALUE (subtype 'message') whose entityId is the "
@@ -182,22 +217,33 @@ SCENARIOS: tuple[Scenario, ...] = (
         ),
     ),
     Scenario(
-        producer="pydantic-ai", name="reasoning",
+        producer="pydantic-ai",
+        name="reasoning",
         description="A thinking part with a signature, then a text answer, in one response.",
-        contains=("REASONING_START/MESSAGE_*/END", "REASONING_ENCRYPTED_VALUE (signature)",
-                  "TEXT_MESSAGE_*"),
-        app=_served(_reasoning), varying=_VARYING,
+        contains=(
+            "REASONING_START/MESSAGE_*/END",
+            "REASONING_ENCRYPTED_VALUE (signature)",
+            "TEXT_MESSAGE_*",
+        ),
+        app=_served(_reasoning),
+        varying=_VARYING,
         notes=(
             "The thinking signature travels as REASONING_ENCRYPTED_VALUE (subtype 'message') "
             "with a JSON text value, not an opaque blob.",
         ),
     ),
     Scenario(
-        producer="pydantic-ai", name="failing-tool",
+        producer="pydantic-ai",
+        name="failing-tool",
         description="The public tool fetch_report raises RuntimeError; the run ends in RUN_ERROR.",
-        contains=("TOOL_CALL_*", "TOOL_CALL_RESULT of a failed tool",
-                  "REASONING_ENCRYPTED_VALUE (outcome failed)", "RUN_ERROR"),
-        app=_served(_failing), varying=_VARYING,
+        contains=(
+            "TOOL_CALL_*",
+            "TOOL_CALL_RESULT of a failed tool",
+            "REASONING_ENCRYPTED_VALUE (outcome failed)",
+            "RUN_ERROR",
+        ),
+        app=_served(_failing),
+        varying=_VARYING,
         notes=(
             "The exception's message ('report service unavailable for Q3') is sent to the client "
             "as RUN_ERROR.message.",

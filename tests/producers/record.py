@@ -66,8 +66,9 @@ def payloads(body: bytes) -> list[dict[str, Any]]:
     """The JSON objects of the ``data:`` lines (the recorder's own minimal SSE reading)."""
     events: list[dict[str, Any]] = []
     for frame in body.replace(b"\r\n", b"\n").split(b"\n\n"):
-        data = [line[5:].removeprefix(b" ") for line in frame.split(b"\n")
-                if line.startswith(b"data:")]
+        data = [
+            line[5:].removeprefix(b" ") for line in frame.split(b"\n") if line.startswith(b"data:")
+        ]
         if data:
             events.append(json.loads(b"\n".join(data)))
     return events
@@ -89,7 +90,7 @@ def metadata(scenario: Scenario, body: bytes) -> dict[str, Any]:
         "packages": versions(scenario.producer),
         "python": platform.python_version(),
         "transport": "httpx.ASGITransport POST to the producer's own AG-UI endpoint, "
-                     "Accept: text/event-stream; the .sse file is the response body verbatim",
+        "Accept: text/event-stream; the .sse file is the response body verbatim",
         "request": scenario.run_input(),
         "bytes": len(body),
         "event_count": len(types),
@@ -113,8 +114,11 @@ def _available() -> dict[str, tuple[Scenario, ...]]:
         try:
             found[producer] = scenarios(producer)
         except ImportError as error:
-            print(f"skipping {producer}: {error} (pip install '{REQUIREMENTS[producer]}' "
-                  "or the project's 'producers' extra)", file=sys.stderr)
+            print(
+                f"skipping {producer}: {error} (pip install '{REQUIREMENTS[producer]}' "
+                "or the project's 'producers' extra)",
+                file=sys.stderr,
+            )
     return found
 
 

@@ -220,8 +220,12 @@ def test_builder_caches_stay_bounded_and_correct_when_a_peer_varies_key_sets() -
         assert builders.BUILDERS[("TEXT_MESSAGE_CONTENT", tuple(json.loads(content)))]
         # Valid key sets in every order: compiled builders stop at the bound.
         fields = {
-            "subagentRunId": "s", "name": "n", "description": "d", "parentSubagentRunId": "p",
-            "parentToolCallId": "c", "parentMessageId": "m",
+            "subagentRunId": "s",
+            "name": "n",
+            "description": "d",
+            "parentSubagentRunId": "p",
+            "parentToolCallId": "c",
+            "parentMessageId": "m",
         }
         orders = itertools.islice(itertools.permutations(fields), limit + 50)
         valid = [

@@ -345,9 +345,7 @@ class _RouteFails(StreamTransformer):
             raise RuntimeError("route() is broken (expected by the test)")
         return self.transform
 
-    def passes(
-        self, event_class: type[BaseEvent], fields: frozenset[str]
-    ) -> tuple[Condition, ...]:
+    def passes(self, event_class: type[BaseEvent], fields: frozenset[str]) -> tuple[Condition, ...]:
         return ()
 
 
@@ -383,11 +381,20 @@ def test_relays_share_bypass_code_but_each_reads_its_own_stages() -> None:
 @pytest.mark.parametrize(
     ("timestamp", "passed", "rewritten"),
     [
-        (b"1767225600060", 2, 2), (b"0", 2, 2), (b"-5", 2, 2), (b"9007199254740991", 2, 2),
+        (b"1767225600060", 2, 2),
+        (b"0", 2, 2),
+        (b"-5", 2, 2),
+        (b"9007199254740991", 2, 2),
         # Not the encoder's spelling of 0: not forwarded as is, but rewritten (dropping
         # the tag writes the rest afresh).
-        (b"-0", 0, 2), (b" 5", 0, 2), (b"  5", 0, 2), (b"5 ", 0, 2),
-        (b"5.0", 0, 0), (b"1e3", 0, 0), (b"true", 0, 0), (b"9007199254740992", 0, 0),
+        (b"-0", 0, 2),
+        (b" 5", 0, 2),
+        (b"  5", 0, 2),
+        (b"5 ", 0, 2),
+        (b"5.0", 0, 0),
+        (b"1e3", 0, 0),
+        (b"true", 0, 0),
+        (b"9007199254740992", 0, 0),
         (b'"5"', 0, 0),
     ],
 )

@@ -123,7 +123,7 @@ def _check(
 # -- byte-level respellings of one event ---------------------------------------------
 
 _ODD_TEXT = st.sampled_from(
-    ["", "a", "a\"b", "a\\b", "\n", "\t", "\x7f", "\u2028", "\u2029", "é", "🙂", "</s>", "{}"]
+    ["", "a", 'a"b', "a\\b", "\n", "\t", "\x7f", "\u2028", "\u2029", "é", "🙂", "</s>", "{}"]
 )
 
 
@@ -180,8 +180,13 @@ _TURNS: list[dict[str, Any]] = [
     {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m5", "delta": "x"},
     {"type": "TEXT_MESSAGE_CHUNK", "delta": "y"},
     {"type": "TOOL_CALL_CHUNK", "toolCallId": "c5", "toolCallName": "internal_y", "delta": "{"},
-    {"type": "TOOL_CALL_CHUNK", "subagentRunId": "s1", "toolCallId": "c6",
-     "toolCallName": "search", "delta": "{"},
+    {
+        "type": "TOOL_CALL_CHUNK",
+        "subagentRunId": "s1",
+        "toolCallId": "c6",
+        "toolCallName": "search",
+        "delta": "{",
+    },
     {"type": "TOOL_CALL_START", "toolCallId": "c3", "toolCallName": "internal_z"},
     {"type": "TEXT_MESSAGE_START", "messageId": "m1"},
 ]
@@ -191,9 +196,17 @@ _TURNS: list[dict[str, Any]] = [
 def _delta(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.integers(0, 5)) == 0:
         return dict(draw(st.sampled_from(_TURNS)))
-    kind = draw(st.sampled_from(["TEXT_MESSAGE_CONTENT", "TOOL_CALL_ARGS",
-                                 "REASONING_MESSAGE_CONTENT", "TOOL_CALL_END",
-                                 "TEXT_MESSAGE_END"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "TEXT_MESSAGE_CONTENT",
+                "TOOL_CALL_ARGS",
+                "REASONING_MESSAGE_CONTENT",
+                "TOOL_CALL_END",
+                "TEXT_MESSAGE_END",
+            ]
+        )
+    )
     if kind.startswith("TOOL"):
         call = draw(st.sampled_from(["c1", "c2", "c9"]))
         event: dict[str, Any] = {"type": kind, "toolCallId": call}
@@ -213,7 +226,8 @@ _DELTA_CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
     "verify": lambda: [Verify()],
     "verify-warn-inline": lambda: [Verify(on_violation="warn"), SubagentVisibility.inline()],
     "inline-verify-run-error": lambda: [
-        SubagentVisibility.inline(), Verify(on_violation="run_error")
+        SubagentVisibility.inline(),
+        Verify(on_violation="run_error"),
     ],
     "filter-inline-counted": lambda: [
         _Count([0, 0, 0], 0),
@@ -225,7 +239,8 @@ _DELTA_CHAINS: dict[str, Callable[[], list[StreamTransformer]]] = {
     "verify-hidden": lambda: [Verify(on_violation="warn"), SubagentVisibility.hidden()],
     "drop-reasoning": lambda: [DropEvents(["reasoning"]), Verify(on_violation="warn")],
     "allow-inline-unexpanded": lambda: [
-        FilterToolCalls.allow(["search"]), SubagentVisibility.inline()
+        FilterToolCalls.allow(["search"]),
+        SubagentVisibility.inline(),
     ],
     "expand-producer": lambda: [ExpandChunks(), Verify(profile="producer")],
 }
@@ -420,22 +435,29 @@ class _Unsets(StreamTransformer):
             return (replace(event, self.field, None),)
         return (event,)
 
-    def passes(
-        self, event_class: type[BaseEvent], fields: frozenset[str]
-    ) -> tuple[Condition, ...]:
+    def passes(self, event_class: type[BaseEvent], fields: frozenset[str]) -> tuple[Condition, ...]:
         if self.field in event_class.model_fields:
             return (Condition.drops(self.field),)
         return ()
 
 
 _DROPPABLE = [
-    {"type": "TEXT_MESSAGE_START", "subagentRunId": "s1", "messageId": "m1", "role": "user",
-     "name": "n"},
+    {
+        "type": "TEXT_MESSAGE_START",
+        "subagentRunId": "s1",
+        "messageId": "m1",
+        "role": "user",
+        "name": "n",
+    },
     {"type": "TEXT_MESSAGE_CONTENT", "subagentRunId": "s1", "messageId": "m1", "delta": "a"},
-    {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "f",
-     "parentMessageId": "m1"},
-    {"type": "TOOL_CALL_RESULT", "messageId": "m2", "toolCallId": "c1", "content": "r",
-     "role": "tool"},
+    {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "f", "parentMessageId": "m1"},
+    {
+        "type": "TOOL_CALL_RESULT",
+        "messageId": "m2",
+        "toolCallId": "c1",
+        "content": "r",
+        "role": "tool",
+    },
     {"type": "REASONING_MESSAGE_START", "messageId": "r1", "role": "reasoning"},
     {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "a", "description": "d"},
 ]
@@ -478,6 +500,7 @@ def test_a_promised_drop_of_a_field_written_as_null_is_not_forwarded() -> None:
 
 
 # -- stages that make no promise -------------------------------------------------------
+
 
 class _Spy(StreamTransformer):
     """Makes no promise and routes everything."""
@@ -574,9 +597,7 @@ class _Promiser(StreamTransformer):
             return (replace(event, "delta", event.delta + "!"),)
         return ()
 
-    def passes(
-        self, event_class: type[BaseEvent], fields: frozenset[str]
-    ) -> tuple[Condition, ...]:
+    def passes(self, event_class: type[BaseEvent], fields: frozenset[str]) -> tuple[Condition, ...]:
         out: list[Condition] = []
         for kind, field, other in self.tests:
             if kind == "empty":
@@ -605,16 +626,18 @@ _PROMISES = st.builds(
     st.none() | st.sampled_from(_OMITTABLE),
 )
 
-_POOL = st.sampled_from([
-    {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "a"},
-    {"type": "TEXT_MESSAGE_CONTENT", "subagentRunId": "s1", "messageId": "m1", "delta": "a"},
-    {"type": "TEXT_MESSAGE_CONTENT", "subagentRunId": "s2", "messageId": "m2", "delta": "s1"},
-    {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "user", "name": "a"},
-    {"type": "TEXT_MESSAGE_START", "subagentRunId": "s1", "messageId": "m2"},
-    {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{}"},
-    {"type": "TOOL_CALL_ARGS", "subagentRunId": "s1", "toolCallId": "c2", "delta": "a"},
-    {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
-])
+_POOL = st.sampled_from(
+    [
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "a"},
+        {"type": "TEXT_MESSAGE_CONTENT", "subagentRunId": "s1", "messageId": "m1", "delta": "a"},
+        {"type": "TEXT_MESSAGE_CONTENT", "subagentRunId": "s2", "messageId": "m2", "delta": "s1"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "user", "name": "a"},
+        {"type": "TEXT_MESSAGE_START", "subagentRunId": "s1", "messageId": "m2"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{}"},
+        {"type": "TOOL_CALL_ARGS", "subagentRunId": "s1", "toolCallId": "c2", "delta": "a"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
+    ]
+)
 
 
 @_SETTINGS
@@ -630,8 +653,7 @@ def test_any_kept_promise_is_forwarded_exactly_as_the_stages_would_send_it(
     field dropped before or after other stages test it: the bypass equals the full path."""
     params = [(p.tests, p.drop) for p in promisers]
     lines = [
-        _canonical_bytes(e) if data.draw(st.booleans()) else data.draw(_spelling(e))
-        for e in events
+        _canonical_bytes(e) if data.draw(st.booleans()) else data.draw(_spelling(e)) for e in events
     ]
     sizes = [data.draw(st.integers(1, 4)) for _ in lines]
     _check(lambda: [_Promiser(*p) for p in params], lines, sizes)
@@ -664,8 +686,10 @@ def test_a_compact_payload_in_model_order_is_the_encoders_output(
     if not required <= set(keys):
         return  # a required field is not a string: no builder, no bypass
     chosen = [k for k in keys if k in required or data.draw(st.booleans())]
-    plain = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E,
-                                  blacklist_characters='"\\'), max_size=6)
+    plain = st.text(
+        st.characters(min_codepoint=0x20, max_codepoint=0x7E, blacklist_characters='"\\'),
+        max_size=6,
+    )
     wire: dict[str, Any] = {"type": type_name}
     for key in chosen:
         wire[key] = data.draw(st.sampled_from(choices[key]) if key in choices else plain)
@@ -719,9 +743,7 @@ class _BrokenPromise(StreamTransformer):
     def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
         return (event,)
 
-    def passes(
-        self, event_class: type[BaseEvent], fields: frozenset[str]
-    ) -> tuple[Condition, ...]:
+    def passes(self, event_class: type[BaseEvent], fields: frozenset[str]) -> tuple[Condition, ...]:
         if self.how == "raises":
             raise KeyError("oops")
         if self.how == "not a condition":

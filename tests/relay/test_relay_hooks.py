@@ -65,8 +65,11 @@ def test_hooks_limited_to_classes_see_exactly_those_and_keep_the_bypass(
         return TransformerChain([*chain().stages, Verify()])
 
     relay = Relay(
-        stages(), on_input=inputs.append, input_types=watched,
-        on_event=outputs.append, output_types=watched,
+        stages(),
+        on_input=inputs.append,
+        input_types=watched,
+        on_event=outputs.append,
+        output_types=watched,
     )
     out = b"".join(relay.feed(lines[i : i + batch]) for i in range(0, len(lines), batch))
     out += relay.finish()
@@ -89,12 +92,17 @@ def test_limited_hooks_keep_the_bypass_and_an_unlimited_one_turns_it_off() -> No
     lines = [encode_sse(e)[6:-2] for e in run_events(text("m1", "a", "b", "c"))]
     seen: list[BaseEvent] = []
     limited = Relay(
-        TransformerChain([Verify()]), on_input=seen.append, input_types={RunStartedEvent},
-        on_event=seen.append, output_types={RunFinishedEvent}, fast_path=True,
+        TransformerChain([Verify()]),
+        on_input=seen.append,
+        input_types={RunStartedEvent},
+        on_event=seen.append,
+        output_types={RunFinishedEvent},
+        fast_path=True,
     )
     limited.feed(lines)
     assert (limited.events_forwarded, [type(e) for e in seen]) == (
-        3, [RunStartedEvent, RunFinishedEvent]
+        3,
+        [RunStartedEvent, RunFinishedEvent],
     )
     unlimited = Relay(TransformerChain([Verify()]), on_event=seen.append, fast_path=True)
     unlimited.feed(lines)

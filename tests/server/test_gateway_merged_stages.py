@@ -58,8 +58,13 @@ class _Upstream:
                 break
         props = json.loads(body)["forwardedProps"]
         wire: bytes = props["wire"].encode()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         start = 0
         for cut in [*sorted(set(props["cuts"])), len(wire)]:
             part, start = wire[start:cut], max(start, cut)
@@ -192,7 +197,10 @@ SCENARIOS = {
 @pytest.mark.parametrize("mode", ["relay", "apply"])
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 async def test_merged_stages_send_what_the_unmerged_chain_sent(
-    gateway: Running, mode: str, scenario: str, caplog: pytest.LogCaptureFixture,
+    gateway: Running,
+    mode: str,
+    scenario: str,
+    caplog: pytest.LogCaptureFixture,
     anyio_backend: str,
 ) -> None:
     caplog.set_level(logging.INFO, logger="agui_pipes.server")
@@ -256,8 +264,12 @@ async def test_merged_stages_are_byte_identical_on_generated_streams(
     ],
 )
 async def test_a_verify_that_is_not_the_gateways_check_keeps_the_gateways(
-    gateway: Running, mode: str, chain: str, scenario: str,
-    caplog: pytest.LogCaptureFixture, anyio_backend: str,
+    gateway: Running,
+    mode: str,
+    chain: str,
+    scenario: str,
+    caplog: pytest.LogCaptureFixture,
+    anyio_backend: str,
 ) -> None:
     caplog.set_level(logging.INFO, logger="agui_pipes.server")
     run = f"{chain}-{scenario}-{mode}-{anyio_backend}"

@@ -42,23 +42,45 @@ def _frames(*events: dict[str, Any]) -> bytes:
 
 PYDANTIC_AI_PARALLEL = _frames(
     {"type": "RUN_STARTED", "threadId": "thread-1", "runId": "run-1"},
-    {"type": "TOOL_CALL_START", "toolCallId": "internal-call-7",
-     "toolCallName": "internal_lookup", "parentMessageId": "resp-1"},
+    {
+        "type": "TOOL_CALL_START",
+        "toolCallId": "internal-call-7",
+        "toolCallName": "internal_lookup",
+        "parentMessageId": "resp-1",
+    },
     {"type": "TOOL_CALL_ARGS", "toolCallId": "internal-call-7", "delta": '{"acct":'},
     # part 1 starts: pydantic-ai ends part 0 first ...
     {"type": "TOOL_CALL_END", "toolCallId": "internal-call-7"},
-    {"type": "TOOL_CALL_START", "toolCallId": "call-9", "toolCallName": "search",
-     "parentMessageId": "resp-1"},
+    {
+        "type": "TOOL_CALL_START",
+        "toolCallId": "call-9",
+        "toolCallName": "search",
+        "parentMessageId": "resp-1",
+    },
     # ... then OpenAI's next delta is for part 0 again: ARGS after END.
     {"type": "TOOL_CALL_ARGS", "toolCallId": "internal-call-7", "delta": ' "A-1"}'},
     {"type": "TOOL_CALL_ARGS", "toolCallId": "call-9", "delta": '{"q": "fx EUR"}'},
     {"type": "TOOL_CALL_END", "toolCallId": "call-9"},
-    {"type": "TOOL_CALL_RESULT", "messageId": "res-internal", "toolCallId": "internal-call-7",
-     "content": "retry: ROUTING-SECRET-99 not found", "role": "tool"},
-    {"type": "REASONING_ENCRYPTED_VALUE", "subtype": "message", "entityId": "res-internal",
-     "encryptedValue": "b64..."},
-    {"type": "TOOL_CALL_RESULT", "messageId": "res-9", "toolCallId": "call-9",
-     "content": "0.92", "role": "tool"},
+    {
+        "type": "TOOL_CALL_RESULT",
+        "messageId": "res-internal",
+        "toolCallId": "internal-call-7",
+        "content": "retry: ROUTING-SECRET-99 not found",
+        "role": "tool",
+    },
+    {
+        "type": "REASONING_ENCRYPTED_VALUE",
+        "subtype": "message",
+        "entityId": "res-internal",
+        "encryptedValue": "b64...",
+    },
+    {
+        "type": "TOOL_CALL_RESULT",
+        "messageId": "res-9",
+        "toolCallId": "call-9",
+        "content": "0.92",
+        "role": "tool",
+    },
     {"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"},
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "The rate is 0.92."},
     {"type": "TEXT_MESSAGE_END", "messageId": "m1"},
@@ -67,12 +89,20 @@ PYDANTIC_AI_PARALLEL = _frames(
 
 CONFLICTING_CHUNKS = _frames(
     {"type": "RUN_STARTED", "threadId": "thread-1", "runId": "run-1"},
-    {"type": "TOOL_CALL_CHUNK", "toolCallId": "internal-call-7",
-     "toolCallName": "internal_lookup", "delta": '{"acct":'},
+    {
+        "type": "TOOL_CALL_CHUNK",
+        "toolCallId": "internal-call-7",
+        "toolCallName": "internal_lookup",
+        "delta": '{"acct":',
+    },
     # A continuation contradicting the first chunk: ExpandChunks refuses it, before
     # the chain, with a message naming the call and its tool.
-    {"type": "TOOL_CALL_CHUNK", "toolCallId": "internal-call-7",
-     "toolCallName": "internal_lookup_v2", "delta": ' "A-1"}'},
+    {
+        "type": "TOOL_CALL_CHUNK",
+        "toolCallId": "internal-call-7",
+        "toolCallName": "internal_lookup_v2",
+        "delta": ' "A-1"}',
+    },
     {"type": "RUN_FINISHED", "threadId": "thread-1", "runId": "run-1"},
 )
 
@@ -99,8 +129,13 @@ class _Upstream:  # an instance, so Starlette routes it as a raw ASGI app
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         while (await receive()).get("more_body", False):
             pass
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
         await send({"type": "http.response.body", "body": self.body})
 
 

@@ -76,8 +76,12 @@ class Served:
         self.runs: list[str] = []  # run ids in request order, for the chain factory
         self.on_event = on_event
         self.gateway = Gateway(
-            "http://upstream.test/", chain=self.chain, client=client, keepalive=None,
-            send_timeout=None, logger=logger,
+            "http://upstream.test/",
+            chain=self.chain,
+            client=client,
+            keepalive=None,
+            send_timeout=None,
+            logger=logger,
         )
 
     def chain(self) -> TransformerChain:

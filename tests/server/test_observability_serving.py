@@ -32,17 +32,17 @@ HEADERS = {
 
 
 async def _post(url: str, headers: dict[str, str], run_id: str) -> list[str]:
-    async with httpx.AsyncClient(timeout=30) as client, client.stream(
-        "POST", url, json=run_input(run_id), headers=headers
-    ) as response:
+    async with (
+        httpx.AsyncClient(timeout=30) as client,
+        client.stream("POST", url, json=run_input(run_id), headers=headers) as response,
+    ):
         assert response.status_code == 200
         return [event.type.value async for event in sse_events(response)]
 
 
 def _run_span_parent(recorder: Recorder, run_id: str) -> tuple[int, int, str | None]:
     (span,) = [
-        s for s in recorder.finished()
-        if dict(s.attributes or {}).get("agui.run.id") == run_id
+        s for s in recorder.finished() if dict(s.attributes or {}).get("agui.run.id") == run_id
     ]
     assert span.parent is not None, "the run span has no parent"
     return span.parent.trace_id, span.parent.span_id, span.parent.trace_state.get("vendor")
@@ -58,7 +58,9 @@ async def test_the_endpoint_parents_the_run_on_the_request_traceparent() -> None
         # Without the header the run is a root span: nothing leaks between requests.
         await _post(running.url + "/", {"content-type": "application/json"}, "r-plain")
     assert _run_span_parent(recorder, "r-endpoint") == (
-        int(TRACE_ID, 16), int(PARENT_ID, 16), "opaque"
+        int(TRACE_ID, 16),
+        int(PARENT_ID, 16),
+        "opaque",
     )
     (plain,) = [
         s for s in recorder.finished() if dict(s.attributes or {}).get("agui.run.id") == "r-plain"
@@ -73,9 +75,7 @@ async def test_the_endpoint_parents_the_run_on_the_request_traceparent() -> None
 @pytest.mark.anyio
 async def test_the_gateway_parents_its_run_and_forwards_the_traceparent_upstream() -> None:
     agent_side, gateway_side = Recorder(), Recorder()
-    agent_app = build_app(
-        agent=DemoAgent(), chain=lambda: TransformerChain([agent_side.stage()])
-    )
+    agent_app = build_app(agent=DemoAgent(), chain=lambda: TransformerChain([agent_side.stage()]))
     with serve(agent_app) as upstream:
         gateway_app = build_app(
             upstream=upstream.url + "/",
@@ -114,7 +114,8 @@ async def test_concurrent_requests_keep_their_own_parents() -> None:
     for run_id, (trace_id, span_id) in parents.items():
         assert _run_span_parent(recorder, run_id)[:2] == (int(trace_id, 16), int(span_id, 16))
         mine = [
-            s for s in recorder.finished()
+            s
+            for s in recorder.finished()
             if s.context is not None and s.context.trace_id == int(trace_id, 16)
         ]
         assert sum(s.name == "invoke_agent" for s in mine) == 1  # no other run's spans
@@ -127,8 +128,13 @@ async def _cut_short(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     while (await receive()).get("more_body"):
         pass
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream")],
+        }
+    )
     body = (
         b'data: {"type":"RUN_STARTED","threadId":"thread-1","runId":"r-cut"}\n\n'
         b'data: {"type":"TOOL_CALL_START","toolCallId":"c1","toolCallName":"slow"}\n\n'
@@ -144,9 +150,12 @@ async def test_a_run_the_gateway_ends_itself_is_closed_as_abandoned() -> None:
             upstream=upstream.url + "/", chain=lambda: TransformerChain([recorder.stage()])
         )
         with serve(app) as gateway:
-            async with httpx.AsyncClient(timeout=30) as client, client.stream(
-                "POST", gateway.url + "/", json=run_input("r-cut"), headers=HEADERS
-            ) as response:
+            async with (
+                httpx.AsyncClient(timeout=30) as client,
+                client.stream(
+                    "POST", gateway.url + "/", json=run_input("r-cut"), headers=HEADERS
+                ) as response,
+            ):
                 events = [event async for event in sse_events(response)]
             assert events[-1].type.value == "RUN_ERROR"
             assert str(events[-1].code).startswith("UPSTREAM_")  # type: ignore[attr-defined]

@@ -144,9 +144,7 @@ async def test_gateway_disconnect_on_both_backends(upstream: Running, anyio_back
     stopped = HANG_STOPPED.setdefault(run_id, threading.Event())
     gateway = Gateway(upstream.url + "/hang")
     try:
-        client = Client(
-            json.dumps(run_input(run_id)).encode(), disconnect_after=b'"delta":"first"'
-        )
+        client = Client(json.dumps(run_input(run_id)).encode(), disconnect_after=b'"delta":"first"')
         with anyio.fail_after(1):
             await gateway(SCOPE, client.receive, client.send)
     finally:

@@ -40,8 +40,7 @@ class _Client:
     async def receive(self) -> dict[str, Any]:
         if not self._requested:
             self._requested = True
-            return {"type": "http.request", "body": json.dumps(_INPUT).encode(),
-                    "more_body": False}
+            return {"type": "http.request", "body": json.dumps(_INPUT).encode(), "more_body": False}
         await self.left.wait()
         return {"type": "http.disconnect"}
 

@@ -77,9 +77,21 @@ def origins() -> Iterator[tuple[str, str]]:
 def served(origins: tuple[str, str]) -> Iterator[str]:
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "agui_pipes", "serve", "--demo", "--port", str(port),
-         "--store", "memory:", "--cors-origin", origins[0]],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "agui_pipes",
+            "serve",
+            "--demo",
+            "--port",
+            str(port),
+            "--store",
+            "memory:",
+            "--cors-origin",
+            origins[0],
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     url = f"http://127.0.0.1:{port}"
@@ -143,9 +155,13 @@ async (server) => {
 """
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason=(
-    "CORS NOT TESTED IN A BROWSER: no chromium binary on PATH (apt-get install chromium, "
-    "or AGUI_PIPES_CHROMIUM=/path/to/chrome; .ci/run installs it)"))
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason=(
+        "CORS NOT TESTED IN A BROWSER: no chromium binary on PATH (apt-get install chromium, "
+        "or AGUI_PIPES_CHROMIUM=/path/to/chrome; .ci/run installs it)"
+    ),
+)
 def test_a_page_on_an_allowed_origin_runs_and_resumes(
     origins: tuple[str, str], served: str
 ) -> None:
@@ -162,7 +178,7 @@ def test_a_page_on_an_allowed_origin_runs_and_resumes(
             assert result["types"][0] == "RUN_STARTED" and result["types"][-1] == "RUN_FINISHED"
             assert result["resumeStatus"] == 200
             # Exactly the frames after the cursor, with the same ids.
-            assert result["restIds"] == result["ids"][result["middle"] + 1:]
+            assert result["restIds"] == result["ids"][result["middle"] + 1 :]
 
             other = browser.new_page()
             other.goto(origins[1] + "/")
@@ -174,24 +190,36 @@ def test_a_page_on_an_allowed_origin_runs_and_resumes(
 def test_a_preflight_names_what_an_ag_ui_client_sends(
     origins: tuple[str, str], served: str
 ) -> None:
-    allowed = httpx.options(served + "/runs/x", headers={
-        "origin": origins[0], "access-control-request-method": "GET",
-        "access-control-request-headers": "last-event-id, authorization, traceparent"})
+    allowed = httpx.options(
+        served + "/runs/x",
+        headers={
+            "origin": origins[0],
+            "access-control-request-method": "GET",
+            "access-control-request-headers": "last-event-id, authorization, traceparent",
+        },
+    )
     assert allowed.status_code == 200
     assert allowed.headers["access-control-allow-origin"] == origins[0]
     granted = allowed.headers["access-control-allow-headers"].lower()
     assert {"last-event-id", "authorization", "traceparent"} <= {
-        h.strip() for h in granted.split(",")}
-    refused = httpx.options(served + "/", headers={
-        "origin": origins[1], "access-control-request-method": "POST"})
+        h.strip() for h in granted.split(",")
+    }
+    refused = httpx.options(
+        served + "/", headers={"origin": origins[1], "access-control-request-method": "POST"}
+    )
     assert refused.status_code == 400
     assert "access-control-allow-origin" not in refused.headers
 
 
 @pytest.mark.parametrize(
     "origin",
-    ["app.example", "https://app.example/", "https://app.example/path", "ftp://x.example",
-     "https://user@app.example"],
+    [
+        "app.example",
+        "https://app.example/",
+        "https://app.example/path",
+        "ftp://x.example",
+        "https://user@app.example",
+    ],
 )
 def test_an_origin_that_is_not_one_fails_at_start_up(origin: str) -> None:
     with pytest.raises(ValueError, match="scheme://host"):
@@ -200,9 +228,20 @@ def test_an_origin_that_is_not_one_fails_at_start_up(origin: str) -> None:
 
 def test_serve_refuses_a_bad_origin_with_exit_2() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agui_pipes", "serve", "--demo", "--port", str(_free_port()),
-         "--cors-origin", "https://app.example/"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "agui_pipes",
+            "serve",
+            "--demo",
+            "--port",
+            str(_free_port()),
+            "--cors-origin",
+            "https://app.example/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert "scheme://host[:port]" in done.stderr

@@ -253,8 +253,9 @@ async def test_bad_ids_unknown_runs_and_threads(store_url: str) -> None:
             assert stop.status_code == 404
             status, _, _ = await _get(client, "/agent/threads/no-such-thread")
             assert status == 404
-            again = await client.post("/agent", content=json.dumps(run_input("one")),
-                                      headers=HEADERS)
+            again = await client.post(
+                "/agent", content=json.dumps(run_input("one")), headers=HEADERS
+            )
             assert again.status_code == 409 and again.json()["error"] == "run_exists"
 
 
@@ -265,8 +266,11 @@ async def test_thread_history_survives_a_sqlite_restart(tmp_path: Path) -> None:
         async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
             for n, city in enumerate(("Lisbon", "Kyoto")):
                 body = demo_input(city, thread_id="t-1", run_id=f"run-{n}")
-                frames = await _post(client, "/agent", json.loads(body.model_dump_json(
-                    by_alias=True, exclude_none=True)))
+                frames = await _post(
+                    client,
+                    "/agent",
+                    json.loads(body.model_dump_json(by_alias=True, exclude_none=True)),
+                )
                 runs.append(_events(frames))
     expected = fold([event for run in runs for event in run])
     with serve(build_app(agent=DemoAgent(), store=url, path="/agent")) as server:
@@ -334,8 +338,10 @@ async def test_cut_on_one_server_resumed_on_another_sharing_redis(
     app_a, _ = _app(agent.run, url, grace=30)
     app_b, _ = _app(agent.run, url, grace=30)
     with serve(app_a) as a, serve(app_b) as b:
-        async with httpx.AsyncClient(base_url=a.url, timeout=20) as to_a, \
-                httpx.AsyncClient(base_url=b.url, timeout=20) as to_b:
+        async with (
+            httpx.AsyncClient(base_url=a.url, timeout=20) as to_a,
+            httpx.AsyncClient(base_url=b.url, timeout=20) as to_b,
+        ):
             got = await _post(to_a, "/agent", run_input("shared"), cut=4)
             resumed: list[tuple[str | None, bytes]] = []
             following = anyio.Event()
@@ -387,15 +393,23 @@ class _Peer:
         self.body += message.get("body", b"")
         self.frames.extend(_frames(self.body))
         if self._cut is not None and len(self.frames) >= self._cut:
-            del self.frames[self._cut:]
+            del self.frames[self._cut :]
             self._gone.set()
 
 
 def _scope(method: str, path: str, headers: list[tuple[bytes, bytes]] | None = None) -> Any:
     return {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-        "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
-        "query_string": b"", "headers": headers or [], "client": ("127.0.0.1", 1),
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers or [],
+        "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 80),
     }
 
@@ -416,8 +430,10 @@ async def test_detach_and_resume_in_process_on_asyncio_and_trio() -> None:
                 await anyio.sleep(0.01)
         last_id = str(poster.frames[-1][0]).encode()
         tg.start_soon(
-            app, _scope("GET", "/agent/runs/here", [(b"last-event-id", last_id)]),
-            reader.receive, reader.send,
+            app,
+            _scope("GET", "/agent/runs/here", [(b"last-event-id", last_id)]),
+            reader.receive,
+            reader.send,
         )
         with anyio.fail_after(10):
             while not _following(endpoint, "here"):  # noqa: ASYNC110 - set by the app
@@ -453,7 +469,11 @@ class _Shout(AsyncStreamTransformer):
 async def test_an_async_chain_is_recorded_resumed_and_stopped() -> None:
     agent = Gated(before=5, after=3)
     routes = agent_routes(
-        "/agent", agent.run, chain=lambda: _Shout(), store="memory:", detach_grace=30,
+        "/agent",
+        agent.run,
+        chain=lambda: _Shout(),
+        store="memory:",
+        detach_grace=30,
         keepalive=None,
     )
     endpoint = routes[0].endpoint
@@ -599,9 +619,9 @@ _SERVER_SCRIPT = Path(__file__).parents[1] / "_xproc_server.py"
 
 
 @contextmanager
-def _server_process(store: str, grace: float, owner_timeout: float) -> Iterator[
-    tuple[str, subprocess.Popen[bytes]]
-]:
+def _server_process(
+    store: str, grace: float, owner_timeout: float
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A real uvicorn server process (tests/_xproc_server.py) on a free port."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -671,10 +691,14 @@ async def test_a_reader_on_another_process_holds_the_run_past_the_grace(
     shared_store: str,
 ) -> None:
     grace = 1.0
-    with _server_process(shared_store, grace, 5.0) as (a, _), \
-            _server_process(shared_store, grace, 5.0) as (b, _):
-        async with httpx.AsyncClient(base_url=a, timeout=20) as to_a, \
-                httpx.AsyncClient(base_url=b, timeout=20) as to_b:
+    with (
+        _server_process(shared_store, grace, 5.0) as (a, _),
+        _server_process(shared_store, grace, 5.0) as (b, _),
+    ):
+        async with (
+            httpx.AsyncClient(base_url=a, timeout=20) as to_a,
+            httpx.AsyncClient(base_url=b, timeout=20) as to_b,
+        ):
             got = await _post(to_a, "/agent", run_input("held"), cut=3)
             # B follows while the run makes three graces' worth of deltas (one per 20 ms
             # at most): A must not cancel the run meanwhile.
@@ -700,10 +724,14 @@ async def test_a_reader_on_another_process_holds_the_run_past_the_grace(
 
 
 async def test_a_stop_sent_to_another_process_stops_the_run(shared_store: str) -> None:
-    with _server_process(shared_store, 30.0, 5.0) as (a, _), \
-            _server_process(shared_store, 30.0, 5.0) as (b, _):
-        async with httpx.AsyncClient(base_url=a, timeout=20) as to_a, \
-                httpx.AsyncClient(base_url=b, timeout=20) as to_b:
+    with (
+        _server_process(shared_store, 30.0, 5.0) as (a, _),
+        _server_process(shared_store, 30.0, 5.0) as (b, _),
+    ):
+        async with (
+            httpx.AsyncClient(base_url=a, timeout=20) as to_a,
+            httpx.AsyncClient(base_url=b, timeout=20) as to_b,
+        ):
             live: Frames = []
 
             async def watch() -> None:
@@ -732,10 +760,14 @@ async def test_a_stop_sent_to_another_process_stops_the_run(shared_store: str) -
 
 async def test_a_follower_of_a_killed_owner_ends_with_run_lost(shared_store: str) -> None:
     owner_timeout = 1.5
-    with _server_process(shared_store, 30.0, owner_timeout) as (a, process), \
-            _server_process(shared_store, 30.0, owner_timeout) as (b, _):
-        async with httpx.AsyncClient(base_url=a, timeout=20) as to_a, \
-                httpx.AsyncClient(base_url=b, timeout=20) as to_b:
+    with (
+        _server_process(shared_store, 30.0, owner_timeout) as (a, process),
+        _server_process(shared_store, 30.0, owner_timeout) as (b, _),
+    ):
+        async with (
+            httpx.AsyncClient(base_url=a, timeout=20) as to_a,
+            httpx.AsyncClient(base_url=b, timeout=20) as to_b,
+        ):
             got = await _post(to_a, "/agent", run_input("doomed"), cut=3)
             followed: Frames = []
             killed = anyio.Event()

@@ -210,12 +210,18 @@ async def test_failing_factory_is_a_500_json_error(server: Running) -> None:
         (b'{"threadId": "t", "runId": "r", "messages": [{"role": "nope"}]}', "messages"),
         # Not JSON, though pydantic's parser takes them: a state holding them could
         # never be echoed back (regression: a NaN state reached the run).
-        (b'{"threadId": "t", "runId": "r", "messages": [], "state": {"x": [1, NaN]}}',
-         "at `state.x.1`: the literal NaN is not JSON"),
-        (b'{"threadId": "t", "runId": "r", "messages": [], "state": -Infinity}',
-         "the literal -Infinity is not JSON"),
-        (b'{"threadId": "t", "runId": "r", "messages": [], "state": {"n": 1e400}}',
-         "beyond the range of a double"),
+        (
+            b'{"threadId": "t", "runId": "r", "messages": [], "state": {"x": [1, NaN]}}',
+            "at `state.x.1`: the literal NaN is not JSON",
+        ),
+        (
+            b'{"threadId": "t", "runId": "r", "messages": [], "state": -Infinity}',
+            "the literal -Infinity is not JSON",
+        ),
+        (
+            b'{"threadId": "t", "runId": "r", "messages": [], "state": {"n": 1e400}}',
+            "beyond the range of a double",
+        ),
     ],
 )
 async def test_bad_bodies_get_422_json(server: Running, body: bytes, fragment: str) -> None:
@@ -238,9 +244,10 @@ async def test_get_is_405(server: Running) -> None:
 
 async def test_keepalive_comments_while_the_agent_is_idle(server: Running) -> None:
     raw = b""
-    async with httpx.AsyncClient() as client, client.stream(
-        "POST", server.url + "/slow", json=run_input()
-    ) as response:
+    async with (
+        httpx.AsyncClient() as client,
+        client.stream("POST", server.url + "/slow", json=run_input()) as response,
+    ):
         async for chunk in response.aiter_raw():
             raw += chunk
     assert b": keep-alive\n\n" in raw
@@ -298,8 +305,9 @@ async def _emits_nan(ctx: RunContext[Any]) -> None:
 
 
 _NAN_STAGE = FunctionTransformer(
-    lambda e: [e, CustomEvent(name="x", value=[float("inf")])]
-    if e.type is EventType.RUN_STARTED else [e],
+    lambda e: (
+        [e, CustomEvent(name="x", value=[float("inf")])] if e.type is EventType.RUN_STARTED else [e]
+    ),
     name="inf_maker",
 )
 
@@ -335,15 +343,17 @@ async def test_an_async_chain_never_quotes_a_violation_naming_what_it_hides() ->
     # "No active tool call found with ID 'internal-call-7'" and the endpoint sent it
     # in RUN_ERROR, though the chain's FilterToolCalls hides that call.
     chain = lambda: Shout() | Verify() | FilterToolCalls.deny(["internal_*"])  # noqa: E731
-    app = Starlette(
-        routes=[agent_route("/", _late_internal_args, chain=chain, verify=False)]
-    )
+    app = Starlette(routes=[agent_route("/", _late_internal_args, chain=chain, verify=False)])
     with serve(app) as server:
         async with httpx.AsyncClient() as client:
             response = await client.post(server.url + "/", json=run_input())
     assert b"internal-call-7" not in response.content
     assert b"internal_lookup" not in response.content
-    error = [e for e in (json.loads(line[6:]) for line in response.text.splitlines()
-                         if line.startswith("data: "))][-1]
+    error = [
+        e
+        for e in (
+            json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")
+        )
+    ][-1]
     assert error["type"] == "RUN_ERROR" and error["code"] == "PROTOCOL_VIOLATION"
     assert "found by stage Verify" in error["message"] and "withheld" in error["message"]

@@ -153,8 +153,9 @@ UPSTREAM_ROUTES = {
         raw(gzip.compress(STARTED + FINISHED), encoding="gzip"),
         methods=["POST"],
     ),
-    "/status500": Route("/status500", raw(b"boom", status=500, content_type="text/plain"),
-                        methods=["POST"]),
+    "/status500": Route(
+        "/status500", raw(b"boom", status=500, content_type="text/plain"), methods=["POST"]
+    ),
     "/not-sse": Route("/not-sse", raw(b"{}", content_type="application/json"), methods=["POST"]),
     "/malformed": Route("/malformed", raw(frame({"type": "RUN_STARTED"})), methods=["POST"]),
     "/not-json": Route("/not-json", raw(STARTED, frame("hello")), methods=["POST"]),
@@ -344,9 +345,7 @@ def texts(events: list[BaseEvent]) -> list[str]:
     return [e.delta for e in events if isinstance(e, TextMessageContentEvent)]
 
 
-async def test_end_to_end_through_the_gateway(
-    servers: tuple[Running, Running], path: str
-) -> None:
+async def test_end_to_end_through_the_gateway(servers: tuple[Running, Running], path: str) -> None:
     _, gateway = servers
     events = await through(gateway, f"/{path}/hello")
     assert [e.type for e in events] == [
@@ -373,9 +372,7 @@ async def test_chunks_are_expanded(servers: tuple[Running, Running], path: str) 
     assert "".join(texts(events)) == "HELLO"
 
 
-async def test_compressed_upstream_is_decoded(
-    servers: tuple[Running, Running], path: str
-) -> None:
+async def test_compressed_upstream_is_decoded(servers: tuple[Running, Running], path: str) -> None:
     # The gateway asks for identity, but an upstream may compress anyway.
     _, gateway = servers
     events = await through(gateway, f"/{path}/gzip")
@@ -392,7 +389,7 @@ async def test_bad_body_is_422_and_not_forwarded(
         assert response.status_code == 422
         assert response.json()["error"] == "invalid_run_input"
         await post_run(client, gateway.url + f"/{path}/counted", run_input("forwarded"))
-    assert UPSTREAM_CALLS[len(before):] == ["forwarded"]
+    assert UPSTREAM_CALLS[len(before) :] == ["forwarded"]
 
 
 @pytest.mark.parametrize(
@@ -477,7 +474,9 @@ async def test_client_disconnect_closes_upstream_and_cancels_the_agent(
 
 
 async def test_gateway_log_line_counts_each_stage(
-    servers: tuple[Running, Running], caplog: pytest.LogCaptureFixture, path: str,
+    servers: tuple[Running, Running],
+    caplog: pytest.LogCaptureFixture,
+    path: str,
     anyio_backend: str,
 ) -> None:
     _, gateway = servers
@@ -485,9 +484,7 @@ async def test_gateway_log_line_counts_each_stage(
     run_id = f"chunky-{path}-{anyio_backend}"
     await through(gateway, f"/{path}/chunks", run_input(run_id))
     marker = f"gateway run {run_id} "
-    await wait_until(
-        lambda: any(marker in r.getMessage() for r in caplog.records), 2.0, "log"
-    )
+    await wait_until(lambda: any(marker in r.getMessage() for r in caplog.records), 2.0, "log")
     line = next(r.getMessage() for r in caplog.records if marker in r.getMessage())
     assert "finished" in line
     assert "source 4 → ExpandChunks 6 → shout 6 → Verify 6 → out 6" in line
@@ -532,9 +529,20 @@ async def body_of(gateway: Running, route: str, body: dict[str, Any]) -> bytes:
 @pytest.mark.parametrize(
     "route",
     [
-        "/hello", "/chunks", "/malformed", "/not-json", "/open-run", "/cut-frame", "/empty",
-        "/violation", "/crash", "/no-verify", "/batch-malformed",
-        "/batch-violation", "/batch-stage-error", "/batch-stage-decode-error",
+        "/hello",
+        "/chunks",
+        "/malformed",
+        "/not-json",
+        "/open-run",
+        "/cut-frame",
+        "/empty",
+        "/violation",
+        "/crash",
+        "/no-verify",
+        "/batch-malformed",
+        "/batch-violation",
+        "/batch-stage-error",
+        "/batch-stage-decode-error",
     ],
 )
 async def test_both_paths_send_the_same_bytes_on_every_scenario(
@@ -593,7 +601,9 @@ def test_gateway_arguments_are_checked() -> None:
 
 
 async def test_forwarded_deltas_are_counted_at_every_stage_of_the_log_line(
-    servers: tuple[Running, Running], caplog: pytest.LogCaptureFixture, path: str,
+    servers: tuple[Running, Running],
+    caplog: pytest.LogCaptureFixture,
+    path: str,
     anyio_backend: str,
 ) -> None:
     """On the relay path the deltas take the bypass (no stage sees them);
@@ -614,9 +624,7 @@ async def test_forwarded_deltas_are_counted_at_every_stage_of_the_log_line(
     )
     assert texts(events) == [f"d{i}" for i in range(5)]
     marker = f"gateway run {run_id} "
-    await wait_until(
-        lambda: any(marker in r.getMessage() for r in caplog.records), 2.0, "log"
-    )
+    await wait_until(lambda: any(marker in r.getMessage() for r in caplog.records), 2.0, "log")
     line = next(r.getMessage() for r in caplog.records if marker in r.getMessage())
     assert "finished" in line
     stages = "ExpandChunks 9"

@@ -69,8 +69,9 @@ def upstream_agent() -> Iterator[tuple[Gated, Running]]:
 
 def _gateway(upstream: Running, store: str, mode: str, grace: float = 5.0) -> Gateway:
     chain = AsyncStreamTransformer if mode == "apply" else None
-    return Gateway(f"{upstream.url}/agent", chain=chain, store=store, detach_grace=grace,
-                   keepalive=None)
+    return Gateway(
+        f"{upstream.url}/agent", chain=chain, store=store, detach_grace=grace, keepalive=None
+    )
 
 
 def _app(gateway: Gateway) -> Starlette:
@@ -124,16 +125,22 @@ async def test_cut_and_resume_while_the_upstream_produces(
 
 
 async def test_cut_on_one_gateway_resumed_on_another_sharing_redis(
-    upstream_agent: tuple[Gated, Running], request: pytest.FixtureRequest, tmp_path: Path,
+    upstream_agent: tuple[Gated, Running],
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
     mode: str,
 ) -> None:
     """Two gateways behind a load balancer: the run lives on A, the resume lands on B."""
     agent, upstream = upstream_agent
     url = store_url_for("redis", request, tmp_path)
-    with serve(_app(_gateway(upstream, url, mode, grace=30))) as a, \
-            serve(_app(_gateway(upstream, url, mode, grace=30))) as b:
-        async with httpx.AsyncClient(base_url=a.url, timeout=20) as to_a, \
-                httpx.AsyncClient(base_url=b.url, timeout=20) as to_b:
+    with (
+        serve(_app(_gateway(upstream, url, mode, grace=30))) as a,
+        serve(_app(_gateway(upstream, url, mode, grace=30))) as b,
+    ):
+        async with (
+            httpx.AsyncClient(base_url=a.url, timeout=20) as to_a,
+            httpx.AsyncClient(base_url=b.url, timeout=20) as to_b,
+        ):
             got = await _post(to_a, "shared", cut=3)
             resumed: Frames = []
             following = anyio.Event()
@@ -236,8 +243,9 @@ async def test_bad_ids_unknown_runs_and_a_reused_run_id(
             assert (await client.post("/chat/runs/nope/stop")).status_code == 404
             status, _, _ = await _get(client, "/chat/threads/no-such-thread")
             assert status == 404
-            again = await client.post("/chat", content=json.dumps(run_input("one")),
-                                      headers=HEADERS)
+            again = await client.post(
+                "/chat", content=json.dumps(run_input("one")), headers=HEADERS
+            )
             assert again.status_code == 409 and again.json()["error"] == "run_exists"
             # Nothing was forwarded for the refused run: the upstream saw two runs.
             assert sorted(agent.stopped) == ["one", "two"]
@@ -260,12 +268,9 @@ async def test_upstream_failure_is_recorded_as_the_runs_end(store_url: str) -> N
             assert status == 200 and replay == frames
 
 
-async def test_build_app_serves_the_gateway_routes(
-    upstream_agent: tuple[Gated, Running]
-) -> None:
+async def test_build_app_serves_the_gateway_routes(upstream_agent: tuple[Gated, Running]) -> None:
     agent, upstream = upstream_agent
-    app = build_app(upstream=f"{upstream.url}/agent", store="memory:", path="/chat",
-                    keepalive=None)
+    app = build_app(upstream=f"{upstream.url}/agent", store="memory:", path="/chat", keepalive=None)
     with serve(app) as server:
         async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
             agent.gate("built").set()

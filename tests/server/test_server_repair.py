@@ -121,8 +121,9 @@ def test_the_direct_recording_is_rejected_by_the_http_agent(
 async def test_gateway_repair_logs_the_fix_count(
     upstream: Running, caplog: pytest.LogCaptureFixture
 ) -> None:
-    gateway = Gateway(upstream.url + "/", repair=True,
-                      chain=lambda: FunctionTransformer(lambda e: e))
+    gateway = Gateway(
+        upstream.url + "/", repair=True, chain=lambda: FunctionTransformer(lambda e: e)
+    )
     app = Starlette(routes=[Route("/", gateway, methods=["POST"])], lifespan=gateway.lifespan)
     with serve(app) as running, caplog.at_level(logging.INFO, logger="agui_pipes.server"):
         async with httpx.AsyncClient(timeout=30) as client:
@@ -189,11 +190,15 @@ async def test_endpoint_repairs_its_agent_before_the_driver_verifies(
     from tests._cli_stages import AsyncPass
 
     chain = (lambda: AsyncPass()) if async_chain else None
-    apps = Starlette(routes=[
-        Route("/repaired", AgentEndpoint(interleaving, repair=True, chain=chain),
-              methods=["POST"]),
-        Route("/plain", AgentEndpoint(interleaving, chain=chain), methods=["POST"]),
-    ])
+    apps = Starlette(
+        routes=[
+            Route(
+                "/repaired", AgentEndpoint(interleaving, repair=True, chain=chain), methods=["POST"]
+            ),
+            Route("/plain", AgentEndpoint(interleaving, chain=chain), methods=["POST"]),
+        ]
+    )
+
     def body(run_id: str) -> dict[str, Any]:
         return {"threadId": "thread-e", "runId": run_id, "messages": []}
 

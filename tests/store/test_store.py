@@ -69,13 +69,18 @@ async def test_append_numbers_from_one_and_reads_back_in_order(store_url: str) -
         second = await store.append("t", "r", payloads("r", 2, start=4))
         assert (first, second) == ([1, 2, 3], [4, 5])
         assert await store.read("r") == list(enumerate(payloads("r", 5), 1))
-        assert await store.read("r", after=2, limit=2) == [(3, payloads("r", 1, 3)[0]),
-                                                          (4, payloads("r", 1, 4)[0])]
+        assert await store.read("r", after=2, limit=2) == [
+            (3, payloads("r", 1, 3)[0]),
+            (4, payloads("r", 1, 4)[0]),
+        ]
         assert await store.read("r", after=5) == []
         record = await store.run("r")
         assert record is not None
         assert (record.thread_id, record.run_id, record.status, record.last_seq) == (
-            "t", "r", RunStatus.LIVE, 5
+            "t",
+            "r",
+            RunStatus.LIVE,
+            5,
         )
         assert record.ended is None and record.created <= record.updated
 
@@ -151,7 +156,9 @@ async def test_thread_runs_in_creation_order(store_url: str) -> None:
         runs = await store.thread_runs("t")
         assert [record.run_id for record in runs] == ["b", "a", "c"]
         assert [record.status for record in runs] == [
-            RunStatus.LIVE, RunStatus.ERROR, RunStatus.LIVE
+            RunStatus.LIVE,
+            RunStatus.ERROR,
+            RunStatus.LIVE,
         ]
         assert [record.run_id for record in await store.thread_runs("u")] == ["other"]
 

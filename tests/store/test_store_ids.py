@@ -75,8 +75,9 @@ def test_urls_pick_the_backend(tmp_path: object) -> None:
     assert (sqlite.path, sqlite.poll_interval, sqlite.retention.max_age) == ("runs.db", 0.5, 60)
     absolute = open_store("sqlite:////var/lib/agui/runs.db")
     assert isinstance(absolute, SQLiteEventLog) and absolute.path == "/var/lib/agui/runs.db"
-    redis = open_store("redis://:secret@cache:6380/2?prefix=app:&block=1&max_runs=9&"
-                       "socket_timeout=3")
+    redis = open_store(
+        "redis://:secret@cache:6380/2?prefix=app:&block=1&max_runs=9&socket_timeout=3"
+    )
     assert isinstance(redis, RedisEventLog)
     assert (redis.prefix, redis.block, redis.retention.max_runs) == ("app:", 1.0, 9)
     assert redis.url == "redis://:secret@cache:6380/2?socket_timeout=3"

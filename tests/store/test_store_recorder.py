@@ -36,8 +36,10 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def events(count: int) -> list[bytes]:
-    return [b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"%d"}' % n
-            for n in range(1, count + 1)]
+    return [
+        b'{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"%d"}' % n
+        for n in range(1, count + 1)
+    ]
 
 
 async def test_a_run_is_recorded_whole_and_ended(store_url: str) -> None:
@@ -49,9 +51,7 @@ async def test_a_run_is_recorded_whole_and_ended(store_url: str) -> None:
                 seqs.append(await recorder.record(data))
                 if len(seqs) % 10 == 0:
                     await anyio.lowlevel.checkpoint()
-            assert parse_event_id(recorder.event_id(5)) == (
-                parse_event_id(f"{store.epoch}:r:5")
-            )
+            assert parse_event_id(recorder.event_id(5)) == (parse_event_id(f"{store.epoch}:r:5"))
             await recorder.end(RunStatus.FINISHED)
         assert seqs == list(range(1, 101))
         assert await store.read("r") == list(enumerate(events(100), 1))
@@ -76,8 +76,9 @@ async def test_leaving_the_block_ends_the_run_by_how_it_was_left(store_url: str)
                     await recorder.record(data)
                 scope.cancel()
                 await anyio.sleep_forever()
-        statuses = {r.run_id: (r.status, r.reason, r.last_seq) for r in
-                    await store.thread_runs("t")}
+        statuses = {
+            r.run_id: (r.status, r.reason, r.last_seq) for r in await store.thread_runs("t")
+        }
         assert statuses == {
             "ok": (RunStatus.FINISHED, None, 1),
             "failed": (RunStatus.ERROR, "RuntimeError: agent failed", 1),
@@ -142,7 +143,7 @@ async def test_a_failing_store_breaks_the_run_once_and_the_stream_goes_on(
         assert seqs[0] == 1 and None in seqs
         recorded = [seq for seq in seqs if seq is not None]
         assert recorded == list(range(1, len(recorded) + 1))  # no seq skipped, none reused
-        assert all(seq is None for seq in seqs[len(recorded):])  # dropped from then on
+        assert all(seq is None for seq in seqs[len(recorded) :])  # dropped from then on
         record = await store.run("r")
         assert record is not None and record.status is RunStatus.BROKEN
         assert "disk full" in (record.reason or "")
@@ -245,8 +246,10 @@ async def test_frames_carry_the_ids_a_resume_accepts() -> None:
         assert frames[1].startswith(f"id: {store.epoch}:r:1:2\ndata: ".encode())
         last_id = frames[0].split(b"\n")[0].removeprefix(b"id: ").decode()
         after = await store.resume_after("r:1", last_id)
-        replay = [sse_frame(data, format_event_id(store.epoch, "r:1", seq))
-                  async for seq, data in store.follow("r:1", after=after)]
+        replay = [
+            sse_frame(data, format_event_id(store.epoch, "r:1", seq))
+            async for seq, data in store.follow("r:1", after=after)
+        ]
         assert replay == frames[1:]
 
 
@@ -303,9 +306,12 @@ async def test_ids_stay_exact_across_thousands_of_frames_in_odd_batches() -> Non
 
 
 async def test_a_batch_that_does_not_fit_is_not_taken() -> None:
-    async with _StuckLog() as store, RunRecorder(
-        store, "t", "r", max_events=4, stall_timeout=0.05, close_timeout=0.05
-    ) as recorder:
+    async with (
+        _StuckLog() as store,
+        RunRecorder(
+            store, "t", "r", max_events=4, stall_timeout=0.05, close_timeout=0.05
+        ) as recorder,
+    ):
         assert recorder.frames_nowait(events(6)) is not None  # an empty queue takes it
         assert recorder.frames_nowait(events(1)) is None  # full: nothing taken
         assert recorder.next_seq == 7

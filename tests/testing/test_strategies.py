@@ -352,4 +352,3 @@ def test_reopen_knob_reuses_closed_ids_and_default_does_not() -> None:
     with_reopen = _collect(streams(reopen=True, max_items=8), 200, derandomize=True)
     assert sum(reopened(s) for s in with_reopen) > 0
     assert sum(reopened(s) for s in _collect(streams(max_items=8), 150)) == 0
-

@@ -249,7 +249,10 @@ def test_a_closed_message_becomes_start_content_end() -> None:
     events = _run(*_text("m1", "Hel", "lo", " world"))
     out = compact(events)
     assert _types(out) == [
-        "RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
         "RUN_FINISHED",
     ]
     assert out[2].delta == "Hello world"  # type: ignore[attr-defined]
@@ -335,7 +338,10 @@ def test_a_messages_snapshot_releases_what_is_held_before_it() -> None:
     )
     out = compact(events)
     assert _types(out)[1:5] == [
-        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "MESSAGES_SNAPSHOT", "TEXT_MESSAGE_CONTENT"
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "MESSAGES_SNAPSHOT",
+        "TEXT_MESSAGE_CONTENT",
     ]
     # the snapshot dropped m1, so "c" lands nowhere: the same either way
     assert fold(out).messages == fold(events).messages
@@ -393,9 +399,14 @@ def test_a_snapshot_and_its_deltas_become_one_snapshot() -> None:
 
 
 def test_deltas_on_a_known_state_become_one_delta() -> None:
-    events = _run(StateSnapshotEvent(snapshot={}), TextMessageStartEvent(message_id="m"),
-                  _add("/a", 1), TextMessageContentEvent(message_id="m", delta="x"),
-                  _add("/b", 2), TextMessageEndEvent(message_id="m"))
+    events = _run(
+        StateSnapshotEvent(snapshot={}),
+        TextMessageStartEvent(message_id="m"),
+        _add("/a", 1),
+        TextMessageContentEvent(message_id="m", delta="x"),
+        _add("/b", 2),
+        TextMessageEndEvent(message_id="m"),
+    )
     out = compact(events)
     deltas = [e for e in out if e.type is EventType.STATE_DELTA]
     assert len(deltas) == 1 and [op.path for op in deltas[0].delta] == ["/a", "/b"]  # type: ignore[attr-defined]

@@ -100,8 +100,12 @@ def test_without_legacy_reading_thinking_is_dropped_as_before() -> None:
 @pytest.mark.parametrize("form", ["dict", "str", "bytes"])
 def test_legacy_reading_builds_the_legacy_models(form: str) -> None:
     expected = [
-        ThinkingStartEvent, ThinkingTextMessageStartEvent, ThinkingTextMessageContentEvent,
-        ThinkingTextMessageContentEvent, ThinkingTextMessageEndEvent, ThinkingEndEvent,
+        ThinkingStartEvent,
+        ThinkingTextMessageStartEvent,
+        ThinkingTextMessageContentEvent,
+        ThinkingTextMessageContentEvent,
+        ThinkingTextMessageEndEvent,
+        ThinkingEndEvent,
     ]
     for item, cls in zip(THINKING, expected, strict=True):
         given: Any = {"dict": item, "str": json.dumps(item), "bytes": json.dumps(item).encode()}
@@ -143,17 +147,32 @@ def test_binary_parts_are_upgraded_only_when_legacy_is_read() -> None:
 @pytest.mark.parametrize(
     ("part", "expected"),
     [
-        (binary(data="QUJD", url="https://x/a.png"),
-         {"type": "image", "source": {"type": "data", "value": "QUJD", "mimeType": "image/png"}}),
-        ({"type": "binary", "mimeType": "audio/wav", "url": "https://x/a.wav"},
-         {"type": "audio",
-          "source": {"type": "url", "value": "https://x/a.wav", "mimeType": "audio/wav"}}),
-        ({"type": "binary", "mimeType": "video/mp4", "url": "u", "filename": "clip.mp4"},
-         {"type": "video", "source": {"type": "url", "value": "u", "mimeType": "video/mp4"},
-          "metadata": {"filename": "clip.mp4"}}),
-        ({"type": "binary", "mimeType": "application/pdf", "data": "JVBE"},
-         {"type": "document",
-          "source": {"type": "data", "value": "JVBE", "mimeType": "application/pdf"}}),
+        (
+            binary(data="QUJD", url="https://x/a.png"),
+            {"type": "image", "source": {"type": "data", "value": "QUJD", "mimeType": "image/png"}},
+        ),
+        (
+            {"type": "binary", "mimeType": "audio/wav", "url": "https://x/a.wav"},
+            {
+                "type": "audio",
+                "source": {"type": "url", "value": "https://x/a.wav", "mimeType": "audio/wav"},
+            },
+        ),
+        (
+            {"type": "binary", "mimeType": "video/mp4", "url": "u", "filename": "clip.mp4"},
+            {
+                "type": "video",
+                "source": {"type": "url", "value": "u", "mimeType": "video/mp4"},
+                "metadata": {"filename": "clip.mp4"},
+            },
+        ),
+        (
+            {"type": "binary", "mimeType": "application/pdf", "data": "JVBE"},
+            {
+                "type": "document",
+                "source": {"type": "data", "value": "JVBE", "mimeType": "application/pdf"},
+            },
+        ),
     ],
 )
 def test_binary_upgrade_follows_the_reference_rules(
@@ -174,16 +193,24 @@ def test_an_id_only_binary_part_cannot_be_upgraded_and_says_so() -> None:
 
 
 def test_a_binary_mirror_of_a_modern_part_is_not_duplicated() -> None:
-    modern = {"type": "image",
-              "source": {"type": "url", "value": "https://x/p.png", "mimeType": "image/png"}}
+    modern = {
+        "type": "image",
+        "source": {"type": "url", "value": "https://x/p.png", "mimeType": "image/png"},
+    }
     decoded = decode(snapshot_with(modern, binary(url="https://x/p.png")), legacy=True)
     assert decoded.event is not None
     assert wire(decoded.event)["messages"][0]["content"] == [modern]
 
 
 def test_binary_parts_of_a_run_started_input_echo_are_upgraded() -> None:
-    item = {**STARTED, "input": {"threadId": "t", "runId": "r", "messages": [
-        {"id": "u1", "role": "user", "content": [binary(url="https://x/p.png")]}]}}
+    item = {
+        **STARTED,
+        "input": {
+            "threadId": "t",
+            "runId": "r",
+            "messages": [{"id": "u1", "role": "user", "content": [binary(url="https://x/p.png")]}],
+        },
+    }
     decoded = decode(item, legacy=True)
     assert isinstance(decoded.event, RunStartedEvent)
     assert "/input/messages/0/content" in str(decoded.warnings[0])
@@ -230,11 +257,20 @@ def test_up_translates_thinking_into_reasoning_with_generated_ids() -> None:
     compat = Compat(ids=counter())
     delivered, result = consume([STARTED, *THINKING, FINISHED], compat)
     assert [type(e) for e in delivered[1:-1]] == [
-        ReasoningStartEvent, ReasoningMessageStartEvent, ReasoningMessageContentEvent,
-        ReasoningMessageContentEvent, ReasoningMessageEndEvent, ReasoningEndEvent,
+        ReasoningStartEvent,
+        ReasoningMessageStartEvent,
+        ReasoningMessageContentEvent,
+        ReasoningMessageContentEvent,
+        ReasoningMessageEndEvent,
+        ReasoningEndEvent,
     ]
     assert [getattr(e, "message_id", None) for e in delivered[1:-1]] == [
-        "id-1", "id-2", "id-2", "id-2", "id-2", "id-1",
+        "id-1",
+        "id-2",
+        "id-2",
+        "id-2",
+        "id-2",
+        "id-1",
     ]
     assert delivered[2].role == "reasoning"  # type: ignore[attr-defined]
     assert result.messages == [{"id": "id-2", "role": "reasoning", "content": "Let me check."}]
@@ -250,8 +286,13 @@ def test_up_translates_thinking_into_reasoning_with_generated_ids() -> None:
 def test_up_keeps_base_fields_over_the_translation() -> None:
     compat = Compat(ids=counter())
     out = compat.transform(ThinkingTextMessageStartEvent(timestamp=5, metadata={"k": 1}))
-    assert wire(out[0]) == {"type": "REASONING_MESSAGE_START", "messageId": "id-1",
-                            "role": "reasoning", "timestamp": 5, "metadata": {"k": 1}}
+    assert wire(out[0]) == {
+        "type": "REASONING_MESSAGE_START",
+        "messageId": "id-1",
+        "role": "reasoning",
+        "timestamp": 5,
+        "metadata": {"k": 1},
+    }
 
 
 def test_up_mints_an_id_for_an_orphan_continuation_and_verification_rejects_it() -> None:
@@ -283,33 +324,52 @@ def test_up_for_a_current_producer_is_the_identity_on_1_0_events() -> None:
 
 
 def test_up_for_a_pre_subagent_producer_drops_the_lifecycle_and_attribution() -> None:
-    delivered, result = consume([
-        STARTED,
-        {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "r"},
-        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant",
-         "subagentRunId": "s1"},
-        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi", "subagentRunId": "s1"},
-        {"type": "TEXT_MESSAGE_END", "messageId": "m", "subagentRunId": "s1"},
-        {"type": "SUBAGENT_FINISHED", "subagentRunId": "s1"},
-        {"type": "MESSAGES_SNAPSHOT", "messages": [
-            {"id": "m", "role": "assistant", "content": "hi", "subagentRunId": "s1"}]},
-        {**FINISHED, "outcome": {"type": "interrupt", "interrupts": [
-            {"id": "i1", "reason": "approval", "subagentRunId": "s1"}]}},
-    ], Compat(peer="0.0.57"))
-    assert not any(isinstance(e, SubagentStartedEvent | SubagentFinishedEvent)
-                   for e in delivered)
+    delivered, result = consume(
+        [
+            STARTED,
+            {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "r"},
+            {
+                "type": "TEXT_MESSAGE_START",
+                "messageId": "m",
+                "role": "assistant",
+                "subagentRunId": "s1",
+            },
+            {
+                "type": "TEXT_MESSAGE_CONTENT",
+                "messageId": "m",
+                "delta": "hi",
+                "subagentRunId": "s1",
+            },
+            {"type": "TEXT_MESSAGE_END", "messageId": "m", "subagentRunId": "s1"},
+            {"type": "SUBAGENT_FINISHED", "subagentRunId": "s1"},
+            {
+                "type": "MESSAGES_SNAPSHOT",
+                "messages": [
+                    {"id": "m", "role": "assistant", "content": "hi", "subagentRunId": "s1"}
+                ],
+            },
+            {
+                **FINISHED,
+                "outcome": {
+                    "type": "interrupt",
+                    "interrupts": [{"id": "i1", "reason": "approval", "subagentRunId": "s1"}],
+                },
+            },
+        ],
+        Compat(peer="0.0.57"),
+    )
+    assert not any(isinstance(e, SubagentStartedEvent | SubagentFinishedEvent) for e in delivered)
     assert all("subagentRunId" not in json.dumps(wire(e)) for e in delivered)
     assert result.messages == [{"id": "m", "role": "assistant", "content": "hi"}]
     texts = [str(w) for w in result.warnings]
-    assert any("dropping SUBAGENT_STARTED because the producer (protocol 0.0.57)" in t
-               for t in texts)
+    assert any(
+        "dropping SUBAGENT_STARTED because the producer (protocol 0.0.57)" in t for t in texts
+    )
     assert any("dropping SUBAGENT_FINISHED" in t for t in texts)
 
 
 def test_up_upgrades_a_snapshot_binary_part_in_the_consumer() -> None:
-    _, result = consume(
-        [STARTED, snapshot_with(binary(url="https://x/p.png")), FINISHED], Compat()
-    )
+    _, result = consume([STARTED, snapshot_with(binary(url="https://x/p.png")), FINISHED], Compat())
     assert result.messages[0]["content"][0]["type"] == "image"
     assert [w.code for w in result.warnings] == ["legacy-content"]
 
@@ -384,21 +444,29 @@ def test_down_spells_reasoning_as_thinking_for_0_0_45() -> None:
 
 
 def test_down_merges_overlapping_reasoning_for_0_0_45() -> None:
-    out, compat = down("0.0.45", [
-        ReasoningStartEvent(message_id="s1"),
-        ReasoningStartEvent(message_id="s2"),
-        ReasoningMessageStartEvent(message_id="a", role="reasoning"),
-        ReasoningMessageStartEvent(message_id="b", role="reasoning"),
-        ReasoningMessageContentEvent(message_id="a", delta="one "),
-        ReasoningMessageEndEvent(message_id="a"),
-        ReasoningMessageContentEvent(message_id="b", delta="two"),
-        ReasoningMessageEndEvent(message_id="b"),
-        ReasoningEndEvent(message_id="s1"),
-        ReasoningEndEvent(message_id="s2"),
-    ])
+    out, compat = down(
+        "0.0.45",
+        [
+            ReasoningStartEvent(message_id="s1"),
+            ReasoningStartEvent(message_id="s2"),
+            ReasoningMessageStartEvent(message_id="a", role="reasoning"),
+            ReasoningMessageStartEvent(message_id="b", role="reasoning"),
+            ReasoningMessageContentEvent(message_id="a", delta="one "),
+            ReasoningMessageEndEvent(message_id="a"),
+            ReasoningMessageContentEvent(message_id="b", delta="two"),
+            ReasoningMessageEndEvent(message_id="b"),
+            ReasoningEndEvent(message_id="s1"),
+            ReasoningEndEvent(message_id="s2"),
+        ],
+    )
     assert [wire(e)["type"] for e in out] == [
-        "THINKING_START", "THINKING_TEXT_MESSAGE_START", "THINKING_TEXT_MESSAGE_CONTENT",
-        "THINKING_TEXT_MESSAGE_CONTENT", "THINKING_TEXT_MESSAGE_END", "THINKING_END"]
+        "THINKING_START",
+        "THINKING_TEXT_MESSAGE_START",
+        "THINKING_TEXT_MESSAGE_CONTENT",
+        "THINKING_TEXT_MESSAGE_CONTENT",
+        "THINKING_TEXT_MESSAGE_END",
+        "THINKING_END",
+    ]
     assert [str(w).split(" ")[3] for w in compat.warnings] == ["span", "message"]
     # read back by a consumer: one well-formed reasoning message holding both
     _, result = consume([STARTED, *(wire(e) for e in out), FINISHED], Compat(ids=counter()))
@@ -406,10 +474,13 @@ def test_down_merges_overlapping_reasoning_for_0_0_45() -> None:
 
 
 def test_down_drops_what_0_0_45_cannot_spell_with_a_warning() -> None:
-    out, compat = down("0.0.45", [
-        ReasoningEncryptedValueEvent(subtype="message", entity_id="r2", encrypted_value="x"),
-        ReasoningMessageChunkEvent(message_id="r3", delta="d"),
-    ])
+    out, compat = down(
+        "0.0.45",
+        [
+            ReasoningEncryptedValueEvent(subtype="message", entity_id="r2", encrypted_value="x"),
+            ReasoningMessageChunkEvent(message_id="r3", delta="d"),
+        ],
+    )
     assert out == []
     assert [w.code for w in compat.warnings] == ["compat", "compat"]
     assert "REASONING_ENCRYPTED_VALUE" in str(compat.warnings[0])
@@ -417,11 +488,14 @@ def test_down_drops_what_0_0_45_cannot_spell_with_a_warning() -> None:
 
 
 def test_down_keeps_reasoning_for_0_0_57_but_drops_subagents() -> None:
-    out, compat = down("0.0.57", [
-        *REASONING,
-        SubagentStartedEvent(subagent_run_id="s", name="n"),
-        TextMessageContentEvent(message_id="m", delta="x", subagent_run_id="s"),
-    ])
+    out, compat = down(
+        "0.0.57",
+        [
+            *REASONING,
+            SubagentStartedEvent(subagent_run_id="s", name="n"),
+            TextMessageContentEvent(message_id="m", delta="x", subagent_run_id="s"),
+        ],
+    )
     assert out[:5] == REASONING
     assert wire(out[5]) == {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x"}
     assert "dropping SUBAGENT_STARTED because the client (protocol 0.0.57)" in str(
@@ -430,16 +504,18 @@ def test_down_keeps_reasoning_for_0_0_57_but_drops_subagents() -> None:
 
 
 def test_down_flattens_content_for_0_0_39() -> None:
-    snapshot = decode(snapshot_with(
-        {"type": "text", "text": "look "},
-        {"type": "image", "source": {"type": "url", "value": "u", "mimeType": "image/png"}},
-        {"type": "text", "text": "here"},
-    )).event
+    snapshot = decode(
+        snapshot_with(
+            {"type": "text", "text": "look "},
+            {"type": "image", "source": {"type": "url", "value": "u", "mimeType": "image/png"}},
+            {"type": "text", "text": "here"},
+        )
+    ).event
     assert snapshot is not None
-    result = ToolCallResultEvent(message_id="t1", tool_call_id="c1", content=[
-        {"type": "text", "text": "42"}])
-    started = RunStartedEvent(thread_id="t", run_id="r", parent_run_id="p",
-                              protocol_version="1.0")
+    result = ToolCallResultEvent(
+        message_id="t1", tool_call_id="c1", content=[{"type": "text", "text": "42"}]
+    )
+    started = RunStartedEvent(thread_id="t", run_id="r", parent_run_id="p", protocol_version="1.0")
     out, compat = down("0.0.39", [snapshot, result, started])
     assert wire(out[0])["messages"][0]["content"] == "look here"
     assert wire(out[1])["content"] == "42"
@@ -449,8 +525,16 @@ def test_down_flattens_content_for_0_0_39() -> None:
 
 
 def test_down_leaves_out_the_version_declaration_below_1_0() -> None:
-    echo = RunAgentInput(thread_id="t", run_id="r", messages=[], tools=[], context=[],
-                         state={}, forwarded_props={}, protocol_version="1.0")
+    echo = RunAgentInput(
+        thread_id="t",
+        run_id="r",
+        messages=[],
+        tools=[],
+        context=[],
+        state={},
+        forwarded_props={},
+        protocol_version="1.0",
+    )
     started = RunStartedEvent(thread_id="t", run_id="r", protocol_version="1.0", input=echo)
     out, _ = down("0.0.57", [started])
     assert "protocolVersion" not in json.dumps(wire(out[0]))
@@ -477,10 +561,17 @@ def test_a_relay_with_compat_reads_and_translates_legacy_shapes(fast_path: bool)
     out = relay.feed(sse([STARTED, *THINKING, snapshot_with(binary(url="u")), FINISHED]))
     out += relay.finish()
     types = [frame["type"] for frame in frames(out)]
-    assert types == ["RUN_STARTED", "REASONING_START", "REASONING_MESSAGE_START",
-                     "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT",
-                     "REASONING_MESSAGE_END", "REASONING_END", "MESSAGES_SNAPSHOT",
-                     "RUN_FINISHED"]
+    assert types == [
+        "RUN_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "MESSAGES_SNAPSHOT",
+        "RUN_FINISHED",
+    ]
     snapshot = list(frames(out))[7]
     assert snapshot["messages"][0]["content"][0]["type"] == "image"
 
@@ -512,13 +603,24 @@ async def test_apply_runs_compat_up_and_down(anyio_backend: str) -> None:
 
 
 MESSAGES = [
-    {"id": "u1", "role": "user", "content": [
-        {"type": "text", "text": "What is "}, {"type": "text", "text": "this?"},
-        {"type": "image", "source": {"type": "url", "value": "u", "mimeType": "image/png"}}]},
+    {
+        "id": "u1",
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "What is "},
+            {"type": "text", "text": "this?"},
+            {"type": "image", "source": {"type": "url", "value": "u", "mimeType": "image/png"}},
+        ],
+    },
     {"id": "u2", "role": "user", "content": [binary(url="https://x/l.png")]},
     {"id": "a1", "role": "assistant", "content": "ok", "subagentRunId": "s0"},
-    {"id": "a2", "role": "assistant", "toolCalls": [
-        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    {
+        "id": "a2",
+        "role": "assistant",
+        "toolCalls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    },
 ]
 INPUT = {"threadId": "t", "runId": "r", "parentRunId": "p", "messages": MESSAGES}
 
@@ -530,8 +632,11 @@ def test_request_for_a_current_peer_declares_and_upgrades_only() -> None:
     assert body["parentRunId"] == "p"
     assert body["messages"][0] == MESSAGES[0]
     assert body["messages"][1]["content"] == [
-        {"type": "image", "source": {"type": "url", "value": "https://x/l.png",
-                                     "mimeType": "image/png"}}]
+        {
+            "type": "image",
+            "source": {"type": "url", "value": "https://x/l.png", "mimeType": "image/png"},
+        }
+    ]
     assert body["messages"][2]["subagentRunId"] == "s0"
     assert sink == []
     assert INPUT["messages"][1]["content"][0]["type"] == "binary"  # not mutated
@@ -559,15 +664,17 @@ def test_request_for_0_0_39_flattens_and_reports_what_it_drops() -> None:
 def test_request_for_0_0_39_does_not_repair_a_malformed_text_part() -> None:
     sink: list[Any] = []
     malformed = {"id": "u", "role": "user", "content": [{"type": "text", "text": 42}]}
-    body = request_for("0.0.39", {"threadId": "t", "runId": "r", "messages": [malformed]},
-                       warnings=sink)
+    body = request_for(
+        "0.0.39", {"threadId": "t", "runId": "r", "messages": [malformed]}, warnings=sink
+    )
     assert body["messages"][0] == malformed
     assert "not flattening" in str(sink[0])
 
 
 def test_request_for_takes_a_run_agent_input() -> None:
-    run_input = RunAgentInput(thread_id="t", run_id="r", messages=[], tools=[], context=[],
-                              state={}, forwarded_props={})
+    run_input = RunAgentInput(
+        thread_id="t", run_id="r", messages=[], tools=[], context=[], state={}, forwarded_props={}
+    )
     body = request_for("0.0.45", run_input)
     assert body["threadId"] == "t"
     assert "protocolVersion" not in body
@@ -594,8 +701,7 @@ def test_down_for_request_follows_the_declared_version(
     else:
         assert stage is not None
         assert repr(stage) == f"Compat(direction='down', peer={expected!r})"
-    served = down_for_request({"threadId": "t", "runId": "r", "messages": []},
-                              undeclared="0.0.39")
+    served = down_for_request({"threadId": "t", "runId": "r", "messages": []}, undeclared="0.0.39")
     assert repr(served) == "Compat(direction='down', peer='0.0.39')"
 
 
@@ -604,11 +710,15 @@ def test_down_for_request_follows_the_declared_version(
 
 def test_yaml_compat(tmp_path: Any) -> None:
     path = tmp_path / "chain.yaml"
-    path.write_text("version: 1\ntransformers:\n  - type: compat\n    direction: down\n"
-                    "    peer: '0.0.45'\n  - compat\n")
+    path.write_text(
+        "version: 1\ntransformers:\n  - type: compat\n    direction: down\n"
+        "    peer: '0.0.45'\n  - compat\n"
+    )
     chain = load_chain(path)()
     assert [repr(stage) for stage in chain] == [
-        "Compat(direction='down', peer='0.0.45')", "Compat(direction='up', peer='1.0')"]
+        "Compat(direction='down', peer='0.0.45')",
+        "Compat(direction='up', peer='1.0')",
+    ]
     path.write_text("version: 1\ntransformers:\n  - type: compat\n    peer: newest\n")
     with pytest.raises(ConfigError, match="peer must be a protocol version"):
         load_chain(path)
@@ -630,13 +740,12 @@ async def test_the_client_talks_to_an_old_agent(anyio_backend: str) -> None:
     async def agent(request: httpx.Request) -> httpx.Response:
         seen.append(json.loads(await request.aread()))
         body = sse_body([STARTED, *THINKING, FINISHED])
-        return httpx.Response(200, stream=httpx.ByteStream(body),
-                              headers={"content-type": "text/event-stream"})
+        return httpx.Response(
+            200, stream=httpx.ByteStream(body), headers={"content-type": "text/event-stream"}
+        )
 
     http = httpx.AsyncClient(transport=httpx.MockTransport(agent))
-    async with Client(http) as client, client.run(
-        "http://agent/", INPUT, peer="0.0.39"
-    ) as events:
+    async with Client(http) as client, client.run("http://agent/", INPUT, peer="0.0.39") as events:
         types = [event.type.value async for event in events]
         result = events.result()
     await http.aclose()
@@ -650,10 +759,13 @@ UPSTREAM = [
     STARTED,
     {"type": "SUBAGENT_STARTED", "subagentRunId": "s1", "name": "r"},
     {"type": "REASONING_START", "messageId": "r1"},
-    {"type": "REASONING_MESSAGE_START", "messageId": "r2", "role": "reasoning",
-     "subagentRunId": "s1"},
-    {"type": "REASONING_MESSAGE_CONTENT", "messageId": "r2", "delta": "hmm",
-     "subagentRunId": "s1"},
+    {
+        "type": "REASONING_MESSAGE_START",
+        "messageId": "r2",
+        "role": "reasoning",
+        "subagentRunId": "s1",
+    },
+    {"type": "REASONING_MESSAGE_CONTENT", "messageId": "r2", "delta": "hmm", "subagentRunId": "s1"},
     {"type": "REASONING_MESSAGE_END", "messageId": "r2", "subagentRunId": "s1"},
     {"type": "REASONING_END", "messageId": "r1"},
     {"type": "SUBAGENT_FINISHED", "subagentRunId": "s1"},
@@ -671,8 +783,11 @@ async def _through_gateway(
 
     async def agent(request: httpx.Request) -> httpx.Response:
         FORWARDED.append(json.loads(await request.aread()))
-        return httpx.Response(200, stream=httpx.ByteStream(sse_body(upstream_events)),
-                              headers={"content-type": "text/event-stream"})
+        return httpx.Response(
+            200,
+            stream=httpx.ByteStream(sse_body(upstream_events)),
+            headers={"content-type": "text/event-stream"},
+        )
 
     upstream = httpx.AsyncClient(transport=httpx.MockTransport(agent))
     gateway = Gateway("http://agent/", client=upstream, compat_down=True, chain=chain)
@@ -697,15 +812,26 @@ async def test_the_gateway_serves_each_client_its_era(anyio_backend: str, sync: 
 
     undeclared = await _through_gateway(INPUT, chain)  # served as 0.0.57
     assert [f["type"] for f in undeclared] == [
-        "RUN_STARTED", "REASONING_START", "REASONING_MESSAGE_START",
-        "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_END", "RUN_FINISHED"]
+        "RUN_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "RUN_FINISHED",
+    ]
     assert "subagentRunId" not in json.dumps(undeclared)
 
     old = await _through_gateway({**INPUT, "protocolVersion": "0.0.45"}, chain)
     assert [f["type"] for f in old] == [
-        "RUN_STARTED", "THINKING_START", "THINKING_TEXT_MESSAGE_START",
-        "THINKING_TEXT_MESSAGE_CONTENT", "THINKING_TEXT_MESSAGE_END", "THINKING_END",
-        "RUN_FINISHED"]
+        "RUN_STARTED",
+        "THINKING_START",
+        "THINKING_TEXT_MESSAGE_START",
+        "THINKING_TEXT_MESSAGE_CONTENT",
+        "THINKING_TEXT_MESSAGE_END",
+        "THINKING_END",
+        "RUN_FINISHED",
+    ]
 
 
 @pytest.mark.anyio
@@ -770,14 +896,22 @@ def test_agui_pipes_run_with_compat_translates_a_legacy_recording(tmp_path: Any)
     chain = tmp_path / "chain.yaml"
     chain.write_text("version: 1\ntransformers:\n  - compat\n")
     recording = tmp_path / "old.ndjson"
-    recording.write_text("".join(json.dumps(item) + "\n" for item in [STARTED, *THINKING,
-                                                                      FINISHED]))
+    recording.write_text(
+        "".join(json.dumps(item) + "\n" for item in [STARTED, *THINKING, FINISHED])
+    )
     out = tmp_path / "new.ndjson"
     assert main(["run", "-c", str(chain), str(recording), "-o", str(out), "-q"]) == 0
     types = [json.loads(line)["type"] for line in out.read_text().splitlines()]
-    assert types == ["RUN_STARTED", "REASONING_START", "REASONING_MESSAGE_START",
-                     "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT",
-                     "REASONING_MESSAGE_END", "REASONING_END", "RUN_FINISHED"]
+    assert types == [
+        "RUN_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "RUN_FINISHED",
+    ]
 
 
 @pytest.mark.anyio
@@ -818,14 +952,41 @@ def _legacy_streams() -> list[list[dict[str, Any]]]:
         [STARTED, THINKING[0], THINKING[5], FINISHED],  # an empty span
         [STARTED, THINKING[2], FINISHED],  # content with nothing open: minted, then rejected
         [STARTED, THINKING[0], *text, FINISHED],  # a span never closed
-        [STARTED, snapshot_with({"type": "text", "text": "see"}, binary(url="https://x/a.png"),
-                                binary(data="QUJD", filename="a.png")), FINISHED],
+        [
+            STARTED,
+            snapshot_with(
+                {"type": "text", "text": "see"},
+                binary(url="https://x/a.png"),
+                binary(data="QUJD", filename="a.png"),
+            ),
+            FINISHED,
+        ],
         [STARTED, snapshot_with(binary(id="only-id"), {"type": "text", "text": "t"}), FINISHED],
-        [STARTED, {"type": "MESSAGES_SNAPSHOT", "messages": [
-            {**user, "content": [binary(mimeType="application/pdf", url="https://x/d.pdf")]},
-            {"id": "u2", "role": "user", "content": "plain"}]}, FINISHED],
-        [{**STARTED, "input": {"threadId": "t", "runId": "r", "messages": [
-            {**user, "content": [binary(url="https://x/b.png")]}]}}, FINISHED],
+        [
+            STARTED,
+            {
+                "type": "MESSAGES_SNAPSHOT",
+                "messages": [
+                    {
+                        **user,
+                        "content": [binary(mimeType="application/pdf", url="https://x/d.pdf")],
+                    },
+                    {"id": "u2", "role": "user", "content": "plain"},
+                ],
+            },
+            FINISHED,
+        ],
+        [
+            {
+                **STARTED,
+                "input": {
+                    "threadId": "t",
+                    "runId": "r",
+                    "messages": [{**user, "content": [binary(url="https://x/b.png")]}],
+                },
+            },
+            FINISHED,
+        ],
     ]
 
 

@@ -65,8 +65,11 @@ def _retried_tool_stream() -> list[BaseEvent]:
     return run_events(
         [
             *tool_call(
-                "internal-call-7", "internal_lookup", '{"user": 42}',
-                result="retry: user 42 is not in the index", result_message_id="res-internal",
+                "internal-call-7",
+                "internal_lookup",
+                '{"user": 42}',
+                result="retry: user 42 is not in the index",
+                result_message_id="res-internal",
             ),
             _encrypted("res-internal"),
             *tool_call(
@@ -126,9 +129,7 @@ def _wrapped(message_id: str, *calls: list[BaseEvent], end_first: bool = False) 
 
 @pytest.mark.parametrize("end_first", [False, True], ids=["calls-inside", "calls-after-end"])
 @pytest.mark.parametrize("path", ["stage", "yaml"])
-def test_an_assistant_message_emptied_of_its_calls_is_removed(
-    end_first: bool, path: str
-) -> None:
+def test_an_assistant_message_emptied_of_its_calls_is_removed(end_first: bool, path: str) -> None:
     events = run_events(
         [
             *_wrapped(
@@ -195,8 +196,11 @@ def test_state_updates_between_a_removed_call_and_the_end_do_not_keep_the_empty_
         [
             *_wrapped(
                 "asst-1",
-                [*tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
-                 delta, snapshot],
+                [
+                    *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"),
+                    delta,
+                    snapshot,
+                ],
             ),
             *text("m2", "Here you go"),
         ]
@@ -224,8 +228,14 @@ def test_a_message_with_content_after_a_state_update_keeps_its_start_first() -> 
     out = through(DENY, events)
     assert_events_equal(
         out,
-        run_events([delta, start, TextMessageContentEvent(message_id="asst-1", delta="hi"),
-             TextMessageEndEvent(message_id="asst-1")]),
+        run_events(
+            [
+                delta,
+                start,
+                TextMessageContentEvent(message_id="asst-1", delta="hi"),
+                TextMessageEndEvent(message_id="asst-1"),
+            ]
+        ),
     )
 
 
@@ -244,7 +254,8 @@ def _interleaved_parallel_calls() -> list[BaseEvent]:
     return run_events(
         [
             ToolCallStartEvent(
-                tool_call_id="internal-call-7", tool_call_name="internal_lookup",
+                tool_call_id="internal-call-7",
+                tool_call_name="internal_lookup",
                 parent_message_id="resp-1",
             ),
             ToolCallArgsEvent(tool_call_id="internal-call-7", delta='{"acct":'),
@@ -270,8 +281,8 @@ def test_a_run_error_from_a_verifier_before_the_filter_does_not_name_the_removed
     else:
         out = _yaml_through(
             events,
-            "transformers:\n  - type: verify\n    on_violation: run_error\n" + YAML.split(
-                "transformers:\n", 1)[1],
+            "transformers:\n  - type: verify\n    on_violation: run_error\n"
+            + YAML.split("transformers:\n", 1)[1],
         )
     error = out[-1]
     assert error.type.value == "RUN_ERROR"
@@ -332,8 +343,10 @@ def test_a_bare_chunk_message_is_removed_whatever_form_the_removed_call_takes(
     if call_form == "events":
         call = [
             ToolCallStartEvent(
-                tool_call_id="c1", tool_call_name="internal_lookup",
-                parent_message_id="asst-1", subagent_run_id=tag,
+                tool_call_id="c1",
+                tool_call_name="internal_lookup",
+                parent_message_id="asst-1",
+                subagent_run_id=tag,
             ),
             ToolCallArgsEvent(tool_call_id="c1", delta="{}", subagent_run_id=tag),
             ToolCallEndEvent(tool_call_id="c1", subagent_run_id=tag),
@@ -341,8 +354,11 @@ def test_a_bare_chunk_message_is_removed_whatever_form_the_removed_call_takes(
     else:
         call = [
             ToolCallChunkEvent(
-                tool_call_id="c1", tool_call_name="internal_lookup",
-                parent_message_id="asst-1", delta='{"q":', subagent_run_id=tag,
+                tool_call_id="c1",
+                tool_call_name="internal_lookup",
+                parent_message_id="asst-1",
+                delta='{"q":',
+                subagent_run_id=tag,
             ),
             ToolCallChunkEvent(delta=' "x"}', subagent_run_id=tag),
         ]
@@ -378,9 +394,11 @@ def test_a_bare_chunk_message_keeping_an_allowed_call_is_kept(call_form: str) ->
     allowed: list[BaseEvent] = (
         tool_call("c2", "search", "{}", parent_message_id="asst-1")
         if call_form == "events"
-        else [ToolCallChunkEvent(
-            tool_call_id="c2", tool_call_name="search", parent_message_id="asst-1", delta="{}"
-        )]
+        else [
+            ToolCallChunkEvent(
+                tool_call_id="c2", tool_call_name="search", parent_message_id="asst-1", delta="{}"
+            )
+        ]
     )
     events = run_events(
         [opener, *tool_call("c1", "internal_lookup", "{}", parent_message_id="asst-1"), *allowed]
@@ -418,8 +436,10 @@ def test_content_reopening_the_message_after_the_removed_call_keeps_it() -> None
         [
             TextMessageChunkEvent(message_id="asst-1"),
             ToolCallChunkEvent(
-                tool_call_id="c1", tool_call_name="internal_lookup",
-                parent_message_id="asst-1", delta="{}",
+                tool_call_id="c1",
+                tool_call_name="internal_lookup",
+                parent_message_id="asst-1",
+                delta="{}",
             ),
             TextMessageChunkEvent(message_id="asst-1", delta="Done"),
         ]
@@ -498,7 +518,9 @@ def test_messages_held_at_once_are_bounded(form: str) -> None:
 
     removed_call = [
         ToolCallStartEvent(
-            tool_call_id="c1", tool_call_name="internal_lookup", parent_message_id="asst-0",
+            tool_call_id="c1",
+            tool_call_name="internal_lookup",
+            parent_message_id="asst-0",
             subagent_run_id="sub-0" if form == "chunk" else None,
         ),
         ToolCallEndEvent(tool_call_id="c1"),
@@ -546,8 +568,12 @@ _BARE = TextMessageChunkEvent(message_id="asst-1")
         [ReasoningMessageChunkEvent(subagent_run_id="s1")],
         [],
     ],
-    ids=["state-closes-other-lane", "removed-call-closes-other-lane", "empty-continuation",
-         "run-end-closes-both"],
+    ids=[
+        "state-closes-other-lane",
+        "removed-call-closes-other-lane",
+        "empty-continuation",
+        "run-end-closes-both",
+    ],
 )
 def test_what_adds_nothing_to_a_held_message_does_not_release_it(
     between: list[BaseEvent],
@@ -561,8 +587,11 @@ def test_what_adds_nothing_to_a_held_message_does_not_release_it(
             _BARE,
             *between,
             ToolCallChunkEvent(
-                tool_call_id="c1", tool_call_name="internal_lookup",
-                parent_message_id="asst-1", delta="{}", subagent_run_id="s2",
+                tool_call_id="c1",
+                tool_call_name="internal_lookup",
+                parent_message_id="asst-1",
+                delta="{}",
+                subagent_run_id="s2",
             ),
         ]
     )

@@ -54,25 +54,49 @@ def _langgraph_state() -> dict[str, Any]:
                 "id": "ai1",
                 "content": "",
                 "tool_calls": [
-                    {"id": "call_int", "name": "internal_ledger", "args": {"acct": "A-1"},
-                     "type": "tool_call"},
-                    {"id": "call_fx", "name": "fx_rate", "args": {"to": "EUR"},
-                     "type": "tool_call"},
+                    {
+                        "id": "call_int",
+                        "name": "internal_ledger",
+                        "args": {"acct": "A-1"},
+                        "type": "tool_call",
+                    },
+                    {
+                        "id": "call_fx",
+                        "name": "fx_rate",
+                        "args": {"to": "EUR"},
+                        "type": "tool_call",
+                    },
                 ],
                 "invalid_tool_calls": [],
                 "additional_kwargs": {
                     "tool_calls": [
-                        {"id": "call_int", "type": "function",
-                         "function": {"name": "internal_ledger", "arguments": "{}"}},
-                        {"id": "call_fx", "type": "function",
-                         "function": {"name": "fx_rate", "arguments": "{}"}},
+                        {
+                            "id": "call_int",
+                            "type": "function",
+                            "function": {"name": "internal_ledger", "arguments": "{}"},
+                        },
+                        {
+                            "id": "call_fx",
+                            "type": "function",
+                            "function": {"name": "fx_rate", "arguments": "{}"},
+                        },
                     ]
                 },
             },
-            {"type": "tool", "id": "t1", "tool_call_id": "call_int", "name": "internal_ledger",
-             "content": "balance=1234.56 SECRET-ROUTING-99"},
-            {"type": "tool", "id": "t2", "tool_call_id": "call_fx", "name": "fx_rate",
-             "content": "0.92"},
+            {
+                "type": "tool",
+                "id": "t1",
+                "tool_call_id": "call_int",
+                "name": "internal_ledger",
+                "content": "balance=1234.56 SECRET-ROUTING-99",
+            },
+            {
+                "type": "tool",
+                "id": "t2",
+                "tool_call_id": "call_fx",
+                "name": "fx_rate",
+                "content": "0.92",
+            },
             {"type": "ai", "id": "ai2", "content": "About 1136 EUR.", "tool_calls": []},
         ],
         "step": 3,
@@ -100,9 +124,18 @@ def test_an_ai_message_with_only_removed_calls_goes_whole() -> None:
     state = {
         "messages": [
             {"role": "user", "id": "u1", "content": "hi"},
-            {"role": "assistant", "id": "a1", "content": "",
-             "toolCalls": [{"id": "c1", "type": "function",
-                            "function": {"name": "internal_x", "arguments": "{}"}}]},
+            {
+                "role": "assistant",
+                "id": "a1",
+                "content": "",
+                "toolCalls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "internal_x", "arguments": "{}"},
+                    }
+                ],
+            },
             {"role": "tool", "id": "t1", "toolCallId": "c1", "content": "secret"},
             {"role": "assistant", "id": "a2", "content": "hello"},
         ]
@@ -130,8 +163,10 @@ def test_appended_messages_are_scrubbed_or_dropped() -> None:
             StateSnapshotEvent(snapshot=base),
             _delta({"op": "add", "path": "/messages/-", "value": lg[1]}),
             _delta({"op": "add", "path": "/messages/-", "value": lg[2]}),
-            _delta({"op": "add", "path": "/messages/-", "value": lg[3]},
-                   {"op": "add", "path": "/step", "value": 4}),
+            _delta(
+                {"op": "add", "path": "/messages/-", "value": lg[3]},
+                {"op": "add", "path": "/step", "value": 4},
+            ),
         ]
     )
     out = through(STAGE, events)
@@ -174,8 +209,11 @@ def test_streaming_into_a_message_after_a_removal_sends_deltas_not_snapshots() -
             StateSnapshotEvent(snapshot=state),
             *(
                 _delta(
-                    {"op": "replace", "path": "/messages/4/content",
-                     "value": "".join(tokens[: i + 1])},
+                    {
+                        "op": "replace",
+                        "path": "/messages/4/content",
+                        "value": "".join(tokens[: i + 1]),
+                    },
                     {"op": "add", "path": "/step", "value": i},
                 )
                 for i in range(len(tokens))
@@ -205,8 +243,11 @@ def test_streaming_into_a_message_after_a_removal_sends_deltas_not_snapshots() -
         # The removed tool message itself: the client has no counterpart.
         {"op": "replace", "path": "/messages/2/content", "value": "more SECRET-ROUTING-99"},
         # A blocked call added to a kept message.
-        {"op": "add", "path": "/messages/4/tool_calls/-",
-         "value": {"id": "call_int2", "name": "internal_ledger", "args": {}}},
+        {
+            "op": "add",
+            "path": "/messages/4/tool_calls/-",
+            "value": {"id": "call_int2", "name": "internal_ledger", "args": {}},
+        },
     ],
     ids=["removed-message", "adds-blocked-call"],
 )
@@ -254,8 +295,13 @@ def test_state_found_removed_calls_also_drop_their_later_events() -> None:
 
 def test_the_run_started_echo_state_is_scrubbed() -> None:
     echo = RunAgentInput(
-        thread_id="thread-1", run_id="run-1", state=_langgraph_state(), messages=[], tools=[],
-        context=[], forwarded_props=None,
+        thread_id="thread-1",
+        run_id="run-1",
+        state=_langgraph_state(),
+        messages=[],
+        tools=[],
+        context=[],
+        forwarded_props=None,
     )
     out = through(STAGE, [*run_started(input=echo), *run_events()[1:]])
     assert out[0].input.state == _scrubbed_langgraph_state()  # type: ignore[attr-defined]
@@ -263,9 +309,7 @@ def test_the_run_started_echo_state_is_scrubbed() -> None:
 
 def test_without_state_messages_the_state_passes_untouched() -> None:
     events = run_events([StateSnapshotEvent(snapshot=_langgraph_state())])
-    assert event_lines(through(FilterToolCalls.deny(["internal_*"]), events)) == event_lines(
-        events
-    )
+    assert event_lines(through(FilterToolCalls.deny(["internal_*"]), events)) == event_lines(events)
 
 
 @pytest.mark.parametrize(
@@ -275,8 +319,11 @@ def test_without_state_messages_the_state_passes_untouched() -> None:
 def test_bad_pointers_are_configuration_errors(value: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         load_chain(
-            {"transformers": [{"type": "filter_tool_calls", "deny": ["x"],
-                               "state_messages": [value]}]}
+            {
+                "transformers": [
+                    {"type": "filter_tool_calls", "deny": ["x"], "state_messages": [value]}
+                ]
+            }
         )
     with pytest.raises(ValueError, match="not a JSON pointer"):
         FilterToolCalls.deny("x", state_messages=[value])
@@ -342,8 +389,12 @@ class _Gen:
             call_id, denied = self.draw(st.sampled_from(self.calls + self.pending))
             content = f"secret-{self.n}" if denied else "fine"
             if self.draw(st.booleans()):
-                return {"type": "tool", "id": f"t{self.n}", "tool_call_id": call_id,
-                        "content": content}
+                return {
+                    "type": "tool",
+                    "id": f"t{self.n}",
+                    "tool_call_id": call_id,
+                    "content": content,
+                }
             return {"role": "tool", "id": f"t{self.n}", "toolCallId": call_id, "content": content}
         calls = [self._call() for _ in range(self.draw(st.integers(0, 2)))]
         content = self.draw(st.sampled_from(["", "text"]))
@@ -375,15 +426,22 @@ class _Gen:
         index = self.draw(st.integers(0, max(size - 1, 0)))
         if kind == "snapshot":
             return StateSnapshotEvent(
-                snapshot={"messages": [self.message() for _ in range(self.draw(st.integers(0, 3)))],
-                          "other": self.n}
+                snapshot={
+                    "messages": [self.message() for _ in range(self.draw(st.integers(0, 3)))],
+                    "other": self.n,
+                }
             )
         ops: list[dict[str, Any]]
         if kind == "append":
             ops = [{"op": "add", "path": "/messages/-", "value": self.message()}]
         elif kind == "list":
-            ops = [{"op": "replace" if size else "add", "path": "/messages",
-                    "value": [self.message() for _ in range(self.draw(st.integers(0, 3)))]}]
+            ops = [
+                {
+                    "op": "replace" if size else "add",
+                    "path": "/messages",
+                    "value": [self.message() for _ in range(self.draw(st.integers(0, 3)))],
+                }
+            ]
         elif kind == "other":
             ops = [{"op": "add", "path": "/other", "value": self.n}]
         elif kind == "insert":
@@ -401,8 +459,13 @@ class _Gen:
         elif kind == "copy":
             ops = [{"op": "copy", "from": f"/messages/{index}", "path": "/messages/-"}]
         else:
-            ops = [{"op": "test", "path": f"/messages/{index}/id",
-                    "value": messages[index].get("id") if messages else None}]  # type: ignore[index]
+            ops = [
+                {
+                    "op": "test",
+                    "path": f"/messages/{index}/id",
+                    "value": messages[index].get("id") if messages else None,
+                }
+            ]  # type: ignore[index]
         if self.draw(st.booleans()):
             ops.append({"op": "add", "path": "/other", "value": -self.n})
         return StateDeltaEvent(delta=ops)

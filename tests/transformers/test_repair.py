@@ -94,7 +94,7 @@ def rules(report: RepairReport) -> list[tuple[str, str]]:
 
 def _sse_events(name: str) -> list[BaseEvent]:
     text_ = (PRODUCERS / name).read_text()
-    wires = [json.loads(b[len("data: "):]) for b in text_.split("\n\n") if b.startswith("data: ")]
+    wires = [json.loads(b[len("data: ") :]) for b in text_.split("\n\n") if b.startswith("data: ")]
     events, _ = decode_all(wires)
     return events
 
@@ -121,17 +121,22 @@ def test_recorded_pydantic_ai_parallel_calls_keep_each_call_its_arguments() -> N
 
 
 def test_late_text_content_reopens_the_message_with_its_role_and_owner() -> None:
-    events = run_events([
-        TextMessageStartEvent(message_id="m1", role="developer", subagent_run_id="s1"),
-        TextMessageContentEvent(message_id="m1", delta="a"),
-        TextMessageEndEvent(message_id="m1"),
-        TextMessageContentEvent(message_id="m1", delta="b"),
-        CustomEvent(name="x", value=1),
-    ])
+    events = run_events(
+        [
+            TextMessageStartEvent(message_id="m1", role="developer", subagent_run_id="s1"),
+            TextMessageContentEvent(message_id="m1", delta="a"),
+            TextMessageEndEvent(message_id="m1"),
+            TextMessageContentEvent(message_id="m1", delta="b"),
+            CustomEvent(name="x", value=1),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("content-after-end", "reopened")]
     assert types(out)[4:8] == [
-        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "CUSTOM"
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "CUSTOM",
     ]
     assert out[4] == TextMessageStartEvent(message_id="m1", role="developer", subagent_run_id="s1")
     (message,) = fold(out)
@@ -139,12 +144,14 @@ def test_late_text_content_reopens_the_message_with_its_role_and_owner() -> None
 
 
 def test_an_explicit_end_after_late_content_closes_the_reopened_item() -> None:
-    events = run_events([
-        ToolCallStartEvent(tool_call_id="c1", tool_call_name="f"),
-        ToolCallEndEvent(tool_call_id="c1"),
-        ToolCallArgsEvent(tool_call_id="c1", delta="{}"),
-        ToolCallEndEvent(tool_call_id="c1"),
-    ])
+    events = run_events(
+        [
+            ToolCallStartEvent(tool_call_id="c1", tool_call_name="f"),
+            ToolCallEndEvent(tool_call_id="c1"),
+            ToolCallArgsEvent(tool_call_id="c1", delta="{}"),
+            ToolCallEndEvent(tool_call_id="c1"),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("content-after-end", "reopened")]
     assert types(out).count("TOOL_CALL_END") == 2
@@ -160,15 +167,22 @@ def test_after_late_content_the_runs_later_ends_wait_for_their_content() -> None
     # OpenAI's interleaved deltas). The first late delta can only reopen its call;
     # from then on the run's TOOL_CALL_ENDs are held until the calls' content is
     # done, so each END is sent once, after all of its call's arguments.
-    events = run_events([
-        _call("c1", "f"), ToolCallArgsEvent(tool_call_id="c1", delta='{"a":'),
-        ToolCallEndEvent(tool_call_id="c1"),
-        _call("c2", "g"), ToolCallArgsEvent(tool_call_id="c1", delta="1}"),
-        ToolCallArgsEvent(tool_call_id="c2", delta='{"b":'), ToolCallEndEvent(tool_call_id="c2"),
-        _call("c3", "h"), ToolCallArgsEvent(tool_call_id="c2", delta="2}"),
-        ToolCallArgsEvent(tool_call_id="c3", delta="{}"), ToolCallEndEvent(tool_call_id="c3"),
-        ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="x"),
-    ])
+    events = run_events(
+        [
+            _call("c1", "f"),
+            ToolCallArgsEvent(tool_call_id="c1", delta='{"a":'),
+            ToolCallEndEvent(tool_call_id="c1"),
+            _call("c2", "g"),
+            ToolCallArgsEvent(tool_call_id="c1", delta="1}"),
+            ToolCallArgsEvent(tool_call_id="c2", delta='{"b":'),
+            ToolCallEndEvent(tool_call_id="c2"),
+            _call("c3", "h"),
+            ToolCallArgsEvent(tool_call_id="c2", delta="2}"),
+            ToolCallArgsEvent(tool_call_id="c3", delta="{}"),
+            ToolCallEndEvent(tool_call_id="c3"),
+            ToolCallResultEvent(message_id="r1", tool_call_id="c1", content="x"),
+        ]
+    )
     out, report = repaired(events)
     assert [(f.rule, f.action, f.index) for f in report.fixes] == [
         ("content-after-end", "reopened", 5),
@@ -183,36 +197,58 @@ def test_after_late_content_the_runs_later_ends_wait_for_their_content() -> None
 
 def test_held_ends_are_bounded_by_the_next_event_of_another_kind() -> None:
     late = [
-        _call("c1", "f"), ToolCallEndEvent(tool_call_id="c1"),
+        _call("c1", "f"),
+        ToolCallEndEvent(tool_call_id="c1"),
         ToolCallArgsEvent(tool_call_id="c1", delta="{}"),  # hold mode from here
     ]
     # Released at the run's end, at a text message, and when the producer
     # reopens the call itself; a second END while held is a duplicate.
-    events = run_events([
-        *late,
-        _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2"), ToolCallEndEvent(tool_call_id="c2"),
-        _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2"),
-        *text("m9", "hi"),
-    ])
+    events = run_events(
+        [
+            *late,
+            _call("c2", "g"),
+            ToolCallEndEvent(tool_call_id="c2"),
+            ToolCallEndEvent(tool_call_id="c2"),
+            _call("c2", "g"),
+            ToolCallEndEvent(tool_call_id="c2"),
+            *text("m9", "hi"),
+        ]
+    )
     out, report = repaired(events)
     assert ("duplicate-end", "dropped") in rules(report)
     assert types(out)[3:] == [
-        "TOOL_CALL_START", "TOOL_CALL_ARGS",  # c1 reopened
-        "TOOL_CALL_START", "TOOL_CALL_END",  # c2, its END released by its own re-open
         "TOOL_CALL_START",
-        "TOOL_CALL_END", "TOOL_CALL_END",  # c1 (synthesized) and c2 (held) at the text
-        "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_FINISHED",
+        "TOOL_CALL_ARGS",  # c1 reopened
+        "TOOL_CALL_START",
+        "TOOL_CALL_END",  # c2, its END released by its own re-open
+        "TOOL_CALL_START",
+        "TOOL_CALL_END",
+        "TOOL_CALL_END",  # c1 (synthesized) and c2 (held) at the text
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
     ]
     # RAW closes nothing, so it does not release a held END either.
     raw = RawEvent(event={"provider": "delta"})
-    events = run_events([
-        *late, _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2"), raw,
-        ToolCallArgsEvent(tool_call_id="c2", delta="{}"),
-    ])
+    events = run_events(
+        [
+            *late,
+            _call("c2", "g"),
+            ToolCallEndEvent(tool_call_id="c2"),
+            raw,
+            ToolCallArgsEvent(tool_call_id="c2", delta="{}"),
+        ]
+    )
     out, report = repaired(events)
     assert ("content-after-end", "moved") in rules(report)
     assert types(out)[5:] == [
-        "TOOL_CALL_START", "RAW", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_END", "RUN_FINISHED"
+        "TOOL_CALL_START",
+        "RAW",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_END",
+        "RUN_FINISHED",
     ]
     assert [e.tool_call_id for e in out[8:10]] == ["c2", "c1"]  # type: ignore[attr-defined]
     truncated = [*run_started(), *late, _call("c2", "g"), ToolCallEndEvent(tool_call_id="c2")]
@@ -221,10 +257,12 @@ def test_held_ends_are_bounded_by_the_next_event_of_another_kind() -> None:
 
 
 def test_content_for_an_item_never_opened() -> None:
-    events = run_events([
-        TextMessageContentEvent(message_id="m1", delta="hi"),
-        ToolCallArgsEvent(tool_call_id="c1", delta="{}"),
-    ])
+    events = run_events(
+        [
+            TextMessageContentEvent(message_id="m1", delta="hi"),
+            ToolCallArgsEvent(tool_call_id="c1", delta="{}"),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [
         ("content-not-started", "synthesized"),
@@ -232,25 +270,29 @@ def test_content_for_an_item_never_opened() -> None:
     ]
     assert fold(out) == [{"id": "m1", "role": "assistant", "content": "hi"}]
     # A lost START is not late content: later ENDs are not held.
-    events = run_events([
-        TextMessageContentEvent(message_id="m1", delta="hi"),
-        TextMessageEndEvent(message_id="m1"),
-        TextMessageStartEvent(message_id="m2"),
-        TextMessageStartEvent(message_id="m3"),
-        TextMessageEndEvent(message_id="m2"),
-        TextMessageEndEvent(message_id="m3"),
-    ])
+    events = run_events(
+        [
+            TextMessageContentEvent(message_id="m1", delta="hi"),
+            TextMessageEndEvent(message_id="m1"),
+            TextMessageStartEvent(message_id="m2"),
+            TextMessageStartEvent(message_id="m3"),
+            TextMessageEndEvent(message_id="m2"),
+            TextMessageEndEvent(message_id="m3"),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("content-not-started", "synthesized")]
     assert out[2:] == events[1:]
 
 
 def test_ends_without_an_open_item_are_dropped() -> None:
-    events = run_events([
-        *text("m1", "a"),
-        TextMessageEndEvent(message_id="m1"),
-        ToolCallEndEvent(tool_call_id="nope"),
-    ])
+    events = run_events(
+        [
+            *text("m1", "a"),
+            TextMessageEndEvent(message_id="m1"),
+            ToolCallEndEvent(tool_call_id="nope"),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("duplicate-end", "dropped"), ("end-not-started", "dropped")]
     assert out == [*events[:4], events[-1]]
@@ -358,17 +400,23 @@ def test_an_empty_stream_stays_empty() -> None:
 
 
 def test_items_open_at_run_finished_are_closed_innermost_first() -> None:
-    events = run_events([
-        StepStartedEvent(step_name="plan"),
-        SubagentStartedEvent(subagent_run_id="s1", name="helper"),
-        TextMessageStartEvent(message_id="m1", subagent_run_id="s1"),
-        ToolCallStartEvent(tool_call_id="c1", tool_call_name="f"),
-        ToolCallArgsEvent(tool_call_id="c1", delta="{}"),
-    ])
+    events = run_events(
+        [
+            StepStartedEvent(step_name="plan"),
+            SubagentStartedEvent(subagent_run_id="s1", name="helper"),
+            TextMessageStartEvent(message_id="m1", subagent_run_id="s1"),
+            ToolCallStartEvent(tool_call_id="c1", tool_call_name="f"),
+            ToolCallArgsEvent(tool_call_id="c1", delta="{}"),
+        ]
+    )
     out, report = repaired(events)
     assert [fix.rule for fix in report.fixes] == ["open-at-finish"] * 4
     assert types(out)[-5:] == [
-        "TEXT_MESSAGE_END", "TOOL_CALL_END", "STEP_FINISHED", "SUBAGENT_FINISHED", "RUN_FINISHED"
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_END",
+        "STEP_FINISHED",
+        "SUBAGENT_FINISHED",
+        "RUN_FINISHED",
     ]
     assert out[-5] == TextMessageEndEvent(message_id="m1", subagent_run_id="s1")
 
@@ -376,8 +424,11 @@ def test_items_open_at_run_finished_are_closed_innermost_first() -> None:
 def test_items_open_at_run_error_are_left_as_they_are() -> None:
     # 1.0 exempts RUN_ERROR: a run that blew up could not close things, and an
     # invented TOOL_CALL_END would present truncated arguments as complete.
-    events = [*run_started(), ToolCallStartEvent(tool_call_id="c1", tool_call_name="f"),
-              RunErrorEvent(message="boom")]
+    events = [
+        *run_started(),
+        ToolCallStartEvent(tool_call_id="c1", tool_call_name="f"),
+        RunErrorEvent(message="boom"),
+    ]
     out, report = repaired(events)
     assert out == events and report.count == 0
 
@@ -386,46 +437,54 @@ def test_items_open_at_run_error_are_left_as_they_are() -> None:
 
 
 def test_a_duplicate_start_of_an_open_item_is_dropped() -> None:
-    events = run_events([
-        TextMessageStartEvent(message_id="m1"),
-        TextMessageStartEvent(message_id="m1"),
-        TextMessageEndEvent(message_id="m1"),
-        StepStartedEvent(step_name="s"),
-        StepStartedEvent(step_name="s"),
-        StepFinishedEvent(step_name="s"),
-    ])
+    events = run_events(
+        [
+            TextMessageStartEvent(message_id="m1"),
+            TextMessageStartEvent(message_id="m1"),
+            TextMessageEndEvent(message_id="m1"),
+            StepStartedEvent(step_name="s"),
+            StepStartedEvent(step_name="s"),
+            StepFinishedEvent(step_name="s"),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("duplicate-start", "dropped")] * 2
     assert out == [events[0], events[1], events[3], events[4], events[6], events[7]]
 
 
 def test_steps_and_subagents_closed_without_an_opener_are_dropped() -> None:
-    events = run_events([
-        StepFinishedEvent(step_name="never"),
-        *subagent("s1", "helper", text("m1", "x")),
-        *subagent("s1", "helper")[1:],  # a second SUBAGENT_FINISHED for s1
-    ])
+    events = run_events(
+        [
+            StepFinishedEvent(step_name="never"),
+            *subagent("s1", "helper", text("m1", "x")),
+            *subagent("s1", "helper")[1:],  # a second SUBAGENT_FINISHED for s1
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("step-not-started", "dropped"), ("subagent-not-started", "dropped")]
     assert types(out).count("SUBAGENT_FINISHED") == 1 and "STEP_FINISHED" not in types(out)
 
 
 def test_a_continuation_tagged_with_another_owner_keeps_the_openers() -> None:
-    events = run_events([
-        TextMessageStartEvent(message_id="m1", subagent_run_id="s1"),
-        TextMessageContentEvent(message_id="m1", delta="x", subagent_run_id="s2"),
-        TextMessageEndEvent(message_id="m1"),
-    ])
+    events = run_events(
+        [
+            TextMessageStartEvent(message_id="m1", subagent_run_id="s1"),
+            TextMessageContentEvent(message_id="m1", delta="x", subagent_run_id="s2"),
+            TextMessageEndEvent(message_id="m1"),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("owner-mismatch", "rewritten")]
     assert out[2] == TextMessageContentEvent(message_id="m1", delta="x")
 
 
 def test_a_step_finished_under_the_wrong_owner_is_retagged() -> None:
-    events = run_events([
-        StepStartedEvent(step_name="tools", subagent_run_id="s1"),
-        StepFinishedEvent(step_name="tools"),
-    ])
+    events = run_events(
+        [
+            StepStartedEvent(step_name="tools", subagent_run_id="s1"),
+            StepFinishedEvent(step_name="tools"),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("owner-mismatch", "rewritten")]
     assert out[2] == StepFinishedEvent(step_name="tools", subagent_run_id="s1")
@@ -439,11 +498,13 @@ def test_an_unknown_parent_subagent_is_removed() -> None:
 
 
 def test_a_chunk_stream_the_expansion_refuses_is_dropped_chunk_by_chunk() -> None:
-    events = run_events([
-        TextMessageChunkEvent(message_id="m1", delta="a", role="assistant"),
-        TextMessageChunkEvent(message_id="m1", delta="b", role="user"),  # conflicting role
-        TextMessageChunkEvent(message_id="m1", delta="c"),
-    ])
+    events = run_events(
+        [
+            TextMessageChunkEvent(message_id="m1", delta="a", role="assistant"),
+            TextMessageChunkEvent(message_id="m1", delta="b", role="user"),  # conflicting role
+            TextMessageChunkEvent(message_id="m1", delta="c"),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("chunk-conflict", "dropped")]
     (message,) = fold(out)
@@ -458,11 +519,15 @@ def _delta(*ops: dict[str, Any]) -> StateDeltaEvent:
 
 
 def test_a_replace_of_a_missing_path_becomes_an_add() -> None:
-    events = run_events([
-        StateSnapshotEvent(snapshot={"a": 1}),
-        _delta({"op": "replace", "path": "/status", "value": "done"},
-               {"op": "replace", "path": "/a", "value": 2}),
-    ])
+    events = run_events(
+        [
+            StateSnapshotEvent(snapshot={"a": 1}),
+            _delta(
+                {"op": "replace", "path": "/status", "value": "done"},
+                {"op": "replace", "path": "/a", "value": 2},
+            ),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [("state-replace-missing", "rewritten")]
     consumer = Consumer()
@@ -471,11 +536,13 @@ def test_a_replace_of_a_missing_path_becomes_an_add() -> None:
 
 
 def test_operations_that_cannot_apply_are_dropped_and_an_empty_delta_with_them() -> None:
-    events = run_events([
-        StateSnapshotEvent(snapshot={"a": 1}),
-        _delta({"op": "remove", "path": "/gone"}, {"op": "add", "path": "/b", "value": 1}),
-        _delta({"op": "add", "path": "/no/parent", "value": 1}),
-    ])
+    events = run_events(
+        [
+            StateSnapshotEvent(snapshot={"a": 1}),
+            _delta({"op": "remove", "path": "/gone"}, {"op": "add", "path": "/b", "value": 1}),
+            _delta({"op": "add", "path": "/no/parent", "value": 1}),
+        ]
+    )
     out, report = repaired(events)
     assert rules(report) == [
         ("state-op-unappliable", "dropped"),
@@ -489,12 +556,16 @@ def test_operations_that_cannot_apply_are_dropped_and_an_empty_delta_with_them()
 
 
 def test_a_failing_test_operation_is_the_producers_own_condition() -> None:
-    events = run_events([
-        StateSnapshotEvent(snapshot={"a": 1}),
-        _delta({"op": "test", "path": "/a", "value": 2},
-               {"op": "replace", "path": "/a", "value": 3}),
-        _delta({"op": "replace", "path": "/b", "value": 1}),
-    ])
+    events = run_events(
+        [
+            StateSnapshotEvent(snapshot={"a": 1}),
+            _delta(
+                {"op": "test", "path": "/a", "value": 2},
+                {"op": "replace", "path": "/a", "value": 3},
+            ),
+            _delta({"op": "replace", "path": "/b", "value": 1}),
+        ]
+    )
     out, report = repaired(events)
     assert out[2] is events[2]
     # The state is still {"a": 1}: /b is missing, so the next replace is an add.
@@ -510,8 +581,15 @@ def test_deltas_before_any_snapshot_apply_to_the_clients_own_state() -> None:
 def test_an_input_echo_with_state_is_the_base_of_the_deltas() -> None:
     from ag_ui.core import RunAgentInput
 
-    echo = RunAgentInput(thread_id="thread-1", run_id="run-1", messages=[], state={"n": 1},
-                         tools=[], context=[], forwarded_props={})
+    echo = RunAgentInput(
+        thread_id="thread-1",
+        run_id="run-1",
+        messages=[],
+        state={"n": 1},
+        tools=[],
+        context=[],
+        forwarded_props={},
+    )
     events = [*run_started(input=echo), _delta({"op": "remove", "path": "/m"}), *run_finished()]
     out, report = repaired(events)
     assert rules(report) == [("state-op-unappliable", "dropped"), ("state-delta-empty", "dropped")]
@@ -535,7 +613,10 @@ def test_the_report_is_capped_but_counts_everything() -> None:
     assert data["count"] == 3 and data["truncated"] is True
     assert data["fixes"] == [fix.as_dict() for fix in report.fixes]
     assert RepairFix("r", 1, "dropped", "d").as_dict() == {
-        "rule": "r", "index": 1, "action": "dropped", "detail": "d"
+        "rule": "r",
+        "index": 1,
+        "action": "dropped",
+        "detail": "d",
     }
 
 
@@ -553,7 +634,11 @@ def test_emitted_fixes_are_custom_events_inside_their_run() -> None:
     events = run_events([ToolCallStartEvent(tool_call_id="c1", tool_call_name="f")])
     out, report = repaired([*events, *run_finished()], emit=True)
     assert types(out) == [
-        "RUN_STARTED", "TOOL_CALL_START", "TOOL_CALL_END", "CUSTOM", "RUN_FINISHED"
+        "RUN_STARTED",
+        "TOOL_CALL_START",
+        "TOOL_CALL_END",
+        "CUSTOM",
+        "RUN_FINISHED",
     ]
     custom = out[3]
     assert isinstance(custom, CustomEvent)
@@ -799,8 +884,14 @@ def _ordering_rejects(
 
 
 @pytest.mark.node
-@settings(max_examples=ORDERING_BATCHES, deadline=None, derandomize=True, database=None,
-          phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=ORDERING_BATCHES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1))
 def test_streams_the_reference_rejects_for_their_order_are_accepted_after_repair(
     seed: int, ts_oracle: Callable[..., list[dict[str, Any]]]
@@ -844,8 +935,11 @@ def test_the_ts_client_folds_the_repaired_pydantic_ai_stream_as_the_producer_mea
     (theirs,) = ts_oracle([[to_wire(e) for e in run_transformer(Repair(), events)]])
     assert theirs["outcome"] == "completed", theirs["error"]
     assert json.dumps(theirs["messages"], sort_keys=True) == json.dumps(ours, sort_keys=True)
-    calls = {c["id"]: c["function"]["arguments"]
-             for m in theirs["messages"] for c in m.get("toolCalls", [])}
+    calls = {
+        c["id"]: c["function"]["arguments"]
+        for m in theirs["messages"]
+        for c in m.get("toolCalls", [])
+    }
     assert calls == {
         "call-internal-1": '{"key": "SECRET-ARG-7f3a"}',
         "call-weather-1": '{"city": "Paris"}',

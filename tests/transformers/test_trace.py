@@ -122,9 +122,11 @@ async def test_the_demo_run_is_one_trace_of_nested_agents_and_tools() -> None:
     first = run_span.events[1]
     assert first.attributes is not None
     assert first.attributes["agui.message.role"] == "assistant"
-    assert 0 < first.attributes["agui.message.first_token_ms"] < first.attributes[
-        "agui.message.duration_ms"
-    ]
+    assert (
+        0
+        < first.attributes["agui.message.first_token_ms"]
+        < first.attributes["agui.message.duration_ms"]
+    )
     assert "agui.message.length" not in first.attributes  # only with delta_stats
 
 
@@ -277,6 +279,7 @@ async def test_an_abandoned_stream_closes_its_spans_as_abandoned() -> None:
 async def test_a_cancelled_driver_run_is_traced() -> None:
     """Cancelling the agent mid-run ends the run (the driver's cancellation) and its span."""
     recorder = Recorder()
+
     async def agent(ctx: RunContext[Any]) -> RunOutcome:
         ctx.tool_call("wait_for_user").args_json({})
         await ctx.until_cancelled(anyio.sleep_forever())
@@ -311,11 +314,13 @@ def test_a_truncated_stream_is_an_error() -> None:
 
 
 def _hidden_and_filtered() -> list[BaseEvent]:
-    return run_events([
-        *tool_call("c1", "internal_lookup", "{}", result="secret"),
-        *tool_call("c2", "search", "{}", result="[]"),
-        *subagent("s1", "auditor", text("m1", "private notes")),
-    ])
+    return run_events(
+        [
+            *tool_call("c1", "internal_lookup", "{}", result="secret"),
+            *tool_call("c2", "search", "{}", result="[]"),
+            *subagent("s1", "auditor", text("m1", "private notes")),
+        ]
+    )
 
 
 @pytest.mark.parametrize("trace_last", [True, False], ids=["after", "before"])
@@ -329,7 +334,9 @@ def test_what_the_client_must_not_see_gets_no_span(trace_last: bool) -> None:
         assert names == {"invoke_agent", "execute_tool search"}
     else:  # before the filters, the stage traces what the agent did
         assert names == {
-            "invoke_agent", "execute_tool internal_lookup", "execute_tool search",
+            "invoke_agent",
+            "execute_tool internal_lookup",
+            "execute_tool search",
             "invoke_agent auditor",
         }
 
@@ -343,7 +350,8 @@ async def test_concurrent_runs_never_mix_spans() -> None:
 
         async def source() -> AsyncIterator[BaseEvent]:
             calls = [
-                e for k in range(3)
+                e
+                for k in range(3)
                 for e in tool_call(f"c{index}-{k}", f"tool{index}", "{}", result="ok")
             ]
             events = run_events(calls, thread_id=f"t{index}", run_id=f"r{index}")
@@ -366,9 +374,7 @@ async def test_concurrent_runs_never_mix_spans() -> None:
         assert run_span.context is not None
         index = dict(run_span.attributes or {})["agui.run.id"][1:]
         mine = [s for s in spans if s.context and s.context.trace_id == run_span.context.trace_id]
-        assert sorted(s.name for s in mine) == ["execute_tool tool" + index] * 3 + [
-            "invoke_agent"
-        ]
+        assert sorted(s.name for s in mine) == ["execute_tool tool" + index] * 3 + ["invoke_agent"]
         assert all(parent_of(s, run_span) for s in mine if s is not run_span)
     assert runs[0].context.trace_id != runs[1].context.trace_id  # type: ignore[union-attr]
 
@@ -380,8 +386,9 @@ def _usage(**counts: Any) -> TokenUsage:
 def test_usage_becomes_attributes_and_token_metrics() -> None:
     recorder = Recorder()
     usage = [
-        _usage(provider="openai", model="gpt-x", inputTokens=100, outputTokens=20,
-               cachedInputTokens=60),
+        _usage(
+            provider="openai", model="gpt-x", inputTokens=100, outputTokens=20, cachedInputTokens=60
+        ),
         _usage(provider="openai", model="gpt-x-mini", inputTokens=10, outputTokens=5),
     ]
     TransformerChain([recorder.stage()]).apply_sync(run_events(usage=usage))
@@ -392,8 +399,13 @@ def test_usage_becomes_attributes_and_token_metrics() -> None:
     assert attributes["gen_ai.provider.name"] == "openai"
     assert "gen_ai.response.model" not in attributes  # two models: no single one to name
     tokens = recorder.metric("agui.tokens")
-    key = frozenset({("gen_ai.provider.name", "openai"), ("gen_ai.response.model", "gpt-x"),
-                     ("gen_ai.token.type", "cache_read")})
+    key = frozenset(
+        {
+            ("gen_ai.provider.name", "openai"),
+            ("gen_ai.response.model", "gpt-x"),
+            ("gen_ai.token.type", "cache_read"),
+        }
+    )
     assert tokens[key] == 60
 
 
@@ -410,8 +422,10 @@ def _subagent_usage_stream() -> list[BaseEvent]:
         finished("s2", inputTokens=5, outputTokens=1),
         finished("s1", inputTokens=7, outputTokens=2, reasoningTokens=1),
     ]
-    own = [_usage(provider="p", model="m", inputTokens=100, outputTokens=10),
-           _usage(provider="q", model="n", inputTokens=1)]
+    own = [
+        _usage(provider="p", model="m", inputTokens=100, outputTokens=10),
+        _usage(provider="q", model="n", inputTokens=1),
+    ]
     return [*run_started(), *inner, *run_finished(usage=own)]
 
 
@@ -423,16 +437,20 @@ def test_usage_roll_up_sums_subagents_into_the_run_terminal() -> None:
     final = out[-1]
     assert isinstance(final, RunFinishedEvent)
     assert final.model_dump(by_alias=True, exclude_none=True)["usage"] == [
-        {"provider": "p", "model": "m", "inputTokens": 112, "outputTokens": 13,
-         "reasoningTokens": 1},
+        {
+            "provider": "p",
+            "model": "m",
+            "inputTokens": 112,
+            "outputTokens": 13,
+            "reasoningTokens": 1,
+        },
         {"provider": "q", "model": "n", "inputTokens": 1},
     ]
-    assert dict(recorder.named("invoke_agent inner").attributes or {})[
-        "gen_ai.usage.input_tokens"
-    ] == 5
-    assert dict(recorder.named("invoke_agent").attributes or {})[
-        "gen_ai.usage.input_tokens"
-    ] == 113
+    assert (
+        dict(recorder.named("invoke_agent inner").attributes or {})["gen_ai.usage.input_tokens"]
+        == 5
+    )
+    assert dict(recorder.named("invoke_agent").attributes or {})["gen_ai.usage.input_tokens"] == 113
 
 
 def test_without_roll_up_the_terminal_usage_is_untouched() -> None:
@@ -456,8 +474,10 @@ def test_event_timestamps_are_the_span_times() -> None:
     recorder = Recorder()
     events = [
         *run_started(timestamp=1_000),
-        *[e.model_copy(update={"timestamp": 1_000 + i}) for i, e in enumerate(
-            step("plan", reasoning("r1", "hm")), start=1)],
+        *[
+            e.model_copy(update={"timestamp": 1_000 + i})
+            for i, e in enumerate(step("plan", reasoning("r1", "hm")), start=1)
+        ],
         *run_finished(timestamp=2_000),
     ]
     TransformerChain([recorder.stage()]).apply_sync(events)
@@ -481,7 +501,7 @@ def test_several_runs_on_one_stream_are_several_traces() -> None:
 def test_a_relay_forwards_deltas_after_the_first_unbuilt() -> None:
     """The promise holds: same spans and bytes, and most deltas never reach the stage."""
     events = run_events([*text("m1", "a", "b", "c", "d"), *reasoning("r1", "x", "y", "z")])
-    payloads = [encode_sse(e)[len(b"data: "):-2] for e in events]
+    payloads = [encode_sse(e)[len(b"data: ") : -2] for e in events]
 
     via_chain, via_relay = Recorder(), Recorder()
     expected = TransformerChain([via_chain.stage()]).apply_sync(events)
@@ -491,7 +511,8 @@ def test_a_relay_forwards_deltas_after_the_first_unbuilt() -> None:
     assert relay.events_forwarded == 3 + 2  # all deltas but each message's first
     assert via_relay.outline() == via_chain.outline() == ["invoke_agent"]
     assert [e.name for e in via_relay.named("invoke_agent").events] == [
-        "agui.message", "agui.reasoning"
+        "agui.message",
+        "agui.reasoning",
     ]
 
 
@@ -548,14 +569,15 @@ def test_a_suspended_subagent_and_an_interrupted_run() -> None:
         *run_started(),
         *subagent("s1", "approver")[:-1],
         SubagentFinishedEvent(subagent_run_id="s1", outcome={"type": "suspended"}),
-        *run_finished(outcome={"type": "interrupt", "interrupts": [
-            {"id": "i1", "reason": "approval"}
-        ]}),
+        *run_finished(
+            outcome={"type": "interrupt", "interrupts": [{"id": "i1", "reason": "approval"}]}
+        ),
     ]
     TransformerChain([recorder.stage()]).apply_sync(events)
-    assert dict(recorder.named("invoke_agent approver").attributes or {})[
-        "agui.subagent.outcome"
-    ] == "suspended"
+    assert (
+        dict(recorder.named("invoke_agent approver").attributes or {})["agui.subagent.outcome"]
+        == "suspended"
+    )
     assert dict(recorder.named("invoke_agent").attributes or {})["agui.run.outcome"] == (
         "interrupt"
     )
@@ -573,9 +595,7 @@ def test_a_timestamp_no_span_can_hold_falls_back_to_arrival_time() -> None:
     assert 1_700_000_000_000_000_000 <= span.start_time < span.end_time < 2**63
 
 
-_PROPERTY = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+_PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_PROPERTY
@@ -605,7 +625,8 @@ def test_a_shuffled_stream_never_crashes_the_stage(
     rng.shuffle(shuffled)
     options = (
         {"capture_content": True, "delta_stats": True, "roll_up_usage": True}
-        if every_option else {}
+        if every_option
+        else {}
     )
     recorder = Recorder()
     out = TransformerChain([recorder.stage(**options)]).apply_sync(shuffled)
@@ -622,17 +643,29 @@ def _described(events: list[BaseEvent], description: str) -> list[BaseEvent]:
 def test_without_capture_no_free_text_leaves_in_spans() -> None:
     events = [
         *run_started(),
-        *step("SECRET-STEP-NAME",
-              tool_call("c1", "fetch", '{"q": "SECRET-ARGS"}', result="SECRET-RESULT")),
-        *_described(subagent("s1", "helper", tool_call("c2", "look"), error="SECRET-ERROR"),
-                    "SECRET-DESCRIPTION"),
+        *step(
+            "SECRET-STEP-NAME",
+            tool_call("c1", "fetch", '{"q": "SECRET-ARGS"}', result="SECRET-RESULT"),
+        ),
+        *_described(
+            subagent("s1", "helper", tool_call("c2", "look"), error="SECRET-ERROR"),
+            "SECRET-DESCRIPTION",
+        ),
         *run_finished(),
     ]
 
     def exported(recorder: Recorder) -> str:
-        return repr([(s.name, dict(s.attributes or {}), s.status.description,
-                      [(e.name, dict(e.attributes or {})) for e in s.events])
-                     for s in recorder.finished()])
+        return repr(
+            [
+                (
+                    s.name,
+                    dict(s.attributes or {}),
+                    s.status.description,
+                    [(e.name, dict(e.attributes or {})) for e in s.events],
+                )
+                for s in recorder.finished()
+            ]
+        )
 
     plain = Recorder()
     TransformerChain([plain.stage()]).apply_sync(events)
@@ -640,8 +673,13 @@ def test_without_capture_no_free_text_leaves_in_spans() -> None:
     captured = Recorder()
     TransformerChain([captured.stage(capture_content=True)]).apply_sync(events)
     kept = exported(captured)
-    for secret in ("SECRET-STEP-NAME", "SECRET-ARGS", "SECRET-RESULT", "SECRET-DESCRIPTION",
-                 "SECRET-ERROR"):
+    for secret in (
+        "SECRET-STEP-NAME",
+        "SECRET-ARGS",
+        "SECRET-RESULT",
+        "SECRET-DESCRIPTION",
+        "SECRET-ERROR",
+    ):
         assert secret in kept, secret
 
 

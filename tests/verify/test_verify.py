@@ -97,8 +97,14 @@ def test_rules_are_kebab_case_and_described() -> None:
         assert rule.describe()
         assert not rule.describe().endswith(".")
     producer_rules = {
-        "run-ended", "duplicate-run-started", "duplicate-start", "not-open",
-        "unknown-id", "out-of-order", "open-at-finish", "owner-mismatch",
+        "run-ended",
+        "duplicate-run-started",
+        "duplicate-start",
+        "not-open",
+        "unknown-id",
+        "out-of-order",
+        "open-at-finish",
+        "owner-mismatch",
     }
     assert producer_rules <= {r.value for r in Rule}
 
@@ -153,8 +159,17 @@ def test_full_valid_stream_is_accepted_by_both_profiles() -> None:
 
 
 def test_closed_ids_may_be_reopened() -> None:
-    check([*START, *text("m1", "a"), *text("m1", "b"), *tool_call("c", "t"),
-           *tool_call("c", "t"), *FINISH], "producer")
+    check(
+        [
+            *START,
+            *text("m1", "a"),
+            *text("m1", "b"),
+            *tool_call("c", "t"),
+            *tool_call("c", "t"),
+            *FINISH,
+        ],
+        "producer",
+    )
 
 
 def test_separate_id_spaces_overlap_freely() -> None:
@@ -230,37 +245,74 @@ def test_producer_allows_one_run_and_nothing_after_its_end() -> None:
 @pytest.mark.parametrize(
     ("events", "rule", "wording"),
     [
-        ([text_start("m"), text_start("m")], Rule.DUPLICATE_START,
-         "A text message with ID 'm' is already in progress"),
+        (
+            [text_start("m"), text_start("m")],
+            Rule.DUPLICATE_START,
+            "A text message with ID 'm' is already in progress",
+        ),
         ([text_end("m")], Rule.NOT_OPEN, "No active text message found with ID 'm'"),
-        ([ToolCallStartEvent(tool_call_id="c", tool_call_name="t")] * 2, Rule.DUPLICATE_START,
-         "A tool call with ID 'c' is already in progress"),
-        ([ToolCallArgsEvent(tool_call_id="c", delta="")], Rule.NOT_OPEN,
-         "No active tool call found with ID 'c'"),
-        ([ToolCallEndEvent(tool_call_id="c")], Rule.NOT_OPEN,
-         "No active tool call found with ID 'c'"),
-        ([ReasoningStartEvent(message_id="r")] * 2, Rule.DUPLICATE_START,
-         "A reasoning span with ID 'r' is already in progress"),
-        ([ReasoningMessageStartEvent(message_id="r", role="reasoning")] * 2,
-         Rule.DUPLICATE_START, "A reasoning message with ID 'r' is already in progress"),
-        ([ReasoningMessageContentEvent(message_id="r", delta="")], Rule.NOT_OPEN,
-         "No active reasoning message found with ID 'r'"),
-        ([ReasoningEndEvent(message_id="r")], Rule.NOT_OPEN,
-         "No active reasoning span found with ID 'r'"),
-        ([StepStartedEvent(step_name="s")] * 2, Rule.DUPLICATE_START,
-         'Step "s" is already active'),
-        ([StepFinishedEvent(step_name="s")], Rule.NOT_OPEN,
-         'for step "s" that was not started'),
-        ([SubagentFinishedEvent(subagent_run_id="s")], Rule.NOT_OPEN,
-         "no active subagent found with ID 's'"),
-        ([SubagentErrorEvent(subagent_run_id="s", message="x")], Rule.NOT_OPEN,
-         "no active subagent found with ID 's'"),
-        ([SubagentStartedEvent(subagent_run_id="s", name="n")] * 2, Rule.DUPLICATE_START,
-         "subagent 's' is already active"),
-        ([*subagent("s", "n"), SubagentStartedEvent(subagent_run_id="s", name="n")],
-         Rule.DUPLICATE_START, "has already finished in this run"),
-        ([SubagentStartedEvent(subagent_run_id="s", name="n", parent_subagent_run_id="p")],
-         Rule.UNKNOWN_ID, "parentSubagentRunId 'p' has not been started"),
+        (
+            [ToolCallStartEvent(tool_call_id="c", tool_call_name="t")] * 2,
+            Rule.DUPLICATE_START,
+            "A tool call with ID 'c' is already in progress",
+        ),
+        (
+            [ToolCallArgsEvent(tool_call_id="c", delta="")],
+            Rule.NOT_OPEN,
+            "No active tool call found with ID 'c'",
+        ),
+        (
+            [ToolCallEndEvent(tool_call_id="c")],
+            Rule.NOT_OPEN,
+            "No active tool call found with ID 'c'",
+        ),
+        (
+            [ReasoningStartEvent(message_id="r")] * 2,
+            Rule.DUPLICATE_START,
+            "A reasoning span with ID 'r' is already in progress",
+        ),
+        (
+            [ReasoningMessageStartEvent(message_id="r", role="reasoning")] * 2,
+            Rule.DUPLICATE_START,
+            "A reasoning message with ID 'r' is already in progress",
+        ),
+        (
+            [ReasoningMessageContentEvent(message_id="r", delta="")],
+            Rule.NOT_OPEN,
+            "No active reasoning message found with ID 'r'",
+        ),
+        (
+            [ReasoningEndEvent(message_id="r")],
+            Rule.NOT_OPEN,
+            "No active reasoning span found with ID 'r'",
+        ),
+        ([StepStartedEvent(step_name="s")] * 2, Rule.DUPLICATE_START, 'Step "s" is already active'),
+        ([StepFinishedEvent(step_name="s")], Rule.NOT_OPEN, 'for step "s" that was not started'),
+        (
+            [SubagentFinishedEvent(subagent_run_id="s")],
+            Rule.NOT_OPEN,
+            "no active subagent found with ID 's'",
+        ),
+        (
+            [SubagentErrorEvent(subagent_run_id="s", message="x")],
+            Rule.NOT_OPEN,
+            "no active subagent found with ID 's'",
+        ),
+        (
+            [SubagentStartedEvent(subagent_run_id="s", name="n")] * 2,
+            Rule.DUPLICATE_START,
+            "subagent 's' is already active",
+        ),
+        (
+            [*subagent("s", "n"), SubagentStartedEvent(subagent_run_id="s", name="n")],
+            Rule.DUPLICATE_START,
+            "has already finished in this run",
+        ),
+        (
+            [SubagentStartedEvent(subagent_run_id="s", name="n", parent_subagent_run_id="p")],
+            Rule.UNKNOWN_ID,
+            "parentSubagentRunId 'p' has not been started",
+        ),
     ],
 )
 def test_entity_rules(events: list[BaseEvent], rule: Rule, wording: str) -> None:
@@ -274,17 +326,24 @@ def test_entity_rules(events: list[BaseEvent], rule: Rule, wording: str) -> None
     ("opened", "wording"),
     [
         ([StepStartedEvent(step_name="s")], "while steps are still active: s"),
-        ([StepStartedEvent(step_name="s", subagent_run_id="a")],
-         "while steps are still active: s (subagent 'a')"),
-        ([text_start("m1"), text_start("m2")],
-         "while text messages are still active: m1, m2"),
-        ([ReasoningMessageStartEvent(message_id="r", role="reasoning")],
-         "while reasoning messages are still active: r"),
+        (
+            [StepStartedEvent(step_name="s", subagent_run_id="a")],
+            "while steps are still active: s (subagent 'a')",
+        ),
+        ([text_start("m1"), text_start("m2")], "while text messages are still active: m1, m2"),
+        (
+            [ReasoningMessageStartEvent(message_id="r", role="reasoning")],
+            "while reasoning messages are still active: r",
+        ),
         ([ReasoningStartEvent(message_id="r")], "while reasoning spans are still active: r"),
-        ([ToolCallStartEvent(tool_call_id="c", tool_call_name="t")],
-         "while tool calls are still active: c"),
-        ([SubagentStartedEvent(subagent_run_id="s", name="n")],
-         "while subagents are still active: s"),
+        (
+            [ToolCallStartEvent(tool_call_id="c", tool_call_name="t")],
+            "while tool calls are still active: c",
+        ),
+        (
+            [SubagentStartedEvent(subagent_run_id="s", name="n")],
+            "while subagents are still active: s",
+        ),
     ],
 )
 def test_open_at_finish(opened: list[BaseEvent], wording: str) -> None:
@@ -294,12 +353,23 @@ def test_open_at_finish(opened: list[BaseEvent], wording: str) -> None:
 
 
 def test_steps_are_keyed_by_owner() -> None:
-    check([*START, StepStartedEvent(step_name="tools"),
-           StepStartedEvent(step_name="tools", subagent_run_id="s"),
-           StepFinishedEvent(step_name="tools", subagent_run_id="s"),
-           StepFinishedEvent(step_name="tools"), *FINISH])
-    error = rejection([*START, StepStartedEvent(step_name="tools"),
-                       StepFinishedEvent(step_name="tools", subagent_run_id="s")])
+    check(
+        [
+            *START,
+            StepStartedEvent(step_name="tools"),
+            StepStartedEvent(step_name="tools", subagent_run_id="s"),
+            StepFinishedEvent(step_name="tools", subagent_run_id="s"),
+            StepFinishedEvent(step_name="tools"),
+            *FINISH,
+        ]
+    )
+    error = rejection(
+        [
+            *START,
+            StepStartedEvent(step_name="tools"),
+            StepFinishedEvent(step_name="tools", subagent_run_id="s"),
+        ]
+    )
     assert error.rule is Rule.OWNER_MISMATCH
     assert "that step is open under the parent agent" in str(error)
 
@@ -310,9 +380,7 @@ def test_steps_are_keyed_by_owner() -> None:
 def test_tagged_continuation_must_match_opener() -> None:
     error = rejection([*START, text_start("m", "s1"), content("m", "s2")])
     assert error.rule is Rule.OWNER_MISMATCH
-    assert "subagentRunId 's2' does not match the message 'm' opener's subagent 's1'" in str(
-        error
-    )
+    assert "subagentRunId 's2' does not match the message 'm' opener's subagent 's1'" in str(error)
     error = rejection([*START, text_start("m"), text_end("m", "s2")])
     assert "opener's subagent '(the parent agent)'" in str(error)
 
@@ -330,64 +398,93 @@ def test_reopen_under_another_owner_is_rejected_untagged_reopen_keeps_owner() ->
 
 
 def test_tool_call_must_agree_with_parent_message() -> None:
-    error = rejection([*START, *text("m", subagent="s1"),
-                       ToolCallStartEvent(tool_call_id="c", tool_call_name="t",
-                                          parent_message_id="m", subagent_run_id="s2")])
+    error = rejection(
+        [
+            *START,
+            *text("m", subagent="s1"),
+            ToolCallStartEvent(
+                tool_call_id="c", tool_call_name="t", parent_message_id="m", subagent_run_id="s2"
+            ),
+        ]
+    )
     assert error.rule is Rule.OWNER_MISMATCH
     assert "does not match its parent message 'm' owner 's1'" in str(error)
     # An untagged call inherits the parent's owner, so a tagged ARGS must match it.
-    error = rejection([*START, *text("m", subagent="s1"),
-                       ToolCallStartEvent(tool_call_id="c", tool_call_name="t",
-                                          parent_message_id="m"),
-                       ToolCallArgsEvent(tool_call_id="c", delta="", subagent_run_id="s2")])
+    error = rejection(
+        [
+            *START,
+            *text("m", subagent="s1"),
+            ToolCallStartEvent(tool_call_id="c", tool_call_name="t", parent_message_id="m"),
+            ToolCallArgsEvent(tool_call_id="c", delta="", subagent_run_id="s2"),
+        ]
+    )
     assert "tool call 'c' opener's subagent 's1'" in str(error)
 
 
 def test_untagged_reopen_under_a_differently_owned_parent() -> None:
-    events = [*START, *text("m1", subagent="s1"), *text("m2"),
-              *tool_call("c", "t", parent_message_id="m1"),
-              ToolCallStartEvent(tool_call_id="c", tool_call_name="t", parent_message_id="m2")]
+    events = [
+        *START,
+        *text("m1", subagent="s1"),
+        *text("m2"),
+        *tool_call("c", "t", parent_message_id="m1"),
+        ToolCallStartEvent(tool_call_id="c", tool_call_name="t", parent_message_id="m2"),
+    ]
     error = rejection(events)
     assert "tool call 'c' is owned by 's1' but its parent message 'm2'" in str(error)
 
 
 def test_snapshot_seeds_owners_authoritatively() -> None:
-    snapshot = MessagesSnapshotEvent(messages=[
-        AssistantMessage(id="m", subagent_run_id="s1", tool_calls=[
-            ToolCall(id="c", function=FunctionCall(name="t", arguments=""))]),
-    ])
+    snapshot = MessagesSnapshotEvent(
+        messages=[
+            AssistantMessage(
+                id="m",
+                subagent_run_id="s1",
+                tool_calls=[ToolCall(id="c", function=FunctionCall(name="t", arguments=""))],
+            ),
+        ]
+    )
     error = rejection([*START, *text("m"), snapshot, text_start("m", "s2")])
     assert "opener's subagent 's1'" in str(error)
-    error = rejection([*START, snapshot,
-                       ToolCallStartEvent(tool_call_id="c", tool_call_name="t",
-                                          subagent_run_id="s2")])
+    error = rejection(
+        [
+            *START,
+            snapshot,
+            ToolCallStartEvent(tool_call_id="c", tool_call_name="t", subagent_run_id="s2"),
+        ]
+    )
     assert "tool call 'c' opener's subagent 's1'" in str(error)
 
 
 def test_input_echo_seeds_only_unclaimed_ids() -> None:
-    echo = RunAgentInput(thread_id="t", run_id="r", messages=[
-        UserMessage(id="u", content="hi", subagent_run_id="s1")])
+    echo = RunAgentInput(
+        thread_id="t",
+        run_id="r",
+        messages=[UserMessage(id="u", content="hi", subagent_run_id="s1")],
+    )
     events = run_started(input=echo)
     error = rejection([*events, text_start("u", "s2")])
     assert "message 'u' opener's subagent 's1'" in str(error)
 
 
 def test_tool_result_mints_an_owned_message() -> None:
-    events = [*START, *tool_call("c", "t"),
-              ToolCallResultEvent(message_id="tm", tool_call_id="c", content="",
-                                  subagent_run_id="s1"),
-              text_start("tm", "s2")]
+    events = [
+        *START,
+        *tool_call("c", "t"),
+        ToolCallResultEvent(message_id="tm", tool_call_id="c", content="", subagent_run_id="s1"),
+        text_start("tm", "s2"),
+    ]
     assert rejection(events).rule is Rule.OWNER_MISMATCH
 
 
 def test_activity_ownership() -> None:
-    snap = ActivitySnapshotEvent(message_id="a", activity_type="k", content={},
-                                 subagent_run_id="s1")
-    delta = ActivityDeltaEvent(message_id="a", activity_type="k", patch=[],
-                               subagent_run_id="s2")
+    snap = ActivitySnapshotEvent(
+        message_id="a", activity_type="k", content={}, subagent_run_id="s1"
+    )
+    delta = ActivityDeltaEvent(message_id="a", activity_type="k", patch=[], subagent_run_id="s2")
     assert rejection([*START, snap, delta]).rule is Rule.OWNER_MISMATCH
-    keep = ActivitySnapshotEvent(message_id="a", activity_type="k", content={},
-                                 subagent_run_id="s2", replace=False)
+    keep = ActivitySnapshotEvent(
+        message_id="a", activity_type="k", content={}, subagent_run_id="s2", replace=False
+    )
     assert rejection([*START, snap, keep, delta]).rule is Rule.OWNER_MISMATCH
     replace = keep.model_copy(update={"replace": True})
     check([*START, snap, replace, delta, *FINISH])
@@ -397,13 +494,21 @@ def test_activity_ownership() -> None:
 
 def test_encrypted_value_checks_the_owner_of_its_entity() -> None:
     def value(subtype: str) -> ReasoningEncryptedValueEvent:
-        return ReasoningEncryptedValueEvent(subtype=subtype, entity_id="x",  # type: ignore[arg-type]
-                                            encrypted_value="e", subagent_run_id="s2")
+        return ReasoningEncryptedValueEvent(
+            subtype=subtype,
+            entity_id="x",  # type: ignore[arg-type]
+            encrypted_value="e",
+            subagent_run_id="s2",
+        )
 
-    assert rejection([*START, *tool_call("x", "t", subagent="s1"), value("tool-call")]).rule \
+    assert (
+        rejection([*START, *tool_call("x", "t", subagent="s1"), value("tool-call")]).rule
         is Rule.OWNER_MISMATCH
-    assert rejection([*START, *reasoning("x", subagent="s1"), value("message")]).rule \
+    )
+    assert (
+        rejection([*START, *reasoning("x", subagent="s1"), value("message")]).rule
         is Rule.OWNER_MISMATCH
+    )
     check([*START, value("message"), *FINISH])
 
 
@@ -425,18 +530,32 @@ def test_tool_result_for_unknown_call() -> None:
 
 
 def test_tool_result_before_end() -> None:
-    events = [*START, ToolCallStartEvent(tool_call_id="c", tool_call_name="t"),
-              ToolCallResultEvent(message_id="r", tool_call_id="c", content="")]
+    events = [
+        *START,
+        ToolCallStartEvent(tool_call_id="c", tool_call_name="t"),
+        ToolCallResultEvent(message_id="r", tool_call_id="c", content=""),
+    ]
     check(events)
     assert rejection(events, "producer").rule is Rule.OUT_OF_ORDER
 
 
 def test_producer_accepts_results_for_recorded_calls() -> None:
-    snapshot = MessagesSnapshotEvent(messages=[AssistantMessage(id="m", tool_calls=[
-        ToolCall(id="c", function=FunctionCall(name="t", arguments=""))])])
-    check([*START, snapshot,
-           ToolCallResultEvent(message_id="r", tool_call_id="c", content=""), *FINISH],
-          "producer")
+    snapshot = MessagesSnapshotEvent(
+        messages=[
+            AssistantMessage(
+                id="m", tool_calls=[ToolCall(id="c", function=FunctionCall(name="t", arguments=""))]
+            )
+        ]
+    )
+    check(
+        [
+            *START,
+            snapshot,
+            ToolCallResultEvent(message_id="r", tool_call_id="c", content=""),
+            *FINISH,
+        ],
+        "producer",
+    )
 
 
 # -- behaviour ---------------------------------------------------------------
@@ -467,8 +586,10 @@ def test_truncated_at_finish_and_not_before_any_run() -> None:
     assert str(info.value).startswith("end of stream breaks rule `truncated`")
 
 
-@given(st.lists(st.sampled_from(["text", "tool", "step", "reasoning", "sub"]), max_size=12),
-       st.booleans())
+@given(
+    st.lists(st.sampled_from(["text", "tool", "step", "reasoning", "sub"]), max_size=12),
+    st.booleans(),
+)
 def test_generated_valid_streams_are_accepted(kinds: list[str], error_end: bool) -> None:
     inner: list[BaseEvent] = []
     for i, kind in enumerate(kinds):
@@ -493,14 +614,21 @@ def test_generated_valid_streams_are_accepted(kinds: list[str], error_end: bool)
     if inner and not error_end:
         # Dropping any single closing event before RUN_FINISHED is always caught.
         closers = [
-            i for i, e in enumerate(events)
-            if isinstance(e, TextMessageEndEvent | ToolCallEndEvent | StepFinishedEvent
-                          | ReasoningEndEvent | ReasoningMessageEndEvent
-                          | SubagentFinishedEvent)
+            i
+            for i, e in enumerate(events)
+            if isinstance(
+                e,
+                TextMessageEndEvent
+                | ToolCallEndEvent
+                | StepFinishedEvent
+                | ReasoningEndEvent
+                | ReasoningMessageEndEvent
+                | SubagentFinishedEvent,
+            )
         ]
         for index in closers:
             with pytest.raises(VerificationError):
-                check(events[:index] + events[index + 1:])
+                check(events[:index] + events[index + 1 :])
 
 
 def test_run_error_event_type_is_accepted_in_the_middle() -> None:
