@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +26,8 @@ from typing import Any
 
 import pytest
 
+from tests._browser import Inspector, find_chromium
+
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "data" / "demo-run.ndjson"
 HIDE_INTERNAL = ROOT / "examples" / "chains" / "hide-internal-tools.yaml"
@@ -34,18 +35,7 @@ IMAGES = ROOT / "docs" / "images"
 SHOTS = os.environ.get("AGUI_PIPES_SCREENSHOTS") == "1"
 
 
-def _chromium() -> str | None:
-    explicit = os.environ.get("AGUI_PIPES_CHROMIUM")
-    if explicit:
-        return explicit
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-CHROMIUM = _chromium()
+CHROMIUM = find_chromium()
 if CHROMIUM is None:
     pytest.skip(
         "INSPECTOR PAGE NOT TESTED: no chromium binary on PATH (tried chromium, "
@@ -65,84 +55,6 @@ def _lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-class _Inspector:
-    """``agui-pipes inspect`` in a subprocess; ``url`` is the page it printed."""
-
-    def __init__(self, path: Path, *extra: str) -> None:
-        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        # Run from the file's folder so the page's label is the file name alone.
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agui_pipes",
-                "inspect",
-                path.name,
-                "--no-open",
-                "--port",
-                "0",
-                *extra,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=path.parent,
-        )
-        found: list[str] = []
-        seen: list[str] = []
-
-        def read() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                seen.append(line)
-                match = re.search(r"https?://\S+", line)
-                if match:
-                    found.append(match.group(0))
-                    return
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(60)
-        if not found:
-            self.close()
-            assert self.process.stderr is not None
-            raise RuntimeError(
-                f"agui-pipes inspect {path.name} printed no URL within 60 s; stdout {seen!r}, "
-                f"stderr {self.process.stderr.read()!r}"
-            )
-        self.url = found[0]
-        self._wait_until_serving()
-
-    def _wait_until_serving(self) -> None:
-        # The URL may be printed just before the socket accepts connections.
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(self.url + "api/runs", timeout=5) as response:
-                    response.read()
-                return
-            except OSError as error:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.close()
-                    raise RuntimeError(
-                        f"the inspector at {self.url} never answered: {error}"
-                    ) from error
-                time.sleep(0.05)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
@@ -153,15 +65,15 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture(scope="module")
-def demo() -> Iterator[_Inspector]:
-    inspector = _Inspector(DEMO)
+def demo() -> Iterator[Inspector]:
+    inspector = Inspector(DEMO)
     yield inspector
     inspector.close()
 
 
 @pytest.fixture(scope="module")
-def demo_chain() -> Iterator[_Inspector]:
-    inspector = _Inspector(DEMO, "--config", str(HIDE_INTERNAL))
+def demo_chain() -> Iterator[Inspector]:
+    inspector = Inspector(DEMO, "--config", str(HIDE_INTERNAL))
     yield inspector
     inspector.close()
 
@@ -191,7 +103,7 @@ def _no_page_errors(page: Page) -> None:
 
 
 def test_the_timeline_has_a_row_for_every_message_tool_call_and_subagent(
-    browser: Browser, demo: _Inspector
+    browser: Browser, demo: Inspector
 ) -> None:
     events = _lines(DEMO)
     wanted = (
@@ -224,9 +136,7 @@ def test_the_timeline_has_a_row_for_every_message_tool_call_and_subagent(
     page.close()
 
 
-def test_clicking_a_timeline_bar_selects_its_first_event(
-    browser: Browser, demo: _Inspector
-) -> None:
+def test_clicking_a_timeline_bar_selects_its_first_event(browser: Browser, demo: Inspector) -> None:
     events = _lines(DEMO)
     start = next(
         i
@@ -254,7 +164,7 @@ def _domain(page: Page) -> tuple[float, float]:
 
 
 def test_the_timeline_zooms_with_the_wheel_and_pans_by_dragging(
-    browser: Browser, demo: _Inspector
+    browser: Browser, demo: Inspector
 ) -> None:
     page = _open(browser, demo.url, "timeline")
     scroller = page.get_by_test_id("timeline")
@@ -281,7 +191,7 @@ def test_the_timeline_zooms_with_the_wheel_and_pans_by_dragging(
     page.close()
 
 
-def test_fit_zooms_the_timeline_to_the_rows_in_view(browser: Browser, demo: _Inspector) -> None:
+def test_fit_zooms_the_timeline_to_the_rows_in_view(browser: Browser, demo: Inspector) -> None:
     page = _open(browser, demo.url, "timeline", height=260)
     full = _domain(page)
     # Scroll the run and the first messages out of view: the tool calls and subagents remain.
@@ -317,7 +227,7 @@ def test_a_timed_stream_is_drawn_on_a_time_axis(browser: Browser, tmp_path: Path
     ]
     path = tmp_path / "timed.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    inspector = _Inspector(path)
+    inspector = Inspector(path)
     try:
         page = _open(browser, inspector.url, "timeline")
         bar = page.locator("[data-testid=lane][data-raw-id=c] [data-testid=lane-bar]")
@@ -341,7 +251,7 @@ def test_a_timed_stream_is_drawn_on_a_time_axis(browser: Browser, tmp_path: Path
         inspector.close()
 
 
-def test_clicking_an_event_shows_its_json(browser: Browser, demo: _Inspector) -> None:
+def test_clicking_an_event_shows_its_json(browser: Browser, demo: Inspector) -> None:
     events = _lines(DEMO)
     page = _open(browser, demo.url, "events")
     expect(page.get_by_test_id("events-count")).to_contain_text(f"{len(events)} of {len(events)}")
@@ -355,7 +265,7 @@ def test_clicking_an_event_shows_its_json(browser: Browser, demo: _Inspector) ->
     page.close()
 
 
-def test_the_events_table_filters_by_type_id_and_text(browser: Browser, demo: _Inspector) -> None:
+def test_the_events_table_filters_by_type_id_and_text(browser: Browser, demo: Inspector) -> None:
     events = _lines(DEMO)
     page = _open(browser, demo.url, "events")
     page.get_by_test_id("filter-type").select_option("TOOL_CALL_START")
@@ -400,7 +310,7 @@ def test_the_events_table_keeps_only_the_visible_rows_in_the_dom(
     ]
     path = tmp_path / "long.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    inspector = _Inspector(path)
+    inspector = Inspector(path)
     try:
         page = _open(browser, inspector.url, "events")
         rows = page.get_by_test_id("event-row")
@@ -418,7 +328,7 @@ def test_the_events_table_keeps_only_the_visible_rows_in_the_dom(
 
 
 def test_the_pipeline_view_lists_what_filter_tool_calls_dropped(
-    browser: Browser, demo_chain: _Inspector
+    browser: Browser, demo_chain: Inspector
 ) -> None:
     events = _lines(DEMO)
     hidden = {
@@ -459,7 +369,7 @@ def test_the_pipeline_view_shows_the_diff_of_a_changed_event(
         "  - type: redact\n    patterns: ['Lisbon']\n",
         encoding="utf-8",
     )
-    inspector = _Inspector(DEMO, "--config", str(chain))
+    inspector = Inspector(DEMO, "--config", str(chain))
     try:
         page = _open(browser, inspector.url, "pipeline")
         expect(page.get_by_test_id("stage")).to_have_count(2)
@@ -483,7 +393,7 @@ def test_the_pipeline_view_shows_the_diff_of_a_changed_event(
 
 
 def test_without_a_chain_the_pipeline_view_says_how_to_get_one(
-    browser: Browser, demo: _Inspector
+    browser: Browser, demo: Inspector
 ) -> None:
     page = _open(browser, demo.url, "pipeline")
     expect(page.get_by_test_id("view-pipeline")).to_contain_text("--config")
@@ -496,7 +406,7 @@ def _state_leaf(page: Page, key: str) -> str:
 
 
 def test_the_scrubber_changes_the_shown_state_and_messages(
-    browser: Browser, demo: _Inspector
+    browser: Browser, demo: Inspector
 ) -> None:
     events = _lines(DEMO)
     first_snapshot = next(i for i, e in enumerate(events) if e["type"] == "STATE_SNAPSHOT")
@@ -541,7 +451,7 @@ def test_a_rejected_stream_shows_the_violation_at_its_event(
     lines = [*events[:bad], ghost, *events[bad:]]
     path = tmp_path / "rejected.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    inspector = _Inspector(path)
+    inspector = Inspector(path)
     try:
         page = _open(browser, inspector.url, "events")
         expect(page.get_by_test_id("run-info")).to_have_attribute("data-outcome", "rejected")
@@ -579,7 +489,7 @@ def test_event_text_is_shown_as_text_never_as_markup(browser: Browser, tmp_path:
     ]
     path = tmp_path / "markup.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    inspector = _Inspector(path)
+    inspector = Inspector(path)
     try:
         page = _open(browser, inspector.url, "timeline")
         for view in ("timeline", "events", "result"):
@@ -705,7 +615,7 @@ def test_a_long_run_draws_only_what_is_in_view(browser: Browser, tmp_path: Path)
     lines.append({"type": "RUN_FINISHED", "threadId": "t", "runId": "r"})
     path = tmp_path / "long-chat.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    inspector = _Inspector(path)
+    inspector = Inspector(path)
     try:
         page = _open(browser, inspector.url, "result")
         messages = page.get_by_test_id("transcript-message")
@@ -736,7 +646,7 @@ def test_warnings_are_marked_at_their_events(browser: Browser, tmp_path: Path) -
     lines = [*events[:at], odd, *events[at:]]
     path = tmp_path / "unknown-type.ndjson"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    inspector = _Inspector(path)
+    inspector = Inspector(path)
     try:
         page = _open(browser, inspector.url, "events")
         expect(page.get_by_test_id("run-info")).to_have_attribute("data-outcome", "finished")

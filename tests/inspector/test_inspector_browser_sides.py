@@ -11,17 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
-import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests._browser import Inspector, find_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tests" / "data" / "demo-run.ndjson"
@@ -29,18 +25,7 @@ IMAGES = ROOT / "docs" / "images"
 SHOTS = os.environ.get("AGUI_PIPES_SCREENSHOTS") == "1"
 
 
-def _chromium() -> str | None:
-    explicit = os.environ.get("AGUI_PIPES_CHROMIUM")
-    if explicit:
-        return explicit
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-CHROMIUM = _chromium()
+CHROMIUM = find_chromium()
 if CHROMIUM is None:
     pytest.skip(
         "INSPECTOR PAGE NOT TESTED: no chromium binary on PATH (set AGUI_PIPES_CHROMIUM or "
@@ -53,58 +38,6 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: 
 DEMO_EVENTS = [json.loads(line) for line in DEMO.read_text(encoding="utf-8").splitlines()]
 GHOST = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "ghost", "delta": "boo"}
 DENIED_CALL = "demo-run-call-2"  # internal_price_lookup
-
-
-class _Inspector:
-    """``agui-pipes inspect FILE [--config CHAIN]`` in a subprocess; ``url`` is its page."""
-
-    def __init__(self, path: Path, *extra: str) -> None:
-        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "agui_pipes", "inspect", path.name, "--no-open",
-             "--port", "0", *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=path.parent,
-        )  # fmt: skip
-        found: list[str] = []
-
-        def read() -> None:
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                match = re.search(r"https?://\S+", line)
-                if match:
-                    found.append(match.group(0))
-                    return
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        reader.join(60)
-        if not found:
-            self.close()
-            raise RuntimeError(f"agui-pipes inspect {path.name} printed no URL within 60 s")
-        self.url = found[0]
-        deadline = time.monotonic() + 30
-        while True:  # the URL may be printed just before the socket accepts connections
-            try:
-                with urllib.request.urlopen(self.url + "api/runs", timeout=5) as response:
-                    response.read()
-                return
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    self.close()
-                    raise
-                time.sleep(0.05)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +85,7 @@ def test_redact_shows_event_9_changed_into_city_with_its_patch_and_no_drops(
         "  - type: filter_tool_calls\n    deny: ['internal_*']\n"
         "  - type: redact\n    patterns: ['Lisbon']\n    replacement: '[city]'\n",
     )
-    inspector = _Inspector(DEMO, "--config", chain)
+    inspector = Inspector(DEMO, "--config", chain)
     try:
         page = _open(browser, inspector.url, "pipeline")
         redact = page.locator("[data-testid=stage][data-stage='1']")
@@ -190,7 +123,7 @@ def test_the_output_side_shows_what_the_client_receives_after_a_repair_chain(
         tmp_path / "chain.yaml",
         "  - type: filter_tool_calls\n    deny: ['internal_*']\n  - type: repair\n",
     )
-    inspector = _Inspector(broken, "--config", chain)
+    inspector = Inspector(broken, "--config", chain)
     try:
         page = _open(browser, inspector.url, "events")
         info = page.get_by_test_id("run-info")
@@ -265,7 +198,7 @@ def test_a_tool_call_named_constructor_renders(browser: Browser, tmp_path: Path)
          "content": "built"},
         {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
     ]  # fmt: skip
-    inspector = _Inspector(_write(tmp_path / "constructor.ndjson", events))
+    inspector = Inspector(_write(tmp_path / "constructor.ndjson", events))
     try:
         page = _open(browser, inspector.url, "result")
         call = page.locator("[data-testid=transcript-toolcall][data-id='constructor']")

@@ -11,7 +11,6 @@ browser itself. Skipped, loudly, without a chromium binary.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,20 +25,9 @@ import httpx
 import pytest
 
 from agui_pipes.server._cors import check_origins
+from tests._browser import find_chromium
 
-
-def _chromium() -> str | None:
-    configured = os.environ.get("AGUI_PIPES_CHROMIUM")
-    if configured:
-        return configured
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-CHROMIUM = _chromium()
+CHROMIUM = find_chromium()
 
 
 def _free_port() -> int:
