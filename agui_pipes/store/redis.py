@@ -52,39 +52,31 @@ cost of a thread hop per Redis call (asyncio is the faster choice).
 
 from __future__ import annotations
 
-import asyncio
-import math
-from collections.abc import AsyncIterator, Coroutine, Sequence
-from typing import Any, TypeVar
-from urllib.parse import urlencode, urlsplit, urlunsplit
-
-import anyio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+from urllib.parse import urlencode, urlunsplit
 
 from .._lazy import public_dir
-from ._base import DEFAULT_SCOPE, EventLog, check_page, new_epoch
+from ._base import DEFAULT_SCOPE, check_page
 from ._batches import join_batch, split_batch
-from ._errors import RunBroken, RunLost, StoreError, UnknownRun
+from ._errors import RunBroken, RunLost, UnknownRun
 from ._records import RunStatus, StoredRun, ThreadRecord, check_readable
-from ._redis_bridge import Bridge, close_client, translated
-from ._redis_layout import APPEND, BROKEN, END, appended, run_record, text
-from ._retention import Retention, doomed_runs
+from ._redis_connection import RedisConnection
+from ._redis_layout import appended, run_record, text
+from ._retention import doomed_runs
 from ._url import EXAMPLES, StoreURL
 
 __all__ = ["RedisEventLog"]
 __dir__ = public_dir(__all__)
 
-_T = TypeVar("_T")
 
 _LAST_EVENT = "0-18446744073709551615"
 
 _MARKS = ("reader", "stop", "beat")
 """The kinds of marks ``EventLog`` writes (see ``_base``), deleted with their run."""
 
-_LAYOUT = "2"
-"""The ``{prefix}layout`` of keys with thread owners and listings (0.1's have none)."""
 
-
-class RedisEventLog(EventLog):
+class RedisEventLog(RedisConnection):
     """The event log in Redis Streams; see the module docstring.
 
     ``url`` is a redis-py URL (``redis://[user:pass@]host:port/db``, or
@@ -92,23 +84,6 @@ class RedisEventLog(EventLog):
     before a follower re-checks the run record (a safety net: ending a run
     wakes followers at once through the stream's end marker).
     """
-
-    def __init__(
-        self,
-        url: str,
-        retention: Retention | None = None,
-        prefix: str = "agui:",
-        block: float = 5.0,
-    ) -> None:
-        super().__init__(retention)
-        if not block > 0:
-            raise ValueError(f"block must be a positive number of seconds, got {block!r}")
-        self.url = url
-        self.prefix = prefix
-        self.block = block
-        self._client: Any = None
-        self._scripts: dict[str, Any] = {}
-        self._bridge: Bridge | None = None
 
     @classmethod
     def from_url(cls, url: StoreURL) -> RedisEventLog:
@@ -119,110 +94,6 @@ class RedisEventLog(EventLog):
             raise ValueError(f"store URL {url.text!r} names no Redis server; {EXAMPLES}")
         client_url = urlunsplit(url.parts._replace(query=urlencode(url.options)))
         return cls(client_url, url.retention, prefix=prefix, block=block)
-
-    def __repr__(self) -> str:
-        parts = urlsplit(self.url)
-        host = parts.hostname or "localhost"
-        where = f"{parts.scheme}://{host}:{parts.port or 6379}{parts.path}"
-        return f"RedisEventLog({where!r}, prefix={self.prefix!r})"  # never the password
-
-    def _key(self, kind: str, name: str = "", scope: str = DEFAULT_SCOPE) -> str:
-        if scope == DEFAULT_SCOPE:
-            return f"{self.prefix}{kind}{name}"
-        return f"{self.prefix}@{len(scope)}:{scope}/{kind}{name}"
-
-    @property
-    def _ttl(self) -> int:
-        age = self.retention.max_age
-        return 0 if age is None else max(1, math.ceil(age))
-
-    def _redis(self) -> Any:
-        if self._client is None:
-            raise self._not_open()
-        return self._client
-
-    async def _io(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        """Run a redis.asyncio coroutine: here on asyncio, in the bridge loop elsewhere."""
-        with translated(self):
-            bridge = self._bridge
-            if bridge is None:
-                return await coro
-            return await bridge.run(coro)
-
-    # -- lifecycle -------------------------------------------------------------
-
-    async def _open(self) -> str:
-        try:
-            import redis.asyncio
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "the Redis event log needs the redis package: pip install 'agui-pipes[redis]'"
-            ) from exc
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # trio: redis.asyncio runs in a bridge loop
-            self._bridge = Bridge()
-        client = redis.asyncio.Redis.from_url(self.url, decode_responses=False)
-        self._client = client
-
-        async def first_contact() -> bytes | str | None:
-            await client.set(self._key("epoch"), new_epoch(), nx=True)
-            epoch: bytes | str | None = await client.get(self._key("epoch"))
-            return epoch
-
-        try:
-            epoch = await self._io(first_contact())
-        except Exception as exc:
-            await self._close()
-            raise StoreError(f"cannot reach the Redis event log at {self!r}: {exc}") from exc
-        self._scripts = {
-            "append": client.register_script(APPEND),
-            "end": client.register_script(END),
-            "broken": client.register_script(BROKEN),
-        }
-        try:
-            await self._io(self._migrate())
-        except Exception as exc:
-            await self._close()
-            raise StoreError(f"cannot migrate the Redis event log at {self!r}: {exc}") from exc
-        return str(text(epoch))
-
-    async def _migrate(self) -> None:
-        """Give the threads of 0.1's keys (the default scope's) an owner and a listing.
-
-        Idempotent (every write is ``NX``), so processes opening the store at
-        once may all run it; ``{prefix}layout`` makes later opens skip it.
-        """
-        client = self._redis()
-        if text(await client.get(self._key("layout"))) == _LAYOUT:
-            return
-        pattern = _glob_escape(self._key("thread:")) + "*"
-        async for raw in client.scan_iter(match=pattern, count=500):
-            name = text(raw) or ""
-            thread_id = name[len(self._key("thread:")) :]
-            first = await client.zrange(name, 0, 0, withscores=True)
-            if not first:
-                continue
-            run_id, order = text(first[0][0]) or "", int(first[0][1])
-            created = await client.hget(self._key("run:", run_id), "created")
-            owner = self._key("owner:", thread_id)
-            await client.hsetnx(owner, "scope", DEFAULT_SCOPE)
-            await client.hsetnx(owner, "created", text(created) or "0")
-            await client.hsetnx(owner, "order", order)
-            await client.zadd(self._key("threads"), {thread_id: order}, nx=True)
-        await client.set(self._key("layout"), _LAYOUT)
-
-    async def _close(self) -> None:
-        client, self._client = self._client, None
-        bridge = self._bridge
-        try:
-            if client is not None:
-                with anyio.CancelScope(shield=True):
-                    await self._io(close_client(client))
-        finally:
-            if bridge is not None:
-                self._bridge = None
-                await bridge.stop()
 
     # -- writes ----------------------------------------------------------------
 
@@ -492,11 +363,6 @@ class RedisEventLog(EventLog):
                 position = entry_name
                 for entry in split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], seen):
                     yield entry
-
-
-def _glob_escape(text: str) -> str:
-    """``text`` matched literally in a Redis ``MATCH`` pattern."""
-    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
 
 
 def _raise_if_lost(record: StoredRun) -> None:

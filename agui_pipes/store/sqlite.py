@@ -22,27 +22,21 @@ on trio as well as asyncio.
 from __future__ import annotations
 
 import sqlite3
-import threading
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TypeVar
-
-import anyio
-import anyio.to_thread
+from collections.abc import Sequence
 
 from .._lazy import public_dir
-from ._base import DEFAULT_SCOPE, ChangeSignals, EventLog, check_page
+from ._base import DEFAULT_SCOPE, check_page
 from ._batches import join_batch, split_batch
-from ._errors import RunBroken, StoreError, ThreadTaken, UnknownRun
+from ._errors import RunBroken, ThreadTaken, UnknownRun
 from ._records import RunStatus, StoredRun, ThreadRecord, check_appendable
-from ._retention import Retention, doomed_runs
-from ._sqlite_file import immediate, open_file
+from ._retention import doomed_runs
+from ._sqlite_connection import SQLiteConnection
+from ._sqlite_file import immediate
 from ._url import EXAMPLES, StoreURL
 
 __all__ = ["SQLiteEventLog"]
 __dir__ = public_dir(__all__)
 
-_T = TypeVar("_T")
 
 _RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 """``UPDATE ... RETURNING`` (SQLite 3.35+): an append to a live run in two statements."""
@@ -72,22 +66,8 @@ def _claim_thread(conn: sqlite3.Connection, thread_id: str, scope: str, now: flo
         raise ThreadTaken(thread_id)
 
 
-class SQLiteEventLog(EventLog):
+class SQLiteEventLog(SQLiteConnection):
     """The event log in one SQLite file; see the module docstring."""
-
-    def __init__(
-        self, path: str | Path, retention: Retention | None = None, poll_interval: float = 0.1
-    ) -> None:
-        super().__init__(retention)
-        if not poll_interval > 0:
-            raise ValueError(
-                f"poll_interval must be a positive number of seconds, got {poll_interval!r}"
-            )
-        self.path = str(path)
-        self.poll_interval = poll_interval
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-        self._signals = ChangeSignals()
 
     @classmethod
     def from_url(cls, url: StoreURL) -> SQLiteEventLog:
@@ -104,41 +84,7 @@ class SQLiteEventLog(EventLog):
         url.no_more()
         return cls(path, url.retention, poll_interval=poll)
 
-    def __repr__(self) -> str:
-        return f"SQLiteEventLog({self.path!r})"
-
-    async def _call(self, function: Callable[[sqlite3.Connection], _T]) -> _T:
-        conn = self._conn
-        if conn is None:
-            raise self._not_open()
-
-        def locked() -> _T:
-            with self._lock:
-                return function(conn)
-
-        try:
-            return await anyio.to_thread.run_sync(locked)
-        except sqlite3.Error as exc:
-            # One family of errors for callers, whatever the backend; the
-            # sqlite3 error (locked, disk full, I/O) stays chained.
-            raise StoreError(f"the SQLite event log {self.path!r} failed: {exc}") from exc
-
     # -- lifecycle -------------------------------------------------------------
-
-    async def _open(self) -> str:
-        self._conn, epoch = await anyio.to_thread.run_sync(open_file, self.path)
-        return epoch
-
-    async def _close(self) -> None:
-        conn, self._conn = self._conn, None
-        self._signals.changed_all()
-        if conn is not None:
-
-            def close() -> None:
-                with self._lock:
-                    conn.close()
-
-            await anyio.to_thread.run_sync(close)
 
     # -- writes ----------------------------------------------------------------
 
@@ -399,11 +345,3 @@ class SQLiteEventLog(EventLog):
             return None if row is None else str(row[0])
 
         return await self._call(query)
-
-    def _change(self, scope: str, run_id: str) -> object:
-        return self._signals.token((scope, run_id))
-
-    async def _wait(self, change: object) -> None:
-        assert isinstance(change, anyio.Event)
-        with anyio.move_on_after(self.poll_interval):
-            await change.wait()
