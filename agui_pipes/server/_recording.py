@@ -234,7 +234,7 @@ class RunRecordings:
             with anyio.CancelScope(shield=True):
                 await recording.flush()
                 failure, sink.failure = sink.failure, None
-                error = self._error_after(live, failure)
+                error = error_after(self._log, live, failure)
                 if error is not None:
                     await recording.push(error)
 
@@ -277,7 +277,7 @@ class RunRecordings:
                         yield frame
             except Exception as exc:
                 failure = exc
-        end = await self._end_frame(live, failure, stats)
+        end = await end_frame(self._log, live, failure, stats)
         if end is not None:
             yield end
 
@@ -328,35 +328,39 @@ class RunRecordings:
                         yield batch
             except Exception as exc:
                 failure = exc
-        end = await self._end_frame(live, failure, stats)
+        end = await end_frame(self._log, live, failure, stats)
         if end is not None:
             yield end
 
-    def _error_after(self, live: LiveRun, failure: Exception | None) -> RunErrorEvent | None:
-        """The RUN_ERROR that ends a run which ended without a terminal event, if any."""
-        if live.terminal is not None:
-            if failure is not None:
-                log_after_terminal(self._log, live.run_id, failure)
-            return None
-        if failure is not None:
-            log_failure(self._log, live.run_id, failure)
-            return run_error_for(failure)
-        reason = live.stop_reason or "the run was cancelled"
-        return RunErrorEvent(code="CANCELLED", message=reason)
 
-    async def _end_frame(
-        self, live: LiveRun, failure: Exception | None, stats: RunStats
-    ) -> bytes | None:
-        """The recorded frame of the RUN_ERROR that ends a run of frames or batches, if any."""
-        error = self._error_after(live, failure)
-        if error is None:
-            return None
-        stats.note_failure(error)
-        stats.written += 1
-        with anyio.CancelScope(shield=True):
-            frame = await live.recorder.frame(encode_json(error))
-        live.note(error)
-        return frame
+def error_after(
+    log: logging.Logger, live: LiveRun, failure: Exception | None
+) -> RunErrorEvent | None:
+    """The RUN_ERROR that ends a run which ended without a terminal event, if any."""
+    if live.terminal is not None:
+        if failure is not None:
+            log_after_terminal(log, live.run_id, failure)
+        return None
+    if failure is not None:
+        log_failure(log, live.run_id, failure)
+        return run_error_for(failure)
+    reason = live.stop_reason or "the run was cancelled"
+    return RunErrorEvent(code="CANCELLED", message=reason)
+
+
+async def end_frame(
+    log: logging.Logger, live: LiveRun, failure: Exception | None, stats: RunStats
+) -> bytes | None:
+    """The recorded frame of the RUN_ERROR that ends a run of frames or batches, if any."""
+    error = error_after(log, live, failure)
+    if error is None:
+        return None
+    stats.note_failure(error)
+    stats.written += 1
+    with anyio.CancelScope(shield=True):
+        frame = await live.recorder.frame(encode_json(error))
+    live.note(error)
+    return frame
 
 
 @asynccontextmanager

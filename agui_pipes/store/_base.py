@@ -24,6 +24,7 @@ import anyio
 
 from .._foundation.principal import DEFAULT_SCOPE
 from ._errors import RunLost, StoreClosed
+from ._marks import RunMarks
 from ._records import RunStatus, StoredRun, ThreadRecord, check_readable, resume_seq
 from ._retention import Retention, SweepSchedule
 
@@ -73,7 +74,7 @@ def new_epoch() -> str:
     return secrets.token_hex(6)
 
 
-class EventLog(abc.ABC):
+class EventLog(RunMarks):
     """A durable log of runs' events: append, read, follow live, list a thread's runs.
 
     Use it as an async context manager (``async with open_store(url) as
@@ -242,55 +243,10 @@ class EventLog(abc.ABC):
         """Apply ``self.retention`` now; the number of runs deleted."""
 
     @abc.abstractmethod
-    async def _put_mark(self, scope: str, run_id: str, kind: str, value: str) -> None:
-        """Set the run's ``kind`` mark (shared by every process using the store)."""
-
-    @abc.abstractmethod
-    async def _get_mark(self, scope: str, run_id: str, kind: str) -> str | None:
-        """The run's ``kind`` mark, or None."""
-
-    @abc.abstractmethod
     async def _open(self) -> str: ...
 
     @abc.abstractmethod
     async def _close(self) -> None: ...
-
-    # -- signals between processes ----------------------------------------------
-    #
-    # Why marks in the store: several processes share one log, and only the
-    # process running a run can cancel it or tell it is alive. Each mark is
-    # one small value per run, written on a timer (never per event), so the
-    # cost does not grow with the events.
-
-    async def touch_reader(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> None:
-        """Say a reader (on any process) follows the run now: it holds the run past its grace."""
-        self._check_open()
-        await self._put_mark(scope, run_id, "reader", repr(self._now()))
-
-    async def reader_seen(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> float | None:
-        """When a reader last called ``touch_reader`` for the run (Unix time), or None."""
-        self._check_open()
-        return _time(await self._get_mark(scope, run_id, "reader"))
-
-    async def request_stop(self, run_id: str, reason: str, *, scope: str = DEFAULT_SCOPE) -> None:
-        """Ask the process running the run to stop it (it polls ``stop_requested``)."""
-        self._check_open()
-        await self._put_mark(scope, run_id, "stop", reason)
-
-    async def stop_requested(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> str | None:
-        """The reason of a pending stop request for the run, or None."""
-        self._check_open()
-        return await self._get_mark(scope, run_id, "stop")
-
-    async def heartbeat(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> None:
-        """Say the process writing the run is alive (call it every few seconds)."""
-        self._check_open()
-        await self._put_mark(scope, run_id, "beat", repr(self._now()))
-
-    async def heartbeat_seen(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> float | None:
-        """When the run's writer last called ``heartbeat`` (Unix time), or None."""
-        self._check_open()
-        return _time(await self._get_mark(scope, run_id, "beat"))
 
     async def check_owner(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> StoredRun | None:
         """Mark a live run lost if its writer's heartbeat is older than ``owner_timeout``.
@@ -398,10 +354,6 @@ class EventLog(abc.ABC):
     @staticmethod
     def _now() -> float:
         return time.time()
-
-
-def _time(value: str | None) -> float | None:
-    return None if value is None else float(value)
 
 
 def check_page(limit: int, before: int | None) -> None:
