@@ -204,6 +204,7 @@ class AgentEndpoint:
         try:  # tools, tool results and history the server takes (nothing written if not)
             _, run_input = await self._trust.checked(*accepted, principal.scope)
         except BadRequest as error:
+            self._log.info("rejected request: %s %s", error.status, error.message)
             await send_json_error(send, error)
             return
 

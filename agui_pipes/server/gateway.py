@@ -278,6 +278,7 @@ class Gateway:
         try:  # checked before anything goes upstream (and nothing written if refused)
             body, run_input = await self._trust.checked(*accepted, principal.scope)
         except BadRequest as error:
+            self._log.info("rejected request: %s %s", error.status, error.message)
             await send_json_error(send, error)
             return
 

@@ -24,6 +24,7 @@ from starlette.applications import Starlette
 
 from agui_pipes.driver import RunContext
 from agui_pipes.server import build_app
+from agui_pipes.store import MemoryEventLog
 from tests._servers import post_run, serve
 from tests._store_backends import BACKENDS, redis_url, store_url_for
 
@@ -238,3 +239,45 @@ async def test_server_history_takes_only_new_messages(kind: str, store_url: str)
 def test_server_history_needs_a_store() -> None:
     with pytest.raises(ValueError, match=r"history='server' .* give store="):
         build_app(agent=Agent(), history="server")
+
+
+class _CountingLog(MemoryEventLog):
+    """An event log that counts the runs whose events are read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    async def read(
+        self, run_id: str, after: int = 0, limit: int | None = None, *, scope: str = "default"
+    ) -> list[tuple[int, bytes]]:
+        self.reads.append(run_id)
+        return await super().read(run_id, after, limit, scope=scope)
+
+
+async def test_each_run_is_scanned_for_its_tool_calls_once() -> None:
+    store = _CountingLog()
+    agent = Agent()
+    async with store:
+        with _server("endpoint", agent, store=store) as url:
+            async with httpx.AsyncClient(timeout=10) as client:
+                asked = [_user("u1", "hi")]
+                await _ran(client, url, _body("run-1", asked))
+                await _ran(client, url, _body("run-2", asked))
+                store.reads.clear()
+                answer = {"id": "t-1", "role": "tool", "toolCallId": "run-1-call-1"}
+                await _ran(client, url, _body("run-3", [*asked, {**answer, "content": "4"}]))
+                assert sorted(store.reads) == ["run-1", "run-2"]  # each ended run, once
+                store.reads.clear()
+                # A known call is answered without reading the store; a new run is read once.
+                again = {**answer, "id": "t-2", "content": "5"}
+                await _ran(client, url, _body("run-4", [*asked, again]))
+                assert store.reads == []
+                later = {"id": "t-3", "role": "tool", "toolCallId": "run-2-call-1", "content": "6"}
+                await _ran(client, url, _body("run-5", [*asked, later]))
+                assert store.reads == []  # run-2 was scanned with run-1
+                forged = {"id": "t-4", "role": "tool", "toolCallId": "nope", "content": "7"}
+                assert (await _refused(client, url, _body("run-6", [*asked, forged])))[
+                    "error"
+                ] == "unknown_tool_call"
+                assert sorted(store.reads) == ["run-3", "run-4", "run-5"]  # only the new runs
