@@ -86,7 +86,8 @@ class AgentEndpoint:
     ``agent_factory`` (called with the input, per request). ``chain`` is a
     chain factory (``load_chain(...)`` returns one, so does ``lambda:
     a | b``); a plain ``TransformerChain`` is accepted and ``fresh()``-ed per
-    request. ``echo_input=True`` has the run echo its input (see ``run()``).
+    request. ``echo_input=True`` has the run echo its input (see ``run()``);
+    ``history="server"`` implies it, so the stored history holds the user's turns.
 
     The other options are ``ServerOptions``' (defaults there), given as
     ``options=`` or one by one as keywords of the same names (a keyword
