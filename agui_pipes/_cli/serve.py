@@ -145,6 +145,24 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--allow-tools",
+        action="append",
+        metavar="PATTERN",
+        help=(
+            "accept only frontend tools whose name matches this glob pattern (repeatable; "
+            "a request declaring another tool is refused with 422 tool_not_allowed)"
+        ),
+    )
+    parser.add_argument(
+        "--history",
+        choices=("client", "server"),
+        default="client",
+        help=(
+            "with --store: 'server' uses the stored thread history and accepts only new "
+            "user and tool messages from the client (default 'client': the request's messages)"
+        ),
+    )
+    parser.add_argument(
         "--compat",
         action="store_true",
         help=(
@@ -356,6 +374,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         )
     if not args.detach_grace >= 0:
         return f"--detach-grace must be a number of seconds >= 0, got {args.detach_grace}"
+    if args.history == "server" and args.store is None:
+        return "--history server takes the thread's past from the event log: add --store URL"
     return _auth_problem(args)
 
 
@@ -497,6 +517,10 @@ def _options_of(args: argparse.Namespace) -> ServerOptions:
         options = replace(options, store=args.store, detach_grace=args.detach_grace)
     if args.compat:
         options = replace(options, compat_down=True, compat_undeclared=args.compat_undeclared)
+    if args.allow_tools:
+        options = replace(options, allow_tools=tuple(args.allow_tools))
+    if args.history == "server":
+        options = replace(options, history="server")
     return options
 
 

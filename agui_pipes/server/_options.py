@@ -4,7 +4,8 @@
 the same knobs for streaming to a client (keep-alive, send buffer and
 timeout), for the request (body size), for what a run may publish
 (``limits``), for durable runs (``store``, ``detach_grace``,
-``owner_timeout``), for who may call (``authorize``) and for rewriting
+``owner_timeout``), for who may call (``authorize``), for how much of a
+request is trusted (``allow_tools``, ``history``) and for rewriting
 (``verify``, ``repair``, ``compat_down``, ``compat_undeclared``).
 ``ServerOptions`` holds them; each server accepts the whole object as
 ``options=`` and every field as a keyword argument of the same name, which
@@ -22,7 +23,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 
 from .._foundation.limits import Limits
 
@@ -89,6 +90,11 @@ class ServerOptions:
     in effect). ``store``, ``detach_grace``, ``owner_timeout``: the event log
     of durable runs (docs/durable.md). ``repair``, ``compat_down``,
     ``compat_undeclared``: docs/repair.md and docs/compat.md.
+    ``allow_tools``: glob patterns a declared frontend tool's name must match
+    (None: any tool). ``history``: ``"client"`` takes the request's messages as
+    the thread's past; ``"server"`` (with a store) uses the stored thread
+    history and takes only new user and tool messages from the client
+    (docs/security.md, "Request trust").
     """
 
     keepalive: float | None = DEFAULT_KEEPALIVE
@@ -105,6 +111,8 @@ class ServerOptions:
     compat_down: bool = False
     compat_undeclared: str = DEFAULT_COMPAT_UNDECLARED
     authorize: Authorize | None = None
+    allow_tools: tuple[str, ...] | None = None
+    history: Literal["client", "server"] = "client"
 
 
 class ServerOptionValues(TypedDict, total=False):
@@ -124,6 +132,8 @@ class ServerOptionValues(TypedDict, total=False):
     compat_down: bool
     compat_undeclared: str
     authorize: Authorize | None
+    allow_tools: tuple[str, ...] | None
+    history: Literal["client", "server"]
 
 
 DEFAULT_OPTIONS: Final = ServerOptions()

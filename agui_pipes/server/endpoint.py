@@ -58,6 +58,7 @@ from ._options import (
 )
 from ._stats import RunStats, instrument
 from ._streaming import FrameSink, Receive, Scope, Send, SSERun
+from ._trust import request_trust
 from ._withheld import ToldViolations
 
 if TYPE_CHECKING:
@@ -85,7 +86,8 @@ class AgentEndpoint:
     ``agent_factory`` (called with the input, per request). ``chain`` is a
     chain factory (``load_chain(...)`` returns one, so does ``lambda:
     a | b``); a plain ``TransformerChain`` is accepted and ``fresh()``-ed per
-    request. ``echo_input=True`` has the run echo its input (see ``run()``).
+    request. ``echo_input=True`` has the run echo its input (see ``run()``);
+    ``history="server"`` implies it, so the stored history holds the user's turns.
 
     The other options are ``ServerOptions``' (defaults there), given as
     ``options=`` or one by one as keywords of the same names (a keyword
@@ -143,7 +145,8 @@ class AgentEndpoint:
         self._agent_factory = agent_factory
         self._chain_factory = as_chain_factory(chain)
         self._down = compat_down_picker(opts.compat_down, opts.compat_undeclared)
-        self._echo_input = echo_input
+        # The stored history must hold the user's turns: history="server" echoes the input.
+        self._echo_input = echo_input or opts.history == "server"
         self._log = opts.logger or _log
         self._streaming = streaming(opts, self._log)
         self._limits = resolve_limits(opts.limits)
@@ -154,6 +157,7 @@ class AgentEndpoint:
             from ._durable import DurableRuns  # the store's code loads only when used
 
             self.durable = DurableRuns(opts.store, opts, self._log)
+        self._trust = request_trust(opts, self.durable)
 
     def routes(self, path: str) -> list[Any]:
         """Starlette routes: ``POST path``, and with a store the resume, stop and thread routes.
@@ -198,7 +202,12 @@ class AgentEndpoint:
         )
         if accepted is None:
             return
-        _, run_input = accepted
+        try:  # tools, tool results and history the server takes (nothing written if not)
+            _, run_input = await self._trust.checked(*accepted, principal.scope)
+        except BadRequest as error:
+            self._log.info("rejected request: %s %s", error.status, error.message)
+            await send_json_error(send, error)
+            return
 
         stats = RunStats("agent", run_input.run_id, run_input.thread_id, producer_verdicts=True)
         try:

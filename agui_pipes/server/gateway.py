@@ -85,6 +85,7 @@ from ._options import (
 )
 from ._stats import RunStats
 from ._streaming import Receive, Scope, Send, SSERun
+from ._trust import request_trust
 from ._upstream import DEFAULT_TIMEOUT, Upstream, UpstreamError, hop_headers, masked_url
 from ._withheld import ToldViolations, WithheldViolation
 
@@ -196,6 +197,7 @@ class Gateway:
             from ._durable import DurableRuns  # the store's code loads only when used
 
             self.durable = DurableRuns(opts.store, opts, self._log)
+        self._trust = request_trust(opts, self.durable)
 
     def __repr__(self) -> str:
         # What an operator needs to recognise the gateway in a log or a debugger;
@@ -273,7 +275,12 @@ class Gateway:
         )
         if accepted is None:
             return
-        body, run_input = accepted
+        try:  # checked before anything goes upstream (and nothing written if refused)
+            body, run_input = await self._trust.checked(*accepted, principal.scope)
+        except BadRequest as error:
+            self._log.info("rejected request: %s %s", error.status, error.message)
+            await send_json_error(send, error)
+            return
 
         stats = RunStats("gateway", run_input.run_id, run_input.thread_id)
         try:

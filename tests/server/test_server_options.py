@@ -56,8 +56,12 @@ def test_every_option_is_a_keyword_of_both_servers(server: Any) -> None:
         "compat_down": True,
         "compat_undeclared": "0.0.45",
         "authorize": _everyone,
+        "allow_tools": ("search", "ui_*"),
     }
-    assert set(values) | {"logger", "store"} == {f.name for f in dataclasses.fields(ServerOptions)}
+    # history="server" needs a store: tests/server/test_server_trust.py
+    assert set(values) | {"logger", "store", "history"} == {
+        f.name for f in dataclasses.fields(ServerOptions)
+    }
     assert server(**values).options == ServerOptions(**values)
 
 
