@@ -11,6 +11,7 @@ executor's output — the agent's messages, whose contents carry each
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import ag_ui.core as ag
@@ -181,3 +182,61 @@ def test_the_official_client_folds_no_trace_of_it(ts_oracle: Any) -> None:
     assert "activity" in folded and "sunny" in folded
     for secret in SECRETS:
         assert secret not in folded, secret
+
+
+# -- through a real gateway: no byte of the denied call on the wire ----------------------
+
+
+class _Recorded:
+    """An upstream answering every POST with one recorded SSE body (raw ASGI)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body", False):
+            pass
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        await send({"type": "http.response.body", "body": self.body})
+
+
+@pytest.mark.parametrize("apply_path", [False, True], ids=["relay", "apply"])
+def test_a_gateway_denying_internal_tools_sends_no_byte_of_the_call(
+    apply_path: bool, ts_oracle: Any
+) -> None:
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from agui_pipes import AsyncStreamTransformer, TransformerChain
+    from agui_pipes.codecs import encode_sse
+    from agui_pipes.server import Gateway
+    from tests._servers import run_input, serve
+
+    body = b"".join(encode_sse(event) for event in _handoff_run())
+    stages = (
+        (lambda: TransformerChain([DENY.fresh(), AsyncStreamTransformer()]))
+        if apply_path
+        else (lambda: TransformerChain([DENY.fresh()]))
+    )
+    with serve(Starlette(routes=[Route("/agent", _Recorded(body), methods=["POST"])])) as up:
+        gateway = Gateway(up.url + "/agent", chain=stages)
+        with serve(Starlette(routes=[Route("/", gateway, methods=["POST"])])) as server:
+            answer = httpx.post(server.url + "/", json=run_input("run-1"), timeout=30)
+    assert answer.status_code == 200
+    for secret in SECRETS:
+        assert secret.encode() not in answer.content, secret
+    assert b"executor:handoff_agent" in answer.content and b"sunny" in answer.content
+    events = [
+        json.loads(line[6:]) for line in answer.text.splitlines() if line.startswith("data: ")
+    ]
+    theirs = ts_oracle([{"stream": events}])[0]
+    assert theirs["outcome"] == "completed", theirs["error"]
+    for secret in SECRETS:
+        assert secret not in str(theirs["messages"]), secret
