@@ -66,7 +66,17 @@ from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunLost, StoreError, UnknownRun
 from ._records import RunStatus, StoredRun, ThreadRecord, check_readable
 from ._redis_bridge import Bridge, close_client, translated
-from ._redis_layout import APPEND, BROKEN, END, appended, run_record, text
+from ._redis_layout import (
+    APPEND,
+    BROKEN,
+    CREATE,
+    END,
+    LEASE_RELEASE,
+    LEASE_RENEW,
+    appended,
+    run_record,
+    text,
+)
 from ._retention import Retention, doomed_runs
 from ._url import EXAMPLES, StoreURL
 
@@ -179,6 +189,9 @@ class RedisEventLog(EventLog):
             "append": client.register_script(APPEND),
             "end": client.register_script(END),
             "broken": client.register_script(BROKEN),
+            "create": client.register_script(CREATE),
+            "lease_renew": client.register_script(LEASE_RENEW),
+            "lease_release": client.register_script(LEASE_RELEASE),
         }
         try:
             await self._io(self._migrate())
@@ -225,6 +238,53 @@ class RedisEventLog(EventLog):
                 await bridge.stop()
 
     # -- writes ----------------------------------------------------------------
+
+    async def _create(self, scope: str, thread_id: str, run_id: str, digest: str | None) -> bool:
+        now = self._now()
+        args: list[str | int | bytes] = [thread_id, run_id, repr(now), self._ttl, 0, b"", b""]
+        args.extend((scope, DEFAULT_SCOPE, digest or ""))
+        reply = await self._io(
+            self._scripts["create"](keys=self._run_keys(thread_id, run_id, scope), args=args)
+        )
+        _, created = appended(reply, run_id, thread_id)
+        if created and self._sweep_due(now):
+            await self.prune(now)
+        return created
+
+    async def _acquire(self, scope: str, thread_id: str, run_id: str, ttl_ms: int) -> str | None:
+        client = self._redis()
+        key = self._key("lease:", thread_id, scope)
+        while True:
+            if await self._io(client.set(key, run_id, nx=True, px=ttl_ms)):
+                return None
+            holder = text(await self._io(client.get(key)))
+            if holder == run_id:
+                await self._renew(scope, thread_id, run_id, ttl_ms)
+                return None
+            if holder is not None:
+                return holder
+            # It expired between the SET and the GET: try again.
+
+    async def _renew(self, scope: str, thread_id: str, run_id: str, ttl_ms: int) -> bool:
+        key = self._key("lease:", thread_id, scope)
+        renewed = await self._io(self._scripts["lease_renew"](keys=[key], args=[run_id, ttl_ms]))
+        return bool(renewed)
+
+    async def _release(self, scope: str, thread_id: str, run_id: str) -> None:
+        key = self._key("lease:", thread_id, scope)
+        await self._io(self._scripts["lease_release"](keys=[key], args=[run_id]))
+
+    def _run_keys(self, thread_id: str, run_id: str, scope: str) -> list[str]:
+        return [
+            self._key("run:", run_id, scope),
+            self._key("events:", run_id, scope),
+            self._key("thread:", thread_id, scope),
+            self._key("runs", "", scope),
+            self._key("order"),
+            self._key("owner:", thread_id),
+            self._key("threads", "", scope),
+            self._key("scopes"),
+        ]
 
     async def append(
         self,
@@ -350,6 +410,9 @@ class RedisEventLog(EventLog):
         await self._io(self._redis().set(key, value, ex=ttl))
 
     async def _get_mark(self, scope: str, run_id: str, kind: str) -> str | None:
+        if kind == "digest":  # kept in the run's hash, by the create script
+            digest = await self._io(self._redis().hget(self._key("run:", run_id, scope), kind))
+            return text(digest)
         value = await self._io(self._redis().get(self._key(f"mark:{kind}:", run_id, scope)))
         return text(value)
 
