@@ -22,7 +22,7 @@ import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Literal, TypedDict
 
 from .._foundation.limits import Limits
 
@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_OPTIONS",
     "DEFAULT_SEND_BUFFER",
     "DEFAULT_SEND_TIMEOUT",
+    "Concurrency",
     "ServerOptionValues",
     "ServerOptions",
     "Streaming",
@@ -65,6 +66,10 @@ DEFAULT_SEND_TIMEOUT: Final = 30.0
 
 DEFAULT_MAX_BODY_BYTES: Final = 10 * 1024 * 1024
 """The largest POSTed RunAgentInput accepted (413 past it)."""
+
+Concurrency = Literal["reject", "supersede"]
+"""What a run POST on a thread with a live run does (with a store): refused with 409
+``thread_busy``, or the live run stopped first."""
 
 DEFAULT_DETACH_GRACE: Final = 30.0
 """Seconds a run whose client left goes on waiting for a resume reader."""
@@ -89,6 +94,9 @@ class ServerOptions:
     in effect). ``store``, ``detach_grace``, ``owner_timeout``: the event log
     of durable runs (docs/durable.md). ``repair``, ``compat_down``,
     ``compat_undeclared``: docs/repair.md and docs/compat.md.
+    ``concurrency``: what a run POST on a thread with a live run gets, with a
+    store: ``"reject"`` (409 ``thread_busy``) or ``"supersede"`` (the live
+    run is stopped first); docs/durable.md, "One run per thread".
     """
 
     keepalive: float | None = DEFAULT_KEEPALIVE
@@ -105,6 +113,7 @@ class ServerOptions:
     compat_down: bool = False
     compat_undeclared: str = DEFAULT_COMPAT_UNDECLARED
     authorize: Authorize | None = None
+    concurrency: Concurrency = "reject"
 
 
 class ServerOptionValues(TypedDict, total=False):
@@ -124,6 +133,7 @@ class ServerOptionValues(TypedDict, total=False):
     compat_down: bool
     compat_undeclared: str
     authorize: Authorize | None
+    concurrency: Concurrency
 
 
 DEFAULT_OPTIONS: Final = ServerOptions()

@@ -36,6 +36,7 @@ from ..store import EventLog, RunRecorder, RunStatus, StoreError
 from ._failures import log_after_terminal, log_failure, run_error_for
 from ._http import BadRequest
 from ._live_run import TERMINAL, LiveRun, RecordingSink, status_of
+from ._run_claims import RunClaims
 from ._stats import RunStats
 from ._streaming import FrameSink
 
@@ -65,9 +66,14 @@ class RunRecordings:
         detach_grace: float,
         stop_poll: float,
         logger: logging.Logger,
+        claims: RunClaims | None = None,
     ) -> None:
         self._store = store
         self._live = live
+        self.claims = claims or RunClaims(
+            store, live, concurrency="reject", stop_wait=10.0, logger=logger
+        )
+        """The runs claimed before they are served (one per thread, retries rejoin)."""
         self._detach_grace = detach_grace
         self._stop_poll = stop_poll
         self._log = logger
@@ -120,7 +126,8 @@ class RunRecordings:
         """
         store = await self._store()
         key = (scope, run_id)
-        if key in self._live or await store.run(run_id, scope=scope) is not None:
+        claimed = self.claims.take(scope, run_id)  # created by the claim, its thread leased
+        if not claimed and (key in self._live or await store.run(run_id, scope=scope) is not None):
             raise BadRequest(
                 409,
                 "run_exists",
@@ -141,7 +148,11 @@ class RunRecordings:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(live.watch_grace, name=f"agui_pipes detach grace {run_id}")
                     tg.start_soon(
-                        self._watch_store, store, live, name=f"agui_pipes run watch {run_id}"
+                        self._watch_store,
+                        store,
+                        live,
+                        claimed,
+                        name=f"agui_pipes run watch {run_id}",
                     )
                     try:
                         yield live
@@ -162,14 +173,28 @@ class RunRecordings:
             # Only once the recorder has stored everything and ended the run: a
             # stop (or a shutdown closing the store) waits for this.
             self._live.pop(key, None)
+            if claimed:
+                await self._release(store, thread_id, run_id, scope)
             live.done.set()
 
-    def _heartbeat_interval(self, store: EventLog) -> float:
-        """A fifth of the owner timeout (3 s at 15 s): four beats may be late or lost."""
-        timeout = store.owner_timeout
-        return 5.0 if timeout is None else max(0.05, timeout / 5)
+    async def _release(self, store: EventLog, thread_id: str, run_id: str, scope: str) -> None:
+        """Free the thread for its next run (a failing store: the lease expires by itself)."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await store.release_thread(thread_id, run_id, scope=scope)
+            except StoreError as exc:
+                self._log.warning("run %s: cannot release its thread: %s", run_id, exc)
 
-    async def _watch_store(self, store: EventLog, live: LiveRun) -> None:
+    def _heartbeat_interval(self, store: EventLog) -> float:
+        """A fifth of the owner timeout (3 s at 15 s): four beats may be late or lost.
+
+        At most a third of the thread lease's TTL, which is renewed with the beat.
+        """
+        timeout = store.owner_timeout
+        beat = 5.0 if timeout is None else max(0.05, timeout / 5)
+        return min(beat, max(0.05, store.lease_ttl / 3))
+
+    async def _watch_store(self, store: EventLog, live: LiveRun, leased: bool) -> None:
         """Heartbeat the run and poll for a stop sent to another process, while it lives.
 
         A failing store is logged and retried on the next tick: the run
@@ -179,11 +204,14 @@ class RunRecordings:
         next_beat = time.monotonic()
         failed = False
         scope = live.recorder.scope
+        thread_id = live.recorder.thread_id
         while True:
             try:
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + beat_every
                     await store.heartbeat(live.run_id, scope=scope)
+                    if leased:
+                        await store.renew_thread(thread_id, live.run_id, scope=scope)
                 reason = await store.stop_requested(live.run_id, scope=scope)
                 failed = False
             except StoreError as exc:

@@ -56,6 +56,7 @@ def test_every_option_is_a_keyword_of_both_servers(server: Any) -> None:
         "compat_down": True,
         "compat_undeclared": "0.0.45",
         "authorize": _everyone,
+        "concurrency": "supersede",
     }
     assert set(values) | {"logger", "store"} == {f.name for f in dataclasses.fields(ServerOptions)}
     assert server(**values).options == ServerOptions(**values)
