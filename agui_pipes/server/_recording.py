@@ -3,8 +3,8 @@
 ``RunRecordings`` is what the agent endpoint and the gateway call to serve a
 run recorded (``store=``):
 
-* ``check_new_run`` — refuse, before the response starts, a run id the log
-  already holds (409) or a log that fails (503);
+* ``claims`` — the run claimed before the response starts (``_run_claims``:
+  a retry rejoins, one run per thread, 409 / 404 / 503 as JSON);
 * ``recording`` — the run's ``LiveRun`` registered while it is served, with
   its detach-grace watcher and, for processes sharing the store, a heartbeat
   and a poll for a stop sent to another process (timers per run, never work
@@ -40,7 +40,7 @@ from ._run_claims import RunClaims
 from ._stats import RunStats
 from ._streaming import FrameSink
 
-__all__ = ["RunRecordings", "thread_not_found"]
+__all__ = ["RunRecordings"]
 
 OpenBatches = Callable[
     [Callable[[BaseEvent], None], RunRecorder],
@@ -78,38 +78,6 @@ class RunRecordings:
         self._stop_poll = stop_poll
         self._log = logger
 
-    async def check_new_run(
-        self, run_id: str, thread_id: str | None = None, scope: str = DEFAULT_SCOPE
-    ) -> None:
-        """Raise ``BadRequest`` 409 for a run id the scope holds, 404 for a thread of
-        another scope, 503 if the store fails.
-
-        Called before a response starts, so a refused run is a JSON error,
-        not a stream that opens and dies. Another scope's thread is answered
-        as a thread that does not exist, and nothing is written to it.
-        """
-        try:
-            store = await self._store()
-            exists = (scope, run_id) in self._live or (
-                await store.run(run_id, scope=scope) is not None
-            )
-            owner = None if thread_id is None else await store.thread_scope(thread_id)
-        except Exception as exc:
-            self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
-            raise BadRequest(
-                503, "store_unavailable", f"the event log is unavailable: {exc}"
-            ) from exc
-        if owner is not None and owner != scope:
-            raise thread_not_found(str(thread_id))
-        if exists:
-            raise BadRequest(
-                409,
-                "run_exists",
-                f"run {run_id!r} is already in the event log: a run id names one run; "
-                f"start a new run with a new runId, or resume this one with GET "
-                f"runs/{run_id}",
-            )
-
     @asynccontextmanager
     async def recording(
         self,
@@ -138,7 +106,7 @@ class RunRecordings:
         recorder = RunRecorder(store, thread_id, run_id, scope=scope)
         live = LiveRun(recorder, token, self._detach_grace)
         try:
-            # A thread another scope took since check_new_run: the store's append
+            # A thread another scope took since the claim: the store's append
             # refuses it atomically (ThreadTaken), before anything is written.
             async with recorder:
                 self._live[key] = live
@@ -397,8 +365,3 @@ async def _closing(
     finally:
         with anyio.CancelScope(shield=True):
             await frames.aclose()
-
-
-def thread_not_found(thread_id: str) -> BadRequest:
-    """The 404 of a thread the scope does not hold (none, or another scope's)."""
-    return BadRequest(404, "not_found", f"no thread {thread_id!r} in the event log")

@@ -92,14 +92,14 @@ class RunClaims:
             store = await self._store()
             owner = await store.thread_scope(thread_id)
             if owner is not None and owner != scope:
-                raise _thread_not_found(thread_id)
+                raise thread_not_found(thread_id)
             if await store.run(run_id, scope=scope) is not None:
                 return await self._rejoins(store, run_id, digest, scope)
             await self._lease(store, thread_id, run_id, scope)
             if not await store.create_run(thread_id, run_id, digest=digest, scope=scope):
                 return await self._rejoins(store, run_id, digest, scope)
         except ThreadTaken as exc:
-            raise _thread_not_found(thread_id) from exc
+            raise thread_not_found(thread_id) from exc
         except StoreError as exc:
             self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
             raise BadRequest(
@@ -183,5 +183,6 @@ def _thread_busy(thread_id: str, holder: str) -> BadRequest:
     )
 
 
-def _thread_not_found(thread_id: str) -> BadRequest:
+def thread_not_found(thread_id: str) -> BadRequest:
+    """The 404 of a thread the scope does not hold (none, or another scope's)."""
     return BadRequest(404, "not_found", f"no thread {thread_id!r} in the event log")
