@@ -163,6 +163,15 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--concurrency",
+        choices=("reject", "supersede"),
+        default="reject",
+        help=(
+            "with --store: a run POSTed on a thread whose run is still live is refused "
+            "with 409 thread_busy (reject, the default) or stops that run first (supersede)"
+        ),
+    )
+    parser.add_argument(
         "--compat",
         action="store_true",
         help=(
@@ -514,7 +523,12 @@ def _options_of(args: argparse.Namespace) -> ServerOptions:
         verify=not (args.no_verify and args.upstream),
     )
     if args.store is not None:
-        options = replace(options, store=args.store, detach_grace=args.detach_grace)
+        options = replace(
+            options,
+            store=args.store,
+            detach_grace=args.detach_grace,
+            concurrency=args.concurrency,
+        )
     if args.compat:
         options = replace(options, compat_down=True, compat_undeclared=args.compat_undeclared)
     if args.allow_tools:

@@ -39,9 +39,13 @@ from ._durable_routes import DurableRoutes
 from ._live_run import LiveRun, RecordingSink
 from ._options import DEFAULT_DETACH_GRACE, ServerOptions
 from ._recording import RunRecordings
+from ._run_claims import RunClaims
 
 if TYPE_CHECKING:
     from starlette.routing import Route
+
+    from .._foundation.principal import Principal
+    from ._streaming import Receive, Scope, Send
 
 __all__ = [
     "DEFAULT_DETACH_GRACE",
@@ -120,6 +124,13 @@ class DurableRuns:
             detach_grace=self.detach_grace,
             stop_poll=self.stop_poll,
             logger=self.log,
+            claims=RunClaims(
+                self.store,
+                self.live,
+                concurrency=options.concurrency,
+                stop_wait=stop_wait,
+                logger=self.log,
+            ),
         )
         """Where a server's run is recorded while it is served."""
 
@@ -169,3 +180,9 @@ class DurableRuns:
     def routes(self, base: str) -> list[Route]:
         """Routes at ``{base}runs/{runId}``, ``.../stop`` and ``{base}threads/{threadId}``."""
         return DurableRoutes(self).routes(base)
+
+    async def rejoin(
+        self, scope: Scope, receive: Receive, send: Send, run_id: str, principal: Principal
+    ) -> None:
+        """Answer a retried run POST with the run's stream from the start (``GET runs/{id}``)."""
+        await DurableRoutes(self).rejoin(scope, receive, send, run_id, principal)

@@ -134,6 +134,23 @@ class DurableRoutes:
             after = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after")
             if after:
                 last_event_id = after[-1]
+        await self._follow(scope, receive, send, run_id, principal, last_event_id)
+
+    async def rejoin(
+        self, scope: Scope, receive: Receive, send: Send, run_id: str, principal: Principal
+    ) -> None:
+        """A retried run POST: the run's events from the start, then its live tail."""
+        await self._follow(scope, receive, send, run_id, principal, None)
+
+    async def _follow(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        run_id: str,
+        principal: Principal,
+        last_event_id: str | None,
+    ) -> None:
         tenant = principal.scope
         try:
             store = await self._durable.store()

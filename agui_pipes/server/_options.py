@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_OPTIONS",
     "DEFAULT_SEND_BUFFER",
     "DEFAULT_SEND_TIMEOUT",
+    "Concurrency",
     "ServerOptionValues",
     "ServerOptions",
     "Streaming",
@@ -66,6 +67,10 @@ DEFAULT_SEND_TIMEOUT: Final = 30.0
 
 DEFAULT_MAX_BODY_BYTES: Final = 10 * 1024 * 1024
 """The largest POSTed RunAgentInput accepted (413 past it)."""
+
+Concurrency = Literal["reject", "supersede"]
+"""What a run POST on a thread with a live run does (with a store): refused with 409
+``thread_busy``, or the live run stopped first."""
 
 DEFAULT_DETACH_GRACE: Final = 30.0
 """Seconds a run whose client left goes on waiting for a resume reader."""
@@ -95,6 +100,9 @@ class ServerOptions:
     the thread's past; ``"server"`` (with a store) uses the stored thread
     history and takes only new user and tool messages from the client
     (docs/security.md, "Request trust").
+    ``concurrency``: what a run POST on a thread with a live run gets, with a
+    store: ``"reject"`` (409 ``thread_busy``) or ``"supersede"`` (the live
+    run is stopped first); docs/durable.md, "One run per thread".
     """
 
     keepalive: float | None = DEFAULT_KEEPALIVE
@@ -113,6 +121,7 @@ class ServerOptions:
     authorize: Authorize | None = None
     allow_tools: tuple[str, ...] | None = None
     history: Literal["client", "server"] = "client"
+    concurrency: Concurrency = "reject"
 
 
 class ServerOptionValues(TypedDict, total=False):
@@ -134,6 +143,7 @@ class ServerOptionValues(TypedDict, total=False):
     authorize: Authorize | None
     allow_tools: tuple[str, ...] | None
     history: Literal["client", "server"]
+    concurrency: Concurrency
 
 
 DEFAULT_OPTIONS: Final = ServerOptions()

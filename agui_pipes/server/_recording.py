@@ -3,8 +3,8 @@
 ``RunRecordings`` is what the agent endpoint and the gateway call to serve a
 run recorded (``store=``):
 
-* ``check_new_run`` — refuse, before the response starts, a run id the log
-  already holds (409) or a log that fails (503);
+* ``claims`` — the run claimed before the response starts (``_run_claims``:
+  a retry rejoins, one run per thread, 409 / 404 / 503 as JSON);
 * ``recording`` — the run's ``LiveRun`` registered while it is served, with
   its detach-grace watcher and, for processes sharing the store, a heartbeat
   and a poll for a stop sent to another process (timers per run, never work
@@ -36,10 +36,11 @@ from ..store import EventLog, RunRecorder, RunStatus, StoreError
 from ._failures import log_after_terminal, log_failure, run_error_for
 from ._http import BadRequest
 from ._live_run import TERMINAL, LiveRun, RecordingSink, status_of
+from ._run_claims import RunClaims
 from ._stats import RunStats
 from ._streaming import FrameSink
 
-__all__ = ["RunRecordings", "thread_not_found"]
+__all__ = ["RunRecordings"]
 
 OpenBatches = Callable[
     [Callable[[BaseEvent], None], RunRecorder],
@@ -65,44 +66,17 @@ class RunRecordings:
         detach_grace: float,
         stop_poll: float,
         logger: logging.Logger,
+        claims: RunClaims | None = None,
     ) -> None:
         self._store = store
         self._live = live
+        self.claims = claims or RunClaims(
+            store, live, concurrency="reject", stop_wait=10.0, logger=logger
+        )
+        """The runs claimed before they are served (one per thread, retries rejoin)."""
         self._detach_grace = detach_grace
         self._stop_poll = stop_poll
         self._log = logger
-
-    async def check_new_run(
-        self, run_id: str, thread_id: str | None = None, scope: str = DEFAULT_SCOPE
-    ) -> None:
-        """Raise ``BadRequest`` 409 for a run id the scope holds, 404 for a thread of
-        another scope, 503 if the store fails.
-
-        Called before a response starts, so a refused run is a JSON error,
-        not a stream that opens and dies. Another scope's thread is answered
-        as a thread that does not exist, and nothing is written to it.
-        """
-        try:
-            store = await self._store()
-            exists = (scope, run_id) in self._live or (
-                await store.run(run_id, scope=scope) is not None
-            )
-            owner = None if thread_id is None else await store.thread_scope(thread_id)
-        except Exception as exc:
-            self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
-            raise BadRequest(
-                503, "store_unavailable", f"the event log is unavailable: {exc}"
-            ) from exc
-        if owner is not None and owner != scope:
-            raise thread_not_found(str(thread_id))
-        if exists:
-            raise BadRequest(
-                409,
-                "run_exists",
-                f"run {run_id!r} is already in the event log: a run id names one run; "
-                f"start a new run with a new runId, or resume this one with GET "
-                f"runs/{run_id}",
-            )
 
     @asynccontextmanager
     async def recording(
@@ -120,7 +94,8 @@ class RunRecordings:
         """
         store = await self._store()
         key = (scope, run_id)
-        if key in self._live or await store.run(run_id, scope=scope) is not None:
+        claimed = self.claims.take(scope, run_id)  # created by the claim, its thread leased
+        if not claimed and (key in self._live or await store.run(run_id, scope=scope) is not None):
             raise BadRequest(
                 409,
                 "run_exists",
@@ -131,7 +106,7 @@ class RunRecordings:
         recorder = RunRecorder(store, thread_id, run_id, scope=scope)
         live = LiveRun(recorder, token, self._detach_grace)
         try:
-            # A thread another scope took since check_new_run: the store's append
+            # A thread another scope took since the claim: the store's append
             # refuses it atomically (ThreadTaken), before anything is written.
             async with recorder:
                 self._live[key] = live
@@ -141,7 +116,11 @@ class RunRecordings:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(live.watch_grace, name=f"agui_pipes detach grace {run_id}")
                     tg.start_soon(
-                        self._watch_store, store, live, name=f"agui_pipes run watch {run_id}"
+                        self._watch_store,
+                        store,
+                        live,
+                        claimed,
+                        name=f"agui_pipes run watch {run_id}",
                     )
                     try:
                         yield live
@@ -162,14 +141,28 @@ class RunRecordings:
             # Only once the recorder has stored everything and ended the run: a
             # stop (or a shutdown closing the store) waits for this.
             self._live.pop(key, None)
+            if claimed:
+                await self._release(store, thread_id, run_id, scope)
             live.done.set()
 
-    def _heartbeat_interval(self, store: EventLog) -> float:
-        """A fifth of the owner timeout (3 s at 15 s): four beats may be late or lost."""
-        timeout = store.owner_timeout
-        return 5.0 if timeout is None else max(0.05, timeout / 5)
+    async def _release(self, store: EventLog, thread_id: str, run_id: str, scope: str) -> None:
+        """Free the thread for its next run (a failing store: the lease expires by itself)."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await store.release_thread(thread_id, run_id, scope=scope)
+            except StoreError as exc:
+                self._log.warning("run %s: cannot release its thread: %s", run_id, exc)
 
-    async def _watch_store(self, store: EventLog, live: LiveRun) -> None:
+    def _heartbeat_interval(self, store: EventLog) -> float:
+        """A fifth of the owner timeout (3 s at 15 s): four beats may be late or lost.
+
+        At most a third of the thread lease's TTL, which is renewed with the beat.
+        """
+        timeout = store.owner_timeout
+        beat = 5.0 if timeout is None else max(0.05, timeout / 5)
+        return min(beat, max(0.05, store.lease_ttl / 3))
+
+    async def _watch_store(self, store: EventLog, live: LiveRun, leased: bool) -> None:
         """Heartbeat the run and poll for a stop sent to another process, while it lives.
 
         A failing store is logged and retried on the next tick: the run
@@ -179,11 +172,14 @@ class RunRecordings:
         next_beat = time.monotonic()
         failed = False
         scope = live.recorder.scope
+        thread_id = live.recorder.thread_id
         while True:
             try:
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + beat_every
                     await store.heartbeat(live.run_id, scope=scope)
+                    if leased:
+                        await store.renew_thread(thread_id, live.run_id, scope=scope)
                 reason = await store.stop_requested(live.run_id, scope=scope)
                 failed = False
             except StoreError as exc:
@@ -373,8 +369,3 @@ async def _closing(
     finally:
         with anyio.CancelScope(shield=True):
             await frames.aclose()
-
-
-def thread_not_found(thread_id: str) -> BadRequest:
-    """The 404 of a thread the scope does not hold (none, or another scope's)."""
-    return BadRequest(404, "not_found", f"no thread {thread_id!r} in the event log")

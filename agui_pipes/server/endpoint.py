@@ -308,9 +308,12 @@ class AgentEndpoint:
         tenant = principal.scope
         recordings = durable.recordings
         try:
-            await recordings.check_new_run(run_id, thread_id, tenant)
+            rejoin = await recordings.claims.claim(run_input, tenant)
         except BadRequest as error:
             await send_json_error(send, error)
+            return
+        if rejoin:  # a retry of a run already started: its stream, not a second run
+            await durable.rejoin(scope, receive, send, run_id, principal)
             return
         live_runs = durable.live
 
@@ -348,7 +351,10 @@ class AgentEndpoint:
             detach=True,
             **self._streaming,
         )
-        await response(scope, receive, send)
+        try:
+            await response(scope, receive, send)
+        finally:
+            await recordings.claims.unclaimed(tenant, run_id)
 
 
 def _split(

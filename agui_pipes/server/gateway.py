@@ -62,7 +62,7 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from typing_extensions import Unpack
 
 from .._foundation.limits_scope import resolve_limits
-from .._foundation.principal import using_principal
+from .._foundation.principal import Principal, using_principal
 from .._lazy import public_dir, publish
 from .._pipeline.chain import ChainFactory, TransformerChain
 from .._protocol.legacy import reads_legacy
@@ -312,7 +312,7 @@ class Gateway:
         )
         if self.durable is not None:
             await self._serve_recorded(
-                scope, receive, send, self.durable, run_input, run, principal.scope
+                scope, receive, send, self.durable, run_input, run, principal
             )
             return
         if chain.is_sync:
@@ -334,15 +334,19 @@ class Gateway:
         durable: DurableRuns,
         run_input: RunAgentInput,
         run: _GatewayRun,
-        tenant: str,
+        principal: Principal,
     ) -> None:
         """Serve the run recorded in the event log; a client that leaves only detaches it."""
         thread_id, run_id = run_input.thread_id, run_input.run_id
+        tenant = principal.scope
         recordings = durable.recordings
         try:
-            await recordings.check_new_run(run_id, thread_id, tenant)
+            rejoin = await recordings.claims.claim(run_input, tenant)
         except BadRequest as error:
             await send_json_error(send, error)
+            return
+        if rejoin:  # a retry of a run already started: its stream, not a second run
+            await durable.rejoin(scope, receive, send, run_id, principal)
             return
         from ..driver import CancelToken
 
@@ -377,7 +381,10 @@ class Gateway:
             detach=True,
             **self._streaming,
         )
-        await response(scope, receive, send)
+        try:
+            await response(scope, receive, send)
+        finally:
+            await recordings.claims.unclaimed(tenant, run_id)
 
     def _log_warning(self, warning: DecodeWarning) -> None:
         self._log.debug("upstream event: %s", warning)

@@ -23,8 +23,8 @@ from types import TracebackType
 import anyio
 
 from .._foundation.principal import DEFAULT_SCOPE
+from ._claims import ThreadClaims
 from ._errors import RunLost, StoreClosed
-from ._marks import RunMarks
 from ._records import RunStatus, StoredRun, ThreadRecord, check_readable, resume_seq
 from ._retention import Retention, SweepSchedule
 
@@ -74,7 +74,7 @@ def new_epoch() -> str:
     return secrets.token_hex(6)
 
 
-class EventLog(RunMarks):
+class EventLog(ThreadClaims):
     """A durable log of runs' events: append, read, follow live, list a thread's runs.
 
     Use it as an async context manager (``async with open_store(url) as

@@ -20,7 +20,7 @@ import anyio
 from ._base import DEFAULT_SCOPE, EventLog, new_epoch
 from ._errors import StoreError
 from ._redis_bridge import Bridge, close_client, translated
-from ._redis_layout import APPEND, BROKEN, END, text
+from ._redis_layout import APPEND, BROKEN, CREATE, END, LEASE_RELEASE, LEASE_RENEW, text
 from ._retention import Retention
 
 __all__ = ["RedisConnection"]
@@ -108,6 +108,9 @@ class RedisConnection(EventLog):
             "append": client.register_script(APPEND),
             "end": client.register_script(END),
             "broken": client.register_script(BROKEN),
+            "create": client.register_script(CREATE),
+            "lease_renew": client.register_script(LEASE_RENEW),
+            "lease_release": client.register_script(LEASE_RELEASE),
         }
         try:
             await self._io(self._migrate())

@@ -14,7 +14,17 @@ from .._foundation.principal import DEFAULT_SCOPE
 from ._errors import RunBroken, RunEnded, ThreadTaken, WrongThread
 from ._records import RunStatus, StoredRun
 
-__all__ = ["APPEND", "BROKEN", "END", "appended", "run_record", "text"]
+__all__ = [
+    "APPEND",
+    "BROKEN",
+    "CREATE",
+    "END",
+    "LEASE_RELEASE",
+    "LEASE_RENEW",
+    "appended",
+    "run_record",
+    "text",
+]
 
 APPEND = """
 local status = redis.call('HGET', KEYS[1], 'status')
@@ -31,6 +41,7 @@ if not status then
   if ARGV[8] ~= ARGV[9] then redis.call('SADD', KEYS[8], ARGV[8]) end
   redis.call('HSET', KEYS[1], 'thread', ARGV[1], 'status', 'live', 'created', ARGV[3],
              'updated', ARGV[3], 'last_seq', 0, 'order', order)
+  if ARGV[10] and ARGV[10] ~= '' then redis.call('HSET', KEYS[1], 'digest', ARGV[10]) end
   redis.call('ZADD', KEYS[3], order, ARGV[2])
   redis.call('ZADD', KEYS[4], order, ARGV[2])
   created = 1
@@ -57,6 +68,30 @@ if ttl > 0 then
 end
 return {last + 1, created}
 """
+
+CREATE = (
+    """
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 0} end
+"""
+    + APPEND
+)
+"""``create_run``: the append script's creation of an empty run, only if the run's hash does
+not exist (the compare-and-set), with the request's digest (ARGV[10]) in the hash."""
+
+LEASE_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+"""Extend a thread lease only if it is still the run's (KEYS[1] the lease, ARGV[1] the run
+id, ARGV[2] the TTL in ms)."""
+
+LEASE_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+"""Delete a thread lease only if it is still the run's."""
 
 END = """
 local status = redis.call('HGET', KEYS[1], 'status')

@@ -78,6 +78,18 @@ DROP TABLE marks_1
 """Layout 1 (0.1: runs keyed by run id alone) to 2: every run, mark and thread becomes
 the default scope's. ``batches`` point at ``runs.id``, which the copy keeps."""
 
+_LEASES = """
+CREATE TABLE IF NOT EXISTS leases (
+    scope TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    expires REAL NOT NULL,
+    PRIMARY KEY (scope, thread_id)
+)
+"""
+"""Thread leases (one live run per thread): added to any layout-2 file when opened, since
+a file without it holds no lease; rows are short-lived, so it needs no migration."""
+
 FORMAT = "2"
 """The layout version kept in ``meta``: a file of another layout is refused, not misread."""
 
@@ -121,6 +133,8 @@ def open_file(path: str) -> tuple[sqlite3.Connection, str]:
             _run_script(conn, _MIGRATE_FROM_1.format(schema=_SCHEMA))
             conn.execute("UPDATE meta SET value = ? WHERE key = 'format'", (FORMAT,))
             layout = FORMAT
+        if layout == FORMAT:
+            conn.execute(_LEASES)
         conn.execute("INSERT OR IGNORE INTO meta VALUES ('epoch', ?)", (new_epoch(),))
         (epoch,) = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()
         conn.execute("COMMIT")

@@ -8,6 +8,7 @@ an in-process signal, with no polling.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -48,6 +49,7 @@ class MemoryEventLog(EventLog):
         self._order = 0
         self._signals = ChangeSignals()
         self._marks: dict[tuple[str, str, str], str] = {}
+        self._leases: dict[tuple[str, str], tuple[str, float]] = {}
 
     @classmethod
     def from_url(cls, url: StoreURL) -> MemoryEventLog:
@@ -67,6 +69,47 @@ class MemoryEventLog(EventLog):
 
     async def _close(self) -> None:
         self._signals.changed_all()
+
+    async def _create(self, scope: str, thread_id: str, run_id: str, digest: str | None) -> bool:
+        # No await between the check and the write: atomic within the loop.
+        if (scope, run_id) in self._runs:
+            await anyio.lowlevel.checkpoint()
+            return False
+        if digest is not None:  # before append's checkpoint: a loser reads it at once
+            self._marks[scope, run_id, "digest"] = digest
+        try:
+            await self.append(thread_id, run_id, [], scope=scope)
+        except BaseException:
+            self._marks.pop((scope, run_id, "digest"), None)
+            raise
+        return True
+
+    def _holder(self, scope: str, thread_id: str) -> str | None:
+        lease = self._leases.get((scope, thread_id))
+        if lease is None or lease[1] <= time.monotonic():
+            return None
+        return lease[0]
+
+    async def _acquire(self, scope: str, thread_id: str, run_id: str, ttl_ms: int) -> str | None:
+        await anyio.lowlevel.checkpoint()
+        holder = self._holder(scope, thread_id)
+        if holder is not None:
+            return None if holder == run_id else holder
+        self._leases[scope, thread_id] = (run_id, time.monotonic() + ttl_ms / 1000)
+        return None
+
+    async def _renew(self, scope: str, thread_id: str, run_id: str, ttl_ms: int) -> bool:
+        await anyio.lowlevel.checkpoint()
+        if self._holder(scope, thread_id) != run_id:
+            return False
+        self._leases[scope, thread_id] = (run_id, time.monotonic() + ttl_ms / 1000)
+        return True
+
+    async def _release(self, scope: str, thread_id: str, run_id: str) -> None:
+        await anyio.lowlevel.checkpoint()
+        lease = self._leases.get((scope, thread_id))
+        if lease is not None and lease[0] == run_id:
+            del self._leases[scope, thread_id]
 
     async def append(
         self,

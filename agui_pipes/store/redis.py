@@ -61,7 +61,7 @@ from ._base import DEFAULT_SCOPE, check_page
 from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunLost, UnknownRun
 from ._records import RunStatus, StoredRun, ThreadRecord, check_readable
-from ._redis_connection import RedisConnection
+from ._redis_claims import RedisClaims
 from ._redis_layout import appended, run_record, text
 from ._retention import doomed_runs
 from ._url import EXAMPLES, StoreURL
@@ -76,7 +76,7 @@ _MARKS = ("reader", "stop", "beat")
 """The kinds of marks ``EventLog`` writes (see ``_base``), deleted with their run."""
 
 
-class RedisEventLog(RedisConnection):
+class RedisEventLog(RedisClaims):
     """The event log in Redis Streams; see the module docstring.
 
     ``url`` is a redis-py URL (``redis://[user:pass@]host:port/db``, or
@@ -96,6 +96,8 @@ class RedisEventLog(RedisConnection):
         return cls(client_url, url.retention, prefix=prefix, block=block)
 
     # -- writes ----------------------------------------------------------------
+
+    # It expired between the SET and the GET: try again.
 
     async def append(
         self,
@@ -221,6 +223,9 @@ class RedisEventLog(RedisConnection):
         await self._io(self._redis().set(key, value, ex=ttl))
 
     async def _get_mark(self, scope: str, run_id: str, kind: str) -> str | None:
+        if kind == "digest":  # kept in the run's hash, by the create script
+            digest = await self._io(self._redis().hget(self._key("run:", run_id, scope), kind))
+            return text(digest)
         value = await self._io(self._redis().get(self._key(f"mark:{kind}:", run_id, scope)))
         return text(value)
 

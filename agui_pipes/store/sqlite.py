@@ -27,10 +27,10 @@ from collections.abc import Sequence
 from .._lazy import public_dir
 from ._base import DEFAULT_SCOPE, check_page
 from ._batches import join_batch, split_batch
-from ._errors import RunBroken, ThreadTaken, UnknownRun
+from ._errors import RunBroken, UnknownRun
 from ._records import RunStatus, StoredRun, ThreadRecord, check_appendable
 from ._retention import doomed_runs
-from ._sqlite_connection import SQLiteConnection
+from ._sqlite_claims import SQLiteClaims, claim_thread
 from ._sqlite_file import immediate
 from ._url import EXAMPLES, StoreURL
 
@@ -53,20 +53,7 @@ def _record(row: _Row) -> StoredRun:
     )
 
 
-def _claim_thread(conn: sqlite3.Connection, thread_id: str, scope: str, now: float) -> None:
-    """Make ``scope`` the owner of a new thread, or raise ThreadTaken if another scope is."""
-    conn.execute(
-        "INSERT OR IGNORE INTO threads (thread_id, scope, created) VALUES (?, ?, ?)",
-        (thread_id, scope, now),
-    )
-    (owner,) = conn.execute(
-        "SELECT scope FROM threads WHERE thread_id = ?", (thread_id,)
-    ).fetchone()
-    if owner != scope:
-        raise ThreadTaken(thread_id)
-
-
-class SQLiteEventLog(SQLiteConnection):
+class SQLiteEventLog(SQLiteClaims):
     """The event log in one SQLite file; see the module docstring."""
 
     @classmethod
@@ -125,7 +112,7 @@ class SQLiteEventLog(SQLiteConnection):
                     f"SELECT {_COLUMNS} FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id)
                 ).fetchone()
                 if row is None:
-                    _claim_thread(conn, thread_id, scope, now)
+                    claim_thread(conn, thread_id, scope, now)
                     cursor = conn.execute(
                         "INSERT INTO runs (scope, run_id, thread_id, status, created, updated,"
                         " last_seq) VALUES (?, ?, ?, 'live', ?, ?, 0)",

@@ -152,6 +152,41 @@ def test_serve_demo_with_a_store_records_and_serves_history(tmp_path: Path) -> N
     assert code == 0, err
 
 
+@pytest.mark.parametrize("concurrency", ["reject", "supersede"])
+def test_serve_concurrency_refuses_or_supersedes_a_second_run_on_a_thread(
+    tmp_path: Path, concurrency: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    served = start(
+        "--demo",
+        "--store",
+        url,
+        "--pace",
+        "0.2",
+        "--detach-grace",
+        "0.5",
+        "--concurrency",
+        concurrency,
+    )
+    try:
+        with httpx.Client(base_url=served.url, timeout=20) as client:
+            first = {"threadId": "cc-t", "runId": "cc-1", "messages": []}
+            with client.stream("POST", "/", json=first) as response:
+                assert response.status_code == 200
+                next(response.iter_raw())  # the run is live
+                second = client.post("/", json={**first, "runId": "cc-2"})
+            if concurrency == "reject":
+                assert second.status_code == 409
+                assert second.json()["error"] == "thread_busy"
+            else:
+                assert second.status_code == 200
+                replay = client.get("/runs/cc-1")
+                assert '"code":"CANCELLED"' in replay.text.rsplit("data: ", 1)[1]
+    finally:
+        code, err = stop(served)
+    assert code == 0, err
+
+
 def test_serve_gateway_with_a_store_records_and_serves_history(tmp_path: Path) -> None:
     demo = start("--demo")
     try:
@@ -166,8 +201,11 @@ def test_serve_gateway_with_a_store_records_and_serves_history(tmp_path: Path) -
             frames = [f for f in response.text.split("\n\n") if f]
             assert frames and all(f.startswith("id: ") and ":gw-r:" in f for f in frames)
             again = httpx.post(f"{gateway.url}/chat", json=body, timeout=20)
-            assert again.status_code == 409
-            assert again.json()["error"] == "run_exists"
+            assert again.status_code == 200  # a retry of the same request rejoins the run
+            assert again.text == response.text
+            other = httpx.post(f"{gateway.url}/chat", json={**body, "state": {"n": 1}}, timeout=20)
+            assert other.status_code == 409
+            assert other.json()["error"] == "run_exists"
             resumed = httpx.get(f"{gateway.url}/chat/runs/gw-r", timeout=20)
             assert resumed.text == response.text
             history = httpx.get(f"{gateway.url}/chat/threads/gw-t", timeout=20)

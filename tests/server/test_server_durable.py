@@ -10,15 +10,9 @@ cancelled after the detach grace; a stop cancels at once; bad ids get
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +36,7 @@ from tests._durable_http import seqs as _seqs
 from tests._durable_http import take_frames as _frames
 from tests._servers import run_input, serve, wait_until
 from tests._store_backends import BACKENDS, redis_url, store_url_for
+from tests._xproc_server import server_process
 
 pytestmark = pytest.mark.anyio
 
@@ -180,7 +175,7 @@ async def test_a_resume_reader_holds_the_run_past_the_grace() -> None:
                 await wait_until(lambda: _following(endpoint, "held"), 10, "the resume")
                 # A run its client left later, with no reader: once its grace cancelled
                 # it, the grace of "held" has run out too; only the reader holds "held".
-                await _post(client, "/agent", run_input("unheld"), cut=1)
+                await _post(client, "/agent", run_input("unheld", threadId="thread-2"), cut=1)
                 await wait_until(lambda: "unheld" in agent.stopped, 10, "the grace cancel")
                 assert "held" not in agent.stopped
                 agent.gate("held").set()
@@ -253,8 +248,9 @@ async def test_bad_ids_unknown_runs_and_threads(store_url: str) -> None:
             assert stop.status_code == 404
             status, _, _ = await _get(client, "/agent/threads/no-such-thread")
             assert status == 404
+            # Another request under a recorded run's id (the same one would rejoin it).
             again = await client.post(
-                "/agent", content=json.dumps(run_input("one")), headers=HEADERS
+                "/agent", content=json.dumps(run_input("one", state={"n": 1})), headers=HEADERS
             )
             assert again.status_code == 409 and again.json()["error"] == "run_exists"
 
@@ -440,7 +436,7 @@ async def test_detach_and_resume_in_process_on_asyncio_and_trio() -> None:
                 await anyio.sleep(0.01)
         # Without any reader, the same endpoint cancels after its grace: a run left
         # after "here" was, so once it is cancelled the grace of "here" ran out too.
-        leaver = _Peer(json.dumps(run_input("gone")).encode(), cut=1)
+        leaver = _Peer(json.dumps(run_input("gone", threadId="thread-2")).encode(), cut=1)
         with anyio.fail_after(10):
             await app(_scope("POST", "/agent"), leaver.receive, leaver.send)
         assert "gone" in agent.stopped
@@ -615,44 +611,6 @@ async def test_a_broken_run_is_410_and_left_out_of_the_history() -> None:
 
 # -- several server processes sharing one store ------------------------------------------
 
-_SERVER_SCRIPT = Path(__file__).parents[1] / "_xproc_server.py"
-
-
-@contextmanager
-def _server_process(
-    store: str, grace: float, owner_timeout: float
-) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """A real uvicorn server process (tests/_xproc_server.py) on a free port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    process = subprocess.Popen(
-        [sys.executable, str(_SERVER_SCRIPT), str(port), store, str(grace), str(owner_timeout)],
-        env=env,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"the server process did not start ({process.poll()})"
-                    ) from None
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}", process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
-
 
 @pytest.fixture(params=["redis", "sqlite"])
 def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -692,8 +650,8 @@ async def test_a_reader_on_another_process_holds_the_run_past_the_grace(
 ) -> None:
     grace = 1.0
     with (
-        _server_process(shared_store, grace, 5.0) as (a, _),
-        _server_process(shared_store, grace, 5.0) as (b, _),
+        server_process(shared_store, grace, 5.0) as (a, _),
+        server_process(shared_store, grace, 5.0) as (b, _),
     ):
         async with (
             httpx.AsyncClient(base_url=a, timeout=20) as to_a,
@@ -725,8 +683,8 @@ async def test_a_reader_on_another_process_holds_the_run_past_the_grace(
 
 async def test_a_stop_sent_to_another_process_stops_the_run(shared_store: str) -> None:
     with (
-        _server_process(shared_store, 30.0, 5.0) as (a, _),
-        _server_process(shared_store, 30.0, 5.0) as (b, _),
+        server_process(shared_store, 30.0, 5.0) as (a, _),
+        server_process(shared_store, 30.0, 5.0) as (b, _),
     ):
         async with (
             httpx.AsyncClient(base_url=a, timeout=20) as to_a,
@@ -761,8 +719,8 @@ async def test_a_stop_sent_to_another_process_stops_the_run(shared_store: str) -
 async def test_a_follower_of_a_killed_owner_ends_with_run_lost(shared_store: str) -> None:
     owner_timeout = 1.5
     with (
-        _server_process(shared_store, 30.0, owner_timeout) as (a, process),
-        _server_process(shared_store, 30.0, owner_timeout) as (b, _),
+        server_process(shared_store, 30.0, owner_timeout) as (a, process),
+        server_process(shared_store, 30.0, owner_timeout) as (b, _),
     ):
         async with (
             httpx.AsyncClient(base_url=a, timeout=20) as to_a,

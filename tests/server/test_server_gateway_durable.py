@@ -243,8 +243,9 @@ async def test_bad_ids_unknown_runs_and_a_reused_run_id(
             assert (await client.post("/chat/runs/nope/stop")).status_code == 404
             status, _, _ = await _get(client, "/chat/threads/no-such-thread")
             assert status == 404
+            # Another request under a recorded run's id (the same one would rejoin it).
             again = await client.post(
-                "/chat", content=json.dumps(run_input("one")), headers=HEADERS
+                "/chat", content=json.dumps(run_input("one", state={"n": 1})), headers=HEADERS
             )
             assert again.status_code == 409 and again.json()["error"] == "run_exists"
             # Nothing was forwarded for the refused run: the upstream saw two runs.

@@ -57,6 +57,7 @@ def test_every_option_is_a_keyword_of_both_servers(server: Any) -> None:
         "compat_undeclared": "0.0.45",
         "authorize": _everyone,
         "allow_tools": ("search", "ui_*"),
+        "concurrency": "supersede",
     }
     # history="server" needs a store: tests/server/test_server_trust.py
     assert set(values) | {"logger", "store", "history"} == {
