@@ -113,3 +113,25 @@ async def post_run(
 
 def run_input(run_id: str = "run-1", **extra: Any) -> dict[str, Any]:
     return {"threadId": "thread-1", "runId": run_id, "messages": [], **extra}
+
+
+class RecordedUpstream:
+    """An upstream answering every POST with one recorded SSE body (a raw ASGI app).
+
+    An instance, so Starlette routes it as an ASGI app rather than a request handler.
+    """
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body", False):
+            pass
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")],
+            }
+        )
+        await send({"type": "http.response.body", "body": self.body})

@@ -28,7 +28,7 @@ from agui_pipes import AsyncStreamTransformer, TransformerChain
 from agui_pipes.codecs import SSEDecoder, decode
 from agui_pipes.config import load_chain
 from agui_pipes.server import Gateway
-from tests._servers import Running, run_input, serve, wait_until
+from tests._servers import RecordedUpstream, Running, run_input, serve, wait_until
 
 # Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -122,23 +122,6 @@ CHAINS = {
 }
 
 
-class _Upstream:  # an instance, so Starlette routes it as a raw ASGI app
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        while (await receive()).get("more_body", False):
-            pass
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")],
-            }
-        )
-        await send({"type": "http.response.body", "body": self.body})
-
-
 def _factory(yaml: str, mode: str) -> Any:
     loaded = load_chain(yaml)
     if mode == "relay":
@@ -149,8 +132,8 @@ def _factory(yaml: str, mode: str) -> Any:
 @pytest.fixture(scope="module")
 def gateway() -> Iterator[Running]:
     upstreams = [
-        Route("/agent", _Upstream(PYDANTIC_AI_PARALLEL), methods=["POST"]),
-        Route("/chunks", _Upstream(CONFLICTING_CHUNKS), methods=["POST"]),
+        Route("/agent", RecordedUpstream(PYDANTIC_AI_PARALLEL), methods=["POST"]),
+        Route("/chunks", RecordedUpstream(CONFLICTING_CHUNKS), methods=["POST"]),
     ]
     with serve(Starlette(routes=upstreams)) as upstream:
         gateways = {

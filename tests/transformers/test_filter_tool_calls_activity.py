@@ -187,25 +187,6 @@ def test_the_official_client_folds_no_trace_of_it(ts_oracle: Any) -> None:
 # -- through a real gateway: no byte of the denied call on the wire ----------------------
 
 
-class _Recorded:
-    """An upstream answering every POST with one recorded SSE body (raw ASGI)."""
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        while (await receive()).get("more_body", False):
-            pass
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")],
-            }
-        )
-        await send({"type": "http.response.body", "body": self.body})
-
-
 @pytest.mark.parametrize("apply_path", [False, True], ids=["relay", "apply"])
 def test_a_gateway_denying_internal_tools_sends_no_byte_of_the_call(
     apply_path: bool, ts_oracle: Any
@@ -217,7 +198,7 @@ def test_a_gateway_denying_internal_tools_sends_no_byte_of_the_call(
     from agui_pipes import AsyncStreamTransformer, TransformerChain
     from agui_pipes.codecs import encode_sse
     from agui_pipes.server import Gateway
-    from tests._servers import run_input, serve
+    from tests._servers import RecordedUpstream, run_input, serve
 
     body = b"".join(encode_sse(event) for event in _handoff_run())
     stages = (
@@ -225,7 +206,7 @@ def test_a_gateway_denying_internal_tools_sends_no_byte_of_the_call(
         if apply_path
         else (lambda: TransformerChain([DENY.fresh()]))
     )
-    with serve(Starlette(routes=[Route("/agent", _Recorded(body), methods=["POST"])])) as up:
+    with serve(Starlette(routes=[Route("/agent", RecordedUpstream(body), methods=["POST"])])) as up:
         gateway = Gateway(up.url + "/agent", chain=stages)
         with serve(Starlette(routes=[Route("/", gateway, methods=["POST"])])) as server:
             answer = httpx.post(server.url + "/", json=run_input("run-1"), timeout=30)
