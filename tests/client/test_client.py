@@ -202,9 +202,13 @@ async def test_http_errors_carry_the_servers_code_and_message() -> None:
         url = f"{server.url}/agent"
         async with Client() as client:
             async with client.run(url, run_input("r-twice")) as events:
-                [_ async for _ in events]
+                first = [_ async for _ in events]
+            # The same body again is a retry: it rejoins the run (docs/durable.md, Retries).
+            async with client.run(url, run_input("r-twice")) as events:
+                assert [_ async for _ in events] == first
             with pytest.raises(ServerError) as caught:
-                async with client.run(url, run_input("r-twice")) as events:
+                other = run_input("r-twice", forwardedProps={"another": "body"})
+                async with client.run(url, other) as events:
                     [_ async for _ in events]
             assert caught.value.status == 409 and caught.value.code == "run_exists"
             assert "409" in str(caught.value)
