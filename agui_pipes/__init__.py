@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ._consumer.consume import consume as consume
     from ._consumer.consume import fold as fold
     from ._consumer.history import thread_history as thread_history
+    from ._consumer.join import RunJoin as RunJoin
     from ._foundation.errors import AguiPipesError as AguiPipesError
     from ._foundation.errors import StageError as StageError
     from ._foundation.errors import StreamRejected as StreamRejected
@@ -66,6 +67,7 @@ else:
         "StageError": "._foundation.errors",
         "StreamRejected": "._foundation.errors",
         "thread_history": "._consumer.history",
+        "RunJoin": "._consumer.join",
         "Limits": "._foundation.limits",
         "using_limits": "._foundation.limits_scope",
         "LimitExceeded": "._foundation.json_patch",

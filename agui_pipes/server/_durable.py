@@ -42,6 +42,7 @@ from ._recording import RunRecordings
 from ._run_claims import RunClaims
 
 if TYPE_CHECKING:
+    from ag_ui.core import RunAgentInput
     from starlette.routing import Route
 
     from .._foundation.principal import Principal
@@ -182,7 +183,20 @@ class DurableRuns:
         return DurableRoutes(self).routes(base)
 
     async def rejoin(
-        self, scope: Scope, receive: Receive, send: Send, run_id: str, principal: Principal
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        run_input: RunAgentInput,
+        principal: Principal,
     ) -> None:
-        """Answer a retried run POST with the run's stream from the start (``GET runs/{id}``)."""
-        await DurableRoutes(self).rejoin(scope, receive, send, run_id, principal)
+        """Answer a retried run POST with the run's join stream (``GET runs/{id}?join=1``)."""
+        await DurableRoutes(self).rejoin(
+            scope, receive, send, run_input.run_id, principal, run_input
+        )
+
+    async def join_thread(
+        self, scope: Scope, receive: Receive, send: Send, thread_id: str, principal: Principal
+    ) -> None:
+        """Answer a run POST that asks to join its thread (``GET threads/{id}?join=1``)."""
+        await DurableRoutes(self).thread(scope, receive, send, thread_id, principal, join=True)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import anyio
+from ag_ui.core import MessagesSnapshotEvent, RunAgentInput, StateSnapshotEvent
 
 from .._consumer.history import thread_history
 from .._foundation.principal import Principal
@@ -49,6 +50,7 @@ from ..store._base import MAX_THREADS_PAGE
 from ._access import NotFound, bad_id
 from ._failures import RunFailure
 from ._http import BadRequest, send_json, send_json_error
+from ._join import joined_frames
 from ._options import streaming
 from ._stats import RunStats
 from ._streaming import Receive, Scope, Send, SSERun
@@ -128,7 +130,14 @@ class DurableRoutes:
     async def resume(
         self, scope: Scope, receive: Receive, send: Send, run_id: str, principal: Principal
     ) -> None:
-        """``GET runs/{runId}``: the run's events after the client's id, then its live tail."""
+        """``GET runs/{runId}``: the run's events after the client's id, then its live tail.
+
+        ``?join=1`` answers the join stream instead (``_join``), for a client
+        that holds nothing of the run.
+        """
+        if _joining(scope):
+            await self.join(scope, receive, send, run_id, principal)
+            return
         last_event_id = _header(scope, b"last-event-id")
         if last_event_id is None:
             after = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after")
@@ -137,10 +146,69 @@ class DurableRoutes:
         await self._follow(scope, receive, send, run_id, principal, last_event_id)
 
     async def rejoin(
-        self, scope: Scope, receive: Receive, send: Send, run_id: str, principal: Principal
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        run_id: str,
+        principal: Principal,
+        run_input: RunAgentInput | None = None,
     ) -> None:
-        """A retried run POST: the run's events from the start, then its live tail."""
-        await self._follow(scope, receive, send, run_id, principal, None)
+        """A retried run POST: the run's join stream, seeded with the POST's own input.
+
+        The client retrying may hold part of the run or nothing of it; the
+        join stream is right for both (its snapshot replaces what it holds).
+        """
+        messages = None
+        state = None
+        if run_input is not None:
+            messages = [m.model_dump(by_alias=True, exclude_none=True) for m in run_input.messages]
+            state = run_input.state
+        await self.join(scope, receive, send, run_id, principal, messages=messages, state=state)
+
+    async def join(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        run_id: str,
+        principal: Principal,
+        *,
+        messages: list[dict[str, Any]] | None = None,
+        state: Any = None,
+        thread_id: str | None = None,
+    ) -> None:
+        """The run's join stream: a self-contained head, then its live tail (``_join``)."""
+        tenant = principal.scope
+        try:
+            store = await self._durable.store()
+            await store.resume_after(run_id, None, scope=tenant)
+            record = await store.run(run_id, scope=tenant)
+        except StoreError as exc:
+            await _send_store_error(send, exc)
+            return
+        epoch = store.epoch
+        live = self._durable.live.get((tenant, run_id))
+        remote = live is None and record is not None and not record.status.ended
+
+        def tail(after: int) -> AsyncIterator[bytes]:
+            return _followed(store, epoch, tenant, run_id, after)
+
+        @asynccontextmanager
+        async def open_frames() -> AsyncIterator[AsyncIterator[bytes]]:
+            with live.reader() if live is not None else _nothing():
+                async with self._touching(store, tenant, run_id if remote else None):
+                    yield joined_frames(
+                        store, epoch, tenant, run_id, tail, messages=messages, state=state
+                    )
+
+        shown_thread = thread_id or (record.thread_id if record is not None else "-")
+        response = SSERun(
+            open_frames=open_frames,
+            stats=RunStats("join", run_id, shown_thread),
+            **self._streaming,
+        )
+        await response(scope, receive, send)
 
     async def _follow(
         self,
@@ -275,9 +343,25 @@ class DurableRoutes:
             raise failure
 
     async def thread(
-        self, scope: Scope, receive: Receive, send: Send, thread_id: str, principal: Principal
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        thread_id: str,
+        principal: Principal,
+        *,
+        join: bool = False,
     ) -> None:
-        """``GET threads/{threadId}``: the ended runs folded into one run, then a live run."""
+        """``GET threads/{threadId}``: the ended runs folded into one run, then a live run.
+
+        ``?join=1`` (or a run POST asking to join the thread) answers one run
+        instead when the thread has a live run: that run's join stream, its
+        snapshot seeded with the thread's history, so a reloaded page gets the
+        whole conversation in one run it can take up cold.
+        """
+        joining = join or _joining(scope)
+        if joining and await self.join_thread(scope, receive, send, thread_id, principal):
+            return
         tenant = principal.scope
         try:
             store = await self._durable.store()
@@ -325,6 +409,67 @@ class DurableRoutes:
             **self._streaming,
         )
         await response(scope, receive, send)
+
+    async def join_thread(
+        self, scope: Scope, receive: Receive, send: Send, thread_id: str, principal: Principal
+    ) -> bool:
+        """Answer the join stream of the thread's live run; False when none is live.
+
+        The join's snapshot is seeded with the thread's ended runs folded
+        (as ``GET threads/{id}`` folds them), so the one run it answers holds
+        the whole conversation. A store error is answered here (True).
+        """
+        tenant = principal.scope
+        try:
+            store = await self._durable.store()
+            runs = await store.thread_runs(thread_id, scope=tenant)
+            live_run = next((r for r in reversed(runs) if r.status is RunStatus.LIVE), None)
+            if live_run is None:
+                return False
+            wire: list[list[bytes]] = []
+            for record in runs:
+                if not record.status.ended or record.status in (RunStatus.BROKEN, RunStatus.LOST):
+                    continue
+                try:
+                    wire.append([data for _, data in await store.read(record.run_id, scope=tenant)])
+                except (RunBroken, UnknownRun):
+                    continue
+            history = thread_history(thread_id, wire)
+        except StoreError as exc:
+            await _send_store_error(send, exc)
+            return True
+        except ValueError as exc:
+            self._log.error("thread %s: history does not fold: %s", thread_id, exc)
+            await send_json_error(
+                send,
+                BadRequest(500, "history_failed", f"the thread's stored runs do not fold: {exc}"),
+            )
+            return True
+        seed = [e for e in history if isinstance(e, MessagesSnapshotEvent | StateSnapshotEvent)]
+        messages: list[dict[str, Any]] | None = None
+        state: Any = None
+        for event in seed:
+            if isinstance(event, MessagesSnapshotEvent):
+                messages = [m.model_dump(by_alias=True, exclude_none=True) for m in event.messages]
+            else:
+                state = event.snapshot
+        await self.join(
+            scope,
+            receive,
+            send,
+            live_run.run_id,
+            principal,
+            messages=messages,
+            state=state,
+            thread_id=thread_id,
+        )
+        return True
+
+
+def _joining(scope: Scope) -> bool:
+    """Whether the request asks for the join stream (``?join=1``, ``true`` or ``yes``)."""
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("join") or []
+    return bool(values) and values[-1].lower() in ("1", "true", "yes")
 
 
 Handler = Callable[[Scope, Receive, Send, str, Principal], Any]

@@ -43,12 +43,14 @@ from .._pipeline.chain import ChainFactory, TransformerChain
 from .._pipeline.transformer import Stage
 from ..driver import AgentLike, CancelToken, Run, run
 from ._access import Access
+from ._capabilities import capabilities_route
 from ._chains import as_chain_factory, compat_down_picker, repair_stage
 from ._http import (
     BadRequest,
     accept_run_input,
     send_json_error,
 )
+from ._join import joins_thread
 from ._options import (
     ServerOptions,
     ServerOptionValues,
@@ -171,6 +173,7 @@ class AgentEndpoint:
         routes: list[Any] = [Route(path, self, methods=["POST"])]
         if self.durable is not None:
             routes.extend(self.durable.routes(path))
+        routes.append(capabilities_route(path, self.durable is not None))
         return routes
 
     @asynccontextmanager
@@ -307,13 +310,16 @@ class AgentEndpoint:
         thread_id, run_id = run_input.thread_id, run_input.run_id
         tenant = principal.scope
         recordings = durable.recordings
+        if joins_thread(run_input):  # a reloaded page reconnecting: no new run
+            await durable.join_thread(scope, receive, send, thread_id, principal)
+            return
         try:
             rejoin = await recordings.claims.claim(run_input, tenant)
         except BadRequest as error:
             await send_json_error(send, error)
             return
-        if rejoin:  # a retry of a run already started: its stream, not a second run
-            await durable.rejoin(scope, receive, send, run_id, principal)
+        if rejoin:  # a retry of a run already started: its join stream, not a second run
+            await durable.rejoin(scope, receive, send, run_input, principal)
             return
         live_runs = durable.live
 

@@ -68,6 +68,7 @@ from .._pipeline.chain import ChainFactory, TransformerChain
 from .._protocol.legacy import reads_legacy
 from ..codecs import DEFAULT_MAX_FRAME_BYTES, DecodeWarning
 from ._access import Access, principal_header, principal_value
+from ._capabilities import capabilities_route
 from ._chains import as_chain_factory, chain_repr, compat_down_picker, gateway_chain
 from ._gateway_relay import FirstFrame, FirstFrames, relay_frames
 from ._http import (
@@ -75,6 +76,7 @@ from ._http import (
     accept_run_input,
     send_json_error,
 )
+from ._join import joins_thread
 from ._options import (
     ServerOptions,
     ServerOptionValues,
@@ -227,6 +229,7 @@ class Gateway:
         routes: list[Any] = [Route(path, self, methods=["POST"])]
         if self.durable is not None:
             routes.extend(self.durable.routes(path))
+        routes.append(capabilities_route(path, self.durable is not None))
         return routes
 
     async def aclose(self) -> None:
@@ -340,13 +343,16 @@ class Gateway:
         thread_id, run_id = run_input.thread_id, run_input.run_id
         tenant = principal.scope
         recordings = durable.recordings
+        if joins_thread(run_input):  # a reloaded page reconnecting: no new run
+            await durable.join_thread(scope, receive, send, thread_id, principal)
+            return
         try:
             rejoin = await recordings.claims.claim(run_input, tenant)
         except BadRequest as error:
             await send_json_error(send, error)
             return
-        if rejoin:  # a retry of a run already started: its stream, not a second run
-            await durable.rejoin(scope, receive, send, run_id, principal)
+        if rejoin:  # a retry of a run already started: its join stream, not a second run
+            await durable.rejoin(scope, receive, send, run_input, principal)
             return
         from ..driver import CancelToken
 
