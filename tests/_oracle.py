@@ -66,9 +66,11 @@ from ag_ui.core import BaseEvent
 from pydantic import BaseModel
 
 __all__ = [
+    "BUNDLE_DIR",
     "HARNESS_DIR",
     "OracleError",
     "OracleResult",
+    "client_bundle",
     "ensure_installed",
     "run_one",
     "run_oracle",
@@ -184,6 +186,44 @@ def ensure_installed() -> Path:
             )
         _STAMP.write_text(digest + "\n")
     return HARNESS_DIR
+
+
+BUNDLE_DIR = HARNESS_DIR / ".bundle"
+
+
+def client_bundle() -> Path:
+    """``@ag-ui/client`` bundled for a browser page (one ES module), built once per lockfile.
+
+    The pinned client from the harness, bundled by the harness's pinned esbuild into
+    ``tests/harness/.bundle/ag-ui-client.mjs``; a page imports it through an import map.
+    """
+    ensure_installed()
+    target = BUNDLE_DIR / "ag-ui-client.mjs"
+    stamp = BUNDLE_DIR / ".lock-digest"
+    digest = _lock_digest()
+    if target.exists() and stamp.exists() and stamp.read_text().strip() == digest:
+        return target
+    BUNDLE_DIR.mkdir(exist_ok=True)
+    entry = BUNDLE_DIR / "entry.mjs"
+    entry.write_text('export * from "@ag-ui/client";\n')
+    proc = subprocess.run(
+        [
+            str(HARNESS_DIR / "node_modules" / ".bin" / "esbuild"),
+            str(entry),
+            "--bundle",
+            "--format=esm",
+            "--platform=browser",
+            f"--outfile={target}",
+        ],
+        cwd=HARNESS_DIR,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise OracleError(f"esbuild could not bundle @ag-ui/client:\n{proc.stderr[-2000:]}")
+    stamp.write_text(digest + "\n")
+    return target
 
 
 def to_wire(event: BaseEvent) -> dict[str, Any]:
