@@ -8,9 +8,9 @@ verifier's code and status as the endpoint's other JSON errors, with the
 interrupt ids in ``details`` (docs/interrupts.md).
 
 What is read: the thread's run records, then the terminal entry of the last
-ended run (one short read: the open interrupts are its own). A request that
-answers interrupts (``resume``) also has the terminal entries of the last
-``RECENT_RUNS`` ended runs read, so that an answer to an interrupt raised
+ended run (one short read: the open interrupts are its own). Only a request
+answering an id that is not open has the terminal entries of the last
+``RECENT_RUNS`` ended runs read too, so that an answer to an interrupt raised
 within them is told apart as ``interrupt_answered``; an answer to an older
 one reads as ``unknown_interrupt``. The POSTed run itself is left out: a
 retry of a run already recorded goes on to the claim, which rejoins it (a
@@ -30,7 +30,7 @@ from ._http import BadRequest
 if TYPE_CHECKING:
     from ag_ui.core import RunAgentInput
 
-    from ..store import EventLog
+    from ..store import EventLog, StoredRun
 
 __all__ = ["RECENT_RUNS", "check_interrupts"]
 
@@ -49,14 +49,18 @@ async def check_interrupts(
     runs = await store.thread_runs(run_input.thread_id, scope=scope)
     if any(record.run_id == run_input.run_id for record in runs):
         return None
-    verifier = ThreadVerifier()
     ended = [record for record in runs if record.status.ended]
-    # The open interrupts are the last run's: one short read. Only a request that
-    # answers something needs the runs before, to tell "answered" from "unknown".
-    for record in ended[-RECENT_RUNS:] if run_input.resume else ended[-1:]:
-        terminal = await _terminal(store, record.run_id, record.last_seq, scope)
-        verifier.observe(record.run_id, terminal)
     try:
+        # The open interrupts are the last run's: one short read decides most requests.
+        verifier = await _verifier(store, ended[-1:], scope)
+        try:
+            return verifier.check(run_input)
+        except InterruptRefused as refused:
+            if refused.code not in _STRAY or len(ended) < 2:
+                raise
+        # An answer to an id that is not open: the runs before tell "answered" (409)
+        # from "unknown" (422).
+        verifier = await _verifier(store, ended[-RECENT_RUNS:], scope)
         return verifier.check(run_input)
     except InterruptRefused as refused:
         raise BadRequest(
@@ -67,6 +71,17 @@ async def check_interrupts(
         ) from None
     except ValueError as exc:  # a stored interrupt whose expiresAt does not parse
         raise BadRequest(409, "interrupt_unreadable", str(exc)) from None
+
+
+_STRAY: Final = frozenset({"unknown_interrupt", "no_pending_interrupts"})
+
+
+async def _verifier(store: EventLog, records: list[StoredRun], scope: str) -> ThreadVerifier:
+    verifier = ThreadVerifier()
+    for record in records:
+        terminal = await _terminal(store, record.run_id, record.last_seq, scope)
+        verifier.observe(record.run_id, terminal)
+    return verifier
 
 
 async def _terminal(store: EventLog, run_id: str, last_seq: int, scope: str) -> BaseEvent | None:
