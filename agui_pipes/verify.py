@@ -35,17 +35,22 @@ import ag_ui.core as ag
 from ag_ui.core import BaseEvent
 
 from ._foundation.errors import ProtocolViolation
-from ._lazy import public_dir
+from ._lazy import public_dir, publish
+from ._protocol.interrupts import InterruptRefused, NewInput, ThreadVerifier
 
 __all__ = [
+    "InterruptRefused",
+    "NewInput",
     "OpenItems",
     "Profile",
     "ProtocolViolation",
     "Rule",
+    "ThreadVerifier",
     "VerificationError",
     "Verifier",
 ]
 __dir__ = public_dir(__all__)
+publish(__name__, InterruptRefused, ThreadVerifier)
 
 Profile = Literal["consumer", "producer"]
 

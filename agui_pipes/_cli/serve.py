@@ -172,6 +172,16 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--interrupts",
+        choices=("enforce", "off"),
+        default="enforce",
+        help=(
+            "with --store: check each run POST against its thread's interrupt contract "
+            "before anything runs (enforce, the default: every open interrupt answered once, "
+            "none answered twice or after it expired); off leaves it to the upstream"
+        ),
+    )
+    parser.add_argument(
         "--compat",
         action="store_true",
         help=(
@@ -528,6 +538,7 @@ def _options_of(args: argparse.Namespace) -> ServerOptions:
             store=args.store,
             detach_grace=args.detach_grace,
             concurrency=args.concurrency,
+            interrupts=args.interrupts,
         )
     if args.compat:
         options = replace(options, compat_down=True, compat_undeclared=args.compat_undeclared)

@@ -129,6 +129,7 @@ class DurableRuns:
                 self.store,
                 self.live,
                 concurrency=options.concurrency,
+                interrupts=options.interrupts,
                 stop_wait=stop_wait,
                 logger=self.log,
             ),

@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_SEND_BUFFER",
     "DEFAULT_SEND_TIMEOUT",
     "Concurrency",
+    "Interrupts",
     "ServerOptionValues",
     "ServerOptions",
     "Streaming",
@@ -67,6 +68,11 @@ DEFAULT_SEND_TIMEOUT: Final = 30.0
 
 DEFAULT_MAX_BODY_BYTES: Final = 10 * 1024 * 1024
 """The largest POSTed RunAgentInput accepted (413 past it)."""
+
+Interrupts = Literal["enforce", "off"]
+"""Whether a run POST is checked against its thread's interrupt contract (with a store):
+``"enforce"`` refuses a request that leaves an interrupt unanswered or answers one that
+is not open (docs/interrupts.md); ``"off"`` leaves it to an upstream that checks itself."""
 
 Concurrency = Literal["reject", "supersede"]
 """What a run POST on a thread with a live run does (with a store): refused with 409
@@ -103,6 +109,9 @@ class ServerOptions:
     ``concurrency``: what a run POST on a thread with a live run gets, with a
     store: ``"reject"`` (409 ``thread_busy``) or ``"supersede"`` (the live
     run is stopped first); docs/durable.md, "One run per thread".
+    ``interrupts``: with a store, ``"enforce"`` checks each run POST against the
+    thread's interrupt contract before anything runs (docs/interrupts.md);
+    ``"off"`` does not.
     """
 
     keepalive: float | None = DEFAULT_KEEPALIVE
@@ -122,6 +131,7 @@ class ServerOptions:
     allow_tools: tuple[str, ...] | None = None
     history: Literal["client", "server"] = "client"
     concurrency: Concurrency = "reject"
+    interrupts: Interrupts = "enforce"
 
 
 class ServerOptionValues(TypedDict, total=False):
@@ -144,6 +154,7 @@ class ServerOptionValues(TypedDict, total=False):
     allow_tools: tuple[str, ...] | None
     history: Literal["client", "server"]
     concurrency: Concurrency
+    interrupts: Interrupts
 
 
 DEFAULT_OPTIONS: Final = ServerOptions()

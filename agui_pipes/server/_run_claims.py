@@ -34,12 +34,14 @@ from ag_ui.core import RunAgentInput
 
 from ..store import EventLog, RunStatus, StoreError, ThreadTaken
 from ._http import BadRequest
+from ._interrupt_gate import check_interrupts
 from ._live_run import LiveRun
-from ._options import Concurrency
+from ._options import Concurrency, Interrupts
 
-__all__ = ["CONCURRENCY", "Concurrency", "RunClaims", "request_digest"]
+__all__ = ["CONCURRENCY", "INTERRUPTS", "Concurrency", "RunClaims", "request_digest"]
 
 CONCURRENCY: tuple[Concurrency, ...] = ("reject", "supersede")
+INTERRUPTS: tuple[Interrupts, ...] = ("enforce", "off")
 
 SUPERSEDED = "superseded by a new run of the thread (concurrency='supersede')"
 """The reason recorded with the RUN_ERROR CANCELLED of a superseded run."""
@@ -67,15 +69,21 @@ class RunClaims:
         concurrency: Concurrency,
         stop_wait: float,
         logger: logging.Logger,
+        interrupts: Interrupts = "enforce",
     ) -> None:
         if concurrency not in CONCURRENCY:
             raise ValueError(
                 f"concurrency must be one of {', '.join(map(repr, CONCURRENCY))}, "
                 f"got {concurrency!r}"
             )
+        if interrupts not in INTERRUPTS:
+            raise ValueError(
+                f"interrupts must be one of {', '.join(map(repr, INTERRUPTS))}, got {interrupts!r}"
+            )
         self._store = store
         self._live = live
         self.concurrency = concurrency
+        self.interrupts = interrupts
         self._stop_wait = stop_wait
         self._log = logger
         self._claimed: dict[tuple[str, str], str] = {}
@@ -83,8 +91,9 @@ class RunClaims:
     async def claim(self, run_input: RunAgentInput, scope: str) -> bool:
         """Claim the run: False when this POST must start it, True when it must rejoin it.
 
-        Raises ``BadRequest``: 404 for another scope's thread, 409
-        ``run_exists`` / ``thread_busy``, 503 when the store fails.
+        Raises ``BadRequest``: 404 for another scope's thread, the interrupt
+        contract's refusals (``_interrupt_gate``; with ``interrupts="enforce"``),
+        409 ``run_exists`` / ``thread_busy``, 503 when the store fails.
         """
         thread_id, run_id = run_input.thread_id, run_input.run_id
         digest = request_digest(run_input)
@@ -93,6 +102,9 @@ class RunClaims:
             owner = await store.thread_scope(thread_id)
             if owner is not None and owner != scope:
                 raise thread_not_found(thread_id)
+            if self.interrupts == "enforce":
+                # Before the run exists: a refused request writes nothing.
+                await check_interrupts(store, run_input, scope)
             if await store.run(run_id, scope=scope) is not None:
                 return await self._rejoins(store, run_id, digest, scope)
             await self._lease(store, thread_id, run_id, scope)
