@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ..driver import AgentLike
+    from ._producer import Producer
 
 __all__ = ["HEALTH_PATH", "build_app"]
 
@@ -29,15 +30,18 @@ def build_app(
     *,
     agent: AgentLike | None = None,
     upstream: str | None = None,
+    producer: Producer | None = None,
     chain: ChainFactory | None = None,
     path: str = "/",
     options: ServerOptions | None = None,
     cors_origins: Iterable[str] | None = None,
     **keywords: Any,
 ) -> Starlette:
-    """A Starlette app serving ``agent`` or relaying to ``upstream`` at ``POST path``.
+    """A Starlette app serving ``agent``, relaying to ``upstream`` or serving ``producer``.
 
-    Exactly one of ``agent`` and ``upstream``. ``options`` (a
+    Exactly one of ``agent``, ``upstream`` and ``producer`` (an in-process event
+    producer such as a framework's AG-UI adapter, served as a gateway's
+    upstream: ``producer_gateway``; docs/integrations.md). ``options`` (a
     ``ServerOptions``) and the other keywords go to ``AgentEndpoint`` or
     ``Gateway``, whose defaults they are. The gateway's HTTP client is closed at
     shutdown by the app's lifespan. With ``store=`` (agent or gateway) the
@@ -52,8 +56,8 @@ def build_app(
     from starlette.responses import PlainTextResponse
     from starlette.routing import Route
 
-    if (agent is None) == (upstream is None):
-        raise TypeError("build_app() needs exactly one of agent=... or upstream=...")
+    if sum(given is not None for given in (agent, upstream, producer)) != 1:
+        raise TypeError("build_app() needs exactly one of agent=..., upstream=... or producer=...")
     if not path.startswith("/"):
         raise ValueError(f"path must start with '/', got {path!r}")
     if path == HEALTH_PATH:
@@ -64,10 +68,15 @@ def build_app(
 
     middleware = [] if not cors_origins else [cors_middleware(cors_origins)]
     routes = [Route(HEALTH_PATH, health, methods=["GET"])]
-    if upstream is not None:
+    if upstream is not None or producer is not None:
+        from ._producer import producer_gateway
         from .gateway import Gateway
 
-        gateway = Gateway(upstream, chain=chain, options=options, **keywords)
+        if upstream is not None:
+            gateway = Gateway(upstream, chain=chain, options=options, **keywords)
+        else:
+            assert producer is not None
+            gateway = producer_gateway(producer, chain=chain, options=options, **keywords)
         routes.extend(gateway.routes(path))
 
         @asynccontextmanager

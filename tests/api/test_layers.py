@@ -54,6 +54,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "agui_pipes.inspector",
             "agui_pipes.demo",
             "agui_pipes.testing._mock",
+            "agui_pipes.integrations",
         ),
     ),
     ("command line", ("agui_pipes._cli", "agui_pipes.__main__")),
