@@ -1,6 +1,6 @@
 """Issue 27's load check, against a real ``agui-pipes serve --store URL`` process.
 
-    python benchmarks/load_check.py --store sqlite:////tmp/load/runs.db
+    python benchmarks/load_check.py --store sqlite:///load.db
     python benchmarks/load_check.py --start-redis          # its own redis-server
     python benchmarks/load_check.py --store redis://127.0.0.1:6379/0 --checks waves
     python benchmarks/load_check.py --start-redis --clients 20 --followers 50 --pause 2
