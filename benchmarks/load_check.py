@@ -16,10 +16,12 @@ Three checks, each against a server of its own on the same store:
               resumed client: its prefix and the resumed tail). The server's resident set
               after the last wave must be within ``--rss-tolerance`` (10%) of that after
               the first.
-``followers`` ``serve --demo --pace P`` (``--pace-followers``, 0.2 s: a run of ~18 s):
+``followers`` ``serve --demo --pace P`` (``--pace-followers``, 0.5 s: a run of ~50 s):
               one run POSTed, and ``--followers`` (1,000) concurrent ``GET runs/{runId}``
               of it while it is live. Every follower must follow it to its end with the
-              stored log's bytes, and the run's own client must get every event.
+              stored log's bytes, and the run's own client must get every event. A
+              follower whose first frame came after the run ended makes the check
+              fail as inconclusive (on a loaded machine joining 1,000 takes tens of s).
 ``pause``     ``serve --upstream MOCK --store URL`` in front of ``agui-pipes mock`` whose
               agent goes silent for ``--pause`` seconds (30) mid-run: a follower that
               joined before the pause must get the whole run, byte-equal to the log.
@@ -87,6 +89,7 @@ class Stream:
     frames: list[bytes] = field(default_factory=list)
     error: str = ""
     body: bytes = b""
+    headers_at: float | None = None
     first_frame_at: float | None = None
     ended_at: float | None = None
 
@@ -122,6 +125,7 @@ async def read_stream(
     try:
         async with http.stream(method, url, json=body, headers=headers) as response:
             got.status = response.status_code
+            got.headers_at = time.monotonic()
             if response.status_code != 200:
                 got.body = (await response.aread())[:300]
                 return got
@@ -169,7 +173,9 @@ async def stored_log(http: httpx.AsyncClient, url: str, run_id: str) -> Stream:
 def client_http(read_timeout: float) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         timeout=httpx.Timeout(60.0, read=read_timeout),
-        limits=httpx.Limits(max_connections=4000, max_keepalive_connections=100),
+        # No keep-alive: each request is a client of its own, as in the check, and
+        # no request races the server's closing of an idle kept-alive connection.
+        limits=httpx.Limits(max_connections=4000, max_keepalive_connections=0),
     )
 
 
@@ -346,8 +352,12 @@ async def check_followers(args: argparse.Namespace, store: str, directory: Path)
 
             followers: list[Stream] = []
 
+            follow_started = 0.0
+
             async def follow_all() -> None:
+                nonlocal follow_started
                 await started.wait()
+                follow_started = time.monotonic()
                 url = f"{server.url}runs/{run_id}"
                 followers.extend(
                     await gather([lambda: read_stream(http, "GET", url)] * args.followers)
@@ -406,7 +416,20 @@ async def check_followers(args: argparse.Namespace, store: str, directory: Path)
             unequal[kind_of(diff)] += 1
             if len(samples) < 5:
                 samples.append(diff)
+    firsts = sorted(
+        follower.first_frame_at - follow_started
+        for follower in followers
+        if follower.first_frame_at is not None
+    )
+    answers = sorted(f.headers_at - follow_started for f in followers if f.headers_at is not None)
+    run_seconds = (owner.ended_at or 0) - (owner.first_frame_at or 0)
+    first_median = firsts[len(firsts) // 2] if firsts else None
+    first_max = firsts[-1] if firsts else None
     result.figures.update(
+        run_seconds=round(run_seconds, 2),
+        first_frame_median=None if first_median is None else round(first_median, 2),
+        first_frame_max=None if first_max is None else round(first_max, 2),
+        answer_median=round(answers[len(answers) // 2], 2) if answers else None,
         followers=args.followers,
         http_errors=errors.total,
         error_kinds=dict(errors.kinds),
@@ -420,6 +443,12 @@ async def check_followers(args: argparse.Namespace, store: str, directory: Path)
         f"got the whole run ({len(log.frames)} events); {live} had it live; "
         f"{errors.total} HTTP errors; server RSS {rss:.1f} MiB"
     )
+    if firsts:
+        result.lines.append(
+            f"the run lasted {run_seconds:.1f} s; a follower's answer came "
+            f"{answers[len(answers) // 2]:.1f} s (median) after it asked, its first frame "
+            f"{firsts[len(firsts) // 2]:.1f} s (median), {firsts[-1]:.1f} s (last)"
+        )
     if errors.total or unequal:
         result.fail(line)
         result.lines += [f"  {kind}: {count}" for kind, count in (errors.kinds + unequal).items()]
@@ -531,7 +560,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pause", type=float, default=30.0, help="the agent's pause, s (30)")
     parser.add_argument("--pace-waves", type=float, default=0.01, help="demo pace, waves (0.01)")
     parser.add_argument(
-        "--pace-followers", type=float, default=0.2, help="demo pace, followers (0.2)"
+        "--pace-followers", type=float, default=0.5, help="demo pace, followers (0.5)"
     )
     parser.add_argument(
         "--rss-tolerance",
