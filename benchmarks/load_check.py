@@ -89,6 +89,8 @@ class Stream:
     frames: list[bytes] = field(default_factory=list)
     error: str = ""
     body: bytes = b""
+    cut: bool = False
+    """Closed by us after ``cut_after`` blocks, before the stream ended."""
     headers_at: float | None = None
     first_frame_at: float | None = None
     ended_at: float | None = None
@@ -136,6 +138,7 @@ async def read_stream(
                 if on_frame is not None:
                     on_frame(bytes(raw))
                 if cut_after is not None and raw.count(b"\n\n") >= cut_after:
+                    got.cut = True
                     break  # leaving the block closes the connection mid-stream
     except httpx.HTTPError as exc:
         got.error = f"{type(exc).__name__}: {exc}"[:200]
@@ -218,7 +221,7 @@ async def one_client(
     if first.status != 200 or first.error:
         errors.add("POST", first)
         return None
-    if cut is None or len(first.frames) < cut:
+    if not first.cut:
         return first.frames  # read to its end (a run shorter than the cut is not cut)
     errors.resumed += 1
     last_id = frame_id(first.frames[-1])
