@@ -35,7 +35,7 @@ from ag_ui.core import MessagesSnapshotEvent, RunAgentInput, StateSnapshotEvent
 
 from .._consumer.history import thread_history
 from .._foundation.principal import Principal
-from ..codecs import encode_sse
+from ..codecs import DecodeError, decode, encode_sse
 from ..store import (
     EventLog,
     RunBroken,
@@ -233,17 +233,15 @@ class DurableRoutes:
 
         remote = live is None and record is not None and not record.status.ended
 
+        stats = RunStats("resume", run_id, thread_id)
+
         @asynccontextmanager
         async def open_frames() -> AsyncIterator[AsyncIterator[bytes]]:
             with live.reader() if live is not None else _nothing():
                 async with self._touching(store, tenant, run_id if remote else None):
-                    yield _followed(store, epoch, tenant, run_id, start)
+                    yield _followed(store, epoch, tenant, run_id, start, stats)
 
-        response = SSERun(
-            open_frames=open_frames,
-            stats=RunStats("resume", run_id, thread_id),
-            **self._streaming,
-        )
+        response = SSERun(open_frames=open_frames, stats=stats, **self._streaming)
         await response(scope, receive, send)
 
     async def stop(
@@ -539,15 +537,46 @@ def _nothing() -> Iterator[None]:
 
 
 async def _followed(
-    store: EventLog, epoch: str, tenant: str, run_id: str, after: int
+    store: EventLog,
+    epoch: str,
+    tenant: str,
+    run_id: str,
+    after: int,
+    stats: RunStats | None = None,
 ) -> AsyncIterator[bytes]:
+    """The run's stored frames after ``after``, then its live ones, to its end.
+
+    With ``stats`` (the resume route's) each frame is counted and the run's
+    terminal event sets the outcome: frames handed to ``SSERun`` as bytes are
+    their producer's to count, and without it every resume was logged as
+    "client disconnected" with 0 events, however much it sent.
+    """
     try:
         async for seq, data in store.follow(run_id, after, scope=tenant):
+            if stats is not None:
+                stats.count_source()
+                stats.written += 1
+                if any(marker in data for marker in _TERMINAL):
+                    _note_terminal(stats, data)
             yield sse_frame(data, format_event_id(epoch, run_id, seq))
     except RunLost as exc:
         raise RunFailure("RUN_LOST", str(exc)) from exc
     except StoreError as exc:
         raise RunFailure("RUN_NOT_RESUMABLE", str(exc)) from exc
+
+
+_TERMINAL = (b'"RUN_FINISHED"', b'"RUN_ERROR"')
+"""In the stored JSON of a terminal event (and of few others: inside a string the quotes
+are escaped), so only the candidates are decoded, not every event of every resume."""
+
+
+def _note_terminal(stats: RunStats, data: bytes) -> None:
+    try:
+        event = decode(data).event
+    except DecodeError:
+        return  # the log line's outcome only; the client gets the stored bytes regardless
+    if event is not None:
+        stats.note_output(event)
 
 
 async def _history_frames(
