@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlencode, urlunsplit
+from urllib.parse import quote, urlencode, urlunsplit
 
 from .._lazy import public_dir
 from ._base import DEFAULT_SCOPE, check_page
@@ -123,7 +123,9 @@ class PostgresEventLog(PostgresClaims):
         poll = url.number("poll", float, DEFAULT_POLL)
         if not url.parts.path.strip("/") and not url.parts.hostname and not url.options:
             raise ValueError(f"store URL {url.text!r} names no Postgres server; {EXAMPLES}")
-        conninfo = urlunsplit(url.parts._replace(query=urlencode(url.options)))
+        # quote, not urlencode's default quote_plus: libpq reads '+' as a plus, not a space.
+        query = urlencode(url.options, quote_via=quote)
+        conninfo = urlunsplit(url.parts._replace(query=query))
         _check_conninfo(url.text, conninfo)
         return cls(
             conninfo, url.retention, schema=schema, pool=pool, pool_timeout=pool_timeout, poll=poll
