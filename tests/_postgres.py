@@ -5,9 +5,10 @@ wake-ups are exactly what a fake would get wrong. The server is a throwaway
 cluster (``initdb`` in a fresh directory, run by the ``postgres`` user when the
 tests run as root, since PostgreSQL refuses to run as root) listening on a
 free loopback port, with ``fsync`` off: the tests check behaviour, not
-durability across power loss. When no ``initdb``/``pg_ctl`` exists, or they
-cannot run here, the tests skip with a loud reason naming what is missing
-(``.ci/run`` installs the ``postgresql`` package).
+durability across power loss (``durable=True`` keeps the defaults, for
+benchmarks). When no ``initdb``/``pg_ctl`` exists, or they cannot run here, the
+tests skip with a loud reason naming what is missing (``.ci/run`` installs the
+``postgresql`` package).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ _SEARCH = ("/usr/local/bin", *sorted(glob.glob("/usr/lib/postgresql/*/bin"), rev
 """Where the server's binaries live besides PATH: Debian keeps them per major version."""
 
 
-def _binary(name: str) -> str | None:
+def postgres_binary(name: str) -> str | None:
+    """The path of one of the server's programs (`initdb`, `pg_ctl`), or None."""
     found = shutil.which(name)
     if found is not None:
         return found
@@ -79,9 +81,13 @@ def _run(command: list[str], user: dict[str, Any], cwd: Path, what: str) -> None
 
 
 @contextlib.contextmanager
-def postgres_server() -> Iterator[str]:
-    """Start a throwaway PostgreSQL; yield a ``postgresql://`` URL of its database; remove it."""
-    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
+def postgres_server(durable: bool = False) -> Iterator[str]:
+    """Start a throwaway PostgreSQL; yield a ``postgresql://`` URL of its database; remove it.
+
+    ``durable`` keeps PostgreSQL's own defaults (``fsync``, ``synchronous_commit``: every
+    commit flushed to disk), for benchmarks; tests turn them off, they check behaviour.
+    """
+    initdb, pg_ctl = postgres_binary("initdb"), postgres_binary("pg_ctl")
     if initdb is None or pg_ctl is None:
         missing = " and ".join(n for n, b in (("initdb", initdb), ("pg_ctl", pg_ctl)) if b is None)
         pytest.skip(NO_POSTGRES.format(why=f"no {missing} on PATH or in /usr/lib/postgresql"))
@@ -98,10 +104,9 @@ def postgres_server() -> Iterator[str]:
             "initdb",
         )
         port = _free_port()
-        options = (
-            f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
-            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
+        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        if not durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         _run(
             [pg_ctl, "-D", str(data), "-o", options, "-l", str(directory / "log"), "-w", "start"],
             user,
