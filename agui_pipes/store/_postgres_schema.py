@@ -26,6 +26,7 @@ under a transaction-scoped advisory lock, so exactly one creates them.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -92,8 +93,12 @@ CREATE TABLE IF NOT EXISTS {s}.leases (
 """
 
 
+@functools.lru_cache(maxsize=512)
 def qualified(schema: str, query: str) -> str:
-    """``query`` with ``{s}`` naming the store's schema (checked against ``SCHEMA_NAME``)."""
+    """``query`` with ``{s}`` naming the store's schema (checked against ``SCHEMA_NAME``).
+
+    Cached: the queries are a fixed set, built once per schema rather than per call.
+    """
     return query.replace("{s}", f'"{schema}"')
 
 
