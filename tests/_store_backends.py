@@ -1,4 +1,5 @@
-"""Fixtures giving each event log test one store URL per backend (memory, SQLite, Redis)."""
+"""Fixtures giving each event log test one store URL per backend (memory, SQLite, Redis,
+Postgres)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests._postgres import postgres_server
 from tests._redis_server import redis_server
 
-BACKENDS = ["memory", "sqlite", "redis"]
+BACKENDS = ["memory", "sqlite", "redis", "postgres"]
 
 
 @pytest.fixture(scope="session")
@@ -19,11 +21,22 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL server's database, for the whole session (tests/_postgres.py)."""
+    with postgres_server() as url:
+        yield url
+
+
 def store_url_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh, empty store of ``kind``: a new file, or a new key prefix on the shared server."""
+    """A fresh, empty store of ``kind``: a new file, a new key prefix or schema on the shared
+    server."""
     if kind == "memory":
         return "memory:"
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'runs.db'}"
+    if kind == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        return f"{url}?schema=t{uuid.uuid4().hex[:12]}"
     url = request.getfixturevalue("redis_url")
     return f"{url}?prefix=t{uuid.uuid4().hex[:12]}:"

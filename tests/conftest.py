@@ -16,6 +16,10 @@ settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# The session's PostgreSQL server, visible to every module that parametrizes over the
+# store backends (tests/_store_backends.py: BACKENDS), as redis_url is by import.
+from tests._store_backends import postgres_url  # noqa: E402, F401
+
 if TYPE_CHECKING:
     from tests._oracle import OracleResult
 

@@ -1,6 +1,8 @@
-"""Durable runs: an event log of runs' wire events, in memory, SQLite or Redis Streams.
+"""Durable runs: an event log of runs' wire events, in memory, SQLite, Redis Streams or
+PostgreSQL.
 
-* ``open_store(url)`` — ``memory:``, ``sqlite:///runs.db``, ``redis://host:6379/0``;
+* ``open_store(url)`` — ``memory:``, ``sqlite:///runs.db``, ``redis://host:6379/0``,
+  ``postgresql://host:5432/db``;
 * ``EventLog`` — the interface every backend implements (append, read,
   follow, run, thread_runs, end_run, mark_broken, prune);
 * ``StoreBackend`` / ``StoreURL`` — what a backend class provides to be
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from ._retention import Retention as Retention
     from ._url import StoreURL as StoreURL
     from .memory import MemoryEventLog as MemoryEventLog
+    from .postgres import PostgresEventLog as PostgresEventLog
     from .redis import RedisEventLog as RedisEventLog
     from .sqlite import SQLiteEventLog as SQLiteEventLog
 else:
@@ -74,6 +77,7 @@ else:
         "Retention": "._retention",
         "StoreURL": "._url",
         "MemoryEventLog": ".memory",
+        "PostgresEventLog": ".postgres",
         "RedisEventLog": ".redis",
         "SQLiteEventLog": ".sqlite",
     }

@@ -30,7 +30,10 @@ def open_store(url: str, *, retention: Retention | None = None) -> EventLog:
     — see :class:`Retention`; they override ``retention``. For SQLite:
     ``poll`` (seconds between checks for other processes' appends, 0.1).
     For Redis: ``prefix`` (key prefix, ``agui:``), ``block`` (seconds one
-    ``XREAD BLOCK`` waits, 5); any other option goes to redis-py.
+    ``XREAD BLOCK`` waits, 5); any other option goes to redis-py. For
+    Postgres: ``schema`` (``agui_pipes``), ``pool`` (connections, 10),
+    ``pool_timeout`` (seconds, 10), ``poll`` (seconds, 5); any other option
+    goes to libpq.
     """
     if not isinstance(url, str):
         raise TypeError(f"open_store needs a URL string, got {type(url).__name__}: {url!r}")

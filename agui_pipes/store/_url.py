@@ -21,7 +21,8 @@ _N = TypeVar("_N", int, float)
 
 EXAMPLES = (
     "accepted: 'memory:', 'sqlite:///runs.db' (relative path), 'sqlite:////var/lib/runs.db' "
-    "(absolute path), 'redis://localhost:6379/0' (or rediss:// for TLS); options go in the "
+    "(absolute path), 'redis://localhost:6379/0' (or rediss:// for TLS), "
+    "'postgresql://user@localhost:5432/db'; options go in the "
     "query string, e.g. 'sqlite:///runs.db?max_age=86400&max_runs_per_thread=50'"
 )
 """The accepted forms and an example, the tail of every message about a bad URL."""

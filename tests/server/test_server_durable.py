@@ -326,10 +326,11 @@ async def test_agent_route_with_a_store_points_to_agent_routes() -> None:
         AgentEndpoint(Gated().run, store="nosuch://x")
 
 
-async def test_cut_on_one_server_resumed_on_another_sharing_redis(
-    request: pytest.FixtureRequest, tmp_path: Path
+@pytest.mark.parametrize("kind", ["redis", "postgres"])
+async def test_cut_on_one_server_resumed_on_another_sharing_a_store(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    url = store_url_for("redis", request, tmp_path)
+    url = store_url_for(kind, request, tmp_path)
     agent = Gated(before=6, after=6)
     app_a, _ = _app(agent.run, url, grace=30)
     app_b, _ = _app(agent.run, url, grace=30)
@@ -360,6 +361,12 @@ async def test_cut_on_one_server_resumed_on_another_sharing_redis(
             assert _events(joined)[-1].type is EventType.RUN_FINISHED
             status, replay, _ = await _get(to_a, "/agent/runs/shared")
             assert status == 200 and replay == joined
+            # B lists the thread's history from the shared store: the run A made
+            status, history, body = await _get(to_b, "/agent/threads/thread-1")
+            assert status == 200, body
+            told = _events(history)
+            assert told[0].type is EventType.RUN_STARTED and told[-1].type is EventType.RUN_FINISHED
+            assert fold(told).messages == fold(_events(joined)).messages
 
 
 class _Peer:
@@ -612,7 +619,7 @@ async def test_a_broken_run_is_410_and_left_out_of_the_history() -> None:
 # -- several server processes sharing one store ------------------------------------------
 
 
-@pytest.fixture(params=["redis", "sqlite"])
+@pytest.fixture(params=["redis", "sqlite", "postgres"])
 def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return store_url_for(str(request.param), request, tmp_path)
 

@@ -1,7 +1,7 @@
-"""The event log's behaviour, one suite run against memory:, sqlite: and redis:.
+"""The event log's behaviour, one suite run against memory:, sqlite:, redis: and postgresql:.
 
 Every test goes through the public API (``open_store`` and ``EventLog``) on
-a real backend: a real SQLite file and a real ``redis-server``.
+a real backend: a real SQLite file, a real ``redis-server`` and a real PostgreSQL.
 """
 
 from __future__ import annotations
@@ -424,7 +424,7 @@ async def test_not_a_database(tmp_path: Path) -> None:
             pass
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgres"])
 async def test_two_store_objects_see_each_others_appends(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
@@ -468,7 +468,7 @@ _WRITER = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgres"])
 async def test_a_follower_sees_another_process_write(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
@@ -516,6 +516,8 @@ def test_any_interleaving_of_appends_reads_back_in_order(
 ) -> None:
     if kind == "redis":
         url = f"{request.getfixturevalue('redis_url')}?prefix=h{uuid.uuid4().hex[:12]}:"
+    elif kind == "postgres":
+        url = f"{request.getfixturevalue('postgres_url')}?schema=h{uuid.uuid4().hex[:12]}"
     elif kind == "sqlite":
         url = f"sqlite:///{tmp_path / uuid.uuid4().hex}.db"
     else:

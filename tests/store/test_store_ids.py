@@ -96,7 +96,7 @@ def test_url_options_override_the_retention_argument() -> None:
 @pytest.mark.parametrize(
     ("url", "says"),
     [
-        ("postgres://db/runs", "unknown store URL scheme"),
+        ("mysql://db/runs", "unknown store URL scheme"),
         ("runs.db", "unknown store URL scheme"),
         ("", "unknown store URL scheme"),
         ("sqlite://runs.db", "three slashes"),

@@ -164,7 +164,7 @@ def test_a_backend_installed_by_entry_point_serves_its_scheme(tmp_path: Path) ->
     message = json.loads(python(OUTCOMES, env, tmp_path, "toy://pantry"))["toy://pantry"]
     assert message.startswith(
         "ValueError: unknown store URL scheme in 'toy://pantry' "
-        "(registered schemes: memory, redis, rediss, sqlite)"
+        "(registered schemes: memory, postgres, postgresql, redis, rediss, sqlite)"
     )
     assert "sqlite:///runs.db" in message
 
@@ -233,8 +233,9 @@ def test_a_source_tree_without_metadata_reads_the_builtins_from_pyproject(
     expected = f"no metadata {view / 'agui_pipes' / '__init__.py'}"
     assert python(check, env, tmp_path, flags=("-S",)).strip() == expected
     installed = {ep.name: ep.value for ep in entry_points(group=GROUP)}
-    assert set(installed) == {"memory", "sqlite", "redis", "rediss"}
+    assert set(installed) == {"memory", "sqlite", "redis", "rediss", "postgres", "postgresql"}
     urls = ["memory:", "sqlite:///runs.db", "redis://cache/0", "rediss://cache/0", "pg://db"]
+    urls += ["postgresql://db/runs", "postgres://db/runs"]
     out = json.loads(python(OUTCOMES, env, tmp_path, *urls, flags=("-S",)))
     assert out.pop("pg://db").startswith(
         "ValueError: unknown store URL scheme in 'pg://db' (registered schemes: "
@@ -245,6 +246,8 @@ def test_a_source_tree_without_metadata_reads_the_builtins_from_pyproject(
         "sqlite:///runs.db": "SQLiteEventLog",
         "redis://cache/0": "RedisEventLog",
         "rediss://cache/0": "RedisEventLog",
+        "postgresql://db/runs": "PostgresEventLog",
+        "postgres://db/runs": "PostgresEventLog",
     }
 
 
