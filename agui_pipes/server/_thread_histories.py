@@ -20,6 +20,7 @@ A process that restarts folds each thread once, on its first read.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Final
@@ -52,7 +53,7 @@ MAX_HISTORY_PAGE: Final = 1000
 MAX_CACHED_THREADS: Final = 64
 """Threads whose fold a process keeps (the least recently read go first)."""
 
-CHUNK_RUNS: Final = 256
+CHUNK_RUNS: Final = 64
 """Runs read from the store before they are folded (bounds what is held at once)."""
 
 CHUNK_BYTES: Final = 8 * 1024 * 1024
@@ -82,11 +83,15 @@ class HistoryView:
 
 
 class _Entry:
-    __slots__ = ("fold", "lock")
+    __slots__ = ("fold", "head", "listed", "lock", "runs")
 
     def __init__(self, thread_id: str) -> None:
         self.fold = HistoryFold(thread_id)
         self.lock = anyio.Lock()
+        self.listed = -1.0  # when the last update began listing the runs (monotonic)
+        self.runs: list[StoredRun] = []  # what it listed
+        # The last page encoded: (runs folded, before, limit) -> (frames, next).
+        self.head: tuple[tuple[int, str | None, int], tuple[bytes, str | None]] | None = None
 
 
 def foldable(runs: Sequence[StoredRun]) -> list[str]:
@@ -136,8 +141,9 @@ class ThreadHistories:
         runs do not fold, and the store's errors.
         """
         entry = self._entry(scope, thread_id)
+        arrived = time.monotonic()
         async with entry.lock:
-            runs = await self._update(entry, store, scope, thread_id)
+            runs = await self._update(entry, store, scope, thread_id, arrived)
             if not runs:
                 raise UnknownRun(thread_id, f"no thread {thread_id!r} in the event log")
             fold = entry.fold
@@ -155,14 +161,20 @@ class ThreadHistories:
                     events = [*events[:-1], marker, events[-1]]
                 return b"".join(encode_sse(event) for event in events), page.next
 
-            head, next_run = await anyio.to_thread.run_sync(encode)
+            key = (len(fold.keys), before, limit)
+            if entry.head is not None and entry.head[0] == key:
+                head, next_run = entry.head[1]  # nothing was folded since: the same page
+            else:
+                head, next_run = await anyio.to_thread.run_sync(encode)
+                entry.head = (key, (head, next_run))
         return HistoryView(head, runs, next_run)
 
     async def message_ids(self, store: EventLog, scope: str, thread_id: str) -> set[str]:
         """The ids of the messages the thread's history holds (its ended runs, folded)."""
         entry = self._entry(scope, thread_id)
+        arrived = time.monotonic()
         async with entry.lock:
-            await self._update(entry, store, scope, thread_id)
+            await self._update(entry, store, scope, thread_id, arrived)
             return await anyio.to_thread.run_sync(entry.fold.message_ids)
 
     async def messages(
@@ -170,8 +182,9 @@ class ThreadHistories:
     ) -> list[dict[str, object]]:
         """The history's messages in wire form (a copy), oldest first."""
         entry = self._entry(scope, thread_id)
+        arrived = time.monotonic()
         async with entry.lock:
-            await self._update(entry, store, scope, thread_id)
+            await self._update(entry, store, scope, thread_id, arrived)
 
             def dump() -> list[dict[str, object]]:
                 snapshot = entry.fold.events()[1]
@@ -182,18 +195,38 @@ class ThreadHistories:
             return await anyio.to_thread.run_sync(dump)
 
     async def _update(
-        self, entry: _Entry, store: EventLog, scope: str, thread_id: str
+        self, entry: _Entry, store: EventLog, scope: str, thread_id: str, arrived: float
     ) -> list[StoredRun]:
-        """Fold the runs that ended since; the thread's run records (entry's lock held)."""
+        """Fold the runs that ended since; the thread's run records (entry's lock held).
+
+        A reader that waited for the lock while another updated the fold takes
+        that update (it began after the reader arrived, so it saw at least
+        what the reader would have): concurrent readers list the runs once.
+        """
+        if entry.listed >= arrived:
+            return entry.runs
+        entry.listed = time.monotonic()
+        entry.runs = []
         runs = await store.thread_runs(thread_id, scope=scope)
-        wanted = foldable(runs)
         fold = entry.fold
-        if fold.keys != wanted[: len(fold.keys)]:
+
+        def unfolded() -> tuple[bool, list[str]]:
+            # O(runs) of Python: in the worker thread, not on the loop.
+            wanted = foldable(runs)
+            done = len(fold.keys)
+            if fold.keys != wanted[:done]:
+                return False, wanted
+            return True, wanted[done:]
+
+        kept, pending = await anyio.to_thread.run_sync(unfolded)
+        if not kept:
             fold = entry.fold = HistoryFold(thread_id)
+        if pending or not kept:
+            entry.head = None  # the fold changes: the page encoded last is stale
         chunk: list[tuple[str, list[bytes]]] = []
         size = 0
         try:
-            for run_id in wanted[len(fold.keys) :]:
+            for run_id in pending:
                 try:
                     data = [payload for _, payload in await store.read(run_id, scope=scope)]
                 except (RunBroken, UnknownRun):
@@ -209,7 +242,9 @@ class ThreadHistories:
             # A fold cut halfway (a run that does not fold, a cancelled read)
             # is not the fold of any list of runs: start again next time.
             entry.fold = HistoryFold(thread_id)
+            entry.listed, entry.head = -1.0, None
             raise
+        entry.runs = runs
         return runs
 
 
