@@ -110,9 +110,12 @@ __all__ = [
     "ServerError",
     "SyncClient",
     "SyncRunEvents",
+    "ThreadInfo",
+    "ThreadPage",
     "history",
     "run_remote",
     "stop",
+    "threads",
 ]
 __dir__ = public_dir(__all__)
 
@@ -200,10 +203,31 @@ async def _check_stream(response: httpx.Response, method: str, url: str) -> None
 
 @dataclass(frozen=True, slots=True)
 class History:
-    """A thread's history as the server streamed it: the events and their fold."""
+    """A thread's history as the server streamed it: the events and their fold.
+
+    ``next`` is the run id to pass as ``before=`` for the older page, None on
+    the oldest (the server's ``agui_pipes.history_page`` event).
+    """
 
     events: list[BaseEvent]
     result: RunResult
+    next: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """One thread of a ``GET threads`` page: its id and when its first run was created."""
+
+    thread_id: str
+    created: float
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPage:
+    """A page of the caller's threads, newest first; ``next`` is ``before=`` for the next page."""
+
+    threads: list[ThreadInfo]
+    next: str | None
 
 
 class RemoteRunEvents:
@@ -598,13 +622,24 @@ class Client:
             return True
         return False
 
-    async def history(self, url: str, thread_id: str, *, verify: bool = True) -> History:
+    async def history(
+        self,
+        url: str,
+        thread_id: str,
+        *,
+        verify: bool = True,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> History:
         """``GET {url}/threads/{threadId}``: the thread's runs folded, then a live run's tail.
 
-        Waits while a run of the thread is live (the stream follows it to its
-        end). The stream is held to the same bounds as a run; it is not resumed.
+        A page of runs, newest first: ``limit`` runs (the server's default,
+        100, when None; at most 1,000) before the run ``before`` (the previous
+        page's ``History.next``). Waits while a run of the thread is live (the
+        newest page follows it to its end). The stream is held to the same
+        bounds as a run; it is not resumed.
         """
-        target = _under(url, "threads", thread_id)
+        target = _under(url, "threads", thread_id) + _query(limit=limit, before=before)
         budget = RunBudget(self.bounds, f"thread {thread_id!r} at {url}")
         state = _RunState(budget, EventIds(thread_id), verify, allow_truncated=False)
         events: list[BaseEvent] = []
@@ -646,9 +681,27 @@ class Client:
             raise ConnectionFailed(f"GET {target}: {_drop(exc)}") from exc
         except TruncatedFrame as exc:
             raise ConnectionFailed(f"GET {target}: {exc}") from exc
+        older = _next_page(events, target)
         if state.consumer is not None:
-            return History(events, state.consumer.finish())
-        return History(events, fold(events))
+            return History(events, state.consumer.finish(), older)
+        return History(events, fold(events), older)
+
+    async def threads(
+        self, url: str, *, limit: int | None = None, before: str | None = None
+    ) -> ThreadPage:
+        """``GET {url}/threads``: the caller's threads, newest first, ``limit`` at a time.
+
+        ``limit`` is the server's default (50) when None, at most 500;
+        ``before`` the previous page's ``ThreadPage.next``. The answer is
+        checked whole: anything but the documented JSON is ``BadResponse``.
+        """
+        target = _under(url, "threads") + _query(limit=limit, before=before)
+        budget = RunBudget(self.bounds, f"threads at {url}")
+        try:
+            status, body = await self._request.answer(budget, "GET", target, self.headers)
+        except httpx.TransportError as exc:
+            raise ConnectionFailed(f"GET {target}: {_drop(exc)}") from exc
+        return _thread_page(status, body, target, limit)
 
     async def stop(self, url: str, run_id: str) -> dict[str, Any]:
         """``POST {url}/runs/{runId}/stop``: cancel the run; the server's JSON answer."""
@@ -667,6 +720,74 @@ class Client:
         if not isinstance(answer, dict):
             raise BadResponse("POST", target, status, None, f"not a JSON object: {snippet(body)}")
         return answer
+
+
+def _query(*, limit: int | None, before: str | None) -> str:
+    """``?limit=..&before=..`` of a paged listing (empty when both are None)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    if before is not None and (not isinstance(before, str) or not before):
+        raise ValueError(
+            f"before must be a non-empty string (a page's next) or None, got {before!r}"
+        )
+    parts = []
+    if limit is not None:
+        parts.append(f"limit={limit}")
+    if before is not None:
+        parts.append(f"before={quote(before, safe='')}")
+    return "?" + "&".join(parts) if parts else ""
+
+
+def _next_page(events: list[BaseEvent], target: str) -> str | None:
+    """The older page's cursor a history page names (its ``agui_pipes.history_page`` event)."""
+    for event in events:
+        if event.type is EventType.CUSTOM and getattr(event, "name", None) == _PAGE_EVENT:
+            value = getattr(event, "value", None)
+            cursor = value.get("next") if isinstance(value, dict) else None
+            if not isinstance(cursor, str) or not cursor:
+                raise BadResponse(
+                    "GET",
+                    target,
+                    200,
+                    None,
+                    f"a history page whose next is {snippet(repr(value).encode())}",
+                )
+            return cursor
+    return None
+
+
+def _thread_page(status: int, body: bytes, target: str, limit: int | None) -> ThreadPage:
+    """The ``GET threads`` answer, checked field by field (``BadResponse`` otherwise)."""
+
+    def bad(why: str) -> NoReturn:
+        raise BadResponse("GET", target, status, None, f"{why}: {snippet(body)}")
+
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        bad("not JSON")
+    if not isinstance(answer, dict) or not isinstance(answer.get("threads"), list):
+        bad("not a JSON object with a list of threads")
+    listed = answer["threads"]
+    if limit is not None and len(listed) > limit:
+        bad(f"{len(listed)} threads where at most {limit} were asked for")
+    threads = []
+    for item in listed:
+        if not isinstance(item, dict):
+            bad("a thread that is not an object")
+        thread_id, created = item.get("threadId"), item.get("created")
+        if not isinstance(thread_id, str) or not thread_id:
+            bad("a thread without a threadId string")
+        if isinstance(created, bool) or not isinstance(created, int | float):
+            bad(f"thread {thread_id[:80]!r} without a numeric created time")
+        threads.append(ThreadInfo(thread_id, float(created)))
+    cursor = answer.get("next")
+    if cursor is not None and (not isinstance(cursor, str) or not cursor):
+        bad("a next that is neither null nor a string")
+    return ThreadPage(threads, cursor)
+
+
+_PAGE_EVENT = "agui_pipes.history_page"
 
 
 @dataclass
@@ -702,11 +823,25 @@ async def run_remote(
 
 
 async def history(
-    url: str, thread_id: str, *, verify: bool = True, **client_options: Any
+    url: str,
+    thread_id: str,
+    *,
+    verify: bool = True,
+    before: str | None = None,
+    limit: int | None = None,
+    **client_options: Any,
 ) -> History:
     """``Client.history`` with a client of its own."""
     async with Client(**client_options) as client:
-        return await client.history(url, thread_id, verify=verify)
+        return await client.history(url, thread_id, verify=verify, before=before, limit=limit)
+
+
+async def threads(
+    url: str, *, limit: int | None = None, before: str | None = None, **client_options: Any
+) -> ThreadPage:
+    """``Client.threads`` with a client of its own."""
+    async with Client(**client_options) as client:
+        return await client.threads(url, limit=limit, before=before)
 
 
 async def stop(url: str, run_id: str, **client_options: Any) -> dict[str, Any]:

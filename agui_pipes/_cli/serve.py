@@ -131,7 +131,9 @@ def register(subparsers: Any) -> None:
         metavar="URL",
         help=(
             "record every run (demo or gateway) in this event log (memory:, sqlite:///runs.db, "
-            "redis://host:6379/0) so clients can resume runs and load thread history"
+            "redis://host:6379/0) so clients can resume runs and load thread history; the "
+            "history keeps the user's turns (each run records its new input messages), no "
+            "echo of the input needed"
         ),
     )
     parser.add_argument(

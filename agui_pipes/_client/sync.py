@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ag_ui.core import BaseEvent, RunAgentInput
 
     from .._consumer.consume import RunResult
-    from ..client import Client, History, RemoteRunEvents
+    from ..client import Client, History, RemoteRunEvents, ThreadPage
 
 __all__ = ["SyncClient", "SyncRunEvents"]
 
@@ -71,7 +71,7 @@ class SyncRunEvents:
 
 
 class SyncClient:
-    """``Client`` with blocking methods: ``run``, ``resume``, ``history``, ``stop``.
+    """``Client`` with blocking methods: ``run``, ``resume``, ``history``, ``threads``, ``stop``.
 
     Takes ``Client``'s keywords (``headers``, the bounds, ...; ``http`` is an
     ``httpx.AsyncClient``, used on the client's own loop). ``backend`` is the
@@ -150,10 +150,27 @@ class SyncClient:
         with portal.wrap_async_context_manager(client.resume(url, run_id, **options)) as events:
             yield SyncRunEvents(portal, events)
 
-    def history(self, url: str, thread_id: str, *, verify: bool = True) -> History:
+    def history(
+        self,
+        url: str,
+        thread_id: str,
+        *,
+        verify: bool = True,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> History:
         """``Client.history``."""
         portal, client = self._start("history")
-        return portal.call(partial(client.history, url, thread_id, verify=verify))
+        return portal.call(
+            partial(client.history, url, thread_id, verify=verify, before=before, limit=limit)
+        )
+
+    def threads(
+        self, url: str, *, limit: int | None = None, before: str | None = None
+    ) -> ThreadPage:
+        """``Client.threads``."""
+        portal, client = self._start("threads")
+        return portal.call(partial(client.threads, url, limit=limit, before=before))
 
     def stop(self, url: str, run_id: str) -> dict[str, Any]:
         """``Client.stop``."""

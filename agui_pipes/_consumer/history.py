@@ -20,6 +20,16 @@ chunks expanded first) and states the result as one run:
 A run that failed (RUN_ERROR) or was cut (no terminal event) keeps what it
 produced: its messages as far as they got, a message still open included,
 its tool calls with or without results, and its state changes.
+
+The user's own turns are in the history because a server records them: each
+run's RUN_STARTED carries ``input`` with the messages the client sent that
+the thread did not hold yet (its new user turns and tool results), and the
+fold adds an input message whose id it does not hold, as the reference client
+does.
+
+:class:`HistoryFold` is the same fold kept open: a server extends it by the
+runs that ended since (``add``) instead of folding the whole thread again, and
+states any page of it (``page``): the messages a window of runs introduced.
 """
 
 from __future__ import annotations
@@ -41,9 +51,9 @@ from .._foundation.errors import ProtocolViolation
 from .._foundation.limits import Limits
 from .._protocol.chunks import ChunkExpander
 from .._protocol.decode import DecodeWarning, as_object, decode_event
-from .consume import WireItem, fold
+from .consume import Folder, WireItem
 
-__all__ = ["thread_history"]
+__all__ = ["HistoryFold", "HistoryPage", "thread_history"]
 
 
 class _Watch:
@@ -58,24 +68,28 @@ class _Watch:
 
     def events(self, runs: Iterable[Iterable[WireItem]]) -> Iterator[BaseEvent]:
         for index, run in enumerate(runs):
-            self.run = index
-            # One expander per run: a chunk stream left open by a cut run must not
-            # swallow the next run's first chunks.
-            expand = ChunkExpander().expand
-            for position, item in enumerate(run):
-                event = self._event(item, index, position)
-                if event is None:
-                    continue
-                try:
-                    expanded = expand(event)
-                except ProtocolViolation as exc:
-                    raise ValueError(
-                        f"thread_history: run #{index} has a chunk stream no consumer could "
-                        f"assemble: {exc}"
-                    ) from exc
-                for out in expanded:
-                    self._note(out, index)
-                    yield out
+            yield from self.run_events(index, run)
+
+    def run_events(self, index: int, run: Iterable[WireItem]) -> Iterator[BaseEvent]:
+        """The events of run #``index``, decoded and chunks expanded."""
+        self.run = index
+        # One expander per run: a chunk stream left open by a cut run must not
+        # swallow the next run's first chunks.
+        expand = ChunkExpander().expand
+        for position, item in enumerate(run):
+            event = self._event(item, index, position)
+            if event is None:
+                continue
+            try:
+                expanded = expand(event)
+            except ProtocolViolation as exc:
+                raise ValueError(
+                    f"thread_history: run #{index} has a chunk stream no consumer could "
+                    f"assemble: {exc}"
+                ) from exc
+            for out in expanded:
+                self._note(out, index)
+                yield out
 
     def _event(self, item: object, index: int, position: int) -> BaseEvent | None:
         """An event as stored: a model, or its wire form (decoded; unknown types dropped)."""
@@ -136,23 +150,128 @@ def thread_history(
     that does not decode or a chunk stream no consumer could assemble, and
     ``TypeError`` for an item that is neither an event nor a wire form.
     """
-    if not isinstance(thread_id, str):
-        raise TypeError(f"thread_history: thread_id must be a string, got {thread_id!r}")
-    watch = _Watch(thread_id)
-    result = fold(watch.events(runs), limits=limits)
-    if run_id is None:
-        run_id = "history" if watch.last_run_id is None else f"history:{watch.last_run_id}"
-    events: list[BaseEvent] = [
-        RunStartedEvent(thread_id=thread_id, run_id=run_id),
-        MessagesSnapshotEvent.model_validate({"messages": result.messages}),
-    ]
-    if watch.touched_state:
-        events.append(StateSnapshotEvent(snapshot=result.state))
-    finished: dict[str, Any] = {"threadId": thread_id, "runId": run_id}
-    if result.outcome == "interrupt" and result.interrupts:
-        outcome = RunFinishedInterruptOutcome.model_validate(
-            {"type": "interrupt", "interrupts": result.interrupts}
-        )
-        finished["outcome"] = outcome
-    events.append(RunFinishedEvent.model_validate(finished))
-    return events
+    history = HistoryFold(thread_id, limits=limits)
+    for index, run in enumerate(runs):
+        history.add(str(index), run)
+    return history.events(run_id)
+
+
+class _IntroducingFolder(Folder):
+    """A ``Folder`` that notes, for each message id, the run that introduced it."""
+
+    def __init__(self, limits: Limits | None) -> None:
+        self.introduced: dict[str, int] = {}
+        self.current_run = 0
+        super().__init__({}, None, limits)
+
+    def _index(self, message: dict[str, Any]) -> None:
+        super()._index(message)
+        self.introduced.setdefault(message["id"], self.current_run)
+
+
+class HistoryPage:
+    """One page of a thread's history: its events and the cursor of the page before it.
+
+    ``events`` are the history run (module doc) holding the messages the
+    page's runs introduced, in the thread's order; the state and an
+    interrupt outcome only on the newest page (they are the thread's now).
+    ``runs`` are the keys of the page's runs, oldest first; ``next`` is the key to
+    pass as ``before`` for the older page, None on the oldest.
+    """
+
+    __slots__ = ("events", "next", "runs")
+
+    def __init__(self, events: list[BaseEvent], runs: list[str], next_key: str | None) -> None:
+        self.events = events
+        self.runs = runs
+        self.next = next_key
+
+
+class HistoryFold:
+    """A thread's history folded run by run and kept open, to be extended and paged.
+
+    ``add(key, run)`` folds one more run (oldest first; ``key`` names it, a
+    stored run id); ``messages_ids()`` are the ids of the messages the
+    thread holds; ``page(before=, limit=)`` states a window of runs as a
+    history run; ``events()`` the whole history, as :func:`thread_history`
+    gives it. Not thread-safe: one caller at a time (a server holds a lock).
+    """
+
+    def __init__(self, thread_id: str, *, limits: Limits | None = None) -> None:
+        if not isinstance(thread_id, str):
+            raise TypeError(f"thread_history: thread_id must be a string, got {thread_id!r}")
+        self.thread_id = thread_id
+        self.keys: list[str] = []
+        """The keys of the runs folded, oldest first."""
+        self._watch = _Watch(thread_id)
+        self._folder = _IntroducingFolder(limits)
+        self._started: list[str | None] = []  # per run: the run id its RUN_STARTED named
+
+    def add(self, key: str, run: Iterable[WireItem]) -> None:
+        """Fold one more run (see :func:`thread_history` for what raises)."""
+        index = len(self.keys)
+        folder = self._folder
+        folder.current_run = index
+        before = self._watch.last_run_id
+        apply = folder.apply
+        for event in self._watch.run_events(index, run):
+            apply(event)
+        started = self._watch.last_run_id
+        self._started.append(started if started != before else None)
+        self.keys.append(key)
+
+    def message_ids(self) -> set[str]:
+        """The ids of the messages the history holds now."""
+        return {message["id"] for message in self._folder.messages}
+
+    def events(self, run_id: str | None = None) -> list[BaseEvent]:
+        """The whole history as one run (what :func:`thread_history` returns)."""
+        return self._events(self._messages(0, len(self.keys)), True, run_id)
+
+    def page(self, *, before: str | None = None, limit: int) -> HistoryPage:
+        """The ``limit`` runs before the run keyed ``before`` (default: the newest).
+
+        Raises ``KeyError`` when ``before`` names no folded run.
+        """
+        end = len(self.keys) if before is None else self.keys.index(before)
+        start = max(0, end - limit)
+        newest = end == len(self.keys)
+        run_id = None
+        for started in reversed(self._started[start:end]):
+            if started is not None:
+                run_id = f"history:{started}"
+                break
+        if run_id is None:
+            run_id = "history"
+        events = self._events(self._messages(start, end), newest, run_id)
+        return HistoryPage(events, self.keys[start:end], self.keys[start] if start else None)
+
+    def _messages(self, start: int, end: int) -> list[dict[str, Any]]:
+        folder = self._folder
+        folder._flush()  # the deltas buffered by the last run, joined
+        if start == 0 and end == len(self.keys):
+            return folder.messages
+        introduced = folder.introduced
+        return [m for m in folder.messages if start <= introduced.get(m["id"], 0) < end]
+
+    def _events(
+        self, messages: list[dict[str, Any]], newest: bool, run_id: str | None
+    ) -> list[BaseEvent]:
+        folder, thread_id = self._folder, self.thread_id
+        if run_id is None:
+            last = self._watch.last_run_id
+            run_id = "history" if last is None else f"history:{last}"
+        events: list[BaseEvent] = [
+            RunStartedEvent(thread_id=thread_id, run_id=run_id),
+            MessagesSnapshotEvent.model_validate({"messages": messages}),
+        ]
+        if newest and self._watch.touched_state:
+            events.append(StateSnapshotEvent(snapshot=folder.state))
+        finished: dict[str, Any] = {"threadId": thread_id, "runId": run_id}
+        if newest and folder.outcome == "interrupt" and folder.interrupts:
+            outcome = RunFinishedInterruptOutcome.model_validate(
+                {"type": "interrupt", "interrupts": folder.interrupts}
+            )
+            finished["outcome"] = outcome
+        events.append(RunFinishedEvent.model_validate(finished))
+        return events

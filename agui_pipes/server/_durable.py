@@ -10,6 +10,9 @@ runs live in this process, and hands the rest to one part per job:
   scope, detach grace) and ``RecordingSink`` (recording in the agent's task);
 * ``_recording`` — ``RunRecordings``: a served run recorded, whatever
   produces its events (``durable.recordings``);
+* ``_thread_histories`` — ``ThreadHistories``: each thread's history kept
+  folded, extended by the runs that ended since and paged
+  (``durable.histories``);
 * ``_durable_routes`` — ``DurableRoutes``: ``GET runs/{runId}`` (resume with
   ``Last-Event-ID`` or ``?after=``), ``POST runs/{runId}/stop``,
   ``GET threads`` and ``GET threads/{threadId}`` (``durable.routes(path)``),
@@ -40,6 +43,7 @@ from ._live_run import LiveRun, RecordingSink
 from ._options import DEFAULT_DETACH_GRACE, ServerOptions
 from ._recording import RunRecordings
 from ._run_claims import RunClaims
+from ._thread_histories import ThreadHistories
 
 if TYPE_CHECKING:
     from ag_ui.core import RunAgentInput
@@ -119,9 +123,12 @@ class DurableRuns:
         """The runs this process is serving now, by (scope, run id)."""
         self.access = Access(options.authorize, self.log)
         """Who may read, stop and list the runs (the server's ``authorize=``)."""
+        self.histories = ThreadHistories()
+        """The threads' folded histories, extended as runs end (``GET threads/{threadId}``)."""
         self.recordings = RunRecordings(
             self.store,
             self.live,
+            histories=self.histories,
             detach_grace=self.detach_grace,
             stop_poll=self.stop_poll,
             logger=self.log,

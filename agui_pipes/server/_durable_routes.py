@@ -31,14 +31,12 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 import anyio
-from ag_ui.core import MessagesSnapshotEvent, RunAgentInput, StateSnapshotEvent
+from ag_ui.core import RunAgentInput
 
-from .._consumer.history import thread_history
 from .._foundation.principal import Principal
-from ..codecs import DecodeError, decode, encode_sse
+from ..codecs import DecodeError, decode
 from ..store import (
     EventLog,
-    RunBroken,
     RunLost,
     RunStatus,
     StoreError,
@@ -54,6 +52,7 @@ from ._join import joined_frames
 from ._options import streaming
 from ._stats import RunStats
 from ._streaming import Receive, Scope, Send, SSERun
+from ._thread_histories import DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE, UnknownBefore
 
 if TYPE_CHECKING:
     from starlette.routing import Route
@@ -361,23 +360,28 @@ class DurableRoutes:
         if joining and await self.join_thread(scope, receive, send, thread_id, principal):
             return
         tenant = principal.scope
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        try:
+            limit = _int_param(query, "limit", DEFAULT_HISTORY_PAGE)
+            if not 1 <= limit <= MAX_HISTORY_PAGE:
+                raise ValueError(f"limit is from 1 to {MAX_HISTORY_PAGE} runs, got {limit}")
+            before = query["before"][-1] if query.get("before") else None
+            refused = None if before is None else bad_id("?before= run id", before)
+            if refused is not None:
+                raise ValueError(refused.message)
+        except ValueError as exc:
+            await send_json_error(send, BadRequest(400, "bad_query", str(exc)))
+            return
         try:
             store = await self._durable.store()
-            runs = await store.thread_runs(thread_id, scope=tenant)
-            if not runs:
-                raise UnknownRun(thread_id, f"no thread {thread_id!r} in the event log")
-            wire: list[list[bytes]] = []
-            for record in runs:
-                if not record.status.ended or record.status in (RunStatus.BROKEN, RunStatus.LOST):
-                    continue  # a lost run was cut anywhere: its events may not fold
-                try:
-                    entries = await store.read(record.run_id, scope=tenant)
-                    wire.append([data for _, data in entries])
-                except (RunBroken, UnknownRun):
-                    continue  # broken or pruned since listed: it has no history to give
-            history = thread_history(thread_id, wire)
+            view = await self._durable.histories.page(
+                store, tenant, thread_id, before=before, limit=limit
+            )
         except StoreError as exc:
             await _send_store_error(send, exc)
+            return
+        except UnknownBefore as exc:
+            await send_json_error(send, BadRequest(400, "bad_query", str(exc)))
             return
         except ValueError as exc:
             self._log.error("thread %s: history does not fold: %s", thread_id, exc)
@@ -386,7 +390,9 @@ class DurableRoutes:
                 BadRequest(500, "history_failed", f"the thread's stored runs do not fold: {exc}"),
             )
             return
-        head = b"".join(encode_sse(event) for event in history)
+        head = view.head
+        # The live run follows the newest page only: an older page is the past.
+        runs = view.runs if before is None else []
         tail = next((r for r in reversed(runs) if r.status is RunStatus.LIVE), None)
         epoch = store.epoch
         live = None if tail is None else self._durable.live.get((tenant, tail.run_id))
@@ -424,15 +430,7 @@ class DurableRoutes:
             live_run = next((r for r in reversed(runs) if r.status is RunStatus.LIVE), None)
             if live_run is None:
                 return False
-            wire: list[list[bytes]] = []
-            for record in runs:
-                if not record.status.ended or record.status in (RunStatus.BROKEN, RunStatus.LOST):
-                    continue
-                try:
-                    wire.append([data for _, data in await store.read(record.run_id, scope=tenant)])
-                except (RunBroken, UnknownRun):
-                    continue
-            history = thread_history(thread_id, wire)
+            _, messages, state = await self._durable.histories.seed(store, tenant, thread_id)
         except StoreError as exc:
             await _send_store_error(send, exc)
             return True
@@ -443,14 +441,6 @@ class DurableRoutes:
                 BadRequest(500, "history_failed", f"the thread's stored runs do not fold: {exc}"),
             )
             return True
-        seed = [e for e in history if isinstance(e, MessagesSnapshotEvent | StateSnapshotEvent)]
-        messages: list[dict[str, Any]] | None = None
-        state: Any = None
-        for event in seed:
-            if isinstance(event, MessagesSnapshotEvent):
-                messages = [m.model_dump(by_alias=True, exclude_none=True) for m in event.messages]
-            else:
-                state = event.snapshot
         await self.join(
             scope,
             receive,

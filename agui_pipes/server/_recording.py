@@ -4,7 +4,10 @@
 run recorded (``store=``):
 
 * ``claims`` — the run claimed before the response starts (``_run_claims``:
-  a retry rejoins, one run per thread, 409 / 404 / 503 as JSON);
+  a retry rejoins, one run per thread, 409 / 404 / 503 as JSON); the
+  messages it was POSTed with that the thread does not hold yet go on its
+  RUN_STARTED's ``input`` (``_recorded_input``), so its log holds the user's
+  turns;
 * ``recording`` — the run's ``LiveRun`` registered while it is served, with
   its detach-grace watcher and, for processes sharing the store, a heartbeat
   and a poll for a stop sent to another process (timers per run, never work
@@ -36,9 +39,11 @@ from ..store import EventLog, RunRecorder, RunStatus, StoreError
 from ._failures import log_after_terminal, log_failure, run_error_for
 from ._http import BadRequest
 from ._live_run import TERMINAL, LiveRun, RecordingSink, status_of
+from ._recorded_input import input_recorder, new_messages
 from ._run_claims import RunClaims
 from ._stats import RunStats
 from ._streaming import FrameSink
+from ._thread_histories import ThreadHistories
 
 __all__ = ["RunRecordings"]
 
@@ -67,8 +72,10 @@ class RunRecordings:
         stop_poll: float,
         logger: logging.Logger,
         claims: RunClaims | None = None,
+        histories: ThreadHistories | None = None,
     ) -> None:
         self._store = store
+        self._histories = histories or ThreadHistories()
         self._live = live
         self.claims = claims or RunClaims(
             store, live, concurrency="reject", stop_wait=10.0, logger=logger
@@ -104,6 +111,7 @@ class RunRecordings:
                 f"one with GET runs/{run_id}",
             )
         recorder = RunRecorder(store, thread_id, run_id, scope=scope)
+        recorder.rewrite_first = await self._input_recorder(store, thread_id, run_id, scope)
         live = LiveRun(recorder, token, self._detach_grace)
         try:
             # A thread another scope took since the claim: the store's append
@@ -144,6 +152,27 @@ class RunRecordings:
             if claimed:
                 await self._release(store, thread_id, run_id, scope)
             live.done.set()
+
+    async def _input_recorder(
+        self, store: EventLog, thread_id: str, run_id: str, scope: str
+    ) -> Callable[[bytes], bytes] | None:
+        """What puts the run's new input messages on its RUN_STARTED (``_recorded_input``).
+
+        New: an id the thread's history does not hold. When the history
+        cannot be read, every input message is recorded (both folds skip an
+        id they hold, so the history stays right, only larger).
+        """
+        messages = self.claims.input_messages(scope, run_id)
+        if not messages:
+            return None
+        try:
+            held = await self._histories.message_ids(store, scope, thread_id)
+        except (StoreError, ValueError) as exc:
+            self._log.warning(
+                "run %s: cannot tell the new input messages (%s); recording them all", run_id, exc
+            )
+            held = set()
+        return input_recorder(thread_id, run_id, new_messages(messages, held))
 
     async def _release(self, store: EventLog, thread_id: str, run_id: str, scope: str) -> None:
         """Free the thread for its next run (a failing store: the lease expires by itself)."""

@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import anyio
-from ag_ui.core import RunAgentInput
+from ag_ui.core import Message, RunAgentInput
 
 from ..store import EventLog, RunStatus, StoreError, ThreadTaken
 from ._http import BadRequest
@@ -87,6 +87,7 @@ class RunClaims:
         self._stop_wait = stop_wait
         self._log = logger
         self._claimed: dict[tuple[str, str], str] = {}
+        self._inputs: dict[tuple[str, str], list[Message]] = {}
 
     async def claim(self, run_input: RunAgentInput, scope: str) -> bool:
         """Claim the run: False when this POST must start it, True when it must rejoin it.
@@ -118,14 +119,20 @@ class RunClaims:
                 503, "store_unavailable", f"the event log is unavailable: {exc}"
             ) from exc
         self._claimed[scope, run_id] = thread_id
+        self._inputs[scope, run_id] = list(run_input.messages)
         return False
 
     def take(self, scope: str, run_id: str) -> bool:
         """Whether the run was claimed here (and is now being served): it exists already."""
         return self._claimed.pop((scope, run_id), None) is not None
 
+    def input_messages(self, scope: str, run_id: str) -> list[Message]:
+        """The messages the claimed run was POSTed with (once; none for a run not claimed)."""
+        return self._inputs.pop((scope, run_id), [])
+
     async def unclaimed(self, scope: str, run_id: str) -> None:
         """End a claimed run whose serving never began (the client left first)."""
+        self._inputs.pop((scope, run_id), None)
         thread_id = self._claimed.pop((scope, run_id), None)
         if thread_id is None:
             return

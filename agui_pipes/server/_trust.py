@@ -39,10 +39,10 @@ from typing import TYPE_CHECKING, Any, Final
 from ag_ui.core import Message, RunAgentInput
 from pydantic import TypeAdapter
 
-from .._consumer.history import thread_history
 from ..store import EventLog, RunBroken, RunStatus, StoreError, UnknownRun
 from ._http import BadRequest
 from ._options import ServerOptions
+from ._thread_histories import ThreadHistories
 
 if TYPE_CHECKING:
     from ._durable import DurableRuns
@@ -71,7 +71,9 @@ def request_trust(options: ServerOptions, durable: DurableRuns | None) -> Reques
             "(--store URL) too"
         )
     patterns = _patterns(options.allow_tools)
-    return RequestTrust(patterns, history, None if durable is None else durable.store)
+    if durable is None:
+        return RequestTrust(patterns, history, None)
+    return RequestTrust(patterns, history, durable.store, durable.histories)
 
 
 def _patterns(allow_tools: object) -> tuple[str, ...] | None:
@@ -155,10 +157,12 @@ class RequestTrust:
         allow_tools: tuple[str, ...] | None,
         history: str,
         store: Callable[[], Awaitable[EventLog]] | None,
+        histories: ThreadHistories | None = None,
     ) -> None:
         self._allow = allow_tools
         self._server_history = history == "server"
         self._store = store
+        self._histories = histories or ThreadHistories()
         self._issued = IssuedCalls()
 
     async def checked(
@@ -172,7 +176,7 @@ class RequestTrust:
             store = await self._store()
             past: list[dict[str, Any]] | None = None
             if self._server_history:
-                past = await _stored_messages(store, scope, run_input.thread_id)
+                past = await self._histories.messages(store, scope, run_input.thread_id)
                 _check_history(past, run_input.messages)
             fresh = run_input.messages[len(past) :] if past is not None else run_input.messages
             wanted = _answered_calls(fresh, run_input)
@@ -228,25 +232,6 @@ def _unknown_call(call: str, thread_id: str) -> BadRequest:
         "(an assistant message the client writes itself does not issue one); drop the "
         "result, or start the run that issues the call first",
     )
-
-
-async def _stored_messages(store: EventLog, scope: str, thread_id: str) -> list[dict[str, Any]]:
-    """The thread history's messages (the fold of its ended runs), in wire form."""
-    wire: list[list[bytes]] = []
-    for record in await store.thread_runs(thread_id, scope=scope):
-        if not record.status.ended or record.status in (RunStatus.BROKEN, RunStatus.LOST):
-            continue  # as GET threads/{threadId}: a lost run was cut anywhere
-        try:
-            entries = await store.read(record.run_id, scope=scope)
-        except (RunBroken, UnknownRun):
-            continue
-        wire.append([data for _, data in entries])
-    if not wire:
-        return []
-    snapshot = thread_history(thread_id, wire)[1]
-    dumped = snapshot.model_dump(by_alias=True, exclude_none=True, mode="json")
-    messages: list[dict[str, Any]] = dumped["messages"]
-    return messages
 
 
 def _canonical(message: dict[str, Any]) -> str:

@@ -89,7 +89,8 @@ class AgentEndpoint:
     chain factory (``load_chain(...)`` returns one, so does ``lambda:
     a | b``); a plain ``TransformerChain`` is accepted and ``fresh()``-ed per
     request. ``echo_input=True`` has the run echo its input (see ``run()``);
-    ``history="server"`` implies it, so the stored history holds the user's turns.
+    a recorded run needs no echo for its history to hold the user's turns: its
+    RUN_STARTED carries the input messages the thread did not hold yet.
 
     The other options are ``ServerOptions``' (defaults there), given as
     ``options=`` or one by one as keywords of the same names (a keyword
@@ -147,8 +148,9 @@ class AgentEndpoint:
         self._agent_factory = agent_factory
         self._chain_factory = as_chain_factory(chain)
         self._down = compat_down_picker(opts.compat_down, opts.compat_undeclared)
-        # The stored history must hold the user's turns: history="server" echoes the input.
-        self._echo_input = echo_input or opts.history == "server"
+        # No need to echo for history="server": a recorded run's RUN_STARTED carries its
+        # new input messages anyway (_recorded_input), so the history holds the user's turns.
+        self._echo_input = echo_input
         self._log = opts.logger or _log
         self._streaming = streaming(opts, self._log)
         self._limits = resolve_limits(opts.limits)

@@ -11,6 +11,7 @@ queue, ending the run and giving up on a failing store are the writer's job:
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 
 import anyio
 import anyio.abc
@@ -84,6 +85,11 @@ class RecorderQueue(abc.ABC):
         self._tasks: anyio.abc.TaskGroup | None = None
         self._flush_scope = anyio.CancelScope(shield=True)
         self._id_prefix = b""  # b"id: <epoch>:<runId>:", known once the store is open
+        self.rewrite_first: Callable[[bytes], bytes] | None = None
+        """Applied once, to the first event framed (``frame``, ``frame_nowait``,
+        ``frames_nowait``) before it is numbered: what it returns is both stored and
+        sent. A server adds the run's new input messages to its RUN_STARTED this way.
+        ``record`` does not apply it (its caller frames the bytes it has)."""
 
     def __repr__(self) -> str:
         state = f"broken={self.broken!r}" if self.broken else f"queued={len(self._queue)}"
@@ -100,7 +106,11 @@ class RecorderQueue(abc.ABC):
         a browser then keeps the last id it had, which resuming refuses with
         :class:`RunBroken` rather than answering with a gap.
         """
+        first = self.rewrite_first
+        if first is not None:
+            data = first(data)
         seq = await self.record(data)
+        self.rewrite_first = None
         if seq is None:
             return SSE_DATA + data + SSE_END
         return b"".join((self._id_prefix, id_tail(seq), data, SSE_END))
@@ -114,12 +124,17 @@ class RecorderQueue(abc.ABC):
         order.
         """
         if self._recording:
+            first = self.rewrite_first
+            if first is not None:
+                data = first(data)
             queue = self._queue
             size = len(data)
             if queue and (
                 len(queue) >= self.max_events or self._queued_bytes + size > self.max_bytes
             ):
-                return None
+                return None  # the caller calls frame() with the same event: rewritten there
+            if first is not None:
+                self.rewrite_first = None
             seq = self.next_seq
             self.next_seq = seq + 1
             queue.append(data)
@@ -147,6 +162,9 @@ class RecorderQueue(abc.ABC):
         one batch.
         """
         if self._recording:
+            first = self.rewrite_first
+            if first is not None and payloads:
+                payloads = [first(payloads[0]), *payloads[1:]]
             queue = self._queue
             count = len(payloads)
             size = sum(map(len, payloads))
@@ -154,6 +172,8 @@ class RecorderQueue(abc.ABC):
                 len(queue) + count > self.max_events or self._queued_bytes + size > self.max_bytes
             ):
                 return None
+            if first is not None:
+                self.rewrite_first = None
             seq = self.next_seq
             self.next_seq = seq + count
             queue.extend(payloads)

@@ -70,8 +70,8 @@ def _server(kind: str, agent: Agent, **options: Any) -> Iterator[str]:
         with serve(build_app(agent=agent, path="/agent", keepalive=None, **options)) as running:
             yield running.url + "/agent"
         return
-    # The upstream echoes its input, so a recorded run holds the user's turns too.
-    upstream: Starlette = build_app(agent=agent, path="/agent", keepalive=None, echo_input=True)
+    # The upstream does not echo its input: the gateway records the user's turns itself.
+    upstream: Starlette = build_app(agent=agent, path="/agent", keepalive=None)
     with serve(upstream) as up:
         gateway = build_app(upstream=up.url + "/agent", path="/agent", keepalive=None, **options)
         with serve(gateway) as running:
@@ -272,15 +272,20 @@ async def test_each_run_is_scanned_for_its_tool_calls_once() -> None:
                 store.reads.clear()
                 answer = {"id": "t-1", "role": "tool", "toolCallId": "run-1-call-1"}
                 await _ran(client, url, _body("run-3", [*asked, {**answer, "content": "4"}]))
-                assert sorted(store.reads) == ["run-1", "run-2"]  # each ended run, once
+                # Each ended run once for its tool calls (run-1, run-2), and once for the
+                # thread's folded history, which tells the new input messages: run-2 (run-1
+                # was folded when run-2 was posted).
+                assert sorted(store.reads) == ["run-1", "run-2", "run-2"]
                 store.reads.clear()
-                # A known call is answered without reading the store; a new run is read once.
+                # A known call is answered without reading the store for tool calls; the
+                # history folds only the run that ended since.
                 again = {**answer, "id": "t-2", "content": "5"}
                 await _ran(client, url, _body("run-4", [*asked, again]))
-                assert store.reads == []
+                assert store.reads == ["run-3"]
                 later = {"id": "t-3", "role": "tool", "toolCallId": "run-2-call-1", "content": "6"}
                 await _ran(client, url, _body("run-5", [*asked, later]))
-                assert store.reads == []  # run-2 was scanned with run-1
+                assert store.reads == ["run-3", "run-4"]  # run-2 was scanned with run-1
+                store.reads.clear()
                 forged = {"id": "t-4", "role": "tool", "toolCallId": "nope", "content": "7"}
                 assert (await _refused(client, url, _body("run-6", [*asked, forged])))[
                     "error"
