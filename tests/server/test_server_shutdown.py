@@ -20,8 +20,6 @@ from agui_pipes.server import AgentEndpoint, agent_routes
 from agui_pipes.store import RunStatus
 from tests._servers import EVENT, run_input
 
-pytestmark = pytest.mark.anyio
-
 
 class _Peer:
     """A scripted ASGI client of one POST: it sends the body, then reads until the end."""
@@ -91,6 +89,7 @@ def _last_event(peer: _Peer) -> Any:
     return EVENT.validate_json(data)
 
 
+@pytest.mark.anyio
 async def test_stop_runs_ends_a_live_run_with_a_recorded_cancel() -> None:
     agent = _Paced(stubborn=False)
     app, endpoint = _served(agent)
@@ -108,6 +107,7 @@ async def test_stop_runs_ends_a_live_run_with_a_recorded_cancel() -> None:
     await endpoint.aclose()
 
 
+@pytest.mark.anyio
 async def test_a_run_ignoring_cancellation_is_abandoned_and_the_store_left_open(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -136,3 +136,9 @@ async def test_a_run_ignoring_cancellation_is_abandoned_and_the_store_left_open(
 async def _durable_store(endpoint: AgentEndpoint) -> Any:
     assert endpoint.durable is not None
     return await endpoint.durable.store()
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "10"])
+def test_a_shutdown_timeout_that_cannot_work_is_refused(bad: Any) -> None:
+    with pytest.raises(ValueError, match="shutdown_timeout must be a positive number of seconds"):
+        AgentEndpoint(_Paced(stubborn=False).run, store="memory:", shutdown_timeout=bad)
