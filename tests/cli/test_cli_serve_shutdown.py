@@ -221,6 +221,29 @@ def test_a_second_signal_exits_at_once_and_quietly(tmp_path: Path) -> None:
     _assert_cancelled(last)
 
 
+def test_two_signals_back_to_back_are_quiet(tmp_path: Path) -> None:
+    """Whichever way the race goes (the first shutdown done, or cut short), no noise."""
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    served = Served("--demo", "--store", url, "--pace", "0.5")
+    try:
+        with (
+            httpx.Client(timeout=30) as client,
+            client.stream("POST", served.url + "/", json=_body("live-3")) as response,
+        ):
+            chunks = response.iter_raw()
+            assert len(_events(chunks, 3)) >= 3
+            served.process.send_signal(signal.SIGINT)
+            served.process.send_signal(signal.SIGINT)
+            _events(chunks)
+        status = served.exit_status()
+    finally:
+        served.kill()
+    assert status in (0, 128 + signal.SIGINT), served.stderr
+    _quiet(served.stderr)
+    if status == 0:  # the first shutdown finished: the run's end is recorded
+        assert _stored(url, "live-3")[0] is RunStatus.CANCELLED
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_an_idle_server_shuts_down_quietly(tmp_path: Path, sig: int) -> None:
     served = Served("--demo", "--store", f"sqlite:///{tmp_path / 'x.db'}")
@@ -328,7 +351,7 @@ def test_a_run_deaf_to_cancellation_is_abandoned_and_named(tmp_path: Path) -> No
             client.stream("POST", base + "/", json=_body("deaf-1")) as response,
         ):
             chunks = response.iter_raw()
-            assert len(_events(chunks, 3)) == 3
+            assert len(_events(chunks, 3)) >= 3
             process.send_signal(signal.SIGTERM)
             _events(chunks)  # cut when the process exits
         status = process.wait(EXITED_WITHIN)

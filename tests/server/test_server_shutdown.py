@@ -138,6 +138,22 @@ async def _durable_store(endpoint: AgentEndpoint) -> Any:
     return await endpoint.durable.store()
 
 
+@pytest.mark.anyio
+async def test_a_run_posted_during_the_shutdown_is_stopped_as_it_starts() -> None:
+    agent = _Paced(stubborn=False)
+    app, endpoint = _served(agent)
+    assert await endpoint.stop_runs() == []  # the shutdown has begun; nothing was live
+    peer = _Peer(json.dumps(run_input("r-late")).encode())
+    with anyio.fail_after(10):
+        await app(_scope(), peer.receive, peer.send)
+    last = _last_event(peer)
+    assert isinstance(last, RunErrorEvent) and last.code == "CANCELLED"
+    store = await _durable_store(endpoint)
+    record = await store.run("r-late")
+    assert record is not None and record.status is RunStatus.CANCELLED
+    await endpoint.aclose()
+
+
 @pytest.mark.parametrize("bad", [0, -1.0, "10"])
 def test_a_shutdown_timeout_that_cannot_work_is_refused(bad: Any) -> None:
     with pytest.raises(ValueError, match="shutdown_timeout must be a positive number of seconds"):
