@@ -162,9 +162,10 @@ class DurableRuns:
 
         Each run ends as ``POST runs/{runId}/stop`` ends it: a RUN_ERROR code
         CANCELLED recorded and sent to whoever follows it; a run registered
-        from now on is stopped as it starts. Returns the ids of the runs that
-        did not end in time (an agent that ignores cancellation), each named
-        in the log: those are abandoned, still writing to the store.
+        from now on is stopped as it starts (until ``lifespan`` starts again).
+        Returns the ids of the runs that did not end in time (an agent that
+        ignores cancellation), each named in the log: those are abandoned,
+        still writing to the store.
         """
         with anyio.CancelScope(shield=True):
             self.recordings.stopping = SHUTDOWN_REASON
@@ -206,6 +207,7 @@ class DurableRuns:
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:
         """Open the store at startup, close it at shutdown (a Starlette lifespan)."""
+        self.recordings.stopping = None  # started again after a shutdown: runs may start
         await self.store()
         try:
             yield

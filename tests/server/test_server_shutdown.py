@@ -12,12 +12,12 @@ from typing import Any
 
 import anyio
 import pytest
-from ag_ui.core import RunErrorEvent
+from ag_ui.core import EventType, RunErrorEvent
 from starlette.applications import Starlette
 
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, agent_routes
-from agui_pipes.store import RunStatus
+from agui_pipes.store import EventLog, MemoryEventLog, RunStatus
 from tests._servers import EVENT, run_input
 
 
@@ -75,10 +75,8 @@ class _Paced:
         return RunOutcome.success()
 
 
-def _served(agent: _Paced) -> tuple[Starlette, AgentEndpoint]:
-    routes = agent_routes(
-        "/agent", agent.run, store="memory:", keepalive=None, shutdown_timeout=0.2
-    )
+def _served(agent: _Paced, store: EventLog | str = "memory:") -> tuple[Starlette, AgentEndpoint]:
+    routes = agent_routes("/agent", agent.run, store=store, keepalive=None, shutdown_timeout=0.2)
     endpoint = routes[0].endpoint
     assert isinstance(endpoint, AgentEndpoint)
     return Starlette(routes=routes), endpoint
@@ -152,6 +150,21 @@ async def test_a_run_posted_during_the_shutdown_is_stopped_as_it_starts() -> Non
     record = await store.run("r-late")
     assert record is not None and record.status is RunStatus.CANCELLED
     await endpoint.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_lifespan_started_again_after_a_shutdown_serves_runs() -> None:
+    agent = _Paced(stubborn=False)
+    agent.release.set()  # every run finishes by itself
+    async with MemoryEventLog() as store:  # the caller's store: it outlives the lifespans
+        app, endpoint = _served(agent, store)
+        async with endpoint.lifespan(app):
+            pass  # a shutdown: stop_runs (nothing live)
+        async with endpoint.lifespan(app):
+            peer = _Peer(json.dumps(run_input("r-again")).encode())
+            with anyio.fail_after(10):
+                await app(_scope(), peer.receive, peer.send)
+            assert _last_event(peer).type is EventType.RUN_FINISHED
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, "10"])
