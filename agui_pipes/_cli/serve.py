@@ -28,8 +28,15 @@ route, the inspector's too, and key each caller's runs by its scope. Without
 either, every client shares one scope: that is refused on a ``--host`` other
 machines can reach unless ``--insecure-no-auth`` says it is meant.
 
-Exit status: 0 after a clean shutdown (Ctrl-C), 2 for usage, an invalid
-chain file, or an auth file that cannot be read or parsed.
+SIGINT (Ctrl-C) or SIGTERM stops the live runs at once — each ends with a
+recorded RUN_ERROR code CANCELLED, sent to its client — then closes the
+event log, within ``--shutdown-timeout`` seconds (``_shutdown``); a second
+signal exits at once.
+
+Exit status: 0 after a clean shutdown, 1 if the server could not start, 2
+for usage, an invalid chain file, or an auth file that cannot be read or
+parsed, 3 for a shutdown that abandoned a run which did not end in time, 128
++ the signal's number (130 for Ctrl-C) when a second signal cut it short.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from ..server._options import (
     DEFAULT_KEEPALIVE,
     DEFAULT_SEND_BUFFER,
     DEFAULT_SEND_TIMEOUT,
+    DEFAULT_SHUTDOWN_TIMEOUT,
 )
 from ..server.auth import AuthConfigError, TokenFile
 from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
@@ -144,6 +152,17 @@ def register(subparsers: Any) -> None:
         help=(
             "with --store: how long a run whose client left goes on waiting for a resume "
             f"before it is cancelled (default {DEFAULT_DETACH_GRACE:g})"
+        ),
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=DEFAULT_SHUTDOWN_TIMEOUT,
+        metavar="SECONDS",
+        help=(
+            "on SIGINT / SIGTERM: the live runs are stopped (a recorded RUN_ERROR CANCELLED "
+            "each) and the server exits within this many seconds; a run still going then is "
+            f"abandoned (default {DEFAULT_SHUTDOWN_TIMEOUT:g})"
         ),
     )
     parser.add_argument(
@@ -361,6 +380,7 @@ def _serve(args: argparse.Namespace) -> int:
             what = f"a gateway to {args.upstream}"
     except (TypeError, ValueError) as exc:
         return _usage(str(exc))
+    stop_runs = app.state.agui_server.stop_runs
     if inspected is not None:
         from ..inspector import inspector_app, with_inspector
 
@@ -372,7 +392,7 @@ def _serve(args: argparse.Namespace) -> int:
     _log_auth(args, authorize)
     if isinstance(authorize, TokenFile):
         _reload_on_sighup(authorize)
-    return _run(uvicorn, app, args)
+    return _run(uvicorn, app, args, stop_runs)
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
@@ -393,6 +413,8 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
             f"--send-buffer must be a positive number of bytes (got {args.send_buffer}) and "
             f"--send-timeout a number of seconds >= 0 (got {args.send_timeout})"
         )
+    if not args.shutdown_timeout > 0:
+        return f"--shutdown-timeout must be a number of seconds > 0, got {args.shutdown_timeout}"
     if not args.detach_grace >= 0:
         return f"--detach-grace must be a number of seconds >= 0, got {args.detach_grace}"
     if args.history == "server" and args.store is None:
@@ -533,6 +555,7 @@ def _options_of(args: argparse.Namespace) -> ServerOptions:
         repair=args.repair,
         # --no-verify is the gateway's: the demo agent's own runs are always verified.
         verify=not (args.no_verify and args.upstream),
+        shutdown_timeout=args.shutdown_timeout,
     )
     if args.store is not None:
         options = replace(
@@ -582,12 +605,24 @@ def _log_start(
         log.info("inspector at http://%s:%s/inspect/", args.host, args.port)
 
 
-def _run(uvicorn: Any, app: Any, args: argparse.Namespace) -> int:
-    """Serve ``app`` until Ctrl-C: 0 after a clean shutdown, 1 if it never started."""
+def _run(uvicorn: Any, app: Any, args: argparse.Namespace, stop_runs: Any) -> int:
+    """Serve ``app`` until SIGINT / SIGTERM: 0 after a clean shutdown, 1 if it never started.
+
+    The shutdown stops the live runs before uvicorn drains the connections
+    (``_shutdown.GracefulServer``); it exits the process itself, with its own
+    status, when a run is abandoned or a second signal arrives.
+    """
+    from ._shutdown import GracefulServer
+
     config = uvicorn.Config(
-        app, host=args.host, port=args.port, log_level=args.log_level, lifespan="on"
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        lifespan="on",
+        timeout_graceful_shutdown=args.shutdown_timeout,
     )
-    server = uvicorn.Server(config)
+    server = GracefulServer(config, stop_runs, args.shutdown_timeout)
     try:
         listener = config.bind_socket()
     except SystemExit:  # uvicorn has logged why (the port is taken, say)
@@ -595,8 +630,6 @@ def _run(uvicorn: Any, app: Any, args: argparse.Namespace) -> int:
     _drop_stalled_connections(listener, args.send_timeout)
     try:
         server.run(sockets=[listener])
-    except KeyboardInterrupt:  # pragma: no cover - a second Ctrl-C during shutdown
-        pass
     finally:
         listener.close()
     return 0 if server.started else 1

@@ -47,7 +47,10 @@ def build_app(
     shutdown by the app's lifespan. With ``store=`` (agent or gateway) the
     app also serves ``{path}/runs/{runId}`` (resume), ``{path}/runs/{runId}/stop``
     and ``{path}/threads/{threadId}``, and its lifespan opens the event log at
-    startup and closes it at shutdown. ``cors_origins`` (``scheme://host[:port]``
+    startup and closes it at shutdown. ``app.state.agui_server`` is the
+    ``AgentEndpoint`` or ``Gateway``: ``await app.state.agui_server.stop_runs()``
+    stops its live runs before the ASGI server waits for the open streams
+    (what ``agui-pipes serve`` does on SIGINT / SIGTERM). ``cors_origins`` (``scheme://host[:port]``
     each, or ``"*"``) lets browser apps on those origins call every route
     (docs/security.md, CORS); an origin that is not one is a ValueError here.
     """
@@ -84,18 +87,23 @@ def build_app(
             async with gateway.lifespan(app):
                 yield
 
-        return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+        relaying = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+        relaying.state.agui_server = gateway
+        return relaying
 
     from .endpoint import AgentEndpoint
 
     endpoint = AgentEndpoint(agent, chain=chain, options=options, **keywords)
     routes.extend(endpoint.routes(path))
     if endpoint.durable is None:
-        return Starlette(routes=routes, middleware=middleware)
+        served = Starlette(routes=routes, middleware=middleware)
+    else:
 
-    @asynccontextmanager
-    async def store_lifespan(app: object) -> AsyncIterator[None]:
-        async with endpoint.lifespan(app):
-            yield
+        @asynccontextmanager
+        async def store_lifespan(app: object) -> AsyncIterator[None]:
+            async with endpoint.lifespan(app):
+                yield
 
-    return Starlette(routes=routes, lifespan=store_lifespan, middleware=middleware)
+        served = Starlette(routes=routes, lifespan=store_lifespan, middleware=middleware)
+    served.state.agui_server = endpoint
+    return served

@@ -66,7 +66,10 @@ DEFAULT_STOP_POLL = 1.0
 """Seconds between two checks, by the process running a run, for a stop sent elsewhere."""
 
 DEFAULT_STOP_WAIT = 10.0
-"""Seconds a stop (or a shutdown) waits for the run to end before it answers anyway."""
+"""Seconds a stop waits for the run to end before it answers anyway."""
+
+SHUTDOWN_REASON = "the server stopped the run (it is shutting down)"
+"""The message of the RUN_ERROR CANCELLED recorded for a run stopped by a shutdown."""
 
 
 class DurableRuns:
@@ -97,6 +100,11 @@ class DurableRuns:
             raise ValueError(
                 f"owner_timeout must be a positive number of seconds or None, got {owner_timeout!r}"
             )
+        shutdown_timeout = options.shutdown_timeout
+        if not (isinstance(shutdown_timeout, int | float) and shutdown_timeout > 0):
+            raise ValueError(
+                f"shutdown_timeout must be a positive number of seconds, got {shutdown_timeout!r}"
+            )
         if not (isinstance(stop_poll, int | float) and stop_poll > 0):
             raise ValueError(f"stop_poll must be a positive number of seconds, got {stop_poll!r}")
         if isinstance(store, str):
@@ -116,6 +124,7 @@ class DurableRuns:
             self._store.owner_timeout = float(owner_timeout)
         self.stop_poll = float(stop_poll)
         self.stop_wait = stop_wait
+        self.shutdown_timeout = float(shutdown_timeout)
         self.log = logger or _log
         self._opened = False
         self._lock: anyio.Lock | None = None
@@ -157,27 +166,57 @@ class DurableRuns:
                 self._opened = True
         return self._store
 
+    async def stop_runs(self, within: float | None = None) -> list[str]:
+        """Stop every run live here now and wait, at most ``within`` seconds, for their ends.
+
+        Each run ends as ``POST runs/{runId}/stop`` ends it: a RUN_ERROR code
+        CANCELLED recorded and sent to whoever follows it; a run registered
+        from now on is stopped as it starts (until ``lifespan`` starts again).
+        Returns the ids of the runs that did not end in time (an agent that
+        ignores cancellation), each named in the log: those are abandoned,
+        still writing to the store.
+        """
+        with anyio.CancelScope(shield=True):
+            self.recordings.stopping = SHUTDOWN_REASON
+            for run in list(self.live.values()):
+                run.stop(SHUTDOWN_REASON)
+            wait = self.shutdown_timeout if within is None else max(0.0, within)
+            with anyio.move_on_after(wait):
+                while pending := [run for run in self.live.values() if not run.done.is_set()]:
+                    await pending[0].done.wait()
+            abandoned = [run.run_id for run in self.live.values() if not run.done.is_set()]
+        for run_id in abandoned:
+            self.log.warning(
+                "run %s did not end within %.1f s of being stopped for the shutdown (its agent "
+                "does not respond to cancellation): abandoned, its log has no end",
+                run_id,
+                wait,
+            )
+        return abandoned
+
     async def aclose(self) -> None:
         """Stop the runs still live here, then close the store if it was given as a URL.
 
-        The runs first: each ends with a recorded RUN_ERROR code CANCELLED
-        before the store goes away (uvicorn cancels the requests still running
-        at shutdown but does not wait for them before the lifespan ends).
+        The runs first (``stop_runs``, bounded by ``shutdown_timeout``): each
+        ends with a recorded RUN_ERROR code CANCELLED before the store goes
+        away. The store is not closed under a run that is still writing (one
+        abandoned by ``stop_runs``): it is left to the process's exit.
         """
+        abandoned = await self.stop_runs()
         with anyio.CancelScope(shield=True):
-            live = list(self.live.values())
-            for run in live:
-                run.stop("the server stopped the run (it is shutting down)")
-            with anyio.move_on_after(self.stop_wait):
-                for run in live:
-                    await run.done.wait()
-            if self._owned and self._opened:
+            if abandoned:
+                self.log.warning(
+                    "the event log is left open: %d abandoned run(s) may still write to it",
+                    len(abandoned),
+                )
+            elif self._owned and self._opened:
                 self._opened = False
                 await self._store.aclose()
 
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:
         """Open the store at startup, close it at shutdown (a Starlette lifespan)."""
+        self.recordings.stopping = None  # started again after a shutdown: runs may start
         await self.store()
         try:
             yield

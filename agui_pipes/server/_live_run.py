@@ -39,8 +39,8 @@ class LiveRun:
         self.recorder = recorder
         self.token = token
         self.grace = grace
-        self.scope: anyio.CancelScope | None = None
-        """The run's scope: cancelled by a stop, so an agent stuck in an await stops now."""
+        self._scope: anyio.CancelScope | None = None
+        self._stopped = False
         self.client_attached = True
         self.readers = 0
         self.last_left = time.monotonic()
@@ -54,6 +54,18 @@ class LiveRun:
     @property
     def run_id(self) -> str:
         return self.recorder.run_id
+
+    @property
+    def scope(self) -> anyio.CancelScope | None:
+        """The run's scope: cancelled by a stop, so an agent stuck in an await stops now."""
+        return self._scope
+
+    @scope.setter
+    def scope(self, scope: anyio.CancelScope | None) -> None:
+        # A run stopped before its scope was opened (a shutdown as it starts) stops at once.
+        self._scope = scope
+        if scope is not None and self._stopped:
+            scope.cancel()
 
     def _poke(self) -> None:
         changed, self._changed = self._changed, anyio.Event()
@@ -82,9 +94,10 @@ class LiveRun:
         """Cancel the run now: it ends in RUN_ERROR code CANCELLED, recorded."""
         if self.stop_reason is None and self.terminal is None:
             self.stop_reason = reason
+        self._stopped = True
         self.token.cancel(self.stop_reason)
-        if self.scope is not None:
-            self.scope.cancel()
+        if self._scope is not None:
+            self._scope.cancel()
 
     async def watch_grace(self) -> None:
         """Stop the run once nobody was attached for ``grace`` seconds."""

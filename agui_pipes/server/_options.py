@@ -4,7 +4,7 @@
 the same knobs for streaming to a client (keep-alive, send buffer and
 timeout), for the request (body size), for what a run may publish
 (``limits``), for durable runs (``store``, ``detach_grace``,
-``owner_timeout``), for who may call (``authorize``), for how much of a
+``owner_timeout``, ``shutdown_timeout``), for who may call (``authorize``), for how much of a
 request is trusted (``allow_tools``, ``history``) and for rewriting
 (``verify``, ``repair``, ``compat_down``, ``compat_undeclared``).
 ``ServerOptions`` holds them; each server accepts the whole object as
@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_OPTIONS",
     "DEFAULT_SEND_BUFFER",
     "DEFAULT_SEND_TIMEOUT",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
     "Concurrency",
     "Interrupts",
     "ServerOptionValues",
@@ -81,6 +82,10 @@ Concurrency = Literal["reject", "supersede"]
 DEFAULT_DETACH_GRACE: Final = 30.0
 """Seconds a run whose client left goes on waiting for a resume reader."""
 
+DEFAULT_SHUTDOWN_TIMEOUT: Final = 10.0
+"""Seconds a shutdown gives the live runs to end (each with a recorded RUN_ERROR CANCELLED)
+before the event log is closed; runs still going then are abandoned."""
+
 DEFAULT_COMPAT_UNDECLARED: Final = "0.0.57"
 """The protocol era served to a request that declares no ``protocolVersion`` (with
 ``compat_down``): the last before 1.0, so only the subagent material goes."""
@@ -112,6 +117,9 @@ class ServerOptions:
     ``interrupts``: with a store, ``"enforce"`` checks each run POST against the
     thread's interrupt contract before anything runs (docs/interrupts.md);
     ``"off"`` does not.
+    ``shutdown_timeout``: seconds a shutdown gives the live runs to end
+    (stopped, each with a recorded RUN_ERROR CANCELLED) before the store is
+    closed; docs/durable.md, "Shutdown".
     """
 
     keepalive: float | None = DEFAULT_KEEPALIVE
@@ -132,6 +140,7 @@ class ServerOptions:
     history: Literal["client", "server"] = "client"
     concurrency: Concurrency = "reject"
     interrupts: Interrupts = "enforce"
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
 
 
 class ServerOptionValues(TypedDict, total=False):
@@ -155,6 +164,7 @@ class ServerOptionValues(TypedDict, total=False):
     history: Literal["client", "server"]
     concurrency: Concurrency
     interrupts: Interrupts
+    shutdown_timeout: float
 
 
 DEFAULT_OPTIONS: Final = ServerOptions()

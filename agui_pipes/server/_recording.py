@@ -84,6 +84,8 @@ class RunRecordings:
         self._detach_grace = detach_grace
         self._stop_poll = stop_poll
         self._log = logger
+        self.stopping: str | None = None
+        """Set by a shutdown: the reason a run registered from then on is stopped at once."""
 
     @asynccontextmanager
     async def recording(
@@ -118,6 +120,8 @@ class RunRecordings:
             # refuses it atomically (ThreadTaken), before anything is written.
             async with recorder:
                 self._live[key] = live
+                if self.stopping is not None:
+                    live.stop(self.stopping)
                 if gone():  # the client left before the run was registered
                     live.detach()
                 live.remote_reader = lambda: store.reader_seen(run_id, scope=scope)

@@ -162,6 +162,8 @@ class AgentEndpoint:
 
             self.durable = DurableRuns(opts.store, opts, self._log)
         self._trust = request_trust(opts, self.durable)
+        self._unrecorded: set[CancelToken] = set()
+        """The cancel tokens of the runs served now without a store (for ``stop_runs``)."""
 
     def routes(self, path: str) -> list[Any]:
         """Starlette routes: ``POST path``, and with a store the resume, stop and thread routes.
@@ -191,6 +193,22 @@ class AgentEndpoint:
         """Close the event log if the endpoint opened it from a URL."""
         if self.durable is not None:
             await self.durable.aclose()
+
+    async def stop_runs(self, within: float | None = None) -> list[str]:
+        """Stop the runs served now (a shutdown): each ends with RUN_ERROR code CANCELLED.
+
+        With a store, recorded and bounded by ``within`` (default the
+        ``shutdown_timeout`` option): returns the ids of the runs that did
+        not end in time (see ``DurableRuns.stop_runs``). Runs without a store
+        are cancelled and not waited for.
+        """
+        from ._durable import SHUTDOWN_REASON
+
+        for token in list(self._unrecorded):
+            token.cancel(SHUTDOWN_REASON)
+        if self.durable is None:
+            return []
+        return await self.durable.stop_runs(within)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = await self._access.principal(scope, send)  # before the body is read
@@ -272,7 +290,11 @@ class AgentEndpoint:
             on_disconnect=token.cancel,
             **self._streaming,
         )
-        await response(scope, receive, send)
+        self._unrecorded.add(token)
+        try:
+            await response(scope, receive, send)
+        finally:
+            self._unrecorded.discard(token)
 
     def _set_up(
         self, scope: Scope, run_input: RunAgentInput, stats: RunStats

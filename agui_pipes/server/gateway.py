@@ -244,6 +244,17 @@ class Gateway:
         finally:
             await self._upstream.aclose()
 
+    async def stop_runs(self, within: float | None = None) -> list[str]:
+        """Stop the recorded runs relayed now (a shutdown); see ``AgentEndpoint.stop_runs``.
+
+        Each ends with a recorded RUN_ERROR code CANCELLED (its upstream
+        request closed); returns the ids of those that did not end within
+        ``within`` seconds. Without a store there is nothing to stop here.
+        """
+        if self.durable is None:
+            return []
+        return await self.durable.stop_runs(within)
+
     @asynccontextmanager
     async def lifespan(self, app: object) -> AsyncIterator[None]:
         """A Starlette/FastAPI ``lifespan``: opens the event log (if any), closes at shutdown."""

@@ -39,6 +39,7 @@ BOUNDS = {
     "DEFAULT_BACKPRESSURE": DEFAULT_BACKPRESSURE,
     # the servers' default is their options' (the durable module loads only with a store)
     "DEFAULT_DETACH_GRACE": ServerOptions().detach_grace,
+    "DEFAULT_SHUTDOWN_TIMEOUT": ServerOptions().shutdown_timeout,
     **{
         f"RunRecorder.{name}": inspect.signature(RunRecorder).parameters[name].default
         for name in ("max_events", "max_bytes", "stall_timeout", "close_timeout", "max_batch")

@@ -58,6 +58,7 @@ def test_every_option_is_a_keyword_of_both_servers(server: Any) -> None:
         "authorize": _everyone,
         "allow_tools": ("search", "ui_*"),
         "concurrency": "supersede",
+        "shutdown_timeout": 5.0,
     }
     # history="server" needs a store: tests/server/test_server_trust.py
     assert set(values) | {"logger", "store", "history"} == {
