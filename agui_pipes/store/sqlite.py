@@ -31,7 +31,8 @@ from ._errors import RunBroken, UnknownRun
 from ._records import RunStatus, StoredRun, ThreadRecord, check_appendable
 from ._retention import doomed_runs
 from ._sqlite_claims import SQLiteClaims, claim_thread
-from ._sqlite_file import immediate
+from ._sqlite_connection import DEFAULT_TIMEOUT
+from ._sqlite_file import checkpoint, immediate
 from ._url import EXAMPLES, StoreURL
 
 __all__ = ["SQLiteEventLog"]
@@ -58,7 +59,7 @@ class SQLiteEventLog(SQLiteClaims):
 
     @classmethod
     def from_url(cls, url: StoreURL) -> SQLiteEventLog:
-        """``sqlite:///`` then the file's path; option ``poll``."""
+        """``sqlite:///`` then the file's path; options ``poll`` and ``timeout``."""
         if not url.text.lower().startswith("sqlite:///") or url.parts.netloc:
             raise ValueError(
                 f"store URL {url.text!r}: a SQLite URL is 'sqlite:///' followed by the file's "
@@ -68,8 +69,9 @@ class SQLiteEventLog(SQLiteClaims):
         if not path:
             raise ValueError(f"store URL {url.text!r} names no database file; {EXAMPLES}")
         poll = url.number("poll", float, 0.1)
+        timeout = url.number("timeout", float, DEFAULT_TIMEOUT)
         url.no_more()
-        return cls(path, url.retention, poll_interval=poll)
+        return cls(path, url.retention, poll_interval=poll, timeout=timeout)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -163,6 +165,9 @@ class SQLiteEventLog(SQLiteClaims):
             row: _Row | None = conn.execute(
                 f"SELECT {_COLUMNS} FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id)
             ).fetchone()
+            # A run's end is a quiet moment: fold its pages into the database and
+            # empty the WAL (see WAL_LIMIT), so it does not stay at its peak.
+            checkpoint(conn, int(self.timeout * 500))
             return row
 
         row = await self._call(write)
@@ -260,7 +265,7 @@ class SQLiteEventLog(SQLiteClaims):
                     break
             return entries
 
-        return await self._call(query)
+        return await self._call(query, write=False)
 
     async def run(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> StoredRun | None:
         self._check_open()
@@ -271,7 +276,7 @@ class SQLiteEventLog(SQLiteClaims):
             ).fetchone()
             return row
 
-        row = await self._call(query)
+        row = await self._call(query, write=False)
         return None if row is None else _record(row)
 
     async def thread_runs(self, thread_id: str, *, scope: str = DEFAULT_SCOPE) -> list[StoredRun]:
@@ -284,7 +289,7 @@ class SQLiteEventLog(SQLiteClaims):
             ).fetchall()
             return rows
 
-        return [_record(row) for row in await self._call(query)]
+        return [_record(row) for row in await self._call(query, write=False)]
 
     async def thread_scope(self, thread_id: str) -> str | None:
         self._check_open()
@@ -295,7 +300,7 @@ class SQLiteEventLog(SQLiteClaims):
             ).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._call(query)
+        return await self._call(query, write=False)
 
     async def threads(
         self, *, scope: str = DEFAULT_SCOPE, limit: int = 50, before: int | None = None
@@ -311,7 +316,7 @@ class SQLiteEventLog(SQLiteClaims):
             ).fetchall()
             return rows
 
-        return [ThreadRecord(*row) for row in await self._call(query)]
+        return [ThreadRecord(*row) for row in await self._call(query, write=False)]
 
     async def _put_mark(self, scope: str, run_id: str, kind: str, value: str) -> None:
         def write(conn: sqlite3.Connection) -> None:
@@ -331,4 +336,4 @@ class SQLiteEventLog(SQLiteClaims):
             ).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._call(query)
+        return await self._call(query, write=False)
