@@ -2,7 +2,9 @@
 
 What ``agui-pipes serve`` runs, and a shortcut for deployments that need
 nothing else. ``GET /healthz`` answers ``ok`` so a load balancer can probe a
-worker without starting a run.
+worker without starting a run; with a store, it probes the store too (bounded)
+and answers 503 ``{"status": "unavailable", "store": reason}`` when the store
+cannot take writes (a stalled or full disk, the database file deleted).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ..driver import AgentLike
+    from ._durable import DurableRuns
 
 __all__ = ["HEALTH_PATH", "build_app"]
 
@@ -49,8 +52,10 @@ def build_app(
     """
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import PlainTextResponse
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
+
+    from ._store_health import store_health
 
     if (agent is None) == (upstream is None):
         raise TypeError("build_app() needs exactly one of agent=... or upstream=...")
@@ -59,8 +64,17 @@ def build_app(
     if path == HEALTH_PATH:
         raise ValueError(f"{HEALTH_PATH} is the health check; serve the agent at another path")
 
-    async def health(request: Request) -> PlainTextResponse:
-        return PlainTextResponse("ok")
+    durable: list[DurableRuns] = []  # the server's store, once the server is built
+
+    async def health(request: Request) -> Response:
+        reason = await store_health(durable[0]) if durable else None
+        if reason is None:
+            return PlainTextResponse("ok")
+        return JSONResponse(
+            {"status": "unavailable", "store": reason},
+            status_code=503,
+            headers={"retry-after": "5", "cache-control": "no-store"},
+        )
 
     middleware = [] if not cors_origins else [cors_middleware(cors_origins)]
     routes = [Route(HEALTH_PATH, health, methods=["GET"])]
@@ -68,6 +82,7 @@ def build_app(
         from .gateway import Gateway
 
         gateway = Gateway(upstream, chain=chain, options=options, **keywords)
+        durable.extend([] if gateway.durable is None else [gateway.durable])
         routes.extend(gateway.routes(path))
 
         @asynccontextmanager
@@ -80,6 +95,7 @@ def build_app(
     from .endpoint import AgentEndpoint
 
     endpoint = AgentEndpoint(agent, chain=chain, options=options, **keywords)
+    durable.extend([] if endpoint.durable is None else [endpoint.durable])
     routes.extend(endpoint.routes(path))
     if endpoint.durable is None:
         return Starlette(routes=routes, middleware=middleware)
