@@ -141,3 +141,50 @@ async def test_the_database_deleted_mid_run_is_reported_and_refuses_new_runs(
     gone = [r for r in caplog.records if "was deleted" in r.getMessage() and r.levelname == "ERROR"]
     assert gone, "the deletion must be logged"
     _no_tracebacks(caplog)
+
+
+async def test_a_disk_stalled_mid_run_ends_a_follower_with_store_unavailable(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After the stream started there is no status to answer: the follower's stream ends
+    with the documented RUN_ERROR, the POSTing client's goes on to its own end."""
+    with loop_ext4() as disk:
+        url = f"sqlite:///{disk.directory}/runs.db?timeout=0.5"
+        app = build_app(agent=DemoAgent(pace=0.02), path="/agent", store=url)
+        with serve(app) as server:
+            async with httpx.AsyncClient(timeout=30) as client:
+                live: list[EventType] = []
+                followed: list[Any] = []
+
+                async def post() -> None:
+                    async with client.stream(
+                        "POST",
+                        server.url + "/agent",
+                        json=_body("r1"),
+                        headers={"accept": "text/event-stream"},
+                    ) as response:
+                        async for event in sse_events(response):
+                            live.append(event.type)
+
+                async def follow() -> None:
+                    async with client.stream("GET", server.url + "/agent/runs/r1") as response:
+                        assert response.status_code == 200
+                        async for event in sse_events(response):
+                            followed.append(event)
+                            if len(followed) == 3:
+                                disk.freeze()
+
+                try:
+                    with anyio.fail_after(60):
+                        async with anyio.create_task_group() as tasks:
+                            tasks.start_soon(post)
+                            while not live:  # noqa: ASYNC110 (the server's thread)
+                                await anyio.sleep(0.01)
+                            tasks.start_soon(follow)
+                finally:
+                    disk.thaw()
+    assert live[-1] is EventType.RUN_FINISHED
+    end = followed[-1]
+    assert end.type is EventType.RUN_ERROR and end.code == "STORE_UNAVAILABLE", end
+    assert str(disk.directory) not in end.message and "sqlite" not in end.message.lower()
+    _no_tracebacks(caplog)
