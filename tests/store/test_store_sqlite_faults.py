@@ -9,12 +9,13 @@ fsfreeze, the file unlinked. Each failure must be a ``StoreUnavailable`` whose
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import anyio
 import pytest
 
-from agui_pipes.store import RunStatus, SQLiteEventLog, StoreUnavailable, open_store
+from agui_pipes.store import RunStatus, SQLiteEventLog, StoreError, StoreUnavailable, open_store
 from agui_pipes.store._sqlite_file import WAL_LIMIT
 from tests._fs_faults import fill, loop_ext4, remount, small_tmpfs
 
@@ -148,3 +149,32 @@ async def test_a_run_ends_whole_when_the_store_is_healthy(tmp_path: Path) -> Non
         await store.append("t", "r", [EVENT])
         assert (await store.end_run("r")).status is RunStatus.FINISHED
         assert await store.health() is None
+
+
+async def test_another_process_holding_the_write_lock_is_unavailable_not_a_hang(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runs.db"
+    store = SQLiteEventLog(path, timeout=0.5)  # busy_timeout: half of it
+    async with store:
+        await store.append("t", "r1", [EVENT])
+        other = sqlite3.connect(path, isolation_level=None)  # another writer on the file
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            with pytest.raises(StoreUnavailable) as caught:
+                await store.append("t", "r1", [EVENT])
+            assert caught.value.reason == "the database is locked by another writer"
+            assert [seq for seq, _ in await store.read("r1")] == [1]  # readers are not blocked
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        assert await store.append("t", "r1", [EVENT]) == [2]
+
+
+async def test_a_corrupted_file_is_refused_at_open_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    path.write_bytes(b"this is not a database" * 500)
+    with pytest.raises(StoreError) as caught:
+        await SQLiteEventLog(path).open()
+    assert not isinstance(caught.value, StoreUnavailable)  # configuration: use another file
+    assert str(path) in str(caught.value) and "SQLite database" in str(caught.value)
