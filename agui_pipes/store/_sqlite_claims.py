@@ -42,6 +42,8 @@ class SQLiteClaims(SQLiteConnection):
             return True
 
         created = await self._call(write)
+        if created:
+            self._writing.add((scope, run_id))
         if created and self._sweep_due(now):
             await self.prune(now)
         return created

@@ -82,10 +82,12 @@ class SQLiteConnection(EventLog):
         self._signals = ChangeSignals()
         self._identity: FileIdentity | None = None  # the file opened (None: in memory)
         self._busy_since: float | None = None  # monotonic start of the call holding the lock
+        self._busy_call: threading.Event | None = None  # set once that call's caller gave up
         self._stuck_logged = False
         self._gone: str | None = None  # the file was deleted or replaced: for good
         self._failure: tuple[float, str] | None = None  # (when, why) the last write failed
         self._health: tuple[float, str | None] | None = None  # (when, answer) of the last probe
+        self._writing: set[tuple[str, str]] = set()  # runs written here and not ended yet
 
     def __repr__(self) -> str:
         return f"SQLiteEventLog({self.path!r})"
@@ -112,6 +114,7 @@ class SQLiteConnection(EventLog):
                 if abandoned.is_set():
                     raise _LockWait  # the caller gave up: do not write behind its back
                 self._busy_since = time.monotonic()
+                self._busy_call = abandoned
                 if write and self._identity is not None:
                     gone = file_problem(self.path, self._identity)
                     if gone is not None:
@@ -119,6 +122,7 @@ class SQLiteConnection(EventLog):
                 return function(conn)
             finally:
                 self._busy_since = None
+                self._busy_call = None
                 self._lock.release()
 
         try:
@@ -157,9 +161,13 @@ class SQLiteConnection(EventLog):
                 _log.warning("event log %s: the stalled call returned; writes go on", self.path)
             return
         late = time.monotonic() - since
-        if late > self.timeout:
+        # Past its deadline, or given up on by its caller (whose deadline counted from
+        # before the thread started, so ``late`` may still be just under ``timeout``).
+        busy = self._busy_call
+        if late > self.timeout or (busy is not None and busy.is_set()):
             raise StoreUnavailable(
-                f"a write has not returned for {late:.0f} s (timeout {self.timeout:g} s)",
+                f"a write has not returned after {max(late, self.timeout):.1f} s "
+                f"(timeout {self.timeout:g} s)",
                 f"SQLite event log {self.path!r}: the disk is stalled or very slow",
             )
 

@@ -138,6 +138,7 @@ class SQLiteEventLog(SQLiteClaims):
             return last + 1, created
 
         first, created = await self._call(write)
+        self._writing.add((scope, run_id))
         if payloads:
             self._signals.changed((scope, run_id))
         if created and self._sweep_due(now):
@@ -155,6 +156,12 @@ class SQLiteEventLog(SQLiteClaims):
         self._check_open()
         status = RunStatus(status)
         now = self._now()
+        key = (scope, run_id)
+        # The last run this store writes has ended: a quiet moment to fold the WAL into
+        # the database and empty it (see WAL_LIMIT), so it does not stay at its peak.
+        # While other runs are being written, the automatic checkpoint does it, instead
+        # of one checkpoint (a disk sync) per run's end.
+        quiet = not (self._writing - {key})
 
         def write(conn: sqlite3.Connection) -> _Row | None:
             conn.execute(
@@ -165,12 +172,12 @@ class SQLiteEventLog(SQLiteClaims):
             row: _Row | None = conn.execute(
                 f"SELECT {_COLUMNS} FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id)
             ).fetchone()
-            # A run's end is a quiet moment: fold its pages into the database and
-            # empty the WAL (see WAL_LIMIT), so it does not stay at its peak.
-            checkpoint(conn, int(self.timeout * 500))
+            if quiet:
+                checkpoint(conn, int(self.timeout * 500))
             return row
 
         row = await self._call(write)
+        self._writing.discard(key)
         if row is None:
             raise UnknownRun(run_id)
         self._signals.changed((scope, run_id))
@@ -196,6 +203,7 @@ class SQLiteEventLog(SQLiteClaims):
                 )
 
         await self._call(write)
+        self._writing.discard((scope, run_id))
         self._signals.changed((scope, run_id))
 
     async def prune(self, now: float | None = None) -> int:
@@ -227,6 +235,7 @@ class SQLiteEventLog(SQLiteClaims):
 
         doomed = await self._call(write)
         for key in doomed:
+            self._writing.discard(key)
             self._signals.changed(key)
         return len(doomed)
 

@@ -135,6 +135,19 @@ async def test_a_token_paced_run_keeps_the_wal_a_small_multiple_of_its_events(
     assert after <= WAL_LIMIT, after
 
 
+async def test_the_wal_is_emptied_when_the_last_of_several_live_runs_ends(tmp_path: Path) -> None:
+    wal = tmp_path / "runs.db-wal"
+    async with open_store(f"sqlite:///{tmp_path}/runs.db") as store:
+        for _ in range(100):  # two runs written at once, as two clients' runs are
+            await store.append("t1", "a", [EVENT])
+            await store.append("t2", "b", [EVENT])
+        await store.end_run("a")  # "b" is still written: no checkpoint (a disk sync) yet
+        before = wal.stat().st_size
+        await store.end_run("b")
+        assert wal.stat().st_size < before
+        assert wal.stat().st_size <= 2 * (16384 + 24)  # emptied, then the end's own frames
+
+
 async def test_the_timeout_is_an_option_with_a_default(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path}/runs.db?timeout=2.5")
     assert isinstance(store, SQLiteEventLog) and store.timeout == 2.5
