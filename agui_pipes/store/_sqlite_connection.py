@@ -200,24 +200,31 @@ class SQLiteConnection(EventLog):
     async def health(self) -> str | None:
         """Why the store cannot take writes now, or None: a stall, the file gone, a write probe.
 
-        The probe (one tiny write transaction in ``meta``) runs under the same
-        deadline as every call, at most once per ``HEALTH_EVERY`` seconds.
+        The stall and file checks run every time (no disk write: a flag and a
+        ``stat``); the probe (one tiny write transaction in ``meta``) runs under
+        the same deadline as every call, at most once per ``HEALTH_EVERY`` seconds.
         """
         if self._conn is None:
             return "the event log is not open"
+        try:
+            self._check_not_stuck()
+        except StoreUnavailable as exc:
+            return exc.reason
+        if self._identity is not None and self._gone is None:
+            gone = await anyio.to_thread.run_sync(file_problem, self.path, self._identity)
+            if gone is not None:
+                self._file_gone(gone)
+        if self._gone is not None:
+            return self._gone
         now = time.monotonic()
-        cached = self._health
-        if cached is not None and now - cached[0] < HEALTH_EVERY:
-            return cached[1]
         failure = self._failure
         if failure is not None and now - failure[0] < FAILURE_MEMORY:
             return failure[1]
+        cached = self._health
+        if cached is not None and now - cached[0] < HEALTH_EVERY:
+            return cached[1]
         answer: str | None
         try:
-            if self._identity is not None and self._gone is None:
-                gone = await anyio.to_thread.run_sync(file_problem, self.path, self._identity)
-                if gone is not None:
-                    self._file_gone(gone)
             await self._call(_probe)
             answer = None
         except StoreUnavailable as exc:

@@ -188,3 +188,28 @@ async def test_a_disk_stalled_mid_run_ends_a_follower_with_store_unavailable(
     assert end.type is EventType.RUN_ERROR and end.code == "STORE_UNAVAILABLE", end
     assert str(disk.directory) not in end.message and "sqlite" not in end.message.lower()
     _no_tracebacks(caplog)
+
+
+async def test_the_gateway_refuses_new_runs_and_fails_healthz_alike(tmp_path: Path) -> None:
+    """The 503 and the health probe are the durable layer's, shared by the gateway."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from tests._servers import RecordedUpstream
+
+    body = (
+        b'data: {"type":"RUN_STARTED","threadId":"thread-g","runId":"g"}\n\n'
+        b'data: {"type":"RUN_FINISHED","threadId":"thread-g","runId":"g"}\n\n'
+    )
+    upstream = Starlette(routes=[Route("/agent", RecordedUpstream(body), methods=["POST"])])
+    with serve(upstream) as agent:
+        app = build_app(upstream=agent.url + "/agent", store=f"sqlite:///{tmp_path}/runs.db")
+        with serve(app) as server:
+            async with httpx.AsyncClient(timeout=30) as client:
+                assert (await client.get(server.url + "/healthz")).text == "ok"
+                for name in ("runs.db", "runs.db-wal", "runs.db-shm"):
+                    (tmp_path / name).unlink(missing_ok=True)
+                health = await client.get(server.url + "/healthz")
+                assert health.status_code == 503 and "deleted" in health.json()["store"]
+                response, _ = await post_run(client, server.url + "/", _body("g"))
+                _check_unavailable(response, tmp_path)
