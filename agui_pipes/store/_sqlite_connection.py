@@ -47,13 +47,6 @@ _log = logging.getLogger("agui_pipes.store")
 DEFAULT_TIMEOUT = 5.0
 """Seconds one call to a SQLite event log may take, waiting for its lock included."""
 
-HEALTH_EVERY = 1.0
-"""Seconds a ``health`` answer is reused: a load balancer probing often costs one write a second."""
-
-FAILURE_MEMORY = 10.0
-"""Seconds ``health`` reports a write that failed (disk full...) unless a write succeeded since:
-its tiny probe may fit where a run's batches do not."""
-
 
 class SQLiteConnection(EventLog):
     """The connection, lock and change signals of one SQLite event log (module doc)."""
@@ -195,45 +188,6 @@ class SQLiteConnection(EventLog):
                 reason,
             )
 
-    # -- health --------------------------------------------------------------------
-
-    async def health(self) -> str | None:
-        """Why the store cannot take writes now, or None: a stall, the file gone, a write probe.
-
-        The stall and file checks run every time (no disk write: a flag and a
-        ``stat``); the probe (one tiny write transaction in ``meta``) runs under
-        the same deadline as every call, at most once per ``HEALTH_EVERY`` seconds.
-        """
-        if self._conn is None:
-            return "the event log is not open"
-        try:
-            self._check_not_stuck()
-        except StoreUnavailable as exc:
-            return exc.reason
-        if self._identity is not None and self._gone is None:
-            gone = await anyio.to_thread.run_sync(file_problem, self.path, self._identity)
-            if gone is not None:
-                self._file_gone(gone)
-        if self._gone is not None:
-            return self._gone
-        now = time.monotonic()
-        failure = self._failure
-        if failure is not None and now - failure[0] < FAILURE_MEMORY:
-            return failure[1]
-        cached = self._health
-        if cached is not None and now - cached[0] < HEALTH_EVERY:
-            return cached[1]
-        answer: str | None
-        try:
-            await self._call(_probe)
-            answer = None
-        except StoreUnavailable as exc:
-            answer = exc.reason
-        except StoreError:
-            answer = "the event log failed a test write"
-        self._health = (time.monotonic(), answer)
-        return answer
-
     # -- lifecycle -----------------------------------------------------------------
 
     async def _open(self) -> str:
@@ -294,14 +248,3 @@ class _LockWait(Exception):
 
 class _Gone(Exception):
     """The database file is not the one opened (deleted or replaced)."""
-
-
-def _probe(conn: sqlite3.Connection) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('health', ?)", (repr(time.time()),))
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise

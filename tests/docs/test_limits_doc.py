@@ -20,8 +20,9 @@ from agui_pipes.server._http import DEFAULT_MAX_BODY_BYTES
 from agui_pipes.server._store_health import HEALTH_TIMEOUT
 from agui_pipes.server._streaming import DEFAULT_SEND_TIMEOUT
 from agui_pipes.store import RunRecorder
-from agui_pipes.store._sqlite_connection import DEFAULT_TIMEOUT, FAILURE_MEMORY, HEALTH_EVERY
+from agui_pipes.store._sqlite_connection import DEFAULT_TIMEOUT
 from agui_pipes.store._sqlite_file import WAL_LIMIT
+from agui_pipes.store._sqlite_health import FAILURE_MEMORY, HEALTH_EVERY
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text(encoding="utf-8")
 
