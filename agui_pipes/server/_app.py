@@ -2,7 +2,9 @@
 
 What ``agui-pipes serve`` runs, and a shortcut for deployments that need
 nothing else. ``GET /healthz`` answers ``ok`` so a load balancer can probe a
-worker without starting a run.
+worker without starting a run; with a store, it probes the store too (bounded)
+and answers 503 ``{"status": "unavailable", "store": reason}`` when the store
+cannot take writes (a stalled or full disk, the database file deleted).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ..driver import AgentLike
+    from ._durable import DurableRuns
     from ._producer import Producer
 
 __all__ = ["HEALTH_PATH", "build_app"]
@@ -56,8 +59,10 @@ def build_app(
     """
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import PlainTextResponse
+    from starlette.responses import JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
+
+    from ._store_health import store_health
 
     if sum(given is not None for given in (agent, upstream, producer)) != 1:
         raise TypeError("build_app() needs exactly one of agent=..., upstream=... or producer=...")
@@ -66,8 +71,17 @@ def build_app(
     if path == HEALTH_PATH:
         raise ValueError(f"{HEALTH_PATH} is the health check; serve the agent at another path")
 
-    async def health(request: Request) -> PlainTextResponse:
-        return PlainTextResponse("ok")
+    durable: list[DurableRuns] = []  # the server's store, once the server is built
+
+    async def health(request: Request) -> Response:
+        reason = await store_health(durable[0]) if durable else None
+        if reason is None:
+            return PlainTextResponse("ok")
+        return JSONResponse(
+            {"status": "unavailable", "store": reason},
+            status_code=503,
+            headers={"retry-after": "5", "cache-control": "no-store"},
+        )
 
     middleware = [] if not cors_origins else [cors_middleware(cors_origins)]
     routes = [Route(HEALTH_PATH, health, methods=["GET"])]
@@ -80,6 +94,7 @@ def build_app(
         else:
             assert producer is not None
             gateway = producer_gateway(producer, chain=chain, options=options, **keywords)
+        durable.extend([] if gateway.durable is None else [gateway.durable])
         routes.extend(gateway.routes(path))
 
         @asynccontextmanager
@@ -94,6 +109,7 @@ def build_app(
     from .endpoint import AgentEndpoint
 
     endpoint = AgentEndpoint(agent, chain=chain, options=options, **keywords)
+    durable.extend([] if endpoint.durable is None else [endpoint.durable])
     routes.extend(endpoint.routes(path))
     if endpoint.durable is None:
         served = Starlette(routes=routes, middleware=middleware)

@@ -25,6 +25,7 @@ errors are answered with their own status (``StoreError.http_status``) and an
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from ..store import (
     RunLost,
     RunStatus,
     StoreError,
+    StoreUnavailable,
     UnknownRun,
     format_event_id,
     sse_frame,
@@ -51,6 +53,7 @@ from ._http import BadRequest, send_json, send_json_error
 from ._join import joined_frames
 from ._options import streaming
 from ._stats import RunStats
+from ._store_health import store_unavailable
 from ._streaming import Receive, Scope, Send, SSERun
 from ._thread_histories import DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE, UnknownBefore
 
@@ -551,6 +554,10 @@ async def _followed(
             yield sse_frame(data, format_event_id(epoch, run_id, seq))
     except RunLost as exc:
         raise RunFailure("RUN_LOST", str(exc)) from exc
+    except StoreUnavailable as exc:  # the store itself: its reason, not its path
+        raise RunFailure(
+            "STORE_UNAVAILABLE", f"the event log is unavailable: {exc.reason}"
+        ) from exc
     except StoreError as exc:
         raise RunFailure("RUN_NOT_RESUMABLE", str(exc)) from exc
 
@@ -595,7 +602,9 @@ _STORE_ERRORS = {
 
 
 def _store_error(exc: StoreError) -> BadRequest:
-    error = _STORE_ERRORS.get(exc.http_status, "store_error")
+    error = _STORE_ERRORS.get(exc.http_status)
+    if error is None:  # the store itself failed: no path or driver text for the client
+        return store_unavailable(exc, logging.getLogger("agui_pipes.server"))
     return BadRequest(exc.http_status, error, str(exc))
 
 

@@ -17,6 +17,7 @@ from ag_ui.core import RunErrorEvent
 
 from .._foundation.errors import AguiPipesError, StageError, StreamRejected
 from ..codecs import EncodeError
+from ..store import StoreError, StoreUnavailable
 from ..verify import ProtocolViolation
 
 __all__ = ["RunFailure", "log_failure", "run_error_for"]
@@ -44,6 +45,14 @@ def run_error_for(exc: BaseException) -> RunErrorEvent:
         # The agent or a stage made a value no JSON peer can read back (NaN, too deep):
         # a fault of that code, named by event type and path, not of the server.
         return RunErrorEvent(code="ENCODE_ERROR", message=str(exc))
+    if isinstance(exc, StoreUnavailable):  # the store's reason, never its path
+        return RunErrorEvent(
+            code="STORE_UNAVAILABLE", message=f"the event log is unavailable: {exc.reason}"
+        )
+    if isinstance(exc, StoreError):
+        return RunErrorEvent(
+            code="INTERNAL_ERROR", message="the server failed: the event log failed"
+        )
     return RunErrorEvent(
         code="INTERNAL_ERROR", message=f"the server failed: {type(exc).__name__}: {exc}"
     )
@@ -71,6 +80,9 @@ def log_failure(log: logging.Logger, run_id: str, exc: Exception) -> None:
         log.warning("run %s failed: %s", run_id, exc)
     elif isinstance(exc, RunFailure):
         log.warning("run %s failed: %s: %s", run_id, exc.code, exc.message)
+    elif isinstance(exc, StoreUnavailable):
+        # An operational fault with its own log lines from the store: no traceback.
+        log.error("run %s failed: %s", run_id, exc)
     else:
         log.error("run %s failed: %s", run_id, exc, exc_info=exc)
 

@@ -40,13 +40,20 @@ class BadRequest(Exception):
     """The request cannot start a run; answered with ``status`` and a JSON body."""
 
     def __init__(
-        self, status: int, error: str, message: str, details: list[dict[str, Any]] | None = None
+        self,
+        status: int,
+        error: str,
+        message: str,
+        details: list[dict[str, Any]] | None = None,
+        *,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
     ) -> None:
         super().__init__(message)
         self.status = status
         self.error = error
         self.message = message
         self.details = details
+        self.headers = headers  # e.g. retry-after on a 503
 
 
 class ClientGone(Exception):
@@ -144,7 +151,7 @@ async def send_json_error(send: Send, error: BadRequest) -> None:
     if error.details is not None:
         payload["details"] = error.details
     allow = ((b"allow", b"POST"),) if error.status == 405 else ()
-    await send_json(send, error.status, payload, allow)
+    await send_json(send, error.status, payload, (*allow, *error.headers))
 
 
 async def accept_run_input(

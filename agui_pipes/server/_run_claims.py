@@ -37,6 +37,7 @@ from ._http import BadRequest
 from ._interrupt_gate import check_interrupts
 from ._live_run import LiveRun
 from ._options import Concurrency, Interrupts
+from ._store_health import store_unavailable
 
 __all__ = ["CONCURRENCY", "INTERRUPTS", "Concurrency", "RunClaims", "request_digest"]
 
@@ -114,10 +115,8 @@ class RunClaims:
         except ThreadTaken as exc:
             raise thread_not_found(thread_id) from exc
         except StoreError as exc:
-            self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
-            raise BadRequest(
-                503, "store_unavailable", f"the event log is unavailable: {exc}"
-            ) from exc
+            # Before the response starts: a 503 with retry-after, the detail in the log only.
+            raise store_unavailable(exc, self._log, f"run {run_id}: not started") from exc
         self._claimed[scope, run_id] = thread_id
         self._inputs[scope, run_id] = list(run_input.messages)
         return False

@@ -31,6 +31,7 @@ answers is known. A live run is scanned each time (it may still grow).
 from __future__ import annotations
 
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from fnmatch import fnmatchcase
@@ -42,6 +43,7 @@ from pydantic import TypeAdapter
 from ..store import EventLog, RunBroken, RunStatus, StoreError, UnknownRun
 from ._http import BadRequest
 from ._options import ServerOptions
+from ._store_health import store_unavailable
 from ._thread_histories import ThreadHistories
 
 if TYPE_CHECKING:
@@ -185,8 +187,8 @@ class RequestTrust:
                 if unknown:
                     raise _unknown_call(unknown[0], run_input.thread_id)
         except StoreError as exc:
-            raise BadRequest(
-                503, "store_unavailable", f"the event log is unavailable: {exc}"
+            raise store_unavailable(
+                exc, logging.getLogger("agui_pipes.server"), "reading the thread's history"
             ) from exc
         except ValueError as exc:  # the stored runs do not fold
             raise BadRequest(

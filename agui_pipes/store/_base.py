@@ -273,6 +273,15 @@ class EventLog(ThreadClaims):
             scope=scope,
         )
 
+    async def health(self) -> str | None:
+        """``None`` when the store can take writes now, else why not (no path, no internals).
+
+        Cheap and bounded: a server's ``/healthz`` calls it. A backend that can
+        tell (SQLite: a stalled write, the file deleted, the disk full) overrides
+        it; the default knows of no trouble.
+        """
+        return None
+
     def _owner_check_interval(self) -> float | None:
         timeout = self.owner_timeout
         return None if timeout is None else max(0.05, timeout / 3)

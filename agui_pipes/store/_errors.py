@@ -20,6 +20,7 @@ __all__ = [
     "RunLost",
     "StoreClosed",
     "StoreError",
+    "StoreUnavailable",
     "ThreadTaken",
     "UnknownRun",
     "WrongRun",
@@ -120,3 +121,25 @@ class StoreClosed(StoreError, RuntimeError):
     """The store was used before ``open()`` (``async with store``) or after ``aclose()``."""
 
     http_status: ClassVar[int] = 503
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot serve now (disk full, read-only, stalled, file deleted, server down).
+
+    Any backend raises it for a failure of the store itself rather than of the
+    request, so a server answers every backend alike: 503 ``store_unavailable``
+    with a ``retry-after`` before a run starts, a RUN_ERROR code
+    ``STORE_UNAVAILABLE`` after. ``reason`` is what a client may read (no path,
+    no driver text: "the disk is full"); ``str(exc)`` adds the ``detail`` for
+    the log; ``retry_after`` is the seconds a client should wait.
+    """
+
+    http_status: ClassVar[int] = 503
+
+    def __init__(self, reason: str, detail: str | None = None, retry_after: int = 5) -> None:
+        self.reason = reason
+        self.detail = detail
+        self.retry_after = retry_after
+        super().__init__(
+            f"the event log is unavailable: {reason}" + (f" ({detail})" if detail else "")
+        )

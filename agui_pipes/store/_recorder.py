@@ -26,6 +26,7 @@ from types import TracebackType
 import anyio
 
 from .._foundation.framing import SSE_ID
+from ._errors import StoreUnavailable
 from ._ids import format_event_id
 from ._recorder_queue import RecorderQueue
 from ._records import RunStatus
@@ -127,7 +128,7 @@ class RunRecorder(RecorderQueue):
                         "event log: could not mark run %r ended: %s",
                         self.run_id,
                         exc,
-                        exc_info=exc,
+                        exc_info=_traceback(exc),
                     )
 
     async def _flush_loop(self) -> None:
@@ -193,7 +194,7 @@ class RunRecorder(RecorderQueue):
             "its live stream goes on",
             self.run_id,
             reason,
-            exc_info=exc,
+            exc_info=_traceback(exc),
         )
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.close_timeout):
             try:
@@ -205,3 +206,9 @@ class RunRecorder(RecorderQueue):
                     self.run_id,
                     mark_exc,
                 )
+
+
+def _traceback(exc: BaseException | None) -> BaseException | None:
+    """The traceback worth logging: none for a store that is unavailable (an operational
+    fault the store logged, with its reason in the message), the error's otherwise."""
+    return None if isinstance(exc, StoreUnavailable) else exc

@@ -7,13 +7,13 @@ from __future__ import annotations
 import sqlite3
 
 from ._errors import ThreadTaken
-from ._sqlite_connection import SQLiteConnection
 from ._sqlite_file import immediate
+from ._sqlite_health import SQLiteHealth
 
 __all__ = ["SQLiteClaims", "claim_thread"]
 
 
-class SQLiteClaims(SQLiteConnection):
+class SQLiteClaims(SQLiteHealth):
     """The SQLite log's claims: run creation and thread leases, each one"""
 
     async def _create(self, scope: str, thread_id: str, run_id: str, digest: str | None) -> bool:
@@ -42,6 +42,8 @@ class SQLiteClaims(SQLiteConnection):
             return True
 
         created = await self._call(write)
+        if created:
+            self._writing.add((scope, run_id))
         if created and self._sweep_due(now):
             await self.prune(now)
         return created

@@ -16,9 +16,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ._base import new_epoch
-from ._errors import StoreError
+from ._errors import StoreError, StoreUnavailable
+from ._sqlite_faults import unavailable_reason
 
-__all__ = ["FORMAT", "immediate", "open_file"]
+__all__ = ["FORMAT", "WAL_LIMIT", "checkpoint", "immediate", "open_file"]
 
 _SCHEMA = """
 CREATE TABLE runs (
@@ -90,6 +91,13 @@ CREATE TABLE IF NOT EXISTS leases (
 """Thread leases (one live run per thread): added to any layout-2 file when opened, since
 a file without it holds no lease; rows are short-lived, so it needs no migration."""
 
+WAL_LIMIT = 1024 * 1024
+"""Bytes of WAL after which SQLite checkpoints it (``wal_autocheckpoint``, in pages of the
+file) and to which a reset WAL is truncated (``journal_size_limit``). SQLite's defaults
+(1,000 pages, no limit) let the WAL of 16 KiB pages grow to 16 MB and stay there: a
+token-paced run commits a few pages per event, so its WAL was hundreds of times its
+events. ``end_run`` also checkpoints (``checkpoint``)."""
+
 FORMAT = "2"
 """The layout version kept in ``meta``: a file of another layout is refused, not misread."""
 
@@ -100,9 +108,11 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
-def open_file(path: str) -> tuple[sqlite3.Connection, str]:
+def open_file(path: str, busy_ms: int = 2500) -> tuple[sqlite3.Connection, str]:
     """Open (creating if need be) the event log at ``path``: its connection and its epoch.
 
+    ``busy_ms`` is SQLite's ``busy_timeout``: how long a statement waits for
+    another process's write lock before failing "database is locked".
     Blocking: run it in a worker thread.
     """
     if path != ":memory:" and not Path(path).parent.is_dir():
@@ -115,13 +125,16 @@ def open_file(path: str) -> tuple[sqlite3.Connection, str]:
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open the SQLite event log {path!r}: {exc}") from exc
     try:
-        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
         # Batches are blobs of tens of KB: larger pages make fewer overflow pages
         # to chain and write (about half the write cost of 4 KiB pages). Only a
         # new file takes it; an existing one keeps its page size.
         conn.execute("PRAGMA page_size = 16384")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
+        (page,) = conn.execute("PRAGMA page_size").fetchone()
+        conn.execute(f"PRAGMA wal_autocheckpoint = {max(1, WAL_LIMIT // int(page))}")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}")
         conn.execute("BEGIN IMMEDIATE")
         conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         found = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
@@ -140,6 +153,11 @@ def open_file(path: str) -> tuple[sqlite3.Connection, str]:
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
         conn.close()
+        reason = unavailable_reason(exc)
+        if reason is not None and "corrupted" not in reason:  # the disk, not the file
+            raise StoreUnavailable(
+                reason, f"cannot open the SQLite event log {path!r}: {exc}"
+            ) from exc
         raise StoreError(
             f"cannot use {path!r} as an event log: {exc} (is it a SQLite database "
             f"this version of agui_pipes wrote?)"
@@ -151,6 +169,26 @@ def open_file(path: str) -> tuple[sqlite3.Connection, str]:
             f"agui_pipes reads layout {FORMAT!r} only: use another file"
         )
     return conn, str(epoch)
+
+
+def checkpoint(conn: sqlite3.Connection, busy_ms: int) -> None:
+    """Copy the WAL into the database and empty it, if nobody is in the way (at a run's end).
+
+    ``TRUNCATE`` waits for readers and writers through the busy handler, so
+    the handler is off for it: with another process reading (or writing),
+    SQLite answers busy at once and the WAL stays as it is — it is folded at
+    the next end, or by the automatic checkpoint (``WAL_LIMIT``). A checkpoint
+    that fails (a full disk cannot take the pages) leaves the WAL as it was,
+    which is still correct: the write it follows has committed, so it is not
+    that write's failure. ``busy_ms`` is the busy timeout to restore.
+    """
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.OperationalError:
+        pass
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
 
 
 @contextmanager

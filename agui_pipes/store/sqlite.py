@@ -31,7 +31,8 @@ from ._errors import RunBroken, UnknownRun
 from ._records import RunStatus, StoredRun, ThreadRecord, check_appendable
 from ._retention import doomed_runs
 from ._sqlite_claims import SQLiteClaims, claim_thread
-from ._sqlite_file import immediate
+from ._sqlite_connection import DEFAULT_TIMEOUT
+from ._sqlite_file import checkpoint, immediate
 from ._url import EXAMPLES, StoreURL
 
 __all__ = ["SQLiteEventLog"]
@@ -58,7 +59,7 @@ class SQLiteEventLog(SQLiteClaims):
 
     @classmethod
     def from_url(cls, url: StoreURL) -> SQLiteEventLog:
-        """``sqlite:///`` then the file's path; option ``poll``."""
+        """``sqlite:///`` then the file's path; options ``poll`` and ``timeout``."""
         if not url.text.lower().startswith("sqlite:///") or url.parts.netloc:
             raise ValueError(
                 f"store URL {url.text!r}: a SQLite URL is 'sqlite:///' followed by the file's "
@@ -68,8 +69,9 @@ class SQLiteEventLog(SQLiteClaims):
         if not path:
             raise ValueError(f"store URL {url.text!r} names no database file; {EXAMPLES}")
         poll = url.number("poll", float, 0.1)
+        timeout = url.number("timeout", float, DEFAULT_TIMEOUT)
         url.no_more()
-        return cls(path, url.retention, poll_interval=poll)
+        return cls(path, url.retention, poll_interval=poll, timeout=timeout)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -136,6 +138,7 @@ class SQLiteEventLog(SQLiteClaims):
             return last + 1, created
 
         first, created = await self._call(write)
+        self._writing.add((scope, run_id))
         if payloads:
             self._signals.changed((scope, run_id))
         if created and self._sweep_due(now):
@@ -153,6 +156,12 @@ class SQLiteEventLog(SQLiteClaims):
         self._check_open()
         status = RunStatus(status)
         now = self._now()
+        key = (scope, run_id)
+        # The last run this store writes has ended: a quiet moment to fold the WAL into
+        # the database and empty it (see WAL_LIMIT), so it does not stay at its peak.
+        # While other runs are being written, the automatic checkpoint does it, instead
+        # of one checkpoint (a disk sync) per run's end.
+        quiet = not (self._writing - {key})
 
         def write(conn: sqlite3.Connection) -> _Row | None:
             conn.execute(
@@ -163,9 +172,12 @@ class SQLiteEventLog(SQLiteClaims):
             row: _Row | None = conn.execute(
                 f"SELECT {_COLUMNS} FROM runs WHERE scope = ? AND run_id = ?", (scope, run_id)
             ).fetchone()
+            if quiet:
+                checkpoint(conn, int(self.timeout * 500))
             return row
 
         row = await self._call(write)
+        self._writing.discard(key)
         if row is None:
             raise UnknownRun(run_id)
         self._signals.changed((scope, run_id))
@@ -191,6 +203,7 @@ class SQLiteEventLog(SQLiteClaims):
                 )
 
         await self._call(write)
+        self._writing.discard((scope, run_id))
         self._signals.changed((scope, run_id))
 
     async def prune(self, now: float | None = None) -> int:
@@ -222,6 +235,7 @@ class SQLiteEventLog(SQLiteClaims):
 
         doomed = await self._call(write)
         for key in doomed:
+            self._writing.discard(key)
             self._signals.changed(key)
         return len(doomed)
 
@@ -260,7 +274,7 @@ class SQLiteEventLog(SQLiteClaims):
                     break
             return entries
 
-        return await self._call(query)
+        return await self._call(query, write=False)
 
     async def run(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> StoredRun | None:
         self._check_open()
@@ -271,7 +285,7 @@ class SQLiteEventLog(SQLiteClaims):
             ).fetchone()
             return row
 
-        row = await self._call(query)
+        row = await self._call(query, write=False)
         return None if row is None else _record(row)
 
     async def thread_runs(self, thread_id: str, *, scope: str = DEFAULT_SCOPE) -> list[StoredRun]:
@@ -286,7 +300,7 @@ class SQLiteEventLog(SQLiteClaims):
             # took the event loop ~0.1 s to turn into records.
             return [_record(row) for row in rows]
 
-        return await self._call(query)
+        return await self._call(query, write=False)
 
     async def thread_scope(self, thread_id: str) -> str | None:
         self._check_open()
@@ -297,7 +311,7 @@ class SQLiteEventLog(SQLiteClaims):
             ).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._call(query)
+        return await self._call(query, write=False)
 
     async def threads(
         self, *, scope: str = DEFAULT_SCOPE, limit: int = 50, before: int | None = None
@@ -313,7 +327,7 @@ class SQLiteEventLog(SQLiteClaims):
             ).fetchall()
             return rows
 
-        return [ThreadRecord(*row) for row in await self._call(query)]
+        return [ThreadRecord(*row) for row in await self._call(query, write=False)]
 
     async def _put_mark(self, scope: str, run_id: str, kind: str, value: str) -> None:
         def write(conn: sqlite3.Connection) -> None:
@@ -333,4 +347,4 @@ class SQLiteEventLog(SQLiteClaims):
             ).fetchone()
             return None if row is None else str(row[0])
 
-        return await self._call(query)
+        return await self._call(query, write=False)

@@ -17,8 +17,12 @@ from agui_pipes.server import AgentEndpoint, Gateway, ServerOptions
 from agui_pipes.server._durable import DEFAULT_DETACH_GRACE
 from agui_pipes.server._frames import DEFAULT_SEND_BUFFER
 from agui_pipes.server._http import DEFAULT_MAX_BODY_BYTES
+from agui_pipes.server._store_health import HEALTH_TIMEOUT
 from agui_pipes.server._streaming import DEFAULT_SEND_TIMEOUT
 from agui_pipes.store import RunRecorder
+from agui_pipes.store._sqlite_connection import DEFAULT_TIMEOUT
+from agui_pipes.store._sqlite_file import WAL_LIMIT
+from agui_pipes.store._sqlite_health import FAILURE_MEMORY, HEALTH_EVERY
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "limits.md").read_text(encoding="utf-8")
 
@@ -44,6 +48,11 @@ BOUNDS = {
         f"RunRecorder.{name}": inspect.signature(RunRecorder).parameters[name].default
         for name in ("max_events", "max_bytes", "stall_timeout", "close_timeout", "max_batch")
     },
+    "SQLiteEventLog.timeout": DEFAULT_TIMEOUT,
+    "WAL_LIMIT": WAL_LIMIT,
+    "HEALTH_EVERY": HEALTH_EVERY,
+    "FAILURE_MEMORY": FAILURE_MEMORY,
+    "HEALTH_TIMEOUT": HEALTH_TIMEOUT,
 }
 
 
