@@ -84,6 +84,8 @@ _CLOSES: dict[type[BaseEvent], str] = {
     ToolCallEndEvent: "tool",
 }
 _CHUNKS = (TextMessageChunkEvent, ToolCallChunkEvent, ReasoningMessageChunkEvent)
+_FOLDED_OPENERS = (TextMessageStartEvent, ReasoningMessageStartEvent, ToolCallStartEvent)
+"""Openers whose metadata a consumer merges into the message or tool call they open."""
 
 
 def is_terminal(event: BaseEvent) -> bool:
@@ -104,8 +106,15 @@ def _key(kind: str, event: BaseEvent) -> _Key:
 
 
 def _reopener(opener: BaseEvent, by_chunk: bool) -> BaseEvent:
-    """The event that reopens an item: its START, or its chunk without the delta."""
+    """The event that reopens an item: its START, or its chunk without the delta.
+
+    Without its ``metadata``: a consumer merges a START's metadata into the
+    message or tool call, whose merged metadata the snapshot already holds —
+    merging the opener's again would undo what later events changed.
+    """
     if not by_chunk:
+        if opener.metadata is not None and opener.__class__ in _FOLDED_OPENERS:
+            return opener.model_copy(update={"metadata": None})
         return opener
     tag = opener.subagent_run_id  # type: ignore[attr-defined]
     if isinstance(opener, TextMessageStartEvent):
