@@ -36,10 +36,12 @@ from .._consumer.history import thread_history
 from .._foundation.principal import Principal
 from ..codecs import encode_sse
 from ..store import (
+    BadEventId,
     EventLog,
     RunBroken,
     RunLost,
     RunStatus,
+    StoredRun,
     StoreError,
     UnknownRun,
     format_event_id,
@@ -129,9 +131,15 @@ class DurableRoutes:
         self, scope: Scope, receive: Receive, send: Send, run_id: str, principal: Principal
     ) -> None:
         """``GET runs/{runId}``: the run's events after the client's id, then its live tail."""
-        last_event_id = _header(scope, b"last-event-id")
+        try:
+            last_event_id = _header(scope, b"last-event-id")
+        except UnicodeDecodeError:
+            # EventSource sends the id it was given as UTF-8: anything else was never one.
+            await _send_store_error(send, BadEventId("the Last-Event-ID header is not UTF-8"))
+            return
         if last_event_id is None:
-            after = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after")
+            query = scope.get("query_string", b"").decode("latin-1")
+            after = parse_qs(query, errors="replace").get("after")
             if after:
                 last_event_id = after[-1]
         await self._follow(scope, receive, send, run_id, principal, last_event_id)
@@ -152,16 +160,19 @@ class DurableRoutes:
         last_event_id: str | None,
     ) -> None:
         tenant = principal.scope
+        live = self._durable.live.get((tenant, run_id))
+        # This process numbers a run it serves: an id past that number is no frame of it.
+        issued = None if live is None else live.recorder.next_seq - 1
         try:
             store = await self._durable.store()
-            start = await store.resume_after(run_id, last_event_id, scope=tenant)
+            start = await store.resume_after(run_id, last_event_id, scope=tenant, issued=issued)
             record = await store.run(run_id, scope=tenant)
         except StoreError as exc:
             await _send_store_error(send, exc)
             return
         thread_id = record.thread_id if record is not None else "-"
+        generation = record.generation if record is not None else ""
         epoch = store.epoch
-        live = self._durable.live.get((tenant, run_id))
 
         remote = live is None and record is not None and not record.status.ended
 
@@ -169,7 +180,7 @@ class DurableRoutes:
         async def open_frames() -> AsyncIterator[AsyncIterator[bytes]]:
             with live.reader() if live is not None else _nothing():
                 async with self._touching(store, tenant, run_id if remote else None):
-                    yield _followed(store, epoch, tenant, run_id, start)
+                    yield _followed(store, epoch, generation, tenant, run_id, start)
 
         response = SSERun(
             open_frames=open_frames,
@@ -315,9 +326,7 @@ class DurableRoutes:
         async def open_frames() -> AsyncIterator[AsyncIterator[bytes]]:
             with live.reader() if live is not None else _nothing():
                 async with self._touching(store, tenant, remote):
-                    yield _history_frames(
-                        store, epoch, tenant, head, None if tail is None else tail.run_id
-                    )
+                    yield _history_frames(store, epoch, tenant, head, tail)
 
         response = SSERun(
             open_frames=open_frames,
@@ -394,11 +403,11 @@ def _nothing() -> Iterator[None]:
 
 
 async def _followed(
-    store: EventLog, epoch: str, tenant: str, run_id: str, after: int
+    store: EventLog, epoch: str, generation: str, tenant: str, run_id: str, after: int
 ) -> AsyncIterator[bytes]:
     try:
         async for seq, data in store.follow(run_id, after, scope=tenant):
-            yield sse_frame(data, format_event_id(epoch, run_id, seq))
+            yield sse_frame(data, format_event_id(epoch, run_id, seq, generation))
     except RunLost as exc:
         raise RunFailure("RUN_LOST", str(exc)) from exc
     except StoreError as exc:
@@ -406,18 +415,20 @@ async def _followed(
 
 
 async def _history_frames(
-    store: EventLog, epoch: str, tenant: str, head: bytes, live_run: str | None
+    store: EventLog, epoch: str, tenant: str, head: bytes, live_run: StoredRun | None
 ) -> AsyncIterator[bytes]:
     yield head
     if live_run is not None:
-        async for frame in _followed(store, epoch, tenant, live_run, 0):
+        frames = _followed(store, epoch, live_run.generation, tenant, live_run.run_id, 0)
+        async for frame in frames:
             yield frame
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
+    """The header's value as UTF-8 text (``UnicodeDecodeError`` if it is not UTF-8)."""
     for key, value in scope.get("headers", ()):
         if key.lower() == name:
-            return bytes(value).decode("latin-1")
+            return bytes(value).decode("utf-8")
     return None
 
 
