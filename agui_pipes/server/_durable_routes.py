@@ -75,18 +75,19 @@ class DurableRoutes:
         """Routes at ``{base}runs/{runId}``, ``.../stop`` and ``{base}threads/{threadId}``."""
         from starlette.routing import Route
 
+        _register_id_convertor()
         if not base.endswith("/"):
             base += "/"
         return [
-            Route(f"{base}runs/{{run_id:path}}/stop", self._handler(self.stop), methods=["POST"]),
+            Route(f"{base}runs/{{run_id:{_ID}}}/stop", self._handler(self.stop), methods=["POST"]),
             Route(
-                f"{base}runs/{{run_id:path}}",
+                f"{base}runs/{{run_id:{_ID}}}",
                 self._handler(self.resume, _run_gone),
                 methods=["GET"],
             ),
             Route(f"{base}threads", self._handler(self.threads, what=None), methods=["GET"]),
             Route(
-                f"{base}threads/{{thread_id:path}}",
+                f"{base}threads/{{thread_id:{_ID}}}",
                 self._handler(self.thread, _thread_gone, "thread id"),
                 methods=["GET"],
             ),
@@ -334,6 +335,22 @@ class DurableRoutes:
             **self._streaming,
         )
         await response(scope, receive, send)
+
+
+_ID = "agui_pipes_id"
+"""The path convertor of the id routes: Starlette's ``path`` (``.*``), line breaks included."""
+
+
+def _register_id_convertor() -> None:
+    """Register ``_ID`` once: a path whose id holds a line break (``%0A``) matches the route,
+    so it gets the route's 422 ``bad_id`` rather than the router's plain-text 404."""
+    from starlette.convertors import CONVERTOR_TYPES, PathConvertor, register_url_convertor
+
+    class IdConvertor(PathConvertor):
+        regex = "[\\s\\S]*"
+
+    if _ID not in CONVERTOR_TYPES:
+        register_url_convertor(_ID, IdConvertor())
 
 
 Handler = Callable[[Scope, Receive, Send, str, Principal], Any]

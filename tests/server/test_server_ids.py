@@ -142,7 +142,7 @@ async def test_bad_ids_are_422_on_every_durable_route(store_url: str, gateway: b
             app = build_app(agent=DemoAgent(), path="/agent", store=store_url)
         server = stack.enter_context(serve(app))
         client = await stack.enter_async_context(httpx.AsyncClient(base_url=server.url, timeout=30))
-        for bad in ("r" * 257, "r" * 8_000, "run%00", "run%01", "run%7F"):
+        for bad in ("r" * 257, "r" * 8_000, "run%0Aid", "run%0D", "run%00", "run%01", "run%7F"):
             for method, route in (
                 ("GET", f"/agent/runs/{bad}"),
                 ("POST", f"/agent/runs/{bad}/stop"),
