@@ -6,7 +6,7 @@ server gives its frames SSE ids (an endpoint with a store, see docs/durable.md)
 and the connection drops mid-run, the client resumes with
 ``GET {url}/runs/{runId}`` and ``Last-Event-ID`` — the id of the last frame it
 *accepted*, so a frame cut half-way is asked for again. Every frame's id must
-continue the one before it (``<epoch>:<runId>:<seq+1>``): a gap, a duplicate
+continue the one before it (``<epoch>.<generation>:<runId>:<seq+1>``): a gap, a duplicate
 or another run's id is ``OutOfSequence`` (a ``ResumeFailed``), so the caller
 sees one unbroken stream with no event twice and none missing, or an error.
 A server without ids cannot be resumed, and the drop is then an error that
@@ -309,11 +309,12 @@ class _RunState:
                 f"{self.budget.what}: the server sends no agui-pipes SSE ids, so the frame "
                 f"with id {str(skip)!r} cannot be found in it"
             )
-        if last.epoch != skip.epoch:
+        if (last.epoch, last.generation) != (skip.epoch, skip.generation):
             raise ResumeFailed(
                 f"{self.budget.what}: last_event_id {str(skip)!r} is of another store epoch "
-                f"than the run's frames ({str(last)!r}): the server's store was reset or "
-                "replaced, so the position it names is gone"
+                f"or run generation than the run's frames ({str(last)!r}): the server's "
+                "store was reset or replaced, or the run was deleted and its id used again, "
+                "so the position it names is gone"
             )
         if last.seq == skip.seq:
             self.skip = None

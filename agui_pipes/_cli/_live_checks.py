@@ -176,7 +176,7 @@ def id_findings(frames: Sequence[Frame], run_id: str | None) -> tuple[list[Findi
     """The ids' continuity, and the run id they name (None: not agui-pipes ids, or none).
 
     Nothing is said when no frame carries an id: the server does not offer
-    resume. When the first id is not agui-pipes' ``<epoch>:<runId>:<seq>``,
+    resume. When the first id is not agui-pipes' ``<epoch>.<generation>:<runId>:<seq>``,
     the server numbers frames its own way: not checked (hygiene).
     """
     from ..store import BadEventId, parse_event_id
@@ -191,8 +191,8 @@ def id_findings(frames: Sequence[Frame], run_id: str | None) -> tuple[list[Findi
     except BadEventId:
         return [
             unchecked(
-                f"frames carry ids, but not agui-pipes' <epoch>:<runId>:<seq> (the first is "
-                f"{first_id[:80]!r}): their continuity and resume are not checked"
+                "frames carry ids, but not agui-pipes' <epoch>.<generation>:<runId>:<seq> "
+                f"(the first is {first_id[:80]!r}): their continuity and resume are not checked"
             )
         ], None
     found: list[Finding] = []
@@ -219,11 +219,15 @@ def id_findings(frames: Sequence[Frame], run_id: str | None) -> tuple[list[Findi
         except BadEventId as error:
             finding(index, str(error))
             continue
-        if current.epoch != previous.epoch or current.run_id != previous.run_id:
+        if (current.epoch, current.generation, current.run_id) != (
+            previous.epoch,
+            previous.generation,
+            previous.run_id,
+        ):
             finding(
                 index,
-                f"id {text!r} changes the run or epoch of the ids before it "
-                f"({previous.epoch}:{previous.run_id})",
+                f"id {text!r} changes the run, epoch or generation of the ids before it "
+                f"({str(previous).rpartition(':')[0]})",
             )
         elif current.seq != previous.seq + 1:
             finding(

@@ -1,6 +1,6 @@
 """The ids of one run's frames, checked: each must continue the last one.
 
-An agui-pipes server numbers a run's frames ``<epoch>:<runId>:1``, ``:2``, ...
+An agui-pipes server numbers a run's frames ``<epoch>.<generation>:<runId>:1``, ``:2``, ...
 with no gap (docs/durable.md), and a resume answers with the frames after the
 id the client sent. So the id every frame must carry is known in advance, and
 anything else — a skipped number (events missing), a repeated one (an event
@@ -9,7 +9,7 @@ server is not giving the run it promises. The client stops there with
 ``OutOfSequence`` rather than fold a run that is not the one the server logged.
 
 Whether a stream can be resumed is settled by the run's first frame: an id in
-the ``<epoch>:<runId>:<seq>`` form makes it resumable (and every later frame
+the ``<epoch>.<generation>:<runId>:<seq>`` form makes it resumable (and every later frame
 must carry one); no id, or an id of another form (a server with its own
 numbering), makes it a stream the client reads once and cannot resume.
 """
@@ -54,7 +54,7 @@ class EventIds:
     def expected(self) -> str:
         """The id the next frame must carry (``<epoch>`` when no frame came yet)."""
         if self.last is None:
-            return f"<epoch>:{self.run_id}:1"
+            return f"<epoch>.<generation>:{self.run_id}:1"
         return str(replace(self.last, seq=self.last.seq + 1))
 
     def accept(self, text: str) -> None:
@@ -92,7 +92,7 @@ class EventIds:
             self.resumable = False
             self.unusable = (
                 f"the server's SSE ids (the first: {text[:80]!r}) are not agui-pipes ids "
-                "('<epoch>:<runId>:<seq>'), so it does not support resuming"
+                "('<epoch>.<generation>:<runId>:<seq>'), so it does not support resuming"
             )
             return
         if got.run_id != self.run_id or got.seq != 1:
@@ -112,6 +112,11 @@ class EventIds:
             return (
                 f"{where} came {str(got)!r}, of another store epoch (the server's store "
                 "was reset or replaced)"
+            )
+        if got.generation != due.generation:
+            return (
+                f"{where} came {str(got)!r}, of another run of that id (the server's store "
+                "deleted the run and the id was used again)"
             )
         if got.seq > due.seq:
             missing = got.seq - due.seq

@@ -10,13 +10,36 @@ error at the event that caused it, never a ``MemoryError`` or a
 
 The defaults are generous for real agents (a million-node state is far beyond
 any UI) and tight enough that the worst case stays within a few hundred MiB.
+
+The id bounds below are fixed, not per server: a run or thread id is a key of
+the event log that every process sharing a store, and every client resuming
+from it, must accept alike (a server configured for longer ids would record
+runs a server beside it refuses to resume).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
-__all__ = ["DEFAULT_LIMITS", "Limits"]
+__all__ = ["DEFAULT_LIMITS", "MAX_EVENT_ID_LENGTH", "MAX_ID_LENGTH", "MAX_SEQ", "Limits"]
+
+MAX_ID_LENGTH: Final = 256
+"""The longest run or thread id a server accepts, in characters (422 ``bad_id`` past it).
+
+Why bounded: an id is part of every store key and of every SSE ``id:`` line,
+so an unbounded one costs its length per frame (a 1 MiB runId made a 2.1 MB
+request answer 331 MB) and per stored key.
+"""
+
+MAX_SEQ: Final = 2**63 - 1
+"""The largest sequence number an SSE id may name: a signed 64-bit integer, what
+every backend stores (SQLite's INTEGER); larger ones are 400 ``bad_event_id``."""
+
+MAX_EVENT_ID_LENGTH: Final = MAX_ID_LENGTH + 64
+"""The longest SSE event id (``Last-Event-ID`` / ``?after=``) parsed: the longest run
+id plus room for the store epoch, the run's generation, the seq and separators
+(no server issues a longer one); longer ones are 400 ``bad_event_id`` unread."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .limits import MAX_ID_LENGTH
+
 __all__ = [
     "ANONYMOUS",
     "DEFAULT_SCOPE",
@@ -38,12 +40,15 @@ DEFAULT_SCOPE: Final = "default"
 MAX_SCOPE_LENGTH: Final = 256
 """A scope is part of every store key: longer ones (or control characters) are refused."""
 
-MAX_ID_LENGTH: Final = 256
-"""The longest run or thread id a server accepts (422 ``bad_id`` past it)."""
+_DOT_SEGMENTS: Final = frozenset((".", ".."))
 
 
 def _has_control(text: str) -> bool:
     return any(ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0 for char in text)
+
+
+def _has_surrogate(text: str) -> bool:
+    return any(0xD800 <= ord(char) < 0xE000 for char in text)
 
 
 def scope_problem(scope: object) -> str | None:
@@ -60,11 +65,29 @@ def scope_problem(scope: object) -> str | None:
 
 
 def id_problem(value: str) -> str | None:
-    """Why ``value`` cannot be a run or thread id a server accepts, or None."""
+    """Why ``value`` cannot be a run or thread id a server accepts, or None.
+
+    Each refusal is an id that could be recorded but never resumed or read
+    back: over :data:`MAX_ID_LENGTH` characters; empty (an SSE id
+    ``<epoch>.<generation>::<seq>`` does not parse); a control character (a line break
+    ends an SSE ``id:`` line, a NUL makes a browser drop the id, the rest
+    are refused alike); a lone surrogate (no UTF-8 for an SSE line, a header
+    or a store key); or a path segment ``.`` / ``..`` (HTTP clients collapse
+    it, so ``runs/{id}`` would name another resource).
+    """
     if len(value) > MAX_ID_LENGTH:
         return f"is {len(value)} characters long; at most {MAX_ID_LENGTH} are accepted"
+    if not value:
+        return "is empty; give a non-empty id"
     if _has_control(value):
-        return "contains a control character"
+        return "contains a control character (a line break, NUL, DEL...); remove it"
+    if not value.isascii() and _has_surrogate(value):
+        return "contains a lone surrogate, which UTF-8 cannot encode; send valid Unicode"
+    if "." in value and not _DOT_SEGMENTS.isdisjoint(value.split("/")):
+        return (
+            "has a '.' or '..' path segment, which HTTP clients collapse in "
+            "runs/{runId} and threads/{threadId}; rename it"
+        )
     return None
 
 

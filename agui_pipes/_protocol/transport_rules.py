@@ -115,7 +115,8 @@ _RULES: Final = (
     TransportRule(
         EVENT_ID_CONTINUITY,
         "warning",
-        "HTML 9.2.4 The Last-Event-ID header; agui-pipes ids are `<epoch>:<runId>:<seq>`",
+        "HTML 9.2.4 The Last-Event-ID header; "
+        "agui-pipes ids are `<epoch>.<generation>:<runId>:<seq>`",
         "when frames carry ids, every frame does, all of one run, numbered consecutively",
     ),
     TransportRule(

@@ -37,9 +37,11 @@ from ag_ui.core import RunAgentInput
 from .._foundation.principal import Principal
 from ..codecs import DecodeError, decode
 from ..store import (
+    BadEventId,
     EventLog,
     RunLost,
     RunStatus,
+    StoredRun,
     StoreError,
     StoreUnavailable,
     UnknownRun,
@@ -77,18 +79,19 @@ class DurableRoutes:
         """Routes at ``{base}runs/{runId}``, ``.../stop`` and ``{base}threads/{threadId}``."""
         from starlette.routing import Route
 
+        _register_id_convertor()
         if not base.endswith("/"):
             base += "/"
         return [
-            Route(f"{base}runs/{{run_id:path}}/stop", self._handler(self.stop), methods=["POST"]),
+            Route(f"{base}runs/{{run_id:{_ID}}}/stop", self._handler(self.stop), methods=["POST"]),
             Route(
-                f"{base}runs/{{run_id:path}}",
+                f"{base}runs/{{run_id:{_ID}}}",
                 self._handler(self.resume, _run_gone),
                 methods=["GET"],
             ),
             Route(f"{base}threads", self._handler(self.threads, what=None), methods=["GET"]),
             Route(
-                f"{base}threads/{{thread_id:path}}",
+                f"{base}threads/{{thread_id:{_ID}}}",
                 self._handler(self.thread, _thread_gone, "thread id"),
                 methods=["GET"],
             ),
@@ -140,9 +143,15 @@ class DurableRoutes:
         if _joining(scope):
             await self.join(scope, receive, send, run_id, principal)
             return
-        last_event_id = _header(scope, b"last-event-id")
+        try:
+            last_event_id = _header(scope, b"last-event-id")
+        except UnicodeDecodeError:
+            # EventSource sends the id it was given as UTF-8: anything else was never one.
+            await _send_store_error(send, BadEventId("the Last-Event-ID header is not UTF-8"))
+            return
         if last_event_id is None:
-            after = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after")
+            query = scope.get("query_string", b"").decode("latin-1")
+            after = parse_qs(query, errors="replace").get("after")
             if after:
                 last_event_id = after[-1]
         await self._follow(scope, receive, send, run_id, principal, last_event_id)
@@ -190,18 +199,26 @@ class DurableRoutes:
             await _send_store_error(send, exc)
             return
         epoch = store.epoch
+        generation = record.generation if record is not None else ""
         live = self._durable.live.get((tenant, run_id))
         remote = live is None and record is not None and not record.status.ended
 
         def tail(after: int) -> AsyncIterator[bytes]:
-            return _followed(store, epoch, tenant, run_id, after)
+            return _followed(store, epoch, generation, tenant, run_id, after)
 
         @asynccontextmanager
         async def open_frames() -> AsyncIterator[AsyncIterator[bytes]]:
             with live.reader() if live is not None else _nothing():
                 async with self._touching(store, tenant, run_id if remote else None):
                     yield joined_frames(
-                        store, epoch, tenant, run_id, tail, messages=messages, state=state
+                        store,
+                        epoch,
+                        tenant,
+                        run_id,
+                        tail,
+                        messages=messages,
+                        state=state,
+                        generation=generation,
                     )
 
         shown_thread = thread_id or (record.thread_id if record is not None else "-")
@@ -222,16 +239,19 @@ class DurableRoutes:
         last_event_id: str | None,
     ) -> None:
         tenant = principal.scope
+        live = self._durable.live.get((tenant, run_id))
+        # This process numbers a run it serves: an id past that number is no frame of it.
+        issued = None if live is None else live.recorder.next_seq - 1
         try:
             store = await self._durable.store()
-            start = await store.resume_after(run_id, last_event_id, scope=tenant)
+            start = await store.resume_after(run_id, last_event_id, scope=tenant, issued=issued)
             record = await store.run(run_id, scope=tenant)
         except StoreError as exc:
             await _send_store_error(send, exc)
             return
         thread_id = record.thread_id if record is not None else "-"
+        generation = record.generation if record is not None else ""
         epoch = store.epoch
-        live = self._durable.live.get((tenant, run_id))
 
         remote = live is None and record is not None and not record.status.ended
 
@@ -241,7 +261,7 @@ class DurableRoutes:
         async def open_frames() -> AsyncIterator[AsyncIterator[bytes]]:
             with live.reader() if live is not None else _nothing():
                 async with self._touching(store, tenant, run_id if remote else None):
-                    yield _followed(store, epoch, tenant, run_id, start, stats)
+                    yield _followed(store, epoch, generation, tenant, run_id, start, stats)
 
         response = SSERun(open_frames=open_frames, stats=stats, **self._streaming)
         await response(scope, receive, send)
@@ -406,9 +426,7 @@ class DurableRoutes:
         async def open_frames() -> AsyncIterator[AsyncIterator[bytes]]:
             with live.reader() if live is not None else _nothing():
                 async with self._touching(store, tenant, remote):
-                    yield _history_frames(
-                        store, epoch, tenant, head, None if tail is None else tail.run_id
-                    )
+                    yield _history_frames(store, epoch, tenant, head, tail)
 
         response = SSERun(
             open_frames=open_frames,
@@ -461,6 +479,22 @@ def _joining(scope: Scope) -> bool:
     """Whether the request asks for the join stream (``?join=1``, ``true`` or ``yes``)."""
     values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("join") or []
     return bool(values) and values[-1].lower() in ("1", "true", "yes")
+
+
+_ID = "agui_pipes_id"
+"""The path convertor of the id routes: Starlette's ``path`` (``.*``), line breaks included."""
+
+
+def _register_id_convertor() -> None:
+    """Register ``_ID`` once: a path whose id holds a line break (``%0A``) matches the route,
+    so it gets the route's 422 ``bad_id`` rather than the router's plain-text 404."""
+    from starlette.convertors import CONVERTOR_TYPES, PathConvertor, register_url_convertor
+
+    class IdConvertor(PathConvertor):
+        regex = "[\\s\\S]*"
+
+    if _ID not in CONVERTOR_TYPES:
+        register_url_convertor(_ID, IdConvertor())
 
 
 Handler = Callable[[Scope, Receive, Send, str, Principal], Any]
@@ -532,6 +566,7 @@ def _nothing() -> Iterator[None]:
 async def _followed(
     store: EventLog,
     epoch: str,
+    generation: str,
     tenant: str,
     run_id: str,
     after: int,
@@ -551,7 +586,7 @@ async def _followed(
                 stats.written += 1
                 if any(marker in data for marker in _TERMINAL):
                     _note_terminal(stats, data)
-            yield sse_frame(data, format_event_id(epoch, run_id, seq))
+            yield sse_frame(data, format_event_id(epoch, run_id, seq, generation))
     except RunLost as exc:
         raise RunFailure("RUN_LOST", str(exc)) from exc
     except StoreUnavailable as exc:  # the store itself: its reason, not its path
@@ -577,18 +612,20 @@ def _note_terminal(stats: RunStats, data: bytes) -> None:
 
 
 async def _history_frames(
-    store: EventLog, epoch: str, tenant: str, head: bytes, live_run: str | None
+    store: EventLog, epoch: str, tenant: str, head: bytes, live_run: StoredRun | None
 ) -> AsyncIterator[bytes]:
     yield head
     if live_run is not None:
-        async for frame in _followed(store, epoch, tenant, live_run, 0):
+        frames = _followed(store, epoch, live_run.generation, tenant, live_run.run_id, 0)
+        async for frame in frames:
             yield frame
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
+    """The header's value as UTF-8 text (``UnicodeDecodeError`` if it is not UTF-8)."""
     for key, value in scope.get("headers", ()):
         if key.lower() == name:
-            return bytes(value).decode("latin-1")
+            return bytes(value).decode("utf-8")
     return None
 
 

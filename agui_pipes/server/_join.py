@@ -37,12 +37,14 @@ async def joined_frames(
     *,
     messages: list[dict[str, Any]] | None = None,
     state: Any = None,
+    generation: str = "",
 ) -> AsyncIterator[bytes]:
     """The join stream of ``run_id``: its head, then ``tail(after)`` (module doc).
 
     ``tail(seq)`` yields the run's framed entries after ``seq`` to its end;
     ``messages`` and ``state`` seed the fold (a retried POST's input, or the
-    thread's history before this run).
+    thread's history before this run); ``generation`` is the run's, for the
+    SSE id of the head's last frame (``StoredRun.generation``).
     """
     join = RunJoin(messages=messages, state=state)
     warnings: list[DecodeWarning] = []
@@ -64,7 +66,7 @@ async def joined_frames(
         *first, last = head
         frames = [encode_sse(event) for event in first]
         frames.append(
-            sse_frame(encode_json(last), format_event_id(epoch, run_id, after))
+            sse_frame(encode_json(last), format_event_id(epoch, run_id, after, generation))
             if after
             else encode_sse(last)
         )

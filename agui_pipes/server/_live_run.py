@@ -8,7 +8,7 @@
   Vercel AI SDK's resumable streams: disconnect is not stop).
 * ``RecordingSink`` — the endpoint's ``FrameSink`` path with recording: each
   event is encoded once, numbered and queued for the store in the agent's
-  own task, and its frame carries ``id: <epoch>:<runId>:<seq>``, the same
+  own task, and its frame carries ``id: <epoch>.<generation>:<runId>:<seq>``, the same
   bytes a replay from the log gives.
 """
 

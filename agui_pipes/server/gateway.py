@@ -139,7 +139,7 @@ class Gateway:
 
     ``store`` (an ``EventLog`` or a store URL) records every run under the
     runId of its RunAgentInput, as the agent endpoint does: frames carry
-    ``id: <epoch>:<runId>:<seq>``, a client that disconnects detaches (the
+    ``id: <epoch>.<generation>:<runId>:<seq>``, a client that disconnects detaches (the
     upstream is read on until nobody has been attached for ``detach_grace``
     seconds, then its request is closed and the run recorded as cancelled),
     and ``routes(path)`` adds the resume, stop and thread routes.

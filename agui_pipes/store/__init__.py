@@ -10,7 +10,7 @@ PostgreSQL.
   entry-point group ``agui_pipes.stores``;
 * ``RunRecorder`` — a server's background writer of one run;
 * ``format_event_id`` / ``parse_event_id`` / ``sse_frame`` — SSE ids
-  ``<epoch>:<runId>:<seq>`` and the frames carrying them;
+  ``<epoch>.<generation>:<runId>:<seq>`` and the frames carrying them;
 * the errors, each with the HTTP status a server answers with.
 
 See docs/durable.md.

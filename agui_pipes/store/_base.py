@@ -24,8 +24,16 @@ import anyio
 
 from .._foundation.principal import DEFAULT_SCOPE
 from ._claims import ThreadClaims
-from ._errors import RunLost, StoreClosed
-from ._records import RunStatus, StoredRun, ThreadRecord, check_readable, resume_seq
+from ._errors import RunLost, StoreClosed, WrongRun
+from ._ids import shown_id
+from ._records import (
+    RunStatus,
+    StoredRun,
+    ThreadRecord,
+    check_readable,
+    past_the_end,
+    resume_seq,
+)
 from ._retention import Retention, SweepSchedule
 
 __all__ = [
@@ -103,6 +111,13 @@ class EventLog(ThreadClaims):
     """Seconds without a heartbeat (``heartbeat``) after which a follower declares a
     live run lost (``None``: never). Only runs that were heartbeated at least once
     are judged, so a log written without heartbeats is never declared lost."""
+
+    resume_wait: float = 10.0
+    """Seconds ``resume_after`` waits for a live run's log to reach the seq of a
+    client's id before answering that it is past the run's end (409). A server
+    sends an event's frame before the event is stored, so the log may lag the
+    ids clients hold by a batch; the recorder stores it within its own bounds
+    (``RunRecorder.close_timeout``, 10 s) or marks the run broken (then 410)."""
 
     def __init__(self, retention: Retention | None = None) -> None:
         self.retention = retention or Retention()
@@ -298,8 +313,9 @@ class EventLog(ThreadClaims):
         stored and are correct; what follows could have a hole),
         :class:`RunLost` after the last entry of a run whose writer died
         (checked with ``check_owner`` whenever the follower has waited
-        ``owner_timeout / 3`` seconds with nothing new) and
-        :class:`UnknownRun` for a run the store does not hold.
+        ``owner_timeout / 3`` seconds with nothing new),
+        :class:`UnknownRun` for a run the store does not hold and
+        :class:`WrongRun` when the run ended before ``after``.
         """
         check_every = self._owner_check_interval()
         next_check = time.monotonic() if check_every is None else time.monotonic() + check_every
@@ -317,6 +333,13 @@ class EventLog(ThreadClaims):
             if record.status is RunStatus.LOST:
                 raise RunLost(run_id, record.reason or "its writer died")
             if record.status.ended:
+                if after > record.last_seq:
+                    # Asked for a position the run never reached: an end with
+                    # no terminal event would look like a cut stream.
+                    raise WrongRun(
+                        f"position #{after} is past the end of run {shown_id(run_id)} "
+                        f"(its last event is #{record.last_seq})"
+                    )
                 return
             if check_every is None:
                 await self._wait(change)
@@ -338,23 +361,51 @@ class EventLog(ThreadClaims):
         await anyio.sleep(0.1)
 
     async def resume_after(
-        self, run_id: str, last_event_id: str | None, *, scope: str = DEFAULT_SCOPE
+        self,
+        run_id: str,
+        last_event_id: str | None,
+        *,
+        scope: str = DEFAULT_SCOPE,
+        issued: int | None = None,
     ) -> int:
         """The seq to read after for a client resuming ``run_id`` from an SSE id.
 
         ``None`` (no header) means from the start (0). Raises
         :class:`BadEventId` (400) for an unparsable id, :class:`WrongRun`
-        (409) for an id of another run or of another store epoch (the store
-        was reset: positions in it mean nothing now) or past the end of an
-        ended run (the scope is not in the id: the run is looked up in
-        ``scope``, the requesting principal's), :class:`UnknownRun` (404) for a
-        run not in the store, and :class:`RunBroken` (410) for a run whose log
-        is incomplete.
+        (409) for an id of another run, of another store epoch (the store
+        was reset: positions in it mean nothing now), of an earlier run of the
+        same id (deleted by retention) or past the end of the run (the scope
+        is not in the id: the run is looked up in ``scope``, the requesting
+        principal's), :class:`UnknownRun` (404) for a run not in the store,
+        and :class:`RunBroken` (410) for a run whose log is incomplete.
+
+        Past the end of a *live* run: ``issued`` is the last seq the writer
+        numbered, when the caller knows it (the server writing the run) — an
+        id past it is refused at once. Otherwise the log may not hold yet an
+        event whose frame was sent, so an id past what is stored waits up to
+        ``resume_wait`` seconds for it (returning as soon as it is stored) and
+        is refused if the run ends first or it never comes.
         """
         record = check_readable(await self.run(run_id, scope=scope), run_id)
         if last_event_id is None:
             return 0
-        return resume_seq(record, last_event_id, self.epoch)
+        seq = resume_seq(record, last_event_id, self.epoch)
+        if record.status.ended or seq <= record.last_seq:
+            return seq
+        if issued is not None:
+            if seq <= issued:
+                return seq
+            raise past_the_end(last_event_id, run_id, issued, live=True)
+        with anyio.move_on_after(self.resume_wait):
+            while True:
+                change = self._change(scope, run_id)
+                record = check_readable(await self.run(run_id, scope=scope), run_id)
+                if record.last_seq >= seq:
+                    return seq
+                if record.status.ended:
+                    raise past_the_end(last_event_id, run_id, record.last_seq, live=False)
+                await self._wait(change)
+        raise past_the_end(last_event_id, run_id, record.last_seq, live=True)
 
     def _sweep_due(self, now: float) -> bool:
         """True at most once per ``retention.interval``: time to prune on this create."""

@@ -26,7 +26,7 @@ from types import TracebackType
 import anyio
 
 from .._foundation.framing import SSE_ID
-from ._errors import StoreUnavailable
+from ._errors import StoreUnavailable, UnknownRun
 from ._ids import format_event_id
 from ._recorder_queue import RecorderQueue
 from ._records import RunStatus
@@ -63,12 +63,14 @@ class RunRecorder(RecorderQueue):
         propagate: the server decides whether to serve the run unrecorded.
         """
         format_event_id(self.store.epoch, self.run_id, 0)  # refuses ids SSE cannot carry
-        self._id_prefix = SSE_ID + f"{self.store.epoch}:{self.run_id}:".encode()
         await self.store.append(self.thread_id, self.run_id, [], scope=self.scope)
         record = await self.store.run(self.run_id, scope=self.scope)
-        if record is not None:
-            self._stored = record.last_seq
-            self.next_seq = record.last_seq + 1
+        if record is None:
+            raise UnknownRun(self.run_id, f"run {self.run_id!r} was deleted as it was created")
+        self._stored = record.last_seq
+        self.next_seq = record.last_seq + 1
+        self.generation = record.generation
+        self._id_prefix = SSE_ID + self.event_id(0)[:-1].encode()  # the id up to its seq
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks = tasks

@@ -84,7 +84,9 @@ class RecorderQueue(abc.ABC):
         self._recording = False  # entered, neither broken nor ended: record() takes events
         self._tasks: anyio.abc.TaskGroup | None = None
         self._flush_scope = anyio.CancelScope(shield=True)
-        self._id_prefix = b""  # b"id: <epoch>:<runId>:", known once the store is open
+        self.generation = ""
+        """The run's generation (``StoredRun.generation``), known once it is created."""
+        self._id_prefix = b""  # b"id: <epoch>.<generation>:<runId>:", known once created
         self.rewrite_first: Callable[[bytes], bytes] | None = None
         """Applied once, to the first event framed (``frame``, ``frame_nowait``,
         ``frames_nowait``) before it is numbered: what it returns is both stored and
@@ -96,8 +98,8 @@ class RecorderQueue(abc.ABC):
         return f"RunRecorder(run_id={self.run_id!r}, next_seq={self.next_seq}, {state})"
 
     def event_id(self, seq: int) -> str:
-        """The SSE id of entry ``seq`` of this run (``<epoch>:<runId>:<seq>``)."""
-        return format_event_id(self.store.epoch, self.run_id, seq)
+        """The SSE id of entry ``seq`` of this run (``<epoch>.<generation>:<runId>:<seq>``)."""
+        return format_event_id(self.store.epoch, self.run_id, seq, self.generation)
 
     async def frame(self, data: bytes) -> bytes:
         """Record ``data`` (one event's wire JSON) and return its SSE frame, id included.

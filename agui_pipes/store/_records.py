@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .._foundation.principal import DEFAULT_SCOPE
 from ._errors import RunBroken, RunEnded, UnknownRun, WrongRun, WrongThread
-from ._ids import parse_event_id
+from ._ids import generation_of, parse_event_id, shown_id
 
 __all__ = [
     "RunStatus",
@@ -22,6 +22,7 @@ __all__ = [
     "ThreadRecord",
     "check_appendable",
     "check_readable",
+    "past_the_end",
     "resume_seq",
 ]
 
@@ -70,6 +71,16 @@ class StoredRun:
         """What the store keys the run by: (scope, run id)."""
         return self.scope, self.run_id
 
+    @property
+    def generation(self) -> str:
+        """Which life of its run id this run is: in every SSE id of the run.
+
+        A run id may be used again once retention deleted its run; the new
+        run's generation differs, so the old run's ids are refused (409)
+        instead of resuming inside the new one (``_ids.generation_of``).
+        """
+        return generation_of(self.created)
+
 
 @dataclass(frozen=True)
 class ThreadRecord:
@@ -111,22 +122,39 @@ def resume_seq(record: StoredRun, last_event_id: str, epoch: str) -> int:
     """The seq after which a client holding SSE id ``last_event_id`` resumes the run.
 
     :class:`BadEventId` for an unparsable id; :class:`WrongRun` for an id of
-    another run, of another store ``epoch``, or past the end of an ended run.
+    another run, of another store ``epoch``, of another generation of the run
+    id (a run deleted by retention whose id was used again), or past the end
+    of an ended run. Messages quote at most 80 characters of the id.
     """
     run_id = record.run_id
     parsed = parse_event_id(last_event_id)
+    shown = shown_id(last_event_id)
     if parsed.epoch != epoch:
         raise WrongRun(
-            f"event id {last_event_id!r} is from another store epoch ({parsed.epoch!r}, "
+            f"event id {shown} is from another store epoch ({shown_id(parsed.epoch)}, "
             f"this store's is {epoch!r}): the store was reset; start the run again"
         )
     if parsed.run_id != run_id:
         raise WrongRun(
-            f"event id {last_event_id!r} belongs to run {parsed.run_id!r}, not {run_id!r}"
+            f"event id {shown} belongs to run {shown_id(parsed.run_id)}, not {shown_id(run_id)}"
+        )
+    if parsed.generation != record.generation:
+        older = "carries no run generation (the older '<epoch>:<runId>:<seq>' form)"
+        if parsed.generation:
+            older = "is of an earlier run of that id, deleted by retention"
+        raise WrongRun(
+            f"event id {shown} {older}: it names no position in run {shown_id(run_id)} "
+            "as stored now; read the run from its start (no Last-Event-ID)"
         )
     if record.status.ended and parsed.seq > record.last_seq:
-        raise WrongRun(
-            f"event id {last_event_id!r} is past the end of run {run_id!r} "
-            f"(its last event is #{record.last_seq})"
-        )
+        raise past_the_end(last_event_id, run_id, record.last_seq, live=False)
     return parsed.seq
+
+
+def past_the_end(last_event_id: str, run_id: str, last: int, *, live: bool) -> WrongRun:
+    """The 409 of an id past ``last``, the last event of a run (ended, or live and so far)."""
+    what = "live run" if live else "run"
+    return WrongRun(
+        f"event id {shown_id(last_event_id)} is past the end of {what} {shown_id(run_id)} "
+        f"(its last event is #{last}): no frame of the run carried it"
+    )

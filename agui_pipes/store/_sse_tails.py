@@ -1,6 +1,6 @@
 """The ``<seq>\ndata: `` tails of SSE frames, formatted once per process.
 
-What follows a recorded run's ``id: <epoch>:<runId>:`` prefix in each frame
+What follows a recorded run's ``id: <epoch>.<generation>:<runId>:`` prefix in each frame
 is the seq and the start of the data line. Formatting a number per frame is
 most of what numbering costs on the gateway's relay path, so the tails are
 made in blocks and shared by every run.

@@ -185,7 +185,7 @@ async def test_resumes_are_bounded_when_the_server_is_gone() -> None:
     agent = Talker(deltas=200, pace=0.01)
     with serve(_durable_app(agent)) as server:
         port = server.port
-        async with cutting_proxy(port, [300, 0, 0, 0, 0]) as proxy:
+        async with cutting_proxy(port, [600, 0, 0, 0, 0]) as proxy:
             seen = 0
             with pytest.raises(ResumeFailed, match="max_reconnects=2"):
                 async with run_remote(

@@ -9,6 +9,7 @@ import pytest
 
 from agui_pipes import Limits
 from agui_pipes._cli._input import MAX_DOCUMENT_BYTES
+from agui_pipes._foundation.limits import MAX_EVENT_ID_LENGTH, MAX_ID_LENGTH, MAX_SEQ
 from agui_pipes.codecs import DEFAULT_MAX_FRAME_BYTES
 from agui_pipes.config import _bounds
 from agui_pipes.demo import DemoAgent
@@ -19,7 +20,7 @@ from agui_pipes.server._frames import DEFAULT_SEND_BUFFER
 from agui_pipes.server._http import DEFAULT_MAX_BODY_BYTES
 from agui_pipes.server._store_health import HEALTH_TIMEOUT
 from agui_pipes.server._streaming import DEFAULT_SEND_TIMEOUT
-from agui_pipes.store import RunRecorder
+from agui_pipes.store import EventLog, RunRecorder
 from agui_pipes.store._sqlite_connection import DEFAULT_TIMEOUT
 from agui_pipes.store._sqlite_file import WAL_LIMIT
 from agui_pipes.store._sqlite_health import FAILURE_MEMORY, HEALTH_EVERY
@@ -34,6 +35,10 @@ BOUNDS = {
     "DEFAULT_MAX_FRAME_BYTES": DEFAULT_MAX_FRAME_BYTES,
     "MAX_DOCUMENT_BYTES": MAX_DOCUMENT_BYTES,
     "DEFAULT_MAX_BODY_BYTES": DEFAULT_MAX_BODY_BYTES,
+    "MAX_ID_LENGTH": MAX_ID_LENGTH,
+    "MAX_EVENT_ID_LENGTH": MAX_EVENT_ID_LENGTH,
+    "MAX_SEQ": MAX_SEQ,
+    "EventLog.resume_wait": EventLog.resume_wait,
     "MAX_CHAIN_BYTES": _bounds.MAX_CHAIN_BYTES,
     "MAX_CHAIN_DEPTH": _bounds.MAX_CHAIN_DEPTH,
     "MAX_CHAIN_NODES": _bounds.MAX_CHAIN_NODES,

@@ -286,30 +286,88 @@ async def test_an_unknown_run_marked_broken_is_broken_not_unknown(store_url: str
 # -- resuming from an SSE id -----------------------------------------------------------
 
 
+async def _id(store: EventLog, run: str, seq: int) -> str:
+    """The SSE id a server gives entry ``seq`` of ``run``: store epoch, run generation."""
+    record = await store.run(run)
+    assert record is not None
+    return format_event_id(store.epoch, run, seq, record.generation)
+
+
 async def test_resume_after_checks_the_id(store_url: str) -> None:
     async with open_store(store_url) as store:
         await store.append("t", "r", payloads("r", 4))
         await store.append("t", "other", payloads("other", 1))
         epoch = store.epoch
+        generation = (await store.run("r")).generation  # type: ignore[union-attr]
         assert await store.resume_after("r", None) == 0
-        assert await store.resume_after("r", format_event_id(epoch, "r", 3)) == 3
-        # a live run may be asked past what is stored yet: the server numbers before storing
-        assert await store.resume_after("r", format_event_id(epoch, "r", 9)) == 9
+        assert await store.resume_after("r", await _id(store, "r", 3)) == 3
+        # a live run may be asked past what is stored yet, up to what its writer numbered
+        assert await store.resume_after("r", await _id(store, "r", 9), issued=9) == 9
+        with pytest.raises(WrongRun, match=r"past the end of live run 'r'.*#9") as past:
+            await store.resume_after("r", await _id(store, "r", 10), issued=9)
+        assert past.value.http_status == 409
         with pytest.raises(BadEventId) as bad:
             await store.resume_after("r", "garbage")
         assert bad.value.http_status == 400
         with pytest.raises(WrongRun, match="belongs to run 'other'") as wrong:
-            await store.resume_after("r", format_event_id(epoch, "other", 1))
+            await store.resume_after("r", await _id(store, "other", 1))
         assert wrong.value.http_status == 409
         with pytest.raises(WrongRun, match="another store epoch"):
-            await store.resume_after("r", format_event_id("0badc0ffee00", "r", 1))
+            await store.resume_after("r", format_event_id("0badc0ffee00", "r", 1, generation))
+        with pytest.raises(WrongRun, match="carries no run generation"):
+            await store.resume_after("r", format_event_id(epoch, "r", 1))
+        with pytest.raises(WrongRun, match="earlier run of that id"):
+            await store.resume_after("r", format_event_id(epoch, "r", 1, generation + "0"))
         with pytest.raises(UnknownRun) as unknown:
-            await store.resume_after("nope", format_event_id(epoch, "nope", 1))
+            await store.resume_after("nope", format_event_id(epoch, "nope", 1, generation))
         assert unknown.value.http_status == 404
         await store.end_run("r")
         with pytest.raises(WrongRun, match="past the end"):
-            await store.resume_after("r", format_event_id(epoch, "r", 5))
-        assert await store.resume_after("r", format_event_id(epoch, "r", 4)) == 4
+            await store.resume_after("r", await _id(store, "r", 5))
+        assert await store.resume_after("r", await _id(store, "r", 4)) == 4
+
+
+async def test_an_id_past_what_a_live_run_stored_waits_for_it(store_url: str) -> None:
+    """Without the writer's count, the log may lag a sent frame: wait for it, then refuse."""
+    async with open_store(store_url) as store:
+        store.resume_wait = 0.2
+        await store.append("t", "r", payloads("r", 2))
+        with pytest.raises(WrongRun, match=r"past the end of live run 'r'.*#2"):
+            await store.resume_after("r", await _id(store, "r", 3))
+        store.resume_wait = 30.0
+        found: list[int] = []
+        waiting = await _id(store, "r", 4)
+        async with anyio.create_task_group() as tg:
+
+            async def resume() -> None:
+                found.append(await store.resume_after("r", waiting))
+
+            tg.start_soon(resume)
+            await store.append("t", "r", payloads("r", 2, start=3))  # the writer catches up
+        assert found == [4]
+        waiting = await _id(store, "r", 9)
+        refused: list[WrongRun] = []
+        async with anyio.create_task_group() as tg:
+
+            async def refuse() -> None:
+                with pytest.raises(WrongRun) as caught:
+                    await store.resume_after("r", waiting)
+                refused.append(caught.value)
+
+            tg.start_soon(refuse)
+            await store.end_run("r")  # the run ends before #9
+        assert "past the end of run 'r' (its last event is #4)" in str(refused[0])
+
+
+async def test_a_follower_past_the_end_of_a_run_is_told(store_url: str) -> None:
+    if store_url.startswith("redis"):
+        pytest.skip("RedisEventLog has a follow of its own (XREAD): not yet told")
+    async with open_store(store_url) as store:
+        await store.append("t", "r", payloads("r", 2))
+        await store.end_run("r")
+        with pytest.raises(WrongRun, match="position #5 is past the end of run 'r'"):
+            async for _ in store.follow("r", after=5):
+                pass
 
 
 # -- retention -------------------------------------------------------------------------

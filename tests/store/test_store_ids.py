@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agui_pipes._foundation.limits import MAX_EVENT_ID_LENGTH, MAX_SEQ
 from agui_pipes.store import (
     BadEventId,
     EventId,
@@ -21,19 +22,57 @@ from agui_pipes.store import (
 
 
 def test_an_id_round_trips() -> None:
-    text = format_event_id("a1b2c3d4e5f6", "run-1", 42)
-    assert text == "a1b2c3d4e5f6:run-1:42"
-    assert parse_event_id(text) == EventId("a1b2c3d4e5f6", "run-1", 42)
+    text = format_event_id("a1b2c3d4e5f6", "run-1", 42, "mkz3v0q1a")
+    assert text == "a1b2c3d4e5f6.mkz3v0q1a:run-1:42"
+    assert parse_event_id(text) == EventId("a1b2c3d4e5f6", "run-1", 42, "mkz3v0q1a")
     assert str(parse_event_id(text)) == text
+    # the older form, without a generation, still parses (and no run matches it)
+    assert parse_event_id("a1b2c3d4e5f6:run-1:42") == EventId("a1b2c3d4e5f6", "run-1", 42)
+
+
+_TOKEN = st.text(st.characters(blacklist_characters=":.\n\r\0"), min_size=1, max_size=20)
 
 
 @given(
-    st.text(st.characters(blacklist_characters=":\n\r\0"), min_size=1, max_size=20),
+    _TOKEN,
     st.text(st.characters(blacklist_characters="\n\r\0"), min_size=1, max_size=40),
-    st.integers(min_value=0, max_value=2**63),
+    st.integers(min_value=0, max_value=MAX_SEQ),
+    _TOKEN | st.just(""),
 )
-def test_any_run_id_round_trips_even_with_colons(epoch: str, run_id: str, seq: int) -> None:
-    assert parse_event_id(format_event_id(epoch, run_id, seq)) == EventId(epoch, run_id, seq)
+def test_any_run_id_round_trips_even_with_colons(
+    epoch: str, run_id: str, seq: int, generation: str
+) -> None:
+    parsed = parse_event_id(format_event_id(epoch, run_id, seq, generation))
+    assert parsed == EventId(epoch, run_id, seq, generation)
+
+
+@given(st.text(max_size=MAX_EVENT_ID_LENGTH + 8) | st.binary().map(lambda b: b.decode("latin-1")))
+def test_any_text_parses_or_is_a_bad_event_id(text: str) -> None:
+    """Whatever a client sends: an id within the bounds, or BadEventId (400) — nothing else."""
+    try:
+        parsed = parse_event_id(text)
+    except BadEventId as exc:
+        refused: BadEventId | None = exc
+    else:
+        refused = None
+    if refused is not None:
+        assert refused.http_status == 400
+        assert len(str(refused)) < 400  # the message never grows with what was sent
+        return
+    assert 0 <= parsed.seq <= MAX_SEQ
+    assert parsed.epoch and parsed.run_id and ":" not in parsed.epoch
+    assert str(parsed) == text
+
+
+@given(st.from_regex(r"[0-9a-f]{12}\.[0-9a-z]{10}:[^\n\r\x00]{1,40}:[0-9]{1,40}", fullmatch=True))
+def test_any_seq_is_a_number_within_the_bounds_or_a_bad_event_id(text: str) -> None:
+    digits = text.rpartition(":")[2]
+    seq = int(digits)
+    if seq > MAX_SEQ or len(digits) > 19:
+        with pytest.raises(BadEventId, match="out of range"):
+            parse_event_id(text)
+    else:
+        assert parse_event_id(text).seq == seq
 
 
 @pytest.mark.parametrize(
@@ -43,21 +82,33 @@ def test_any_run_id_round_trips_even_with_colons(epoch: str, run_id: str, seq: i
         ("42", "unparsable event id '42'"),
         ("epoch:42", "unparsable event id"),
         (":run:1", "unparsable event id"),
+        (".gen:run:1", "unparsable event id"),
+        ("epoch.:run:1", "unparsable event id"),
         ("e::1", "unparsable event id"),
         ("e:run:", "its last part '' is not a sequence number"),
         ("e:run:-1", "its last part '-1' is not a sequence number"),
+        ("e:run:+1", "is not a sequence number"),
+        ("e:run: 1", "is not a sequence number"),
         ("e:run:1.5", "is not a sequence number"),
         ("e:run:٣", "is not a sequence number"),  # a digit, but not ASCII
+        ("e.g:run:9223372036854775808", "out of range"),  # 2**63
+        ("e.g:run:" + "9" * 30, "out of range"),
+        ("e.g:run:" + "0" * 30 + "1", "out of range"),  # 31 digits, even if small
         ("e:" + "r" * 2000 + ":1", "too long"),
     ],
 )
 def test_unparsable_ids_say_what_is_expected(text: str, says: str) -> None:
     with pytest.raises(BadEventId, match=says) as caught:
         parse_event_id(text)
-    assert "'<epoch>:<runId>:<seq>'" in str(caught.value)
+    assert "out of range" in says or "'<epoch>.<generation>:<runId>:<seq>'" in str(caught.value)
+    assert len(str(caught.value)) < 400
     assert caught.value.http_status == 400
     assert isinstance(caught.value, ValueError)
     assert isinstance(caught.value, StoreError)
+
+
+def test_the_largest_seq_parses() -> None:
+    assert parse_event_id(f"e.g:run:{MAX_SEQ}").seq == 2**63 - 1
 
 
 def test_a_run_id_an_sse_line_cannot_carry() -> None:

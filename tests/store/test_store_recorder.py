@@ -51,7 +51,9 @@ async def test_a_run_is_recorded_whole_and_ended(store_url: str) -> None:
                 seqs.append(await recorder.record(data))
                 if len(seqs) % 10 == 0:
                     await anyio.lowlevel.checkpoint()
-            assert parse_event_id(recorder.event_id(5)) == (parse_event_id(f"{store.epoch}:r:5"))
+            assert parse_event_id(recorder.event_id(5)) == (
+                parse_event_id(f"{store.epoch}.{recorder.generation}:r:5")
+            )
             await recorder.end(RunStatus.FINISHED)
         assert seqs == list(range(1, 101))
         assert await store.read("r") == list(enumerate(events(100), 1))
@@ -242,12 +244,14 @@ async def test_frames_carry_the_ids_a_resume_accepts() -> None:
     async with open_store("memory:") as store:
         async with RunRecorder(store, "t", "r:1") as recorder:
             frames = [await recorder.frame(data) for data in events(3)]
-        assert frames[1] == sse_frame(events(3)[1], f"{store.epoch}:r:1:2")
-        assert frames[1].startswith(f"id: {store.epoch}:r:1:2\ndata: ".encode())
+        assert frames[1] == sse_frame(events(3)[1], f"{store.epoch}.{recorder.generation}:r:1:2")
+        assert frames[1].startswith(
+            f"id: {store.epoch}.{recorder.generation}:r:1:2\ndata: ".encode()
+        )
         last_id = frames[0].split(b"\n")[0].removeprefix(b"id: ").decode()
         after = await store.resume_after("r:1", last_id)
         replay = [
-            sse_frame(data, format_event_id(store.epoch, "r:1", seq))
+            sse_frame(data, format_event_id(store.epoch, "r:1", seq, recorder.generation))
             async for seq, data in store.follow("r:1", after=after)
         ]
         assert replay == frames[1:]
@@ -259,7 +263,10 @@ async def test_a_batch_of_frames_is_numbered_and_stored_as_one_frame_each_would_
             first = await recorder.frame(events(1)[0])
             batch = recorder.frames_nowait(events(4)[1:])
         assert batch is not None
-        whole = [sse_frame(data, f"{store.epoch}:r:{seq}") for seq, data in enumerate(events(4), 1)]
+        whole = [
+            sse_frame(data, f"{store.epoch}.{recorder.generation}:r:{seq}")
+            for seq, data in enumerate(events(4), 1)
+        ]
         assert first + batch == b"".join(whole)
         assert [data for _, data in await store.read("r")] == events(4)
 
@@ -278,7 +285,8 @@ async def test_batches_of_changing_sizes_keep_a_percent_in_the_run_id_literal() 
                 assert batch is not None
                 got += batch
         whole = [
-            sse_frame(data, f"{store.epoch}:{run_id}:{seq}") for seq, data in enumerate(sent, 1)
+            sse_frame(data, f"{store.epoch}.{recorder.generation}:{run_id}:{seq}")
+            for seq, data in enumerate(sent, 1)
         ]
         assert got == b"".join(whole)
         assert [data for _, data in await store.read(run_id)] == sent
@@ -301,7 +309,10 @@ async def test_ids_stay_exact_across_thousands_of_frames_in_odd_batches() -> Non
                 )
                 assert framed is not None
                 got.append(framed)
-        whole = [sse_frame(data, f"{store.epoch}:r:{seq}") for seq, data in enumerate(sent, 1)]
+        whole = [
+            sse_frame(data, f"{store.epoch}.{recorder.generation}:r:{seq}")
+            for seq, data in enumerate(sent, 1)
+        ]
         assert b"".join(got) == b"".join(whole)
 
 

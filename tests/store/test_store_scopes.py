@@ -20,6 +20,7 @@ from agui_pipes.store import (
     RunStatus,
     ThreadTaken,
     UnknownRun,
+    WrongRun,
     format_event_id,
     open_store,
 )
@@ -127,7 +128,9 @@ async def test_sse_ids_carry_no_scope_and_resume_in_the_asking_scope(store_url: 
     async with open_store(store_url) as store:
         await store.append("t", "r", payloads("a", 4), scope="alice")
         await store.end_run("r", scope="alice")
-        event_id = format_event_id(store.epoch, "r", 2)
+        record = await store.run("r", scope="alice")
+        assert record is not None
+        event_id = format_event_id(store.epoch, "r", 2, record.generation)
         assert "alice" not in event_id
         after = await store.resume_after("r", event_id, scope="alice")
         rest = [seq async for seq, _ in store.follow("r", after, scope="alice")]
@@ -148,7 +151,7 @@ async def test_a_sqlite_file_written_by_0_1_is_migrated_to_the_default_scope(
     path = tmp_path / "old.db"
     shutil.copy(DATA / "store-0.1.sqlite", path)
     async with open_store(f"sqlite:///{path}") as store:
-        assert store.epoch == "fbf134ce7a06"  # the file's own: ids given before still resume
+        assert store.epoch == "fbf134ce7a06"  # the file's own, kept
         runs = await store.thread_runs("thread-a")
         assert [(r.run_id, r.status, r.last_seq, r.scope) for r in runs] == [
             ("run-1", RunStatus.FINISHED, 4, "default"),
@@ -156,8 +159,14 @@ async def test_a_sqlite_file_written_by_0_1_is_migrated_to_the_default_scope(
         ]
         assert len(await store.read("run-1")) == 4
         assert await store.heartbeat_seen("run-2") is not None
-        old_id = format_event_id(store.epoch, "run-1", 2)
-        assert await store.resume_after("run-1", old_id) == 2
+        # 0.1's ids carry no run generation: refused (a client reads the run from its
+        # start); the ids a server gives now resume.
+        with pytest.raises(WrongRun, match="carries no run generation"):
+            await store.resume_after("run-1", format_event_id(store.epoch, "run-1", 2))
+        record = await store.run("run-1")
+        assert record is not None
+        new_id = format_event_id(store.epoch, "run-1", 2, record.generation)
+        assert await store.resume_after("run-1", new_id) == 2
         assert [t.thread_id for t in await store.threads()] == ["thread-b", "thread-a"]
         assert await store.thread_scope("thread-a") == "default"
         with pytest.raises(ThreadTaken):

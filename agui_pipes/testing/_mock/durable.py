@@ -3,7 +3,7 @@
 With ``durable=True`` the mock serves its runs the way a durable endpoint
 does (docs/durable.md), so a frontend's reconnect logic can be tested
 against it: each run is produced in the background into a
-``MemoryEventLog``, every frame carries ``id: <epoch>:<runId>:<seq>``
+``MemoryEventLog``, every frame carries ``id: <epoch>.<generation>:<runId>:<seq>``
 (``store.format_event_id``), and ``GET {path}runs/{runId}`` with
 ``Last-Event-ID`` (or ``?after=``) serves the rest of the run — stored
 events, then the live tail. A connection the mock cuts (``drop-after``) or
@@ -95,5 +95,7 @@ class MockRuns:
 
     async def _followed(self, run_id: str, after: int) -> AsyncIterator[bytes]:
         epoch = self.log.epoch
+        record = await self.log.run(run_id)
+        generation = "" if record is None else record.generation
         async for seq, payload in self.log.follow(run_id, after):
-            yield sse_frame(payload, format_event_id(epoch, run_id, seq))
+            yield sse_frame(payload, format_event_id(epoch, run_id, seq, generation))
