@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._errors import RunLost as RunLost
     from ._errors import StoreClosed as StoreClosed
     from ._errors import StoreError as StoreError
+    from ._errors import StoreUnavailable as StoreUnavailable
     from ._errors import ThreadTaken as ThreadTaken
     from ._errors import UnknownRun as UnknownRun
     from ._errors import WrongRun as WrongRun
@@ -57,6 +58,7 @@ else:
         "RunLost": "._errors",
         "StoreClosed": "._errors",
         "StoreError": "._errors",
+        "StoreUnavailable": "._errors",
         "ThreadTaken": "._errors",
         "UnknownRun": "._errors",
         "WrongRun": "._errors",

@@ -20,6 +20,7 @@ __all__ = [
     "RunLost",
     "StoreClosed",
     "StoreError",
+    "StoreUnavailable",
     "ThreadTaken",
     "UnknownRun",
     "WrongRun",
@@ -31,6 +32,16 @@ class StoreError(AguiPipesError):
     """Base class of the event log's errors; ``http_status`` is the answer a server gives."""
 
     http_status: ClassVar[int] = 500
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot answer now (unreachable, too slow, or every connection busy): HTTP 503.
+
+    A server answers it before any stream starts, as ``store_unavailable``; its
+    text says what to do (retry later) and never where the store is.
+    """
+
+    http_status: ClassVar[int] = 503
 
 
 class BadEventId(StoreError, ValueError):
