@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 from ag_ui.core import RunAgentInput
 
-from ..store import EventLog, RunStatus, StoreError, ThreadTaken
+from ..store import EventLog, RunStatus, StoreError, StoreUnavailable, ThreadTaken
 from ._http import BadRequest
 from ._live_run import LiveRun
 from ._options import Concurrency
@@ -101,7 +101,9 @@ class RunClaims:
         except ThreadTaken as exc:
             raise thread_not_found(thread_id) from exc
         except StoreError as exc:
-            self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=exc)
+            # An unavailable store is a condition, said in full by its text: no traceback.
+            trace = None if isinstance(exc, StoreUnavailable) else exc
+            self._log.error("run %s: the event log failed: %s", run_id, exc, exc_info=trace)
             raise BadRequest(
                 503, "store_unavailable", f"the event log is unavailable: {exc}"
             ) from exc

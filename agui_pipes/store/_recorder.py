@@ -26,6 +26,7 @@ from types import TracebackType
 import anyio
 
 from .._foundation.framing import SSE_ID
+from ._errors import StoreError
 from ._ids import format_event_id
 from ._recorder_queue import RecorderQueue
 from ._records import RunStatus
@@ -127,7 +128,7 @@ class RunRecorder(RecorderQueue):
                         "event log: could not mark run %r ended: %s",
                         self.run_id,
                         exc,
-                        exc_info=exc,
+                        exc_info=None if isinstance(exc, StoreError) else exc,
                     )
 
     async def _flush_loop(self) -> None:
@@ -193,7 +194,8 @@ class RunRecorder(RecorderQueue):
             "its live stream goes on",
             self.run_id,
             reason,
-            exc_info=exc,
+            # The store's own errors say everything in their text: no traceback.
+            exc_info=None if isinstance(exc, StoreError) else exc,
         )
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.close_timeout):
             try:

@@ -33,6 +33,8 @@ class RedisClaims(RedisConnection):
                     raise StoreUnavailable(
                         "the event log was reset twice while creating the run; retry"
                     ) from None
+        if created:
+            self._writing[scope, run_id] = self.epoch
         if created and self._sweep_due(now):
             await self.prune(now)
         return created

@@ -89,6 +89,9 @@ class RedisConnection(EventLog):
         self.socket_timeout = socket_timeout
         self._client: Any = None
         self._fanout: FanoutReader | None = None
+        self._writing: dict[tuple[str, str], str] = {}
+        """The epoch each live run this store writes was created in (an append to a run of
+        an older epoch is refused: Redis forgot it)."""
         self._scripts: dict[str, Any] = {}
         self._bridge: Bridge | None = None
 

@@ -65,7 +65,8 @@ class _Watch:
         self.head = position
         self.base = position
         self.entries: deque[Entry] = deque()
-        self.changed = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self.changed: asyncio.Future[None] = self._loop.create_future()
         self.waiters = 0
         self.idle_since = time.monotonic()
         self.generation = 0
@@ -86,14 +87,22 @@ class _Watch:
         self.wake()
 
     def wake(self) -> None:
-        changed, self.changed = self.changed, asyncio.Event()
-        changed.set()
+        # One future shared by every waiter (no task per waiter), replaced at each wake.
+        changed, self.changed = self.changed, self._loop.create_future()
+        if not changed.done():
+            changed.set_result(None)
 
     def after(self, position: Position) -> list[Entry]:
         """The entries after ``position`` if the cache holds all of them, else ``[]``."""
         if not self.base <= position < self.head:
             return []
-        return [entry for entry in self.entries if entry[0] > position]
+        newer: list[Entry] = []
+        for entry in reversed(self.entries):  # from the newest: usually one or two to take
+            if entry[0] <= position:
+                break
+            newer.append(entry)
+        newer.reverse()
+        return newer
 
 
 class FanoutReader:
@@ -152,9 +161,8 @@ class FanoutReader:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
-                try:
-                    await asyncio.wait_for(changed.wait(), remaining)
-                except asyncio.TimeoutError:
+                done, _ = await asyncio.wait((changed,), timeout=remaining)
+                if not done:
                     return None
                 if self._watches.get(stream) is not watch or self._failures != failures:
                     return []  # dropped, or the reader failed: read the run yourself

@@ -80,6 +80,11 @@ __dir__ = public_dir(__all__)
 
 _LAST_EVENT = "0-18446744073709551615"
 
+_RESET = (
+    "the event log was reset (Redis restarted empty or was flushed) while the run was "
+    "live; its earlier events are gone"
+)
+
 _MARKS = ("reader", "stop", "beat")
 """The kinds of marks ``EventLog`` writes (see ``_base``), deleted with their run."""
 
@@ -133,6 +138,11 @@ class RedisEventLog(RedisClaims):
         scope: str = DEFAULT_SCOPE,
     ) -> list[int]:
         self._check_open()
+        written = self._writing.get((scope, run_id))
+        if written is not None and written != self._epoch:
+            # Written before Redis was reset, the reset seen since by a lookup.
+            del self._writing[scope, run_id]
+            raise RunBroken(run_id, _RESET)
         now = self._now()
         keys = [
             self._key("run:", run_id, scope),
@@ -156,12 +166,11 @@ class RedisEventLog(RedisClaims):
             # Redis lost everything this store wrote (restarted empty, or
             # flushed): the run's earlier events are gone, so its log can never
             # be whole again. Take the new epoch and refuse the append.
+            self._writing.pop((scope, run_id), None)
             await self._epoch_changed(changed)
-            raise RunBroken(
-                run_id,
-                "the event log was reset (Redis restarted empty or was flushed) "
-                "while the run was live; its earlier events are gone",
-            ) from None
+            raise RunBroken(run_id, _RESET) from None
+        if written is None:
+            self._writing[scope, run_id] = self.epoch
         if created and self._sweep_due(now):
             await self.prune(now)
         return list(range(first, first + len(payloads)))
@@ -175,6 +184,7 @@ class RedisEventLog(RedisClaims):
         scope: str = DEFAULT_SCOPE,
     ) -> StoredRun:
         self._check_open()
+        self._writing.pop((scope, run_id), None)
         status = RunStatus(status)
         flat = await self._io(
             self._scripts["end"](
@@ -196,6 +206,7 @@ class RedisEventLog(RedisClaims):
 
     async def mark_broken(self, run_id: str, reason: str, *, scope: str = DEFAULT_SCOPE) -> None:
         self._check_open()
+        self._writing.pop((scope, run_id), None)
         await self._io(
             self._scripts["broken"](
                 keys=[self._key("run:", run_id, scope), self._key("events:", run_id, scope)],
