@@ -16,6 +16,8 @@ batch. A follower waits with ``wait_past(stream, position)``: it returns as
 soon as the stream holds something after ``position`` — the cached entries
 after it if the cache covers it, else ``[]`` (read it yourself) — or
 ``None`` after ``timeout`` (re-check the run record: it may have expired).
+A watch belongs to one incarnation of its stream (the run's creation time):
+a follower of a run written again under the same id starts the watch over.
 
 A stream the reader does not watch yet is added by the follower that first
 waits on it; if the reader is blocked then, the follower writes one entry to
@@ -61,7 +63,8 @@ def is_marker(position: Position) -> bool:
 class _Watch:
     """One followed stream: what the reader has seen of it, and who waits."""
 
-    def __init__(self, position: Position) -> None:
+    def __init__(self, position: Position, created: float) -> None:
+        self.created = created
         self.head = position
         self.base = position
         self.entries: deque[Entry] = deque()
@@ -71,8 +74,9 @@ class _Watch:
         self.idle_since = time.monotonic()
         self.generation = 0
 
-    def reset(self, position: Position) -> None:
+    def reset(self, position: Position, created: float) -> None:
         """Start over from ``position`` (the stream was deleted and written again)."""
+        self.created = created
         self.head = self.base = position
         self.entries.clear()
         self.generation += 1
@@ -138,17 +142,39 @@ class FanoutReader:
         return len(self._watches)
 
     async def wait_past(
-        self, stream: str, position: Position, timeout: float
+        self,
+        stream: str,
+        position: Position,
+        timeout: float,
+        created: float,
+        *,
+        queried: bool = False,
+        read_nothing: bool = False,
     ) -> list[Entry] | None:
-        """Wait until ``stream`` holds an entry after ``position`` (see the module doc)."""
+        """Wait until ``stream`` holds an entry after ``position`` (see the module doc).
+
+        ``created`` is the creation time of the follower's run, as last read:
+        a stream deleted and written again (Redis restarted empty, or the run
+        pruned and its id used again) is another run, so what the reader kept
+        of the old one is never handed out for it. ``queried``: the caller
+        has just read its run (so ``created`` is current); ``read_nothing``:
+        and found nothing after ``position``, so a head beyond it is stale.
+        """
         watch = self._watches.get(stream)
         fresh = watch is None
         if watch is None:
-            watch = self._watches[stream] = _Watch(position)
-        elif is_marker(watch.head) and not is_marker(position) and position < watch.base:
-            # An ended stream a follower still sees live: it was pruned and its
-            # run written again (or it expired); read it again from here.
-            watch.reset(position)
+            watch = self._watches[stream] = _Watch(position, created)
+        elif watch.created != created:
+            if not queried:
+                return []  # the run may be another one now: read it first
+            watch.reset(position, created)
+            fresh = True
+        elif watch.head > position and (
+            read_nothing or (is_marker(watch.head) and position < watch.base)
+        ):
+            # Also an ended stream a follower further back than the cache still
+            # sees live: read it again from here (at worst one more read).
+            watch.reset(position, created)
             fresh = True
         watch.waiters += 1
         failures = self._failures

@@ -421,8 +421,11 @@ class RedisEventLog(RedisClaims):
         next_check = time.monotonic() + block
         query = True
         while True:
+            queried = query
+            read_nothing = False
             if query:
                 status, entries = await self._io(self._query(run_id, after, scope))
+                read_nothing = not entries
                 for entry in entries:
                     yield entry
                 if entries:
@@ -434,7 +437,14 @@ class RedisEventLog(RedisClaims):
                     return
                 query = False
             waited = await self._io_wait(
-                self._reader().wait_past(stream, (0, after), max(0.001, block))
+                self._reader().wait_past(
+                    stream,
+                    (0, after),
+                    max(0.001, block),
+                    status.created,
+                    queried=queried,
+                    read_nothing=read_nothing,
+                )
             )
             if waited is None:  # nothing new for a while: did the run expire, or its writer die?
                 if check_every is not None and time.monotonic() >= next_check:

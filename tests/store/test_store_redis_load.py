@@ -9,6 +9,7 @@ empty under two stores, ``DEBUG SLEEP`` and a killed Redis.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -29,7 +30,7 @@ from ag_ui.core import EventType
 from starlette.applications import Starlette
 
 from agui_pipes.server import AgentEndpoint, agent_routes
-from agui_pipes.store import RedisEventLog, RunBroken, open_store
+from agui_pipes.store import RedisEventLog, RunBroken, UnknownRun, open_store
 from tests._durable_http import HEADERS, Frames, Gated, events, get_frames, read_frames, seqs
 from tests._redis_server import NO_REDIS
 from tests._servers import run_input, serve, wait_until
@@ -373,3 +374,83 @@ async def test_a_killed_redis_is_503_for_new_runs_and_a_clear_end_for_followers(
             assert answer.status_code == 503
             assert answer.json()["error"] == "store_unavailable"
             assert "127.0.0.1" not in answer.json()["message"]
+
+
+def _event(n: int) -> bytes:
+    return json.dumps({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": str(n)}).encode()
+
+
+async def test_1000_followers_share_one_reader_on_a_pool_of_4(
+    redis: Redis, anyio_backend: str
+) -> None:
+    # Under trio every waiting follower holds a bridge thread: 120 there, 1,000 on asyncio.
+    followers = 1000 if anyio_backend == "asyncio" else 120
+    # A long block: the reader's XREADs are then the appends' (and a few wake-ups), never
+    # quiet ones, however slowly this machine hands 1,000 followers their events.
+    store = RedisEventLog(redis.url, block=30, max_connections=4, pool_timeout=30)
+    async with store:
+        await store.append("t", "crowd", [_event(0)])
+        got: list[list[int]] = [[] for _ in range(followers)]
+
+        async def follow(n: int) -> None:
+            async for seq, _ in store.follow("crowd"):
+                got[n].append(seq)
+
+        async with anyio.create_task_group() as tg:
+            for n in range(followers):
+                tg.start_soon(follow, n)
+            await wait_until(lambda: all(got), 60, "every follower has the first event")
+            fanout = store._fanout
+            assert fanout is not None
+            reads = fanout.reads
+            for n in range(1, 21):
+                await store.append("t", "crowd", [_event(n)])
+            await store.end_run("crowd")
+        assert all(seqs_of == list(range(1, 22)) for seqs_of in got)
+        # One XREAD per append and the end marker, a few wake-ups: not one per follower.
+        assert fanout.reads - reads <= 21 + 10
+
+
+def _commands(redis: Redis) -> int:
+    info = redis.command("INFO", "stats").decode()
+    return int(info.split("total_commands_processed:")[1].split()[0])
+
+
+async def test_a_run_written_again_after_a_reset_is_followed_without_a_busy_loop(
+    redis: Redis,
+) -> None:
+    store = RedisEventLog(redis.url, block=0.2)
+    async with store, open_store(redis.url) as writer:  # two processes: one follows, one writes
+        await writer.append("t", "again", [_event(0)])
+        old: list[int] = []
+        new: list[int] = []
+
+        async def follow(into: list[int]) -> None:
+            with contextlib.suppress(UnknownRun):  # the old follower may see the run gone
+                async for seq, _ in store.follow("again"):
+                    into.append(seq)
+
+        async with anyio.create_task_group() as tg:
+            # A follower keeps the reader watching the stream, up to seq 30.
+            tg.start_soon(follow, old)
+            await wait_until(lambda: old == [1], 10, "the first event")
+            await writer.append("t", "again", [_event(n) for n in range(1, 30)])
+            await wait_until(lambda: len(old) == 30, 10, "30 events")
+            # Redis forgets it all; a run of the same id starts again (a new
+            # writer), quiet after 2 events.
+            redis.command("FLUSHALL")
+            async with open_store(redis.url) as again:
+                await again.append("t", "again", [_event(1), _event(2)])
+                tg.start_soon(follow, new)
+                await wait_until(lambda: new == [1, 2], 10, "the new run's two events")
+                fanout = store._fanout
+                assert fanout is not None
+                before, reads = _commands(redis), fanout.reads
+                await wait_until(lambda: fanout.reads >= reads + 3, 10, "three quiet reads")
+                # A quiet follower costs a few commands per block, not a loop of
+                # reads against the head the reader saw before the reset.
+                assert _commands(redis) - before < 40
+                await again.append("t", "again", [_event(3)])
+                await again.end_run("again")
+        assert new == [1, 2, 3]
+        assert old[:30] == list(range(1, 31))
