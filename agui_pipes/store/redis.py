@@ -3,7 +3,8 @@
 Why Redis: processes behind a load balancer must all see every run, so a
 client cut from process A can resume on process B, and B's follower must
 wake when A appends. Redis Streams give both: an append-only log per run,
-read by range (``XRANGE``) and waited on (``XREAD BLOCK``).
+read by range (``XRANGE``) and waited on (``XREAD BLOCK``: one per process,
+for all its followers, in ``_redis_fanout``).
 
 Layout (every key starts with ``prefix``, ``agui:`` by default):
 
@@ -23,7 +24,10 @@ Layout (every key starts with ``prefix``, ``agui:`` by default):
   (``max_age``, or a day without one), refreshed by every write, and
   deleted with their run by ``prune``;
 * ``{prefix}threads`` — a sorted set of the scope's threads by creation order
-  (the ``threads`` listing).
+  (the ``threads`` listing);
+* ``{prefix}wake:{token}`` — one per open store object: a short stream its
+  fan-out reader always reads, written to end the reader's block when a
+  follower starts watching a new stream (``_redis_fanout``); it expires.
 
 Those are the keys of the default scope — the very keys 0.1 wrote, so its
 runs are the default scope's. Another scope's keys have the same names after
@@ -93,9 +97,11 @@ class RedisEventLog(RedisClaims):
     """The event log in Redis Streams; see the module docstring.
 
     ``url`` is a redis-py URL (``redis://[user:pass@]host:port/db``, or
-    ``rediss://`` for TLS). ``block`` is how long one ``XREAD BLOCK`` waits
-    before a follower re-checks the run record (a safety net: ending a run
-    wakes followers at once through the stream's end marker).
+    ``rediss://`` for TLS). ``block`` is how long the shared reader's ``XREAD
+    BLOCK`` waits, and how often a quiet follower re-checks its run record (a
+    safety net: ending a run wakes followers at once through the stream's end
+    marker). ``max_connections``, ``pool_timeout`` and ``socket_timeout`` are
+    the connection budget (``_redis_connection``).
     """
 
     @classmethod
