@@ -142,7 +142,7 @@ def _whole(frames: Frames) -> None:
 async def test_120_followers_of_a_quiet_live_run_all_follow_it_to_the_end(
     redis: Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # The default pool (32) and a short block, so the run is quiet for several reads.
+    # The default pool and a short block, so the run is quiet for several reads.
     store = RedisEventLog(redis.url, block=0.3)
     agent = Gated(before=3, after=5)
     followers = 120
