@@ -634,6 +634,7 @@ _STORE_ERRORS = {
     404: "not_found",
     409: "wrong_run",
     410: "run_broken",
+    503: "store_unavailable",
 }
 """The ``error`` of the JSON answer to a store error, by its ``http_status``."""
 

@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from ._errors import StoreError
+from ._errors import StoreError, StoreUnavailable
 
-__all__ = ["Bridge", "close_client", "translated"]
+__all__ = ["Bridge", "close_client", "translated", "unavailable"]
 
 _T = TypeVar("_T")
 
@@ -31,7 +31,13 @@ async def close_client(client: Any) -> None:
 
 @contextmanager
 def translated(store: object) -> Iterator[None]:
-    """Raise redis-py's own errors (connection lost, timeout) as :class:`StoreError`."""
+    """Raise redis-py's own errors as the store's: unreachable or slow is :class:`StoreUnavailable`.
+
+    Connection errors, timeouts and a pool with no connection free within its
+    wait are the store being unavailable (503, retry later): their text says
+    so without naming the server. Anything else (a script error, a wrong key
+    type) is a plain :class:`StoreError`.
+    """
     try:
         yield
     except StoreError:
@@ -39,9 +45,29 @@ def translated(store: object) -> Iterator[None]:
     except Exception as exc:
         import redis.exceptions
 
+        if isinstance(exc, redis.exceptions.BusyLoadingError):  # pragma: no cover - a restart
+            raise StoreUnavailable("the event log is loading its data; retry shortly") from exc
+        if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
+            raise StoreUnavailable(unavailable(store, exc)) from exc
         if isinstance(exc, redis.exceptions.RedisError):
             raise StoreError(f"the Redis event log {store!r} failed: {exc}") from exc
         raise
+
+
+def unavailable(store: object, exc: BaseException) -> str:
+    """What a client is told when Redis cannot answer: why, in its terms, and what to do."""
+    import redis.exceptions
+
+    if isinstance(exc, redis.exceptions.TimeoutError):
+        wait = getattr(store, "socket_timeout", None)
+        return f"the event log did not answer within {wait} s; retry later"
+    if "No connection available" in str(exc):
+        size = getattr(store, "max_connections", None)
+        wait = getattr(store, "pool_timeout", None)
+        return (
+            f"the event log is busy: no connection of {size} was free within {wait} s; retry later"
+        )
+    return "the event log cannot be reached; retry later"
 
 
 class Bridge:
@@ -54,17 +80,36 @@ class Bridge:
     cancels the call in the bridge loop.
     """
 
+    WAITERS = 2000
+    """The most followers waiting at once through the bridge (each in a worker thread)."""
+
     def __init__(self) -> None:
+        self._waiters: anyio.CapacityLimiter | None = None
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self.loop.run_forever, name="agui-pipes-redis-bridge", daemon=True
         )
         self._thread.start()
 
-    async def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+    async def run(self, coro: Coroutine[Any, Any, _T], *, waiting: bool = False) -> _T:
+        """Await ``coro`` in the bridge loop; ``waiting`` for a follower's long wait.
+
+        A follower's wait holds its worker thread for up to a block time, so
+        waits take threads of their own limiter (``WAITERS``): a crowd of
+        followers never starves the store's commands (appends, reads) of
+        threads, nor the rest of the process's ``to_thread`` calls.
+        """
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
-            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+            if waiting:
+                if self._waiters is None:
+                    self._waiters = anyio.CapacityLimiter(self.WAITERS)
+                limiter = self._waiters
+            else:
+                limiter = None
+            return await anyio.to_thread.run_sync(
+                future.result, abandon_on_cancel=True, limiter=limiter
+            )
         except BaseException:
             future.cancel()
             raise

@@ -5,23 +5,36 @@
 from __future__ import annotations
 
 from ._base import DEFAULT_SCOPE
+from ._errors import StoreUnavailable
 from ._redis_connection import RedisConnection
-from ._redis_layout import appended, text
+from ._redis_layout import EpochChanged, appended, text
 
 __all__ = ["RedisClaims"]
 
 
 class RedisClaims(RedisConnection):
-    """The Redis log's claims: run creation as one Lua compare-and-set, thread leases as"""
+    """Run creation and thread leases for ``RedisEventLog`` (module doc)."""
 
     async def _create(self, scope: str, thread_id: str, run_id: str, digest: str | None) -> bool:
         now = self._now()
-        args: list[str | int | bytes] = [thread_id, run_id, repr(now), self._ttl, 0, b"", b""]
-        args.extend((scope, DEFAULT_SCOPE, digest or ""))
-        reply = await self._io(
-            self._scripts["create"](keys=self._run_keys(thread_id, run_id, scope), args=args)
-        )
-        _, created = appended(reply, run_id, thread_id)
+        keys = self._run_keys(thread_id, run_id, scope)
+        for attempt in (1, 2):
+            args: list[str | int | bytes] = [thread_id, run_id, repr(now), self._ttl, 0, b"", b""]
+            args.extend((scope, DEFAULT_SCOPE, digest or "", self.epoch))
+            reply = await self._io(self._scripts["create"](keys=keys, args=args))
+            try:
+                _, created = appended(reply, run_id, thread_id)
+                break
+            except EpochChanged as changed:
+                # Redis restarted empty (or another process already took the
+                # new epoch): a run not created yet can start in the new one.
+                await self._epoch_changed(changed)
+                if attempt == 2:
+                    raise StoreUnavailable(
+                        "the event log was reset twice while creating the run; retry"
+                    ) from None
+        if created:
+            self._writing[scope, run_id] = self.epoch
         if created and self._sweep_due(now):
             await self.prune(now)
         return created
@@ -58,4 +71,11 @@ class RedisClaims(RedisConnection):
             self._key("owner:", thread_id),
             self._key("threads", "", scope),
             self._key("scopes"),
+            self._key("epoch"),
         ]
+
+    async def _epoch_changed(self, changed: EpochChanged) -> None:
+        if changed.stored is None:
+            await self._reset_epoch()
+        else:
+            self._adopt_epoch(changed.stored)

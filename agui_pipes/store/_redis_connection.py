@@ -5,6 +5,18 @@ without knowing runs: opening (first contact, the epoch, the scripts, the
 one-time migration of 0.1's keys), closing, running a redis.asyncio coroutine
 on asyncio or in the bridge loop (trio), and naming keys per scope. The log's
 operations (``redis.py``) build on it.
+
+The connection budget is the store's, not redis-py's defaults: a *blocking*
+pool of ``max_connections`` (256) where a command waits up to
+``pool_timeout`` (15 s) for a free connection, then fails as
+:class:`StoreUnavailable` (a server's 503 ``store_unavailable``) — back-pressure,
+never a half-written batch. Commands time out after ``socket_timeout`` (5 s).
+Followers do not hold pool connections while they wait: the fan-out reader
+(``_redis_fanout``) blocks for all of them on one connection of its own, whose
+socket timeout is ``block + socket_timeout`` so a blocking read never times out
+as a failure. Commands are retried once on a connection error (a pooled
+connection the server closed, e.g. after a restart: the command never ran)
+and never on a timeout (it may have run: a retried append would duplicate).
 """
 
 from __future__ import annotations
@@ -20,12 +32,32 @@ import anyio
 from ._base import DEFAULT_SCOPE, EventLog, new_epoch
 from ._errors import StoreError
 from ._redis_bridge import Bridge, close_client, translated
+from ._redis_fanout import FanoutReader
 from ._redis_layout import APPEND, BROKEN, CREATE, END, LEASE_RELEASE, LEASE_RENEW, text
 from ._retention import Retention
 
 __all__ = ["RedisConnection"]
 
 _T = TypeVar("_T")
+
+DEFAULT_MAX_CONNECTIONS = 256
+"""Connections in the pool of one store object (one server process). A connection is
+held for one command's round trip, which in a busy event loop lasts until the task is
+scheduled again: 200 concurrent paced runs of one process (appends, heartbeats, stop
+polls) waited past ``pool_timeout`` with 32; 2 waves of 200 clients at 100 events/s each
+broke 3 runs of 400 that way with 128, none with 256. Followers hold none."""
+
+DEFAULT_POOL_TIMEOUT = 15.0
+"""Seconds a command waits for a free pooled connection before ``StoreUnavailable``. Only an
+overloaded process waits (a dead or slow Redis fails on its own timeouts first): 1,000
+resumes of one live run arriving at once got 16 503s with 5 s, none with 15 s."""
+
+DEFAULT_SOCKET_TIMEOUT = 5.0
+"""Seconds a command waits for Redis's answer before ``StoreUnavailable``."""
+
+DEFAULT_BLOCK = 5.0
+"""Seconds one blocking ``XREAD`` of the fan-out reader waits (a follower re-checks its
+run's record at least this often)."""
 
 _LAYOUT = "2"
 """The ``{prefix}layout`` of keys with thread owners and listings (0.1's have none)."""
@@ -39,15 +71,33 @@ class RedisConnection(EventLog):
         url: str,
         retention: Retention | None = None,
         prefix: str = "agui:",
-        block: float = 5.0,
+        block: float = DEFAULT_BLOCK,
+        *,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
     ) -> None:
         super().__init__(retention)
-        if not block > 0:
-            raise ValueError(f"block must be a positive number of seconds, got {block!r}")
+        for name, value in (
+            ("block", block),
+            ("pool_timeout", pool_timeout),
+            ("socket_timeout", socket_timeout),
+        ):
+            if not (isinstance(value, int | float) and value > 0):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if not (isinstance(max_connections, int) and max_connections >= 2):
+            raise ValueError(f"max_connections must be an int >= 2, got {max_connections!r}")
         self.url = url
         self.prefix = prefix
         self.block = block
+        self.max_connections = max_connections
+        self.pool_timeout = pool_timeout
+        self.socket_timeout = socket_timeout
         self._client: Any = None
+        self._fanout: FanoutReader | None = None
+        self._writing: dict[tuple[str, str], str] = {}
+        """The epoch each live run this store writes was created in (an append to a run of
+        an older epoch is refused: Redis forgot it)."""
         self._scripts: dict[str, Any] = {}
         self._bridge: Bridge | None = None
 
@@ -80,6 +130,43 @@ class RedisConnection(EventLog):
                 return await coro
             return await bridge.run(coro)
 
+    async def _io_wait(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """``_io`` for a follower's wait (under trio, from the bridge's waiting threads)."""
+        with translated(self):
+            bridge = self._bridge
+            if bridge is None:
+                return await coro
+            return await bridge.run(coro, waiting=True)
+
+    def _reader(self) -> FanoutReader:
+        if self._fanout is None:
+            raise self._not_open()
+        return self._fanout
+
+    def _adopt_epoch(self, stored: bytes | str | None) -> bool:
+        """Take the epoch Redis holds now; True if it differs from the one this store had.
+
+        Every process sharing the database reads the stored epoch on its run
+        lookups and writes, so after Redis restarts empty (the key gone) they
+        all move to the one epoch the first of them set (``SET NX``).
+        """
+        epoch = text(stored)
+        if epoch is None or epoch == self._epoch:
+            return False
+        self._epoch = epoch
+        return True
+
+    async def _reset_epoch(self) -> None:
+        """The epoch key is gone (Redis restarted empty, or flushed): set one, adopt the stored."""
+        client = self._redis()
+
+        async def exchange() -> bytes | str | None:
+            await client.set(self._key("epoch"), new_epoch(), nx=True)
+            stored: bytes | str | None = await client.get(self._key("epoch"))
+            return stored
+
+        self._adopt_epoch(await self._io(exchange()))
+
     async def _open(self) -> str:
         try:
             import redis.asyncio
@@ -91,8 +178,22 @@ class RedisConnection(EventLog):
             asyncio.get_running_loop()
         except RuntimeError:  # trio: redis.asyncio runs in a bridge loop
             self._bridge = Bridge()
-        client = redis.asyncio.Redis.from_url(self.url, decode_responses=False)
+        client = redis.asyncio.Redis.from_pool(self._pool(redis.asyncio, self.socket_timeout))
         self._client = client
+        # The fan-out reader's own connection: a pool of one, and a socket
+        # timeout above its blocking read, so a quiet stream is not an error.
+        reader = redis.asyncio.Redis.from_pool(
+            self._pool(redis.asyncio, self.block + self.socket_timeout, size=1)
+        )
+        wake_key = self._key("wake:", new_epoch())
+
+        async def poke() -> None:
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.xadd(wake_key, {"p": "1"}, maxlen=8)
+                pipe.expire(wake_key, max(60, math.ceil(self.block * 4)))
+                await pipe.execute()
+
+        self._fanout = FanoutReader(reader, wake_key, poke, self.block, self.follow_batch)
 
         async def first_contact() -> bytes | str | None:
             await client.set(self._key("epoch"), new_epoch(), nx=True)
@@ -144,10 +245,31 @@ class RedisConnection(EventLog):
             await client.zadd(self._key("threads"), {thread_id: order}, nx=True)
         await client.set(self._key("layout"), _LAYOUT)
 
+    def _pool(self, module: Any, socket_timeout: float, size: int | None = None) -> Any:
+        """A blocking pool from the URL with the store's budget and timeouts (module doc)."""
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
+        return module.BlockingConnectionPool.from_url(
+            self.url,
+            decode_responses=False,
+            max_connections=size or self.max_connections,
+            timeout=self.pool_timeout,
+            socket_timeout=socket_timeout,
+            socket_connect_timeout=self.socket_timeout,
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+            protocol=2,
+        )
+
     async def _close(self) -> None:
         client, self._client = self._client, None
+        fanout, self._fanout = self._fanout, None
         bridge = self._bridge
         try:
+            if fanout is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._io(fanout.close())
             if client is not None:
                 with anyio.CancelScope(shield=True):
                     await self._io(close_client(client))

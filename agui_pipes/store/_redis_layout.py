@@ -2,6 +2,9 @@
 
 The key layout is described in ``redis.py``'s docstring. Each script is one
 round trip and atomic, so two processes can never interleave a run's seqs;
+``APPEND`` (and so ``CREATE``) first checks the database's epoch is the
+writer's (KEYS[9], ARGV[11]): after Redis restarted empty a live run's hash is
+gone, and an append must not silently create it again from seq 1;
 the append script's reply codes and the run hash's fields are decoded here,
 next to the scripts that write them.
 """
@@ -21,12 +24,15 @@ __all__ = [
     "END",
     "LEASE_RELEASE",
     "LEASE_RENEW",
+    "EpochChanged",
     "appended",
     "run_record",
     "text",
 ]
 
 APPEND = """
+local epoch = redis.call('GET', KEYS[9])
+if epoch ~= ARGV[11] then return {-5, epoch or ''} end
 local status = redis.call('HGET', KEYS[1], 'status')
 local last = 0
 local created = 0
@@ -126,9 +132,21 @@ return 1
 """
 
 
+class EpochChanged(Exception):
+    """``APPEND`` refused: the database's epoch is not this store's (Redis restarted empty
+    or was flushed, so every run this store wrote before is gone). ``stored`` is the
+    epoch Redis holds now, ``None`` if none."""
+
+    def __init__(self, stored: str | None) -> None:
+        self.stored = stored
+        super().__init__(f"the event log's epoch is now {stored!r}")
+
+
 def appended(reply: Any, run_id: str, thread_id: str) -> tuple[int, bool]:
     """The first seq ``APPEND`` gave and whether it created the run; or what it refused."""
     code, detail = reply
+    if code == -5:
+        raise EpochChanged(text(detail) or None)
     if code == -1:
         raise RunBroken(run_id, text(detail) or "a write failed")
     if code == -2:

@@ -3,7 +3,8 @@
 Why Redis: processes behind a load balancer must all see every run, so a
 client cut from process A can resume on process B, and B's follower must
 wake when A appends. Redis Streams give both: an append-only log per run,
-read by range (``XRANGE``) and waited on (``XREAD BLOCK``).
+read by range (``XRANGE``) and waited on (``XREAD BLOCK``: one per process,
+for all its followers, in ``_redis_fanout``).
 
 Layout (every key starts with ``prefix``, ``agui:`` by default):
 
@@ -23,7 +24,10 @@ Layout (every key starts with ``prefix``, ``agui:`` by default):
   (``max_age``, or a day without one), refreshed by every write, and
   deleted with their run by ``prune``;
 * ``{prefix}threads`` — a sorted set of the scope's threads by creation order
-  (the ``threads`` listing).
+  (the ``threads`` listing);
+* ``{prefix}wake:{token}`` — one per open store object: a short stream its
+  fan-out reader always reads, written to end the reader's block when a
+  follower starts watching a new stream (``_redis_fanout``); it expires.
 
 Those are the keys of the default scope — the very keys 0.1 wrote, so its
 runs are the default scope's. Another scope's keys have the same names after
@@ -52,6 +56,7 @@ cost of a thread hop per Redis call (asyncio is the faster choice).
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import urlencode, urlunsplit
@@ -62,7 +67,14 @@ from ._batches import join_batch, split_batch
 from ._errors import RunBroken, RunLost, UnknownRun
 from ._records import RunStatus, StoredRun, ThreadRecord, check_readable
 from ._redis_claims import RedisClaims
-from ._redis_layout import appended, run_record, text
+from ._redis_connection import (
+    DEFAULT_BLOCK,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_POOL_TIMEOUT,
+    DEFAULT_SOCKET_TIMEOUT,
+)
+from ._redis_fanout import is_marker
+from ._redis_layout import EpochChanged, appended, run_record, text
 from ._retention import doomed_runs
 from ._url import EXAMPLES, StoreURL
 
@@ -72,6 +84,11 @@ __dir__ = public_dir(__all__)
 
 _LAST_EVENT = "0-18446744073709551615"
 
+_RESET = (
+    "the event log was reset (Redis restarted empty or was flushed) while the run was "
+    "live; its earlier events are gone"
+)
+
 _MARKS = ("reader", "stop", "beat")
 """The kinds of marks ``EventLog`` writes (see ``_base``), deleted with their run."""
 
@@ -80,20 +97,39 @@ class RedisEventLog(RedisClaims):
     """The event log in Redis Streams; see the module docstring.
 
     ``url`` is a redis-py URL (``redis://[user:pass@]host:port/db``, or
-    ``rediss://`` for TLS). ``block`` is how long one ``XREAD BLOCK`` waits
-    before a follower re-checks the run record (a safety net: ending a run
-    wakes followers at once through the stream's end marker).
+    ``rediss://`` for TLS). ``block`` is how long the shared reader's ``XREAD
+    BLOCK`` waits, and how often a quiet follower re-checks its run record (a
+    safety net: ending a run wakes followers at once through the stream's end
+    marker). ``max_connections``, ``pool_timeout`` and ``socket_timeout`` are
+    the connection budget (``_redis_connection``).
     """
 
     @classmethod
     def from_url(cls, url: StoreURL) -> RedisEventLog:
-        """``redis://`` / ``rediss://``; options ``prefix``, ``block``, the rest to redis-py."""
+        """``redis://`` / ``rediss://``; options ``prefix``, ``block``, ``max_connections``,
+        ``pool_timeout``, ``socket_timeout`` (see ``RedisConnection``), the rest to redis-py."""
         prefix = url.options.pop("prefix", "agui:")
-        block = url.number("block", float, 5.0)
+        block = url.number("block", float, DEFAULT_BLOCK)
+        max_connections = url.number("max_connections", int, DEFAULT_MAX_CONNECTIONS)
+        pool_timeout = url.number("pool_timeout", float, DEFAULT_POOL_TIMEOUT)
+        socket_timeout = url.number("socket_timeout", float, DEFAULT_SOCKET_TIMEOUT)
+        if max_connections < 2:
+            raise ValueError(
+                f"store URL {url.text!r}: option max_connections={max_connections} must be "
+                "2 or more (a follower's read and the run's writes each need one)"
+            )
         if not url.parts.hostname and not url.parts.path.strip("/"):
             raise ValueError(f"store URL {url.text!r} names no Redis server; {EXAMPLES}")
         client_url = urlunsplit(url.parts._replace(query=urlencode(url.options)))
-        return cls(client_url, url.retention, prefix=prefix, block=block)
+        return cls(
+            client_url,
+            url.retention,
+            prefix=prefix,
+            block=block,
+            max_connections=max_connections,
+            pool_timeout=pool_timeout,
+            socket_timeout=socket_timeout,
+        )
 
     # -- writes ----------------------------------------------------------------
 
@@ -108,6 +144,11 @@ class RedisEventLog(RedisClaims):
         scope: str = DEFAULT_SCOPE,
     ) -> list[int]:
         self._check_open()
+        written = self._writing.get((scope, run_id))
+        if written is not None and written != self._epoch:
+            # Written before Redis was reset, the reset seen since by a lookup.
+            del self._writing[scope, run_id]
+            raise RunBroken(run_id, _RESET)
         now = self._now()
         keys = [
             self._key("run:", run_id, scope),
@@ -118,13 +159,24 @@ class RedisEventLog(RedisClaims):
             self._key("owner:", thread_id),
             self._key("threads", "", scope),
             self._key("scopes"),
+            self._key("epoch"),
         ]
         count = len(payloads)
         args: list[str | int | bytes] = [thread_id, run_id, repr(now), self._ttl, count]
         args.extend(join_batch(payloads) if count else (b"", b""))
-        args.extend((scope, DEFAULT_SCOPE))
+        args.extend((scope, DEFAULT_SCOPE, "", self.epoch))
         reply = await self._io(self._scripts["append"](keys=keys, args=args))
-        first, created = appended(reply, run_id, thread_id)
+        try:
+            first, created = appended(reply, run_id, thread_id)
+        except EpochChanged as changed:
+            # Redis lost everything this store wrote (restarted empty, or
+            # flushed): the run's earlier events are gone, so its log can never
+            # be whole again. Take the new epoch and refuse the append.
+            self._writing.pop((scope, run_id), None)
+            await self._epoch_changed(changed)
+            raise RunBroken(run_id, _RESET) from None
+        if written is None:
+            self._writing[scope, run_id] = self.epoch
         if created and self._sweep_due(now):
             await self.prune(now)
         return list(range(first, first + len(payloads)))
@@ -138,6 +190,7 @@ class RedisEventLog(RedisClaims):
         scope: str = DEFAULT_SCOPE,
     ) -> StoredRun:
         self._check_open()
+        self._writing.pop((scope, run_id), None)
         status = RunStatus(status)
         flat = await self._io(
             self._scripts["end"](
@@ -159,6 +212,7 @@ class RedisEventLog(RedisClaims):
 
     async def mark_broken(self, run_id: str, reason: str, *, scope: str = DEFAULT_SCOPE) -> None:
         self._check_open()
+        self._writing.pop((scope, run_id), None)
         await self._io(
             self._scripts["broken"](
                 keys=[self._key("run:", run_id, scope), self._key("events:", run_id, scope)],
@@ -245,8 +299,25 @@ class RedisEventLog(RedisClaims):
 
     async def run(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> StoredRun | None:
         self._check_open()
-        fields = await self._io(self._redis().hgetall(self._key("run:", run_id, scope)))
+
+        async def query() -> list[Any]:
+            async with self._redis().pipeline(transaction=False) as pipe:
+                pipe.hgetall(self._key("run:", run_id, scope))
+                pipe.get(self._key("epoch"))
+                replies: list[Any] = await pipe.execute()
+                return replies
+
+        fields, epoch = await self._io(query())
+        await self._check_epoch(epoch)
         return run_record(run_id, fields, scope)
+
+    async def _check_epoch(self, stored: bytes | None) -> None:
+        """Follow the epoch Redis holds (read with every run lookup: no extra round trip),
+        so every process sharing it agrees after a restart; set one if it is gone."""
+        if stored is None:
+            await self._reset_epoch()
+        else:
+            self._adopt_epoch(stored)
 
     async def thread_runs(self, thread_id: str, *, scope: str = DEFAULT_SCOPE) -> list[StoredRun]:
         self._check_open()
@@ -291,7 +362,12 @@ class RedisEventLog(RedisClaims):
 
     async def _thread_runs(self, thread_id: str, scope: str) -> list[StoredRun]:
         key = self._key("thread:", thread_id, scope)
-        run_ids = [text(name) or "" for name in await self._redis().zrange(key, 0, -1)]
+        async with self._redis().pipeline(transaction=False) as pipe:
+            pipe.zrange(key, 0, -1)
+            pipe.get(self._key("epoch"))
+            names, epoch = await pipe.execute()
+        await self._check_epoch(epoch)
+        run_ids = [text(name) or "" for name in names]
         records = await self._records(run_ids, scope)
         pairs = zip(run_ids, records, strict=True)
         expired = [run_id for run_id, record in pairs if record is None]
@@ -334,40 +410,85 @@ class RedisEventLog(RedisClaims):
     async def follow(
         self, run_id: str, after: int = 0, *, scope: str = DEFAULT_SCOPE
     ) -> AsyncIterator[tuple[int, bytes]]:
-        """Stored entries, then live ones through ``XREAD BLOCK``, until the end marker."""
+        """Stored entries, then live ones from the shared fan-out reader, until the end marker.
+
+        A follower holds no connection while it waits: it reads the run (one
+        pipelined round trip: its status, then its entries after ``after``),
+        then waits on the process's fan-out reader (``_redis_fanout``), which
+        usually hands it the new entries themselves. It reads the run again
+        when the reader cannot (it fell behind the reader's cache, or the
+        reader failed), after every ``block`` seconds without news (the run
+        may have expired or been pruned) and at the end marker.
+        """
         self._check_open()
-        check_readable(await self.run(run_id, scope=scope), run_id)
         stream = self._key("events:", run_id, scope)
-        position = f"0-{max(after, 0)}"
         check_every = self._owner_check_interval()
         block = self.block if check_every is None else min(self.block, check_every)
-        block_ms = max(1, int(block * 1000))
+        next_check = time.monotonic() + block
+        query = True
         while True:
-            reply = await self._io(
-                self._redis().xread({stream: position}, count=self.follow_batch, block=block_ms)
-            )
-            if not reply:
-                # Timed out: the stream may have expired or been pruned, or its
-                # end marker been lost, or its writer died; the record says which.
-                record = check_readable(await self.check_owner(run_id, scope=scope), run_id)
-                if record.status.ended:
-                    for stored in await self.read(run_id, after=int(position[2:]), scope=scope):
-                        yield stored
-                    _raise_if_lost(record)
-                    return
-                continue
-            for entry_id, fields in reply[0][1]:
-                entry_name = text(entry_id) or ""
-                if not entry_name.startswith("0-"):  # the end marker: every event came before it
-                    final = await self.run(run_id, scope=scope)
-                    if final is not None:
-                        check_readable(final, run_id)
-                        _raise_if_lost(final)
-                    return
-                seen = int(position[2:])
-                position = entry_name
-                for entry in split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], seen):
+            queried = query
+            read_nothing = False
+            if query:
+                status, entries = await self._io(self._query(run_id, after, scope))
+                read_nothing = not entries
+                for entry in entries:
                     yield entry
+                if entries:
+                    after = entries[-1][0]
+                if len(entries) >= self.follow_batch:
+                    continue  # more stored after these: read on
+                if status.ended:
+                    _raise_if_lost(status)
+                    return
+                query = False
+            waited = await self._io_wait(
+                self._reader().wait_past(
+                    stream,
+                    (0, after),
+                    max(0.001, block),
+                    status.created,
+                    queried=queried,
+                    read_nothing=read_nothing,
+                )
+            )
+            if waited is None:  # nothing new for a while: did the run expire, or its writer die?
+                if check_every is not None and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + block
+                    await self.check_owner(run_id, scope=scope)
+                query = True
+                continue
+            if not waited:
+                query = True  # new entries the reader did not keep for us: read them
+                continue
+            next_check = time.monotonic() + block
+            for position, fields in waited:
+                if is_marker(position):
+                    query = True  # the end: read the record (and anything before the marker)
+                    break
+                for entry in split_batch(int(fields[b"f"]), fields[b"d"], fields[b"l"], after):
+                    yield entry
+                    after = entry[0]
+
+    async def _query(
+        self, run_id: str, after: int, scope: str
+    ) -> tuple[StoredRun, list[tuple[int, bytes]]]:
+        """The run's record and its entries after ``after`` (at most ``follow_batch``), in one
+        round trip; the record is read first, so a run seen ended has all its entries here."""
+        async with self._redis().pipeline(transaction=False) as pipe:
+            pipe.hgetall(self._key("run:", run_id, scope))
+            pipe.xrange(
+                self._key("events:", run_id, scope),
+                f"(0-{max(after, 0)}",
+                _LAST_EVENT,
+                self.follow_batch,
+            )
+            fields, stored = await pipe.execute()
+        record = check_readable(run_record(run_id, fields, scope), run_id)
+        out: list[tuple[int, bytes]] = []
+        for _, batch in stored:
+            out.extend(split_batch(int(batch[b"f"]), batch[b"d"], batch[b"l"], after))
+        return record, out
 
 
 def _raise_if_lost(record: StoredRun) -> None:
