@@ -25,6 +25,9 @@ from agui_pipes.config import Registry
 
 _TERMINAL = (EventType.RUN_FINISHED, EventType.RUN_ERROR)
 
+HOLDERS = frozenset({"coalesce_deltas", "compact", "filter_tool_calls", "redact", "repair"})
+"""The built-ins that hold data (tests/relay/test_relay_drain.py finds them so)."""
+
 
 def built_in_stage(builtin: Builtin) -> Callable[[], StreamTransformer]:
     """A factory of the built-in, configured with its documentation's first example."""

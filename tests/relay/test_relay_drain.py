@@ -23,7 +23,7 @@ from agui_pipes.relay import Relay
 from agui_pipes.testing.strategies import streams
 from agui_pipes.transformers import ExpandChunks
 from tests._differential import differential_settings
-from tests._held import built_in_stage, cut_points, released_at_cut
+from tests._held import HOLDERS, built_in_stage, cut_points, released_at_cut
 
 # Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
 pytestmark = pytest.mark.wire
@@ -60,7 +60,6 @@ def test_a_cut_stream_releases_what_the_stages_hold(
 # The built-ins that hold data, found on the property's own streams: each must be
 # seen holding, so the property above exercises its held data (and a new built-in
 # that holds is named by this test failing, not by anyone remembering to list it).
-HOLDERS = {"coalesce_deltas", "compact", "filter_tool_calls", "redact", "repair"}
 
 
 def _cut_streams() -> st.SearchStrategy[list]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,9 +26,10 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from agui_pipes import AsyncStreamTransformer, StreamTransformer, TransformerChain
+from agui_pipes.codecs import SSEDecoder
 from agui_pipes.server import Gateway
 from agui_pipes.transformers import Redact
-from tests._servers import RecordedUpstream, post_run, run_input, serve
+from tests._servers import EVENT, RecordedUpstream, post_run, run_input, serve
 
 # Crosses the wire entry points: CI runs it again with AGUI_PIPES_FAST_PATH=0 (`-m wire`).
 pytestmark = [pytest.mark.anyio, pytest.mark.wire]
@@ -178,3 +180,52 @@ async def test_a_failing_stage_keeps_the_held_data_before_it_and_releases_what_i
     events = await _gateway_run(body, chain)
     assert events[-1].code == "STAGE_ERROR"  # type: ignore[attr-defined]
     assert _text(events) == "Your key is [K], keep it."  # m1 only: m2's text stays held
+
+
+class SilentAfter:
+    """An upstream that sends ``body``, then nothing more (until the gateway gives up)."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        while (await receive()).get("more_body", False):
+            pass
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": self.body, "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+
+@pytest.mark.parametrize("kind", ["relay", "apply"])
+async def test_held_text_comes_before_the_error_of_an_upstream_gone_silent(kind: str) -> None:
+    upstream_app = Starlette(routes=[Route("/", SilentAfter(CUT_MID_RUN), methods=["POST"])])
+    with serve(upstream_app) as upstream:
+        timeout = httpx.Timeout(5.0, read=0.5)
+        gateway = Gateway(upstream.url + "/", chain=_chain(kind), timeout=timeout)
+        app = Starlette(routes=gateway.routes("/"), lifespan=gateway.lifespan)
+        with serve(app) as served:
+            async with httpx.AsyncClient(timeout=30) as client:
+                _, events = await post_run(client, served.url + "/", run_input())
+    assert events[-1].code == "UPSTREAM_TIMEOUT"  # type: ignore[attr-defined]
+    assert _text(events) == "YOUR KEY IS [KEY], KEEP IT."
+
+
+@pytest.mark.parametrize("kind", ["relay", "apply"])
+async def test_a_recorded_run_logs_the_held_text_before_its_run_error(
+    kind: str, tmp_path: Path
+) -> None:
+    upstream_app = Starlette(routes=[Route("/", RecordedUpstream(CUT_MID_RUN), methods=["POST"])])
+    with serve(upstream_app) as upstream:
+        store = f"sqlite:///{tmp_path / 'runs.db'}"
+        gateway = Gateway(upstream.url + "/", chain=_chain(kind), store=store, keepalive=None)
+        app = Starlette(routes=gateway.routes("/chat"), lifespan=gateway.lifespan)
+        with serve(app) as served:
+            async with httpx.AsyncClient(timeout=30) as client:
+                _, events = await post_run(client, served.url + "/chat", run_input())
+                replay = await client.get(served.url + "/chat/runs/run-1")
+    assert events[-1].code == "UPSTREAM_TRUNCATED"  # type: ignore[attr-defined]
+    assert _text(events) == "YOUR KEY IS [KEY], KEEP IT."
+    logged = [EVENT.validate_json(p) for p in SSEDecoder().feed_bytes(replay.content)]
+    assert logged == events  # the log holds what the client got, in the same order
