@@ -28,7 +28,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from agui_pipes import RunContext, TransformerChain, run
+from agui_pipes import AsyncStreamTransformer, RunContext, TransformerChain, run
 from agui_pipes._stagekit.builtins import BUILTINS
 from agui_pipes.codecs import SSEDecoder, encode_json
 from agui_pipes.driver import CancelToken
@@ -108,3 +108,29 @@ async def test_a_cancelled_run_gets_its_held_data_out_first(builtin: Any) -> Non
     assert [e.type for e in out].count(EventType.RUN_ERROR) == 1
     error = _checked([encode_json(event) for event in out], builtin.name)
     assert error["code"] == "CANCELLED"
+
+
+class _FailsOnToolCall(AsyncStreamTransformer):
+    """An async stage (the chain then runs over the driver's output) that breaks on a call."""
+
+    async def transform(self, event: BaseEvent) -> Sequence[BaseEvent]:
+        if event.type is EventType.TOOL_CALL_START:
+            raise RuntimeError("boom")
+        return (event,)
+
+
+async def test_a_stage_after_a_failing_async_stage_releases_what_it_holds() -> None:
+    """The stage-failure rule on the endpoint: the stages after the one that raised drain."""
+    redact = next(b for b in BUILTINS if b.name == "redact")
+    endpoint = AgentEndpoint(
+        _agent("raises"),
+        chain=lambda: TransformerChain([_FailsOnToolCall(), built_in_stage(redact)()]),
+    )
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(endpoint), base_url="http://endpoint.test"
+    ) as client:
+        response = await client.post("/", content=json.dumps(run_input()))
+    events = [json.loads(p) for p in SSEDecoder().feed_bytes(response.content)]
+    texts = "".join(e.get("delta", "") for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert texts == "Hello [secret] and [secret]"  # released, redacted, before the error
+    assert (events[-1]["type"], events[-1]["code"]) == ("RUN_ERROR", "STAGE_ERROR")
