@@ -39,7 +39,13 @@ from ._fastpath import relay_loop
 from ._foundation.framing import NDJSON_FRAMING, SSE_FRAMING
 from ._lazy import public_dir
 from ._pipeline.chain import TransformerChain, sync_segment
-from ._protocol.decode import DecodeWarning, as_object, decode_legacy_object, decode_object
+from ._protocol.decode import (
+    DecodeError,
+    DecodeWarning,
+    as_object,
+    decode_legacy_object,
+    decode_object,
+)
 from ._protocol.legacy import reads_legacy
 from .codecs import encode_ndjson, encode_sse
 
@@ -85,8 +91,11 @@ class Relay:
 
     __slots__ = (
         "_chain",
+        "_drained",
         "_encode",
+        "_failure",
         "_finished",
+        "_flushed",
         "_forwarded",
         "_framing",
         "_index",
@@ -159,6 +168,9 @@ class Relay:
         self._unknown = 0
         self._unsent: list[bytes] = []  # the loop's items (see ``_framing``)
         self._finished = False
+        self._drained = False
+        self._failure: BaseException | None = None  # what a feed raised (for ``drain``)
+        self._flushed: list[BaseEvent] = []  # what a finish that raised released first
 
     @property
     def events_in(self) -> int:
@@ -193,7 +205,15 @@ class Relay:
         is sent as those bytes without re-encoding (tests prove the output is
         identical to encoding every event).
         """
-        return self._joined(self._loop(self, payloads))
+        return self._joined(self._fed(payloads))
+
+    def _fed(self, payloads: Iterable[bytes | str]) -> list[bytes]:
+        """One batch through the loop; what it raised is kept for ``drain``."""
+        try:
+            return self._loop(self, payloads)
+        except BaseException as exc:
+            self._failure = exc
+            raise
 
     def feed_payloads(self, payloads: Iterable[bytes | str]) -> list[bytes]:
         """``feed``, but each output event's JSON apart, unframed (in order).
@@ -204,9 +224,9 @@ class Relay:
         NDJSON encoder, whose framing is known.
         """
         if self._framing is not None:
-            return self._loop(self, payloads)  # the items are the events' JSON already
+            return self._fed(payloads)  # the items are the events' JSON already
         self._known_framing()  # raises, before any payload is read, for a custom encoder
-        return self._unframed(self._loop(self, payloads))
+        return self._unframed(self._fed(payloads))
 
     def _unframed(self, frames: list[bytes]) -> list[bytes]:
         """Each frame's event JSON, the built-in encoder's framing taken off."""
@@ -301,10 +321,61 @@ class Relay:
         if self._finished:
             raise RuntimeError("Relay.finish() was already called for this stream")
         self._finished = True
-        out: list[bytes] = []
-        types = self._output_types
         segment = self._segment
-        for output in () if segment is None else segment.finish(self._index - 1):
+        if segment is None:
+            return []
+        flushed = self._flushed
+        try:
+            segment.finish(self._index - 1, flushed)
+        except BaseException as exc:
+            self._failure = exc  # ``drain`` sends what came before the failing stage
+            raise
+        self._flushed = []
+        return self._encoded(flushed)
+
+    def drain(self) -> bytes:
+        """What the stages still hold, encoded, for a stream that stopped short of its end.
+
+        Call it instead of ``finish()`` when the source failed or was cut off
+        mid-run, or after ``feed``/``finish`` raised (after ``take_unsent``),
+        before writing a terminal event of your own: the events a clean end
+        would release (held text, coalesced deltas, pending closes) come
+        first, through every stage after the one that holds them. Nothing
+        passes through a stage that raised, and after an output event failed
+        to encode (or a hook raised) nothing follows it: what the stages hold
+        would come after an event the client never got. A terminal event a
+        stage makes of the cut (``Repair`` ends a cut-off run) is left out:
+        yours follows. Empty once the stream was finished or drained.
+        """
+        return b"".join(self._drain_frames())
+
+    def drain_payloads(self) -> list[bytes]:
+        """``drain``, each event's JSON apart and unframed (see ``feed_payloads``)."""
+        self._known_framing()
+        return self._unframed(self._drain_frames())
+
+    def _drain_frames(self) -> list[bytes]:
+        owed, self._flushed = self._flushed, []
+        segment, failure = self._segment, self._failure
+        if segment is None or self._drained or (self._finished and failure is None):
+            return []  # nothing to drain, drained, or finished cleanly
+        self._finished = self._drained = True
+        if segment.failed is None and failure is not None and not isinstance(failure, DecodeError):
+            # Not a stage and not the wire: the output failed to encode, or a hook raised.
+            return []
+        out: list[bytes] = []
+        try:
+            self._encoded(segment.drain(self._index - 1, owed), out)
+        except Exception:  # the run's own failure is what gets reported
+            # An event that does not encode: what comes after it would follow a hole.
+            pass
+        return out
+
+    def _encoded(self, events: Iterable[BaseEvent], out: list[bytes] | None = None) -> list[bytes]:
+        """``events`` counted, shown to ``on_event`` and encoded (frames, onto ``out``)."""
+        out = [] if out is None else out
+        types = self._output_types
+        for output in events:
             self._sent += 1
             if self._on_event is not None and (types is None or output.__class__ in types):
                 self._on_event(output)

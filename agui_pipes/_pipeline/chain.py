@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from ag_ui.core import BaseEvent
+from ag_ui.core import BaseEvent, EventType
 
 from .._foundation import switch as _switch
 from .._foundation.errors import StageError, StreamRejected
@@ -36,7 +36,7 @@ from .transformer import (
 
 __all__ = ["ChainFactory", "EventStream", "TransformerChain"]
 # For in-package drivers (not in __all__): ``SyncSegment``, ``sync_segment``,
-# ``defining_class``, ``transform_replaced``.
+# ``apply_draining``, ``defining_class``, ``transform_replaced``.
 
 logger = logging.getLogger("agui_pipes.chain")
 logger.addHandler(logging.NullHandler())
@@ -46,12 +46,24 @@ ChainFactory = Callable[[], "TransformerChain"]
 
 
 class _Position:
-    """Index of the source event currently being processed (for error messages)."""
+    """Index of the source event currently being processed (for error messages).
 
-    __slots__ = ("index",)
+    Shared by a stream's segments, so it also carries how a draining stream
+    (``apply_draining``) fails: ``cut``, the failure it ends with.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("cut", "drain", "index")
+
+    def __init__(self, drain: bool = False) -> None:
         self.index = -1
+        self.drain = drain
+        self.cut: Exception | None = None
+
+    def cut_by(self, exc: Exception) -> Exception:
+        """The failure the stream ends with: the first one (``exc`` if it is)."""
+        if self.cut is None:
+            self.cut = exc
+        return self.cut
 
 
 def _annotate(
@@ -178,6 +190,7 @@ class SyncSegment:
         "_dups",
         "_routers",
         "_states",
+        "failed",
         "hooks",
         "plans",
         "position_of",
@@ -204,6 +217,8 @@ class SyncSegment:
         self.plans: _Plans = {}
         self.routes: _Routes = []
         self.state_cache: _StateCache = {}
+        self.failed: int | None = None
+        """The position of the stage that raised (a push or a finish), for ``drain``."""
         self._switch()
         default = StreamTransformer.route
         plain = not self._dups and all(
@@ -312,7 +327,10 @@ class SyncSegment:
         self, exc: Exception, transform: _Transform, event: BaseEvent, index: int
     ) -> Exception:
         """What the caller sees of ``exc``, raised by (or after) ``transform``."""
-        return _annotate(exc, self.stages[self.position_of[transform]], event, index)
+        if isinstance(exc, StageError | StreamRejected) and self.failed is not None:
+            return exc  # raised by a later stage, annotated (and located) where it failed
+        position = self.failed = self.position_of[transform]
+        return _annotate(exc, self.stages[position], event, index)
 
     def _plan_from(self, start: int, cls: type[BaseEvent]) -> tuple[_Transform, ...]:
         if not issubclass(cls, BaseEvent):
@@ -344,24 +362,85 @@ class SyncSegment:
                         collected.extend(produced)
                 batch = collected
         except Exception as exc:
+            self.failed = i
             raise _annotate(exc, self.stages[i], current, index) from exc
         return batch
 
-    def finish(self, index: int) -> list[BaseEvent]:
-        """Each stage's finish(), in order, each flowing through the stages after it."""
-        out: list[BaseEvent] = []
-        for i, stage in enumerate(self.stages):
+    def finish(self, index: int, out: list[BaseEvent] | None = None) -> list[BaseEvent]:
+        """Each stage's finish(), in order, each flowing through the stages after it.
+
+        ``out`` (appended to, and returned) keeps what the stages before a
+        failing one released when a stage raises: ``drain`` sends it.
+        """
+        if out is None:
+            out = []
+        self._finish_from(0, index, out)
+        return out
+
+    def drain(self, index: int, out: list[BaseEvent] | None = None) -> list[BaseEvent]:
+        """What the stages still hold, for a stream that failed or was cut off mid-run.
+
+        For a driver that ends the run itself (a server's RUN_ERROR): each
+        stage's ``finish()`` runs, its output flowing through the stages after
+        it, as at a clean end — except that nothing passes through a stage
+        that raised (``failed``: what it would have done is unknown, and
+        skipping it could leak what it removes), so only the stages after it
+        are drained; a stage failing here becomes the new limit. A terminal
+        event a stage makes of the cut (``Repair``'s RUN_ERROR, a ``Verify``
+        whose policy is ``run_error``) and anything after it is left out:
+        the caller's terminal says what happened. ``out``: events already
+        owed (a ``finish`` that raised), kept in front.
+        """
+        out = [] if out is None else out
+        start = 0 if self.failed is None else self.failed + 1
+        while start < len(self.stages):
+            try:
+                self._finish_from(start, index, out)
+                break
+            except Exception as exc:
+                # Its output (and what reached it) is dropped: the failure the
+                # caller reports is the one that ended the stream, not this one.
+                logger.debug("draining the chain: %s", exc)
+                start = (start if self.failed is None else self.failed) + 1
+        return _before_terminal(out)
+
+    def _finish_from(self, start: int, index: int, out: list[BaseEvent]) -> None:
+        for i in range(start, len(self.stages)):
+            stage = self.stages[i]
             try:
                 flushed = list(_events_of(stage.finish(), "finish()"))
                 _check_events(flushed, "finish()")
             except Exception as exc:
+                self.failed = i
                 raise _annotate(exc, stage, None, index) from exc
             if flushed:
+                self.failed = None  # a failure in there is located afresh (``_annotated``)
                 out.extend(self._push_from(i + 1, flushed, index))
-        return out
+
+
+def _before_terminal(events: list[BaseEvent]) -> list[BaseEvent]:
+    """``events`` up to their first RUN_FINISHED or RUN_ERROR (excluded)."""
+    for position, event in enumerate(events):
+        if event.type is EventType.RUN_FINISHED or event.type is EventType.RUN_ERROR:
+            return events[:position]
+    return events
 
 
 _Segment = SyncSegment | AsyncStreamTransformer | StreamOperator
+
+
+def apply_draining(chain: TransformerChain, source: AsyncIterable[BaseEvent]) -> EventStream:
+    """``chain.apply(source)`` for a server that writes the run's terminal event itself.
+
+    When the source fails (an upstream cut off, a broken connection) or a
+    stage raises, what the stages still hold comes out before the failure
+    propagates, as ``SyncSegment.drain`` says: each sync segment's and async
+    stage's ``finish()`` runs, its output flowing on through the stages after
+    it, but never through (or from) a stage that raised, and without a
+    terminal event a stage makes of the cut. The failure raised is the first
+    one. A ``StreamOperator`` runs its own loop and is not drained.
+    """
+    return chain._apply_draining(source)
 
 
 def sync_segment(chain: TransformerChain, hooks: bool | None = None) -> SyncSegment | None:
@@ -430,24 +509,59 @@ async def _run_sync(
             async for event in source:
                 for out in push(event, position.index):
                     yield out
+    except Exception as exc:
+        if not position.drain:
+            raise
+        # The source failed, or a stage here (or after a drain's output) raised:
+        # what the stages hold goes first (see ``SyncSegment.drain``).
+        cut = position.cut_by(exc)
+        for out in segment.drain(position.index):
+            yield out
+        if cut is exc:
+            raise
+        raise cut from cut.__cause__  # the first failure, as it was raised
     finally:
         await _aclose(source)
-    for out in segment.finish(position.index):
+    flushed: list[BaseEvent] = []
+    try:
+        segment.finish(position.index, flushed)
+    except Exception as exc:
+        if not position.drain:
+            raise
+        cut = position.cut_by(exc)
+        for out in segment.drain(position.index, flushed):
+            yield out
+        if cut is exc:
+            raise
+        raise cut from cut.__cause__  # the first failure, as it was raised
+    for out in flushed:
         yield out
 
 
 async def _run_async(
     stage: AsyncStreamTransformer, source: AsyncIterator[BaseEvent], position: _Position
 ) -> AsyncIterator[BaseEvent]:
+    failed = False
     try:
         async for event in source:
             try:
                 outputs = _events_of(await stage.transform(event), "transform()")
                 _check_events(outputs, "transform()")
             except Exception as exc:
+                failed = True
                 raise _annotate(exc, stage, event, position.index) from exc
             for out in outputs:
                 yield out
+    except Exception as exc:
+        if not position.drain:
+            raise
+        cut = position.cut_by(exc)
+        if not failed:  # nothing passes through a stage that raised
+            for out in await _drained(stage):
+                yield out
+        if cut is exc:
+            raise
+        raise cut from cut.__cause__  # the first failure, as it was raised
     finally:
         await _aclose(source)
     try:
@@ -457,6 +571,17 @@ async def _run_async(
         raise _annotate(exc, stage, None, position.index) from exc
     for out in flushed:
         yield out
+
+
+async def _drained(stage: AsyncStreamTransformer) -> list[BaseEvent]:
+    """An async stage's ``finish()`` for a draining stream (nothing if it raises)."""
+    try:
+        flushed = list(_events_of(await stage.finish(), "finish()"))
+        _check_events(flushed, "finish()")
+    except Exception as exc:
+        logger.debug("draining the chain: stage %s: %s", stage.name, exc)
+        return []
+    return _before_terminal(flushed)
 
 
 def _segments(stages: Sequence[Stage]) -> list[_Segment]:
@@ -617,6 +742,11 @@ class TransformerChain(StreamTransformer):
         self._claim()
         return EventStream(self._segments, source)
 
+    def _apply_draining(self, source: AsyncIterable[BaseEvent]) -> EventStream:
+        """``apply``, draining the stages before a failure propagates (``apply_draining``)."""
+        self._claim()
+        return EventStream(self._segments, source, drain=True)
+
     def apply_sync(self, events: Iterable[BaseEvent]) -> list[BaseEvent]:
         """Run the chain over an in-memory sequence and return every output event.
 
@@ -672,16 +802,19 @@ class TransformerChain(StreamTransformer):
 class EventStream(AsyncIterator[BaseEvent]):
     """The output of ``TransformerChain.apply``: an async iterator and context manager."""
 
-    def __init__(self, segments: Sequence[_Segment], source: AsyncIterable[BaseEvent]) -> None:
+    def __init__(
+        self, segments: Sequence[_Segment], source: AsyncIterable[BaseEvent], drain: bool = False
+    ) -> None:
         self._segments = segments
         self._source = source
+        self._drain = drain
         self._iterator: AsyncIterator[BaseEvent] | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._has_operators = any(isinstance(s, StreamOperator) for s in segments)
         self._closed = False
 
     def _build(self, task_group: anyio.abc.TaskGroup | None) -> AsyncIterator[BaseEvent]:
-        position = _Position()
+        position = _Position(self._drain)
         stream: AsyncIterator[BaseEvent]
         first = self._segments[0] if self._segments else None
         if isinstance(first, SyncSegment):

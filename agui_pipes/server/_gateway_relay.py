@@ -114,6 +114,10 @@ class _Frames:
     async def finish(self) -> bytes:
         return self._relay.finish()
 
+    async def drain(self) -> bytes:
+        """What the stages still hold, before the server writes the run's terminal event."""
+        return self._relay.drain()
+
 
 class _RecordedFrames(_Frames):
     """The relay's events recorded, each framed by the recorder with its ``id:`` line."""
@@ -135,6 +139,10 @@ class _RecordedFrames(_Frames):
 
     async def finish(self) -> bytes:
         items = self._relay.finish_payloads()
+        return await self._recorder.frames(items) if items else b""
+
+    async def drain(self) -> bytes:
+        items = self._relay.drain_payloads()
         return await self._recorder.frames(items) if items else b""
 
 
@@ -194,6 +202,9 @@ async def relay_frames(
     Fails exactly as that path does: the same ``UpstreamError`` codes and
     messages, the chain's own exceptions as they are. When an event fails
     mid-chunk, the frames of the events before it are still yielded first.
+    Before any failure is raised (the upstream cut off, broken, silent or
+    malformed, a stage raising) what the stages still hold is yielded too
+    (``Relay.drain``), so the server's RUN_ERROR comes after it.
     """
     decoder = SSEDecoder(max_frame_bytes=upstream.max_frame)
     run = UpstreamRun()
@@ -220,7 +231,7 @@ async def relay_frames(
                 try:
                     out = await frames.feed(part)
                 except Exception as exc:
-                    unsent = await frames.unsent()
+                    unsent = await frames.unsent() + await frames.drain()
                     stats.written = relay.events_out
                     if unsent:
                         first.sent()
@@ -235,14 +246,25 @@ async def relay_frames(
     except UPSTREAM_FAILURES as exc:
         if isinstance(exc, DecodeError) and exc.stage is not None:
             raise  # a stage's own refusal (the chain named it), not the upstream's bytes
+        # Cut off, broken or silent between two events: release what the stages hold.
+        held = await frames.drain()  # nothing when a failing feed drained already
+        if held:
+            stats.written = relay.events_out
+            first.sent()
+            yield held
         raise upstream.failure(exc, relay.events_in) from exc
     finally:
         _count(stats, relay)
     run.seen_any = relay.events_in > relay.events_unknown
-    run.check_ended()
     try:
+        run.check_ended()
         out = await frames.finish()
     except Exception as exc:
+        out = await frames.drain()  # ended mid-run, or a stage's finish raised
+        stats.written = relay.events_out
+        if out:
+            first.sent()
+            yield out
         told.check(exc)
         raise
     stats.written = relay.events_out

@@ -39,7 +39,7 @@ from .._foundation.limits_scope import resolve_limits, using_limits
 from .._foundation.principal import Principal, using_principal
 from .._foundation.trace_context import using_trace_headers
 from .._lazy import public_dir
-from .._pipeline.chain import ChainFactory, TransformerChain
+from .._pipeline.chain import ChainFactory, TransformerChain, apply_draining
 from .._pipeline.transformer import Stage
 from ..driver import AgentLike, CancelToken, Run, run
 from ._access import Access
@@ -420,5 +420,6 @@ async def _applied(
     it, and a ``verify`` stage early in the chain may word its message from
     entities a later stage hides: the client gets the rule and position only.
     """
-    async with events as source, chain.apply(source) as output:
+    # Draining: a stage that raises lets the stages after it release what they hold.
+    async with events as source, apply_draining(chain, source) as output:
         yield told.guard(output)

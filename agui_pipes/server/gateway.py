@@ -64,7 +64,7 @@ from typing_extensions import Unpack
 from .._foundation.limits_scope import resolve_limits
 from .._foundation.principal import Principal, using_principal
 from .._lazy import public_dir, publish
-from .._pipeline.chain import ChainFactory, TransformerChain
+from .._pipeline.chain import ChainFactory, TransformerChain, apply_draining
 from .._protocol.legacy import reads_legacy
 from ..codecs import DEFAULT_MAX_FRAME_BYTES, DecodeWarning
 from ._access import Access, principal_header, principal_value
@@ -442,7 +442,8 @@ class _GatewayRun:
             self.first.sent()
             legacy = reads_legacy(self.chain.stages)
             events = upstream.decode(response, legacy, self._on_warning)
-            async with self.chain.apply(events) as output:
+            # Draining: what the stages hold goes out before the upstream's failure.
+            async with apply_draining(self.chain, events) as output:
                 yield self.told.guard(output)
 
     @asynccontextmanager

@@ -143,7 +143,8 @@ async def _cut_short(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_run_the_gateway_ends_itself_is_closed_as_abandoned() -> None:
+async def test_a_run_the_gateway_ends_itself_is_closed_as_truncated() -> None:
+    """The gateway drains the chain before its RUN_ERROR: the stage's finish() ends the run."""
     recorder = Recorder()
     with serve(_cut_short) as upstream:
         app = build_app(
@@ -161,7 +162,7 @@ async def test_a_run_the_gateway_ends_itself_is_closed_as_abandoned() -> None:
             assert str(events[-1].code).startswith("UPSTREAM_")  # type: ignore[attr-defined]
             await _collected(recorder)
     run_span = next(s for s in recorder.finished() if s.name == "invoke_agent")
-    assert dict(run_span.attributes or {})["agui.run.outcome"] == "abandoned"
+    assert dict(run_span.attributes or {})["agui.run.outcome"] == "truncated"
     assert recorder.outline() == ["invoke_agent", "  execute_tool slow"]
 
 
