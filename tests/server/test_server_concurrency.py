@@ -20,6 +20,7 @@ import pytest
 from ag_ui.core import EventType, RunErrorEvent
 from starlette.applications import Starlette
 
+from agui_pipes import fold
 from agui_pipes.driver import RunContext, RunOutcome
 from agui_pipes.server import AgentEndpoint, agent_routes
 from agui_pipes.store import RunStatus, open_store
@@ -144,14 +145,19 @@ async def test_a_retried_post_rejoins_its_run_and_another_body_is_refused(
                 tg.start_soon(retry)
                 await wait_until(lambda: "retried" in agent.gates, 10, "the run")
                 agent.gate("retried").set()
-            assert rejoined[0][:3] == cut  # from the start, the same ids and bytes
-            assert _events(rejoined[0])[-1].type is EventType.RUN_FINISHED
+            # The retry is answered with the run's join stream: self-contained, it folds
+            # to the whole run, and its last frame is the run's last, same id and bytes.
             status, replay, _ = await _get(client, "/agent/runs/retried")
-            assert status == 200 and replay == rejoined[0]
+            assert status == 200
+            assert _events(rejoined[0])[0].type is EventType.RUN_STARTED
+            assert fold(_events(rejoined[0])).messages == fold(_events(replay)).messages
+            assert rejoined[0][-1] == replay[-1]
+            assert _events(replay)[-1].type is EventType.RUN_FINISHED
             assert list(agent.stopped) == ["retried"]  # the agent ran once
             # Once ended, the same body still rejoins; another body is a conflict.
             status, again, _ = await _post(client, "/agent", body)
-            assert status == 200 and again == replay
+            assert status == 200 and again[-1] == replay[-1]
+            assert fold(_events(again)).messages == fold(_events(replay)).messages
             changed = {**body, "messages": []}
             status, _, error = await _post(client, "/agent", changed)
             assert status == 409 and error["error"] == "run_exists"
