@@ -290,3 +290,43 @@ def _gateway_readers(gateway: Gateway, run_id: str) -> int:
     assert gateway.durable is not None
     live = gateway.durable.live.get(("default", run_id))
     return 0 if live is None else live.readers
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgres"])
+async def test_a_run_started_on_one_server_is_joined_on_another(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, ts_oracle: Any
+) -> None:
+    """Two servers sharing one store: the run is served by A, a fresh tab joins it on B."""
+    url = store_url_for(kind, request, tmp_path)
+    agent = Planner()
+    app_a, _ = _app(agent.run, url)
+    app_b, _ = _app(agent.run, url)
+    with serve(app_a) as a, serve(app_b) as b:
+        stock = {"threadId": "t-1", "runId": "r-1", "initialMessages": [USER]}
+        await anyio.to_thread.run_sync(
+            ts_oracle, [{**stock, "url": f"{a.url}/agent", "abortAfterEvents": 5}]
+        )
+        arrived = anyio.Event()
+        joined: list[Any] = []
+
+        async def fresh_tab() -> None:
+            async with httpx.AsyncClient(base_url=b.url, timeout=30) as client:
+                status, frames, error = await get_frames(
+                    client, "/agent/threads/t-1?join=1", arrived=arrived
+                )
+            assert status == 200, error
+            joined.append(frames)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(fresh_tab)
+            await arrived.wait()  # B is following the run A serves
+            agent.gate("r-1").set()
+        (watcher,) = await anyio.to_thread.run_sync(
+            ts_oracle, [{**stock, "url": f"{a.url}/agent/runs/r-1", "method": "GET"}]
+        )
+    assert watcher["outcome"] == "completed", watcher["error"]
+    messages, state, outcome = _fold(_events(joined[0]))
+    assert outcome == "success"
+    assert messages == watcher["messages"]
+    assert state == watcher["state"]
+    assert list(agent.gates) == ["r-1"]
