@@ -201,8 +201,12 @@ def test_serve_gateway_with_a_store_records_and_serves_history(tmp_path: Path) -
             frames = [f for f in response.text.split("\n\n") if f]
             assert frames and all(f.startswith("id: ") and ":gw-r:" in f for f in frames)
             again = httpx.post(f"{gateway.url}/chat", json=body, timeout=20)
-            assert again.status_code == 200  # a retry of the same request rejoins the run
-            assert again.text == response.text
+            # A retry of the same request rejoins the run: its join stream, self-contained,
+            # ending on the run's own last frame (same id, same bytes).
+            assert again.status_code == 200
+            joined = [f for f in again.text.split("\n\n") if f]
+            assert '"type":"RUN_STARTED"' in joined[0] and '"MESSAGES_SNAPSHOT"' in again.text
+            assert joined[-1] == frames[-1]
             other = httpx.post(f"{gateway.url}/chat", json={**body, "state": {"n": 1}}, timeout=20)
             assert other.status_code == 409
             assert other.json()["error"] == "run_exists"
