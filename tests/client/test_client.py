@@ -19,6 +19,7 @@ from ag_ui.core import EventType, TextMessageContentEvent
 from anyio.abc import SocketAttribute, SocketStream
 from starlette.applications import Starlette
 
+from agui_pipes import fold
 from agui_pipes.client import Client, ClientError, ResumeFailed, ServerError, run_remote
 from agui_pipes.client import history as history_of
 from agui_pipes.codecs import SSEDecoder
@@ -203,9 +204,12 @@ async def test_http_errors_carry_the_servers_code_and_message() -> None:
         async with Client() as client:
             async with client.run(url, run_input("r-twice")) as events:
                 first = [_ async for _ in events]
-            # The same body again is a retry: it rejoins the run (docs/durable.md, Retries).
+            # The same body again is a retry: it rejoins the run (docs/durable.md, Retries),
+            # answered with its join stream, which the client folds to the same result.
             async with client.run(url, run_input("r-twice")) as events:
-                assert [_ async for _ in events] == first
+                again = [_ async for _ in events]
+                assert events.result().messages == fold(first).messages
+            assert again[0] == first[0] and again[-1] == first[-1]
             with pytest.raises(ServerError) as caught:
                 other = run_input("r-twice", forwardedProps={"another": "body"})
                 async with client.run(url, other) as events:
