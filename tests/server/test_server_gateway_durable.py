@@ -285,6 +285,6 @@ def test_gateway_store_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="detach_grace"):
         Gateway("http://127.0.0.1:1/", store="memory:", detach_grace=-1)
     with pytest.raises(ValueError, match="sqlite"):
-        Gateway("http://127.0.0.1:1/", store="postgres://x")
+        Gateway("http://127.0.0.1:1/", store="mongodb://x")
     with pytest.raises(TypeError, match=r"routes\(path\)"):
         gateway_route("/chat", "http://127.0.0.1:1/", store="memory:")

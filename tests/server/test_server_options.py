@@ -59,6 +59,7 @@ def test_every_option_is_a_keyword_of_both_servers(server: Any) -> None:
         "allow_tools": ("search", "ui_*"),
         "concurrency": "supersede",
         "shutdown_timeout": 5.0,
+        "interrupts": "off",
     }
     # history="server" needs a store: tests/server/test_server_trust.py
     assert set(values) | {"logger", "store", "history"} == {

@@ -30,7 +30,7 @@ from ag_ui.core import EventType
 from starlette.applications import Starlette
 
 from agui_pipes.server import AgentEndpoint, agent_routes
-from agui_pipes.store import RedisEventLog, RunBroken, UnknownRun, open_store
+from agui_pipes.store import RedisEventLog, RunBroken, UnknownRun, format_event_id, open_store
 from tests._durable_http import HEADERS, Frames, Gated, events, get_frames, read_frames, seqs
 from tests._redis_server import NO_REDIS
 from tests._servers import run_input, serve, wait_until
@@ -288,7 +288,9 @@ async def test_redis_restarted_empty_every_store_takes_the_one_new_epoch(redis: 
             assert await first.run("fresh") is None
             assert first.epoch == second.epoch
             await second.append("t3", "again", [b'{"type":"RUN_STARTED"}'])
-            id_on_second = f"{second.epoch}:again:1"
+            record = await second.run("again")
+            assert record is not None
+            id_on_second = format_event_id(second.epoch, "again", 1, record.generation)
             assert await first.resume_after("again", id_on_second) == 1
 
 
@@ -327,7 +329,7 @@ async def test_debug_sleep_past_the_timeout_is_503_and_a_clear_end_for_followers
             assert status == 200
             *head, last = frames
             end = events([last])[0]
-            assert end.type is EventType.RUN_ERROR and end.code == "RUN_NOT_RESUMABLE"
+            assert end.type is EventType.RUN_ERROR and end.code == "STORE_UNAVAILABLE"
             assert "did not answer within 0.5 s" in end.message
             # Resumed after the stall from its last id: the rest, no gap, no duplicate.
             status, rest, body = await get_frames(client, "/agent/runs/s", last_id=head[-1][0])
@@ -369,7 +371,7 @@ async def test_a_killed_redis_is_503_for_new_runs_and_a_clear_end_for_followers(
             [(status, frames, _)] = followed
             assert status == 200
             end = events(frames[-1:])[0]
-            assert end.type is EventType.RUN_ERROR and end.code == "RUN_NOT_RESUMABLE"
+            assert end.type is EventType.RUN_ERROR and end.code == "STORE_UNAVAILABLE"
             assert "cannot be reached; retry later" in end.message
             assert answer.status_code == 503
             assert answer.json()["error"] == "store_unavailable"
