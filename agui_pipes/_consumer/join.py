@@ -162,8 +162,6 @@ class RunJoin:
         self._started: RunStartedEvent | None = None
         self._open: dict[_Key, tuple[BaseEvent, bool]] = {}
         self._terminal: BaseEvent | None = None
-        self.events = 0
-        """How many events were fed (before chunk expansion)."""
 
     @property
     def ended(self) -> bool:
@@ -174,7 +172,6 @@ class RunJoin:
         """Fold one event of the run."""
         if self._terminal is not None:
             return
-        self.events += 1
         by_chunk = isinstance(event, _CHUNKS)
         for out in self._expand(event):
             self._track(out, by_chunk)
@@ -227,7 +224,7 @@ class RunJoin:
 
 
 def _owner(event: BaseEvent) -> str | None:
-    owner: str | None = getattr(event, "subagent_run_id", None)
-    if event.__class__ is SubagentStartedEvent:
-        return getattr(event, "parent_subagent_run_id", None)
+    """Whose item ``event`` opened: a subagent's start belongs to its parent subagent."""
+    started = event.__class__ is SubagentStartedEvent
+    owner: str | None = getattr(event, "parent_subagent_run_id" if started else "subagent_run_id")
     return owner
