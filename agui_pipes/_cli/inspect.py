@@ -21,6 +21,7 @@ from typing import Any
 
 from ._chainfile import EXIT_CONFIG, load_or_report
 from ._input import FORMATS, InputError, Progress, input_name, no_events_message, read_wire_events
+from ._listener import send_at_once
 
 __all__ = ["register"]
 
@@ -147,6 +148,7 @@ def _inspect(args: argparse.Namespace) -> int:
         listener = config.bind_socket()
     except SystemExit:  # uvicorn has logged why (the port is taken, say)
         return 1
+    send_at_once(listener)
     # Listening before the URL is printed: a browser (or script) that connects at
     # once waits in the backlog while uvicorn starts, instead of being refused.
     listener.listen(config.backlog)

@@ -612,6 +612,7 @@ def _run(uvicorn: Any, app: Any, args: argparse.Namespace, stop_runs: Any) -> in
     (``_shutdown.GracefulServer``); it exits the process itself, with its own
     status, when a run is abandoned or a second signal arrives.
     """
+    from ._listener import send_at_once
     from ._shutdown import GracefulServer
 
     config = uvicorn.Config(
@@ -627,6 +628,7 @@ def _run(uvicorn: Any, app: Any, args: argparse.Namespace, stop_runs: Any) -> in
         listener = config.bind_socket()
     except SystemExit:  # uvicorn has logged why (the port is taken, say)
         return 1
+    send_at_once(listener)
     _drop_stalled_connections(listener, args.send_timeout)
     try:
         server.run(sockets=[listener])
