@@ -9,10 +9,14 @@ RUN_STARTED carrying the user's turn as ``input``, one assistant message of
 from this process:
 
 * **baseline**: /healthz alone, every 10 ms for 2 s (what the machine gives);
-* **cold**: right after the server started (nothing folded yet), ``--readers``
-  concurrent ``GET /threads/{id}`` (the first page, the default limit), while
-  a prober GETs ``/healthz`` every 10 ms;
+* **cold, no snapshot yet**: right after the server started (nothing folded
+  yet, and the log holds no history snapshot — a thread written directly, or
+  by a version before snapshots), ``--readers`` concurrent ``GET
+  /threads/{id}`` (the first page, the default limit), while a prober GETs
+  ``/healthz`` every 10 ms;
 * **warm**: the same again (the fold is kept: only runs ended since are read);
+* **cold after a restart**: a new server process on the same log, which now
+  holds the snapshot the first one kept — what a restarted server meets;
 * **one page**: a single warm ``GET /threads/{id}``, and an older page
   (``?before=``).
 
@@ -191,19 +195,28 @@ async def main_async(args: argparse.Namespace) -> None:
     took = time.perf_counter() - start
     print(f"built {args.runs:,} runs x {args.deltas + 4} events in {took:.1f} s", end="")
     print(f" ({size / 1e6:.1f} MB of SQLite)")
+    print()
+    print(
+        "| phase | page ms (fastest) | page ms (slowest) | /healthz probes | "
+        "/healthz median ms | p99 ms | max ms |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     served = Served(store)
     try:
-        print()
-        print(
-            "| phase | page ms (fastest) | page ms (slowest) | /healthz probes | "
-            "/healthz median ms | p99 ms | max ms |"
-        )
-        print("|---|---:|---:|---:|---:|---:|---:|")
         report("no reader (baseline)", [0.0], await idle(served.url))
         pages, probes, body = await phase(served.url, args.readers)
-        report(f"cold, {args.readers} readers", pages, probes)
-        pages, probes, body = await phase(served.url, args.readers)
+        report(f"cold, no snapshot yet, {args.readers} readers", pages, probes)
+        pages, probes, warm = await phase(served.url, args.readers)
         report(f"warm, {args.readers} readers", pages, probes)
+    finally:
+        served.stop()
+    # A restart: nothing folded in memory, the snapshot the first server kept in the log.
+    served = Served(store)
+    try:
+        pages, probes, body = await phase(served.url, args.readers)
+        report(f"cold after a restart (snapshot), {args.readers} readers", pages, probes)
+        if body != warm:
+            raise SystemExit("the page after the restart differs from the first server's")
         async with httpx.AsyncClient(timeout=600) as client:
             one, _, body = await _read(client, f"{served.url}/threads/{THREAD}")
             older, status, _ = await _read(

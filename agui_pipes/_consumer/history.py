@@ -30,13 +30,17 @@ does.
 :class:`HistoryFold` is the same fold kept open: a server extends it by the
 runs that ended since (``add``) instead of folding the whole thread again, and
 states any page of it (``page``): the messages a window of runs introduced.
+``snapshot()`` states the open fold as bytes and ``HistoryFold.restore`` opens
+it again, so a server can keep a thread's fold in its event log and, after a
+restart, fold only the runs that ended since instead of the whole thread.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Final
 
+import orjson
 from ag_ui.core import (
     BaseEvent,
     MessagesSnapshotEvent,
@@ -53,7 +57,15 @@ from .._protocol.chunks import ChunkExpander
 from .._protocol.decode import DecodeWarning, as_object, decode_event
 from .consume import Folder, WireItem
 
-__all__ = ["HistoryFold", "HistoryPage", "thread_history"]
+__all__ = ["SNAPSHOT_FORMAT", "HistoryFold", "HistoryPage", "SnapshotInvalid", "thread_history"]
+
+SNAPSHOT_FORMAT: Final = "agui_pipes.history/1"
+"""What ``HistoryFold.snapshot`` writes and ``restore`` reads; a snapshot of another
+format is refused (``SnapshotInvalid``), and the thread is folded from its runs."""
+
+
+class SnapshotInvalid(ValueError):
+    """Bytes that are not a history snapshot this version reads (another format, corrupt)."""
 
 
 class _Watch:
@@ -156,13 +168,17 @@ def thread_history(
     return history.events(run_id)
 
 
+_NEW_THREAD: Final = object()
+"""The state a fold starts from when no snapshot gives one: a new thread's (``{}``)."""
+
+
 class _IntroducingFolder(Folder):
     """A ``Folder`` that notes, for each message id, the run that introduced it."""
 
-    def __init__(self, limits: Limits | None) -> None:
+    def __init__(self, limits: Limits | None, state: Any = _NEW_THREAD) -> None:
         self.introduced: dict[str, int] = {}
         self.current_run = 0
-        super().__init__({}, None, limits)
+        super().__init__({} if state is _NEW_THREAD else state, None, limits)
 
     def _index(self, message: dict[str, Any]) -> None:
         super()._index(message)
@@ -220,6 +236,20 @@ class HistoryFold:
         self._started.append(started if started != before else None)
         self.keys.append(key)
 
+    def snapshot(self) -> bytes:
+        """The fold as it stands, as bytes ``HistoryFold.restore`` opens again (JSON)."""
+        return _snapshot(self)
+
+    @classmethod
+    def restore(cls, thread_id: str, data: bytes, *, limits: Limits | None = None) -> HistoryFold:
+        """The fold a ``snapshot()`` of ``thread_id``'s history stated, open to ``add`` to.
+
+        Adding runs to it gives what adding them to the fold that was
+        snapshotted would. Raises ``SnapshotInvalid`` for bytes that are not
+        such a snapshot (another format, another thread, cut or corrupt).
+        """
+        return _restore(thread_id, data, limits)
+
     def message_ids(self) -> set[str]:
         """The ids of the messages the history holds now."""
         return {message["id"] for message in self._folder.messages}
@@ -275,3 +305,91 @@ class HistoryFold:
             finished["outcome"] = outcome
         events.append(RunFinishedEvent.model_validate(finished))
         return events
+
+
+def _snapshot_fields(data: bytes, thread_id: str) -> dict[str, Any]:
+    """The decoded fields of a snapshot of ``thread_id``'s fold; ``SnapshotInvalid`` otherwise.
+
+    Checked field by field: a snapshot comes back from a store, and one that
+    was cut, written by another version or by something else entirely must be
+    refused, not folded on.
+    """
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise SnapshotInvalid(f"not JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != SNAPSHOT_FORMAT:
+        found = doc.get("format") if isinstance(doc, dict) else type(doc).__name__
+        raise SnapshotInvalid(f"format {found!r}, not {SNAPSHOT_FORMAT!r}")
+    if doc.get("thread") != thread_id:
+        raise SnapshotInvalid(f"a snapshot of thread {doc.get('thread')!r}, not {thread_id!r}")
+    keys, started, introduced = doc.get("keys"), doc.get("started"), doc.get("introduced")
+    messages, interrupts = doc.get("messages"), doc.get("interrupts")
+    runs = len(keys) if isinstance(keys, list) else -1
+    checks = (
+        ("keys", isinstance(keys, list) and all(isinstance(k, str) for k in keys)),
+        (
+            "started",
+            isinstance(started, list)
+            and len(started) == runs
+            and all(s is None or isinstance(s, str) for s in started),
+        ),
+        (
+            "introduced",
+            isinstance(introduced, dict)
+            and all(type(i) is int and 0 <= i < runs for i in introduced.values()),
+        ),
+        (
+            "messages",
+            isinstance(messages, list)
+            and all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in messages),
+        ),
+        (
+            "interrupts",
+            isinstance(interrupts, list) and all(isinstance(i, dict) for i in interrupts),
+        ),
+        ("touched", isinstance(doc.get("touched"), bool)),
+        ("lastRun", doc.get("lastRun") is None or isinstance(doc.get("lastRun"), str)),
+        ("outcome", doc.get("outcome") is None or isinstance(doc.get("outcome"), str)),
+    )
+    for name, ok in checks:
+        if not ok:
+            raise SnapshotInvalid(f"its {name!r} field is missing or malformed")
+    return doc
+
+
+def _snapshot(history: HistoryFold) -> bytes:
+    folder = history._folder
+    folder._flush()  # the deltas buffered by the last run, joined
+    return orjson.dumps(
+        {
+            "format": SNAPSHOT_FORMAT,
+            "thread": history.thread_id,
+            "keys": history.keys,
+            "started": history._started,
+            "introduced": folder.introduced,
+            "messages": folder.messages,
+            "state": folder.state,
+            "touched": history._watch.touched_state,
+            "lastRun": history._watch.last_run_id,
+            "outcome": folder.outcome,
+            "interrupts": folder.interrupts,
+        }
+    )
+
+
+def _restore(thread_id: str, data: bytes, limits: Limits | None) -> HistoryFold:
+    doc = _snapshot_fields(data, thread_id)
+    history = HistoryFold(thread_id, limits=limits)
+    folder = _IntroducingFolder(limits, state=doc.get("state"))
+    folder.messages = doc["messages"]
+    folder._index_all()
+    folder.introduced = doc["introduced"]
+    folder.outcome = doc["outcome"]
+    folder.interrupts = doc["interrupts"]
+    history._folder = folder
+    history.keys = doc["keys"]
+    history._started = doc["started"]
+    history._watch.touched_state = doc["touched"]
+    history._watch.last_run_id = doc["lastRun"]
+    return history

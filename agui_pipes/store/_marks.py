@@ -53,6 +53,23 @@ class RunMarks(abc.ABC):
         self._check_open()
         return await self._get_mark(scope, run_id, "stop")
 
+    async def put_history_snapshot(
+        self, run_id: str, data: bytes, *, scope: str = DEFAULT_SCOPE
+    ) -> None:
+        """Keep a thread's folded history on its first run (``run_id``), replacing the last.
+
+        Kept as the run's ``history`` mark, so it is deleted with that run;
+        ``data`` is UTF-8 text (a JSON document).
+        """
+        self._check_open()
+        await self._put_mark(scope, run_id, "history", data.decode())
+
+    async def history_snapshot(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> bytes | None:
+        """What ``put_history_snapshot`` kept on the run, or None."""
+        self._check_open()
+        value = await self._get_mark(scope, run_id, "history")
+        return None if not value else value.encode()
+
     async def heartbeat(self, run_id: str, *, scope: str = DEFAULT_SCOPE) -> None:
         """Say the process writing the run is alive (call it every few seconds)."""
         self._check_open()

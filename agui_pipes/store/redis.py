@@ -22,7 +22,8 @@ Layout (every key starts with ``prefix``, ``agui:`` by default):
 * ``{prefix}mark:{kind}:{runId}`` — the cross-process signals (reader seen,
   stop requested, owner heartbeat): plain strings ``SET`` with an expiry
   (``max_age``, or a day without one), refreshed by every write, and
-  deleted with their run by ``prune``;
+  deleted with their run by ``prune``; ``mark:history:`` on a thread's first
+  run holds the thread's folded history (expiring with ``max_age`` only);
 * ``{prefix}threads`` — a sorted set of the scope's threads by creation order
   (the ``threads`` listing);
 * ``{prefix}wake:{token}`` — one per open store object: a short stream its
@@ -89,7 +90,7 @@ _RESET = (
     "live; its earlier events are gone"
 )
 
-_MARKS = ("reader", "stop", "beat")
+_MARKS = ("reader", "stop", "beat", "history")
 """The kinds of marks ``EventLog`` writes (see ``_base``), deleted with their run."""
 
 
@@ -272,7 +273,9 @@ class RedisEventLog(RedisClaims):
     """Expiry of a mark without ``max_age``: a day after its last refresh."""
 
     async def _put_mark(self, scope: str, run_id: str, kind: str, value: str) -> None:
-        ttl = self._ttl or self._MARK_TTL
+        # A thread's history snapshot lives as long as its runs (until retention
+        # prunes its first run), not a day: the signals are refreshed, it is not.
+        ttl = self._ttl or (None if kind == "history" else self._MARK_TTL)
         key = self._key(f"mark:{kind}:", run_id, scope)
         await self._io(self._redis().set(key, value, ex=ttl))
 

@@ -187,3 +187,79 @@ def test_items_that_are_neither_events_nor_wire_forms_are_refused() -> None:
         thread_history("t", [[RunStartedEvent(thread_id="t", run_id="r"), 42]])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="run #0 does not decode"):
         thread_history("t", [[b'{"type": "RUN_STARTED"}']])
+
+
+# -- snapshots: the open fold stated and restored ----------------------------------
+
+
+def _pages(history: Any) -> list[list[dict[str, Any]]]:
+    pages = []
+    for limit in (1, 2, 100):
+        page = history.page(limit=limit)
+        pages.append([json.loads(encode_json(e)) for e in page.events])
+    return pages
+
+
+@_SETTINGS
+@given(
+    events=streams(
+        min_runs=1, max_runs=5, reopen=True, leading_run_error=True, late_run_error=True
+    ),
+    data=st.data(),
+)
+def test_a_restored_snapshot_folds_on_as_the_fold_it_was(
+    events: list[BaseEvent], data: st.DataObject
+) -> None:
+    from agui_pipes._consumer.history import HistoryFold
+
+    runs = split_runs(events)
+    # Cut some runs, as a server that died mid-run leaves them.
+    for i in data.draw(st.sets(st.integers(0, len(runs) - 1), max_size=2)):
+        runs[i] = runs[i][: data.draw(st.integers(1, len(runs[i])))]
+    split = data.draw(st.integers(0, len(runs)))
+    whole = HistoryFold("thread-1")
+    for i, run in enumerate(runs):
+        whole.add(f"r{i}", run)
+    part = HistoryFold("thread-1")
+    for i, run in enumerate(runs[:split]):
+        part.add(f"r{i}", run)
+    restored = HistoryFold.restore("thread-1", part.snapshot())
+    for i, run in enumerate(runs[split:], start=split):
+        restored.add(f"r{i}", run)
+    assert restored.keys == whole.keys
+    assert restored.message_ids() == whole.message_ids()
+    assert [json.loads(encode_json(e)) for e in restored.events()] == [
+        json.loads(encode_json(e)) for e in whole.events()
+    ]
+    assert _pages(restored) == _pages(whole)
+    if whole.keys:
+        middle = whole.keys[len(whole.keys) // 2]
+        assert [encode_json(e) for e in restored.page(before=middle, limit=1).events] == [
+            encode_json(e) for e in whole.page(before=middle, limit=1).events
+        ]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"format": "agui_pipes.history/0"}',
+        b'{"format": "agui_pipes.history/1", "thread": "other"}',
+        b'{"format": "agui_pipes.history/1", "thread": "thread-1", "keys": ["a"],'
+        b' "started": [], "introduced": {}, "messages": [], "interrupts": [],'
+        b' "touched": false, "lastRun": null, "outcome": null}',
+        b'{"format": "agui_pipes.history/1", "thread": "thread-1", "keys": ["a"],'
+        b' "started": [null], "introduced": {"m": 5}, "messages": [], "interrupts": [],'
+        b' "touched": false, "lastRun": null, "outcome": null}',
+        b'{"format": "agui_pipes.history/1", "thread": "thread-1", "keys": [],'
+        b' "started": [], "introduced": {}, "messages": [{"role": "user"}], "interrupts": [],'
+        b' "touched": false, "lastRun": null, "outcome": null}',
+    ],
+)
+def test_what_is_not_a_snapshot_of_the_thread_is_refused(data: bytes) -> None:
+    from agui_pipes._consumer.history import HistoryFold, SnapshotInvalid
+
+    with pytest.raises(SnapshotInvalid):
+        HistoryFold.restore("thread-1", data)
