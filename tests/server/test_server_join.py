@@ -106,7 +106,8 @@ async def test_a_stock_client_cut_mid_run_retries_its_post_and_a_fresh_tab_joins
         async with anyio.create_task_group() as tg:
             tg.start_soon(retry)
             tg.start_soon(fresh_tab)
-            await wait_until(lambda: _readers(endpoint, "r-1") == 2, 20, "both readers")
+            # Two node processes start: on a loaded machine that alone takes seconds.
+            await wait_until(lambda: _readers(endpoint, "r-1") == 2, 90, "both readers")
             agent.gate("r-1").set()
         # A client that watched from the start: the stored log replayed in full.
         (watcher,) = await anyio.to_thread.run_sync(
@@ -175,7 +176,7 @@ async def test_a_join_at_every_point_of_a_live_run_folds_like_the_run(store_url:
                 )
                 for _ in range(3):
                     tg.start_soon(join)
-                await wait_until(lambda: _readers(endpoint, "r-1") == 3, 20, "three joiners")
+                await wait_until(lambda: _readers(endpoint, "r-1") == 3, 90, "three joiners")
                 agent.gate("r-1").set()
             _, whole, _ = await get_frames(client, "/agent/runs/r-1")
             expected = _fold(_events(whole))
@@ -219,7 +220,7 @@ async def test_a_post_with_the_join_flag_takes_up_the_threads_live_run(
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(reload)
-            await wait_until(lambda: _readers(endpoint, "r-1") == 1, 20, "the reloaded page")
+            await wait_until(lambda: _readers(endpoint, "r-1") == 1, 90, "the reloaded page")
             agent.gate("r-1").set()
         (watcher,) = await anyio.to_thread.run_sync(
             ts_oracle, [{**stock, "url": f"{url}/runs/r-1", "method": "GET"}]
@@ -273,7 +274,7 @@ async def test_through_the_gateway_a_retried_post_and_a_fresh_tab_join_the_run(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(retry)
                 tg.start_soon(fresh_tab)
-                await wait_until(lambda: _gateway_readers(gateway, "r-1") == 2, 20, "readers")
+                await wait_until(lambda: _gateway_readers(gateway, "r-1") == 2, 90, "readers")
                 agent.gate("r-1").set()
             (watcher,) = await anyio.to_thread.run_sync(
                 ts_oracle, [{**stock, "url": f"{url}/runs/r-1", "method": "GET"}]
