@@ -65,7 +65,8 @@ from urllib.parse import urlencode, urlunsplit
 from .._lazy import public_dir
 from ._base import DEFAULT_SCOPE, check_page
 from ._batches import join_batch, split_batch
-from ._errors import RunBroken, RunLost, UnknownRun
+from ._errors import RunBroken, RunLost, UnknownRun, WrongRun
+from ._ids import shown_id
 from ._records import RunStatus, StoredRun, ThreadRecord, check_readable
 from ._redis_claims import RedisClaims
 from ._redis_connection import (
@@ -443,6 +444,13 @@ class RedisEventLog(RedisClaims):
                     continue  # more stored after these: read on
                 if status.ended:
                     _raise_if_lost(status)
+                    if not entries and after > status.last_seq:
+                        # A position the run never reached: an end with no terminal
+                        # event would look like a cut stream (as the base follow says).
+                        raise WrongRun(
+                            f"position #{after} is past the end of run {shown_id(run_id)} "
+                            f"(its last event is #{status.last_seq})"
+                        )
                     return
                 query = False
             waited = await self._io_wait(

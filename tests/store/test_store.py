@@ -361,8 +361,6 @@ async def test_an_id_past_what_a_live_run_stored_waits_for_it(store_url: str) ->
 
 
 async def test_a_follower_past_the_end_of_a_run_is_told(store_url: str) -> None:
-    if store_url.startswith("redis"):
-        pytest.skip("RedisEventLog has a follow of its own (XREAD): not yet told")
     async with open_store(store_url) as store:
         await store.append("t", "r", payloads("r", 2))
         await store.end_run("r")
