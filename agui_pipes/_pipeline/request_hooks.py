@@ -13,7 +13,9 @@ checks are decided on the client's request, before any rewrite), just before
 the request goes upstream; the stage instance is the one that then sees that
 run's stream, so the two halves can share what the request told. A hook
 refuses a request it cannot translate with :class:`RequestRefused`, which the
-gateway answers as a JSON error (nothing forwarded, nothing recorded).
+gateway answers as a JSON error (nothing forwarded, nothing recorded); anything
+else a hook raises is a bug, logged and answered 500 ``request_rewrite_failed``
+without its text. Outside a gateway the hook is not called.
 """
 
 from __future__ import annotations

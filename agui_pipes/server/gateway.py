@@ -330,6 +330,16 @@ class Gateway:
                     send, BadRequest(refused.status, refused.code, refused.message)
                 )
                 return
+            except Exception as exc:  # a stage's bug: logged here, not shown to the client
+                self._log.error(
+                    "a stage's rewrite_request failed for run %s: %s",
+                    stats.run_id,
+                    exc,
+                    exc_info=exc,
+                )
+                message = "the gateway could not prepare the request for its upstream"
+                await send_json_error(send, BadRequest(500, "request_rewrite_failed", message))
+                return
         headers = hop_headers(scope.get("headers", ()), self._forward)
         if self._principal_header is not None:
             headers[self._principal_header] = principal_value(principal)

@@ -392,3 +392,53 @@ async def test_a_request_the_dialect_cannot_carry_is_refused_before_the_upstream
     # The bridge decides before the contract check: nothing is claimed or forwarded.
     assert (refused.status_code, refused.json()["error"]) == (422, "resume_not_translatable")
     assert "give a payload" in refused.json()["message"]
+
+
+class _Hooked:
+    """A stage whose request half is given (the stream passes unchanged)."""
+
+    def __init__(self, hook: Any) -> None:
+        self.hook = hook
+
+    def __call__(self) -> Any:
+        from agui_pipes import StreamTransformer
+
+        hook = self.hook
+
+        class Hooked(StreamTransformer):
+            def rewrite_request(self, request: dict[str, Any]) -> Any:
+                return hook(request)
+
+        return Hooked()
+
+
+async def test_a_request_hook_rewrites_refuses_or_fails_before_the_upstream(
+    tmp_path: Path,
+) -> None:
+    from agui_pipes import RequestRefused
+
+    def tag(request: dict[str, Any]) -> dict[str, Any]:
+        return {**request, "forwardedProps": {"tagged": True}}
+
+    def refuse(request: dict[str, Any]) -> dict[str, Any]:
+        raise RequestRefused("not_here", "this gateway takes no such request; send X", 409)
+
+    def broken(request: dict[str, Any]) -> Any:
+        return ["not", "a", "dict"]
+
+    adk = AdkLikeUpstream()
+    body = {"threadId": "t-9", "runId": "r-1", "messages": []}
+    with serve(adk.app()) as upstream:
+        url = f"{upstream.url}/"
+        outcomes = []
+        for hook in (tag, refuse, broken):
+            with serve(build_app(upstream=url, chain=_Hooked(hook), keepalive=None)) as gateway:
+                async with httpx.AsyncClient(timeout=30) as client:
+                    outcomes.append(await client.post(f"{gateway.url}/", json=body))
+    tagged, refused, failed = outcomes
+    assert tagged.status_code == 200
+    assert [r["forwardedProps"] for r in adk.requests] == [{"tagged": True}]  # only the first
+    assert (refused.status_code, refused.json()["error"]) == (409, "not_here")
+    assert refused.json()["message"] == "this gateway takes no such request; send X"
+    assert (failed.status_code, failed.json()["error"]) == (500, "request_rewrite_failed")
+    assert "list" not in failed.text and "Hooked" not in failed.text  # no internals shown
