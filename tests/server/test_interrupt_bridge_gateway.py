@@ -442,3 +442,36 @@ async def test_a_request_hook_rewrites_refuses_or_fails_before_the_upstream(
     assert refused.json()["message"] == "this gateway takes no such request; send X"
     assert (failed.status_code, failed.json()["error"]) == (500, "request_rewrite_failed")
     assert "list" not in failed.text and "Hooked" not in failed.text  # no internals shown
+
+
+def test_agui_pipes_serve_runs_the_bridge_from_its_chain_file(tmp_path: Path) -> None:
+    """``agui-pipes serve --upstream URL --config chain.yaml``: both halves, one process."""
+    from tests.cli.test_cli_serve import start, stop
+
+    chain = tmp_path / "chain.yaml"
+    chain.write_text(_ADK_CHAIN)
+    adk = AdkLikeUpstream()
+    user = {"id": "u-1", "role": "user", "content": "Send Bob $5"}
+    with serve(adk.app()) as upstream:
+        store = f"sqlite:///{tmp_path / 'runs.db'}"
+        served = start("--upstream", f"{upstream.url}/", "--config", str(chain), "--store", store)
+        try:
+            asked = httpx.post(
+                f"{served.url}/",
+                json={"threadId": "t-c", "runId": "r-1", "messages": [user]},
+                timeout=30,
+            )
+            resume = [
+                {"interruptId": "call-r-1", "status": "resolved", "payload": {"approved": True}}
+            ]
+            answered = httpx.post(
+                f"{served.url}/",
+                json={"threadId": "t-c", "runId": "r-2", "messages": [user], "resume": resume},
+                timeout=30,
+            )
+        finally:
+            code, err = stop(served)
+    assert code == 0, err
+    assert '"outcome":{"type":"interrupt","interrupts":[{"id":"call-r-1"' in asked.text
+    assert answered.status_code == 200 and "Transferred." in answered.text
+    assert [m["role"] for m in adk.requests[-1]["messages"]] == ["user", "tool"]
