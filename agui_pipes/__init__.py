@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ._pipeline.chain import ChainFactory as ChainFactory
     from ._pipeline.chain import EventStream as EventStream
     from ._pipeline.chain import TransformerChain as TransformerChain
+    from ._pipeline.request_hooks import RequestRefused as RequestRefused
     from ._pipeline.transformer import AsyncStreamTransformer as AsyncStreamTransformer
     from ._pipeline.transformer import Condition as Condition
     from ._pipeline.transformer import FunctionTransformer as FunctionTransformer
@@ -58,6 +59,7 @@ else:
         "ChainFactory": "._pipeline.chain",
         "EventStream": "._pipeline.chain",
         "TransformerChain": "._pipeline.chain",
+        "RequestRefused": "._pipeline.request_hooks",
         "Consumer": "._consumer.consume",
         "RunInfo": "._consumer.consume",
         "RunResult": "._consumer.consume",

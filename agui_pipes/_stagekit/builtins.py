@@ -67,6 +67,7 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("timestamp", "Timestamp", "timestamp", "TimestampOptions"),
     Builtin("opentelemetry", "OpenTelemetry", "trace", "OpenTelemetryOptions"),
     Builtin("compat", "Compat", "compat", "CompatOptions"),
+    Builtin("interrupt_bridge", "InterruptBridge", "interrupt_bridge", "InterruptBridgeOptions"),
 )
 
 

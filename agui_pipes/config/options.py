@@ -36,6 +36,7 @@ __all__ = [
     "EventFamily",
     "ExpandChunksOptions",
     "FilterToolCallsOptions",
+    "InterruptBridgeOptions",
     "KeepEventsOptions",
     "NoOptions",
     "OpenTelemetryOptions",
@@ -628,3 +629,66 @@ class CompatOptions(_Options):
                 f"peer must be a protocol version such as '0.0.45' or '1.0', got {peer!r}"
             )
         return peer
+
+
+class InterruptBridgeOptions(_Options):
+    """Translate an upstream's interrupt dialect to AG-UI 1.0 interrupts and back (gateway).
+
+    `langgraph`: the legacy `CUSTOM on_interrupt` events of ag-ui-langgraph become the
+    run's interrupt outcome, and the next run's `resume[]` goes upstream as
+    `forwardedProps.command.resume`. `adk`: tool calls a run leaves without a result
+    (ag-ui-adk stopping on frontend tools) become interrupts whose ids are the call
+    ids, and `resume[]` goes upstream as one tool-result message per call. A run
+    that already ends with an outcome passes unchanged. The request half runs in a
+    gateway (`agui-pipes serve --upstream URL --config chain.yaml`); put the stage
+    before `strip_raw_events` (LangGraph's interrupt ids travel in `rawEvent`). See
+    docs/interrupts.md.
+    """
+
+    model_config = _example({"dialect": "adk", "tools": ["approve_transfer"]})
+
+    dialect: Literal["langgraph", "adk"] = Field(
+        "langgraph", description="The upstream's interrupt dialect: `langgraph` or `adk`."
+    )
+    tools: list[str] | None = Field(
+        None,
+        description=(
+            "`adk` only: the tools whose unanswered calls are interrupts. Unset: every "
+            "tool call the run leaves without a result."
+        ),
+    )
+    reason: str = Field(
+        "tool_call",
+        min_length=1,
+        description="`adk` only: the `reason` of a pending tool call's interrupt.",
+    )
+    response_schema: dict[str, object] | None = Field(
+        None,
+        description=(
+            "`adk` only: the `responseSchema` (JSON Schema) of a pending tool call's "
+            "interrupt, which the thread's interrupt check validates answers against."
+        ),
+    )
+    expires_in: float | None = Field(
+        None,
+        gt=0,
+        description=(
+            "`adk` only: seconds from the run's end until a pending tool call's interrupt "
+            "expires (its `expiresAt`). Unset: it does not expire."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _adk_only(self) -> InterruptBridgeOptions:
+        if self.dialect == "langgraph":
+            given = [
+                name
+                for name in ("tools", "response_schema", "expires_in")
+                if getattr(self, name) is not None
+            ]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} describe pending tool calls and apply to dialect "
+                    "'adk' only; remove them, or set dialect: adk"
+                )
+        return self

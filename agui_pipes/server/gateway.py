@@ -52,6 +52,7 @@ routes (see ``routes`` and docs/durable.md).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -65,6 +66,7 @@ from .._foundation.limits_scope import resolve_limits
 from .._foundation.principal import Principal, using_principal
 from .._lazy import public_dir, publish
 from .._pipeline.chain import ChainFactory, TransformerChain, apply_draining
+from .._pipeline.request_hooks import RequestRefused, request_rewriters, rewrite_request
 from .._protocol.legacy import reads_legacy
 from ..codecs import DEFAULT_MAX_FRAME_BYTES, DecodeWarning
 from ._access import Access, principal_header, principal_value
@@ -318,6 +320,26 @@ class Gateway:
             failure = BadRequest(500, "setup_failed", message)
             await send_json_error(send, failure)
             return
+        hooks = request_rewriters(chain.stages)
+        if hooks:  # a stage's request half (say interrupt_bridge) rewrites what goes up
+            try:
+                body = _rewritten(body, hooks)
+            except RequestRefused as refused:
+                self._log.info("rejected request: %s %s", refused.status, refused.message)
+                await send_json_error(
+                    send, BadRequest(refused.status, refused.code, refused.message)
+                )
+                return
+            except Exception as exc:  # a stage's bug: logged here, not shown to the client
+                self._log.error(
+                    "a stage's rewrite_request failed for run %s: %s",
+                    stats.run_id,
+                    exc,
+                    exc_info=exc,
+                )
+                message = "the gateway could not prepare the request for its upstream"
+                await send_json_error(send, BadRequest(500, "request_rewrite_failed", message))
+                return
         headers = hop_headers(scope.get("headers", ()), self._forward)
         if self._principal_header is not None:
             headers[self._principal_header] = principal_value(principal)
@@ -405,6 +427,15 @@ class Gateway:
 
     def _log_warning(self, warning: DecodeWarning) -> None:
         self._log.debug("upstream event: %s", warning)
+
+
+def _rewritten(body: bytes, hooks: list[Any]) -> bytes:
+    """The request body as the chain's request hooks forward it (unchanged: the same bytes)."""
+    request = json.loads(body)
+    forwarded = rewrite_request(hooks, request)
+    if forwarded is request:
+        return body
+    return json.dumps(forwarded, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 class _GatewayRun:

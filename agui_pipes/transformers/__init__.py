@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .drop_events import KeepEvents as KeepEvents
     from .expand_chunks import ExpandChunks as ExpandChunks
     from .filter_tool_calls import FilterToolCalls as FilterToolCalls
+    from .interrupt_bridge import InterruptBridge as InterruptBridge
     from .redact import Redact as Redact
     from .repair import Repair as Repair
     from .repair import RepairFix as RepairFix
