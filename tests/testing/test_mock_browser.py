@@ -276,6 +276,16 @@ def test_the_page_sees_what_the_scenario_promised(page: Page, name: str) -> None
         (item.get_attribute("data-role") or "", item.text_content() or "")
         for item in page.locator("#messages li").all()
     ]
-    assert shown == case.messages, name
+    if status.startswith("failed: "):
+        # How much of the text the client applied before its error depends on how the
+        # body's bytes were split into reads: the page shows the user's message and at
+        # most a part of the promised answer, never anything else.
+        assert shown[:1] == case.messages[:1], name
+        assert all(role == "assistant" and LONG.startswith(said) for role, said in shown[1:]), (
+            name,
+            shown,
+        )
+    else:
+        assert shown == case.messages, name
     assert page.text_content("#http") == case.http, name
     assert page.text_content("#state") == case.state, name
