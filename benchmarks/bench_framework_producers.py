@@ -4,9 +4,10 @@ For ADK, Strands and LlamaIndex, with the scripted models of tests/integrations 
 ``weather`` tool call, its result, a streamed answer), over real HTTP on 127.0.0.1:
 
 * **in-process** — ``build_app(producer=<integration>)``, no chain, no store;
-* **own server** — the framework's own FastAPI endpoint serving an equal agent.
+* **own server** — the framework's own FastAPI endpoint serving an equal agent;
+* **gateway in front** — ``build_app(upstream=<own server>)``: the second hop.
 
-Both servers run under uvicorn in this process (a thread each), so "CPU per event" is
+All servers run under uvicorn in this process (a thread each), so "CPU per event" is
 this process's CPU time (server and client) over the runs, divided by the events
 received; "first event" is the median time from sending the POST to the first SSE
 frame. Run: ``python benchmarks/bench_framework_producers.py [runs]``.
@@ -33,18 +34,22 @@ from tests._servers import serve  # noqa: E402
 from tests.integrations._framework_checks import HEADERS, body  # noqa: E402
 
 
-def _measure(url: str, runs: int) -> tuple[float, float, int]:
-    """(CPU µs per event, median ms to the first event, events per run) over ``runs``."""
+def _measure(url: str, runs: int, tag: str) -> tuple[float, float, int]:
+    """(CPU µs per event, median ms to the first event, events per run) over ``runs``.
+
+    Every run is a new thread (``tag`` keeps the cases apart): ADK and Strands keep
+    per-thread state, and a second run on a thread is another scenario.
+    """
     firsts: list[float] = []
     count = 0
     with httpx.Client(timeout=60) as client:
-        client.post(url, json=body("warm-up", "warm"), headers=HEADERS).read()
+        client.post(url, json=body("warm-up", f"{tag}-warm"), headers=HEADERS).read()
         cpu = time.process_time()
         for n in range(runs):
             sent = time.perf_counter()
             first: float | None = None
             with client.stream(
-                "POST", url, json=body(f"r-{n}", f"t-{n}"), headers=HEADERS
+                "POST", url, json=body(f"r-{n}", f"{tag}-t-{n}"), headers=HEADERS
             ) as response:
                 for line in response.iter_lines():
                     if line.startswith("data: "):
@@ -105,12 +110,16 @@ def main() -> None:
         producer, own, path = make()
         app = build_app(producer=producer, path="/agent", keepalive=None)
         with serve(app) as ours, serve(own) as theirs:
-            for label, url in (
-                ("agui_pipes in-process", f"{ours.url}/agent"),
-                ("its own server", f"{theirs.url}{path}"),
-            ):
-                cpu, first, per_run = _measure(url, runs)
-                print(f"| {name} | {label} | {per_run} | {cpu:.0f} | {first:.1f} |")
+            in_front = build_app(upstream=f"{theirs.url}{path}", path="/agent", keepalive=None)
+            with serve(in_front) as gateway:
+                cases = (
+                    ("agui_pipes in-process", f"{ours.url}/agent"),
+                    ("its own server", f"{theirs.url}{path}"),
+                    ("agui_pipes gateway in front of it", f"{gateway.url}/agent"),
+                )
+                for case, (label, url) in enumerate(cases):
+                    cpu, first, per_run = _measure(url, runs, f"{name}-{case}")
+                    print(f"| {name} | {label} | {per_run} | {cpu:.0f} | {first:.1f} |")
 
 
 if __name__ == "__main__":

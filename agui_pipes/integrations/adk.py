@@ -29,6 +29,10 @@ changes against ag-ui-adk's own FastAPI endpoint (``add_adk_fastapi_endpoint``):
   background task feeding a queue; closing its stream leaves that task
   running (to the end of the model's turn, or ``execution_timeout_seconds``).
   The producer cancels the run's execution when its stream is closed.
+* **Error texts stay in the log.** ag-ui-adk's RUN_ERROR carries the
+  exception's text (``BACKGROUND_EXECUTION_ERROR``, ``EXECUTION_ERROR``); the
+  producer keeps the code, sends a fixed text and logs the original on
+  ``agui_pipes.integrations``.
 * **Private session keys leave the state.** ADK's STATE_SNAPSHOT carries
   ``_ag_ui_thread_id``, ``_ag_ui_app_name``, ``_ag_ui_user_id`` (the ADK user
   id) and the adapter's other bookkeeping: :func:`private_state_filter` (a
@@ -52,6 +56,7 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from .._foundation.principal import Principal
 from .._lazy import public_dir
 from ..transformers.state_filter import StateFilter
+from ._run_errors import without_error_text
 
 __all__ = ["ADK_PRIVATE_STATE_KEYS", "adk_chain", "adk_producer", "private_state_filter"]
 __dir__ = public_dir(__all__)
@@ -157,7 +162,7 @@ def adk_producer(
             async for event in stream:
                 if execution is None:
                     execution = _execution(adapter, run_input)
-                yield event
+                yield without_error_text(event, "ADK", run_input.run_id)
         finally:
             if execution is None:
                 execution = _execution(adapter, run_input)

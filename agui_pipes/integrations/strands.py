@@ -26,8 +26,14 @@ module changes against ag-ui-strands' own FastAPI endpoint
 * **Who asks.** ``invocation_state(run_input, principal)``, when given, makes
   the run's Strands invocation state (what tools and hooks see, never the
   model), as the endpoint's ``invocation_state_provider`` does from the request.
+* **Error texts stay in the log.** ag-ui-strands' RUN_ERROR carries the
+  exception's text (``STRANDS_FORCE_STOP``, ``STRANDS_ERROR``); the producer
+  keeps the code, sends a fixed text and logs the original on
+  ``agui_pipes.integrations``.
 * **A stop closes the adapter's stream**, and with it the Strands run; the
-  endpoint instead shields the run from a client that disconnects.
+  endpoint instead shields the run from a client that disconnects (running each
+  step in a task of its own, which makes Strands' OpenTelemetry context log
+  "Failed to detach context" on every run; one task here, no such errors).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from ag_ui.core import BaseEvent, RunAgentInput
 
 from .._foundation.principal import Principal
 from .._lazy import public_dir
+from ._run_errors import without_error_text
 
 __all__ = ["DEFAULT_MAX_THREADS", "RecentThreads", "strands_producer"]
 __dir__ = public_dir(__all__)
@@ -123,7 +130,7 @@ def strands_producer(
             async for event in stream:
                 if getattr(event, "thread_id", None) == scoped:
                     event = event.model_copy(update={"thread_id": thread_id})
-                yield event
+                yield without_error_text(event, "Strands", run_input.run_id)
         finally:
             # Shielded: a stop closes this stream from a cancelled scope, where an
             # unshielded await would be cancelled before the Strands run is closed.

@@ -188,3 +188,21 @@ async def stop_cancels(producer: Producer, hold: Hold, tmp_path: Path) -> None:
     assert hold.ended == ["cancelled"]
     assert types[-1] == "RUN_ERROR"
     assert not hold.gate.is_set()
+
+
+SECRET = "db-7.internal:5432"
+"""What a broken scripted model puts in its exception: it must reach the log only."""
+
+
+async def failure_without_its_text(producer: Producer) -> dict[str, Any]:
+    """A model that raises ends the run with RUN_ERROR, the exception's text not in the body."""
+    app = build_app(producer=producer, path="/agent", keepalive=None)
+    with serve(app) as server:
+        async with httpx.AsyncClient(timeout=30) as client:
+            reply = await client.post(f"{server.url}/agent", json=body(), headers=HEADERS)
+    assert reply.status_code == 200
+    assert SECRET not in reply.text
+    data = [line[6:] for line in reply.text.splitlines() if line.startswith("data: ")]
+    last = events([(None, data[-1].encode())])[-1]
+    assert last.type == "RUN_ERROR"
+    return last.model_dump(mode="json", by_alias=True, exclude_none=True)

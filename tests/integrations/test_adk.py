@@ -160,6 +160,26 @@ async def test_the_adk_user_is_the_callers_principal_and_client_scoped_state_is_
     assert "app:plan" not in snapshot and "user:tier" not in snapshot
 
 
+class BrokenLlm(ScriptedLlm):
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        raise RuntimeError(f"cannot reach {checks.SECRET}")
+        yield  # pragma: no cover - an async generator that fails at once
+
+
+async def test_a_failing_model_ends_the_run_with_its_code_and_not_its_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    producer = _quiet(lambda: adk_producer(LlmAgent(name="planner", model=BrokenLlm())))
+    error = await checks.failure_without_its_text(producer)
+    assert error["code"] == "BACKGROUND_EXECUTION_ERROR"
+    assert error["message"] == (
+        "the agent failed (BACKGROUND_EXECUTION_ERROR); the server log has the details"
+    )
+    assert checks.SECRET in caplog.text  # the operator still reads it
+
+
 def test_anything_but_an_adk_agent_is_refused() -> None:
     with pytest.raises(TypeError, match="ADK agent"):
         adk_producer(42)

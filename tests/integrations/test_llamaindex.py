@@ -134,6 +134,19 @@ async def test_a_stop_cancels_the_workflow(tmp_path: Path) -> None:
     await checks.stop_cancels(llamaindex_producer(_workflow(hold)), hold, tmp_path)
 
 
+class BrokenLLM(ScriptedLLM):
+    async def astream_chat_with_tools(  # type: ignore[override]
+        self, tools: Sequence[Any], user_msg: Any = None, chat_history: Any = None, **kw: Any
+    ) -> AsyncIterator[ChatResponse]:
+        raise RuntimeError(f"cannot reach {checks.SECRET}")
+
+
+async def test_a_failing_model_ends_the_run_naming_its_type_only() -> None:
+    workflow = AGUIChatWorkflow(llm=BrokenLLM(), timeout=60)
+    error = await checks.failure_without_its_text(llamaindex_producer(workflow))
+    assert error["code"] == "AGENT_ERROR"
+
+
 def test_anything_but_a_workflow_is_refused() -> None:
     with pytest.raises(TypeError, match="llama_index Workflow"):
         llamaindex_producer(42)

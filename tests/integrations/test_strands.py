@@ -158,6 +158,25 @@ async def test_two_scopes_with_one_thread_id_do_not_share_a_conversation() -> No
     assert team_b and all("secret plan" not in json.dumps(call) for call in team_b)
 
 
+class BrokenModel(ScriptedModel):
+    async def stream(  # type: ignore[override]
+        self, messages: Any, tool_specs: Any = None, system_prompt: Any = None, **kwargs: Any
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        raise RuntimeError(f"cannot reach {checks.SECRET}")
+        yield  # pragma: no cover - an async generator that fails at once
+
+
+async def test_a_failing_model_ends_the_run_with_its_code_and_not_its_text(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    error = await checks.failure_without_its_text(strands_producer(_agent(model=BrokenModel())))
+    assert error["code"] == "STRANDS_FORCE_STOP"
+    assert (
+        error["message"] == "the agent failed (STRANDS_FORCE_STOP); the server log has the details"
+    )
+    assert checks.SECRET in caplog.text
+
+
 def test_recent_threads_keeps_the_most_recently_used() -> None:
     threads = RecentThreads(2)
     threads["a"], threads["b"] = 1, 2
