@@ -8,7 +8,11 @@ which serve it in-process with everything a gateway offers (docs/integrations.md
 * :mod:`agui_pipes.integrations.pydantic_ai` — a pydantic-ai ``Agent``
   (``pydantic-ai-slim[ag-ui]``, its ``AGUIAdapter``);
 * :mod:`agui_pipes.integrations.langgraph` — a LangGraph graph through
-  ``ag-ui-langgraph``'s ``LangGraphAgent``.
+  ``ag-ui-langgraph``'s ``LangGraphAgent``;
+* :mod:`agui_pipes.integrations.adk` — a Google ADK agent through ``ag-ui-adk``;
+* :mod:`agui_pipes.integrations.strands` — an AWS Strands agent through ``ag-ui-strands``;
+* :mod:`agui_pipes.integrations.llamaindex` — a LlamaIndex workflow through
+  ``llama-index-protocols-ag-ui``.
 
 The framework is imported by its module only, so importing this package
 needs none of them.
