@@ -76,6 +76,7 @@ from ._http import (
     accept_run_input,
     send_json_error,
 )
+from ._interrupt_gate import with_resume
 from ._join import joins_thread
 from ._options import (
     ServerOptions,
@@ -357,6 +358,7 @@ class Gateway:
         if joins_thread(run_input):  # a reloaded page reconnecting: no new run
             await durable.join_thread(scope, receive, send, thread_id, principal)
             return
+        asked = run_input.resume
         try:
             rejoin = await recordings.claims.claim(run_input, tenant)
         except BadRequest as error:
@@ -365,6 +367,9 @@ class Gateway:
         if rejoin:  # a retry of a run already started: its join stream, not a second run
             await durable.rejoin(scope, receive, send, run_input, principal)
             return
+        if run_input.resume is not asked and run_input.resume is not None:
+            # interrupts="cancel" answered the pending ones: the upstream hears it too.
+            run.body = with_resume(run.body, run_input.resume)
         from ..driver import CancelToken
 
         token = CancelToken()  # tripped by a stop or the grace; the upstream closes with the run
