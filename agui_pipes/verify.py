@@ -84,6 +84,8 @@ class Rule(str, enum.Enum):
     CHUNK_AMBIGUOUS = "chunk-ambiguous"
     UNEXPANDED_CHUNK = "unexpanded-chunk"
     LIMIT_EXCEEDED = "limit-exceeded"
+    INTERRUPT_SHAPE = "interrupt-shape"
+    SUSPENDED_INTERRUPTS = "suspended-interrupts"
 
     def describe(self) -> str:
         """The rule in one sentence."""
@@ -120,6 +122,15 @@ _DESCRIPTIONS: Final[dict[Rule, str]] = {
     Rule.LIMIT_EXCEEDED: (
         "a state or activity document stays within the consumer's Limits (values, bytes, "
         "nesting); producer profile only"
+    ),
+    Rule.INTERRUPT_SHAPE: (
+        "an interrupt outcome names at least one interrupt, each with a non-empty id and "
+        "reason and no id twice, and a toolCallId names a tool call of the run; producer "
+        "profile only"
+    ),
+    Rule.SUSPENDED_INTERRUPTS: (
+        "a subagent suspended with interruptIds finds each of them, raised by it, among "
+        "the interrupts of its run's outcome; producer profile only"
     ),
 }
 
@@ -199,6 +210,7 @@ class Verifier:
         "_run_finished",
         "_run_started",
         "_steps",
+        "_suspended",
     )
 
     def __init__(self, profile: Profile = "consumer", *, debug: bool = False) -> None:
@@ -229,6 +241,8 @@ class Verifier:
         # Producer profile only: calls introduced in this run, and those ended.
         self._known_tool_calls: set[str] = set()
         self._ended_tool_calls: set[str] = set()
+        # Producer profile only: suspended subagents and the interrupt ids each raised.
+        self._suspended: dict[str, list[str]] = {}
         self._dispatch: dict[type[BaseEvent], Callable[[Any], None]] = {
             ag.TextMessageStartEvent: self._text_start,
             ag.TextMessageContentEvent: self._text_content,
@@ -461,6 +475,7 @@ class Verifier:
         self._closed_subagents.clear()
         self._known_tool_calls.clear()
         self._ended_tool_calls.clear()
+        self._suspended.clear()
         self._run_finished = False
         self._run_errored = False
 
@@ -821,6 +836,10 @@ class Verifier:
             )
         del self._active_subagents[run_id]
         self._closed_subagents.add(run_id)
+        if self._producer and isinstance(event, ag.SubagentFinishedEvent):
+            outcome = event.outcome
+            if isinstance(outcome, ag.SubagentFinishedSuspendedOutcome):
+                self._suspended[run_id] = list(outcome.interrupt_ids or ())
 
     # -- run level -----------------------------------------------------------
 
@@ -888,8 +907,95 @@ class Verifier:
                     f"{', '.join(opened)}",
                     event,
                 )
+        if self._producer:
+            self._check_interrupts(event)
         self._run_finished = True
         self._gated = True
+
+    def _check_interrupts(self, event: ag.RunFinishedEvent) -> None:
+        """Producer profile: the interrupt outcome, and what suspended subagents claim of it.
+
+        AG-UI 1.0 (``RunFinishedInterruptOutcome``, ``Interrupt``,
+        ``SubagentFinishedSuspendedOutcome``): an interrupt outcome carries at least
+        one interrupt, each with an ``id`` (a resume entry answers it by that id, so
+        one id names one interrupt) and a ``reason``; ``toolCallId`` is "the tool
+        call this interrupt concerns"; a suspended subagent's ``interruptIds`` are
+        "the run-level interrupts this subagent raised itself".
+        """
+        outcome = event.outcome
+        raised: dict[str, ag.Interrupt] = {}
+        if isinstance(outcome, ag.RunFinishedInterruptOutcome):
+            if not outcome.interrupts:
+                self._fail(
+                    Rule.INTERRUPT_SHAPE,
+                    "an interrupt outcome must name at least one interrupt (one with nothing "
+                    "to answer leaves the client nothing to do); end the run with a success "
+                    "outcome instead",
+                    event,
+                )
+            for interrupt in outcome.interrupts:
+                self._check_interrupt(event, interrupt, raised)
+                raised[interrupt.id] = interrupt
+        for subagent, claimed in self._suspended.items():
+            missing = [i for i in claimed if i not in raised]
+            if missing:
+                where = (
+                    "the run's interrupt outcome does not name"
+                    if raised
+                    else "the run does not end with an interrupt outcome, so nothing names"
+                )
+                self._fail(
+                    Rule.SUSPENDED_INTERRUPTS,
+                    f"subagent '{subagent}' was suspended on interrupt "
+                    f"{', '.join(repr(i) for i in missing)}, but {where} it; put every "
+                    "interrupt a subagent raised into RUN_FINISHED's outcome.interrupts",
+                    event,
+                )
+            for interrupt_id in claimed:
+                owner = raised[interrupt_id].subagent_run_id
+                if owner is not None and owner != subagent:
+                    self._fail(
+                        Rule.SUSPENDED_INTERRUPTS,
+                        f"subagent '{subagent}' was suspended on interrupt '{interrupt_id}', "
+                        f"which is attributed to subagent '{owner}'; a subagent's "
+                        "interruptIds name the interrupts it raised itself",
+                        event,
+                    )
+
+    def _check_interrupt(
+        self, event: ag.RunFinishedEvent, interrupt: ag.Interrupt, raised: Mapping[str, object]
+    ) -> None:
+        interrupt_id = interrupt.id
+        if not isinstance(interrupt_id, str) or not interrupt_id:
+            self._fail(
+                Rule.INTERRUPT_SHAPE,
+                f"an interrupt has the id {interrupt_id!r}; give each interrupt a non-empty "
+                "string id (resume entries answer it by that id)",
+                event,
+            )
+        if not isinstance(interrupt.reason, str) or not interrupt.reason:
+            self._fail(
+                Rule.INTERRUPT_SHAPE,
+                f"interrupt '{interrupt_id}' has no reason; say why the run stopped (e.g. "
+                "'tool_approval')",
+                event,
+            )
+        if interrupt_id in raised:
+            self._fail(
+                Rule.INTERRUPT_SHAPE,
+                f"interrupt id '{interrupt_id}' is named twice in one outcome; a resume "
+                "entry could not tell the two apart, so give each its own id",
+                event,
+            )
+        call_id = interrupt.tool_call_id
+        if call_id is not None and call_id not in self._known_tool_calls:
+            self._fail(
+                Rule.INTERRUPT_SHAPE,
+                f"interrupt '{interrupt_id}' concerns tool call '{call_id}', which this run "
+                "never introduced with 'TOOL_CALL_START' (nor carried in its input or a "
+                "MESSAGES_SNAPSHOT); name a tool call of the run, or leave toolCallId out",
+                event,
+            )
 
     def _run_error_event(self, event: ag.RunErrorEvent) -> None:
         self._run_errored = True

@@ -8,8 +8,9 @@ the check a server makes when it claims a run POST (``check_interrupts``: the
 thread's records, the last run's terminal event, a ``ThreadVerifier``) runs
 ``--requests`` times for each of two requests — one answering every interrupt
 (admitted; with ``resume`` the last 20 runs' terminals are read) and one with
-no answer (refused ``interrupt_pending``, one terminal read) — and the time per
-check is reported (median and 99th percentile, microseconds).
+no answer (refused ``interrupt_pending``, one terminal read; under
+``interrupts="cancel"`` admitted with every interrupt answered ``cancelled``) —
+and the time per check is reported (median and 99th percentile, microseconds).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from agui_pipes.codecs import encode_json
 from agui_pipes.server._http import BadRequest
 from agui_pipes.server._interrupt_gate import check_interrupts
 from agui_pipes.store import EventLog, RunStatus, open_store
+from agui_pipes.verify import NewInput
 
 
 async def _thread(store: EventLog, thread: str, runs: int, pending: int) -> list[str]:
@@ -80,12 +82,14 @@ def _input(thread: str, answers: list[str]) -> RunAgentInput:
     )
 
 
-async def _time(store: EventLog, run_input: RunAgentInput, requests: int) -> list[float]:
+async def _time(
+    store: EventLog, run_input: RunAgentInput, requests: int, new_input: NewInput = "refuse"
+) -> list[float]:
     times = []
     for _ in range(requests):
         started = time.perf_counter()
         try:
-            await check_interrupts(store, run_input, "default")
+            await check_interrupts(store, run_input, "default", new_input=new_input)
         except BadRequest:
             pass
         times.append((time.perf_counter() - started) * 1e6)
@@ -99,15 +103,20 @@ def _p99(values: list[float]) -> float:
 async def main(requests: int, runs: int, url: str) -> None:
     async with open_store(url) as store:
         print(f"store {url.split(':', 1)[0]}, a thread of {runs} ended runs")
-        print(f"{'pending':>8} {'answered p50/p99 us':>22} {'refused p50/p99 us':>22}")
+        print(
+            f"{'pending':>8} {'answered p50/p99 us':>22} {'refused p50/p99 us':>22}"
+            f" {'cancelled p50/p99 us':>22}"
+        )
         for pending in (1, 10, 100):
             thread = f"t{pending}"
             ids = await _thread(store, thread, runs, pending)
             admitted = await _time(store, _input(thread, ids), requests)
             refused = await _time(store, _input(thread, []), requests)
+            cancelled = await _time(store, _input(thread, []), requests, "cancel")
             print(
                 f"{pending:>8} {statistics.median(admitted):>12.0f} / {_p99(admitted):<8.0f}"
                 f" {statistics.median(refused):>12.0f} / {_p99(refused):<8.0f}"
+                f" {statistics.median(cancelled):>12.0f} / {_p99(cancelled):<8.0f}"
             )
 
 

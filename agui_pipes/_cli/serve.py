@@ -194,12 +194,14 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--interrupts",
-        choices=("enforce", "off"),
+        choices=("enforce", "cancel", "off"),
         default="enforce",
         help=(
             "with --store: check each run POST against its thread's interrupt contract "
             "before anything runs (enforce, the default: every open interrupt answered once, "
-            "none answered twice or after it expired); off leaves it to the upstream"
+            "none answered twice or after it expired); cancel checks the same but lets new "
+            "input through, answering the pending interrupts cancelled; off leaves it to "
+            "the upstream"
         ),
     )
     parser.add_argument(

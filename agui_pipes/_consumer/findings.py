@@ -101,6 +101,8 @@ RULE_SECTIONS: Final[dict[str, str]] = {
     Rule.CHUNK_AMBIGUOUS.value: "5. Chunks",
     Rule.UNEXPANDED_CHUNK.value: "5. Chunks",
     Rule.LIMIT_EXCEEDED.value: "7. State and snapshots",
+    Rule.INTERRUPT_SHAPE.value: "2. Event catalogue",
+    Rule.SUSPENDED_INTERRUPTS.value: "2. Event catalogue",
     MALFORMED: DECODE_SECTION,
 }
 """The section of the AG-UI 1.0 rules (docs: the spec's numbered headings) behind each rule."""
@@ -118,7 +120,9 @@ WARNING_CODES: Final[dict[str, str]] = {
     "compat": "the compatibility boundary translated a pre-1.0 event",
 }
 
-PRODUCER_ONLY: Final = frozenset({Rule.OUT_OF_ORDER, Rule.LIMIT_EXCEEDED})
+PRODUCER_ONLY: Final = frozenset(
+    {Rule.OUT_OF_ORDER, Rule.LIMIT_EXCEEDED, Rule.INTERRUPT_SHAPE, Rule.SUSPENDED_INTERRUPTS}
+)
 """Rules only the producer profile applies. Any other rule found only by the producer
 profile (a second run on one stream, a tool result for an unknown call) is a warning too."""
 

@@ -18,7 +18,8 @@ import inspect
 import json
 import linecache
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Generic
 
@@ -27,6 +28,7 @@ import jsonpatch
 from ag_ui.core import (
     BaseEvent,
     EventType,
+    Interrupt,
     Message,
     ReasoningStartEvent,
     ResumeEntry,
@@ -61,6 +63,7 @@ from ._handles import (
     dumps_json,
     make_event,
 )
+from ._interrupts import build_interrupt, checked_answer
 from ._pipeline import UNSET, limit_error
 
 __all__ = ["Emitter", "RunContext", "StepHandle", "SubagentScope", "async_misuse"]
@@ -171,6 +174,41 @@ class Emitter(Generic[S]):
         return SubagentScope(core, sub_id, name)
 
     # -- raw --------------------------------------------------------------------
+
+    def interrupt(
+        self,
+        interrupt_id: str,
+        reason: str,
+        *,
+        message: str | None = None,
+        tool_call_id: str | ToolCallHandle | None = None,
+        response_schema: Mapping[str, Any] | None = None,
+        expires_at: datetime | str | None = None,
+        expires_in: float | timedelta | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Interrupt:
+        """An ``Interrupt`` to end the run with: ``RunOutcome.interrupt([ctx.interrupt(...)])``.
+
+        ``tool_call_id`` (an id or the handle of a call this run made) says which
+        tool call it asks about; ``response_schema`` (a JSON Schema, checked
+        here) is the answer's shape; ``expires_at`` (a timezone-aware datetime or
+        ISO 8601 text) or ``expires_in`` (seconds or a timedelta from now) is when
+        it stops being answerable. Inside a subagent scope the interrupt is
+        attributed to that subagent. Emits nothing; a bad value is ``RunError``
+        PROTOCOL at this line.
+        """
+        call_id = tool_call_id.id if isinstance(tool_call_id, ToolCallHandle) else tool_call_id
+        return build_interrupt(
+            interrupt_id,
+            reason,
+            tag=self._tag,
+            message=message,
+            tool_call_id=call_id,
+            response_schema=response_schema,
+            expires_at=expires_at,
+            expires_in=expires_in,
+            metadata=metadata,
+        )
 
     def emit(self, event: BaseEvent) -> None:
         """Emit any event as is — still transformed and verified.
@@ -453,12 +491,34 @@ class RunContext(Emitter[S]):
         """Whether this run resumes an interrupted one."""
         return bool(self._core.input.resume)
 
-    def resume_for(self, interrupt_id: str) -> ResumeEntry | None:
-        """The answer to the interrupt ``interrupt_id``, or ``None`` if there is none."""
+    def resume_for(
+        self,
+        interrupt: str | Interrupt,
+        *,
+        schema: Mapping[str, Any] | None = None,
+        required: bool = False,
+    ) -> ResumeEntry | None:
+        """The answer to ``interrupt`` (its id, or the ``Interrupt`` itself), or ``None``.
+
+        Given the ``Interrupt`` (the one the previous run raised, rebuilt with
+        ``ctx.interrupt(...)``), its ``responseSchema`` is checked; ``schema=``
+        names one (or overrides it). A ``resolved`` payload that does not match
+        raises ``RunError`` ``INVALID_RESUME`` naming the path; a ``cancelled``
+        answer is returned unchecked. ``required=True`` raises
+        ``INVALID_RESUME`` instead of returning ``None`` when there is no answer.
+        """
+        if isinstance(interrupt, Interrupt):
+            interrupt_id = interrupt.id
+            if schema is None:
+                schema = interrupt.response_schema
+        else:
+            interrupt_id = interrupt
+        found = None
         for entry in self._core.input.resume or ():
             if entry.interrupt_id == interrupt_id:
-                return entry
-        return None
+                found = entry
+                break
+        return checked_answer(found, interrupt_id, schema, required=required)
 
 
 # -- the emitting surface used as if it were async -----------------------------------

@@ -37,6 +37,8 @@ class ErrorCode(str, enum.Enum):
     """The agent's own code failed (``RunError.agent(...)`` or any foreign exception)."""
     EVENT_BUFFER_FULL = "EVENT_BUFFER_FULL"
     """A bounded event buffer filled up because the consumer reads slower than the agent emits."""
+    INVALID_RESUME = "INVALID_RESUME"
+    """An answer in ``input.resume`` is missing or does not match its interrupt's schema."""
 
 
 class RunError(AguiPipesError):

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ag_ui.core import BaseEvent, RunAgentInput
+from ag_ui.core import BaseEvent, RunAgentInput, StateSnapshotEvent
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .._foundation.principal import Principal
 from .._lazy import public_dir
@@ -41,8 +42,26 @@ def langgraph_producer(
         stream = agent.clone().run(run_input)
         try:
             async for event in stream:
-                yield event
+                yield _portable(event)
         finally:
             await stream.aclose()
 
     return produce
+
+
+def _portable(event: BaseEvent) -> BaseEvent:
+    """The event with a state snapshot of LangChain objects turned into the JSON they dump to.
+
+    ag-ui-langgraph puts the graph's state on STATE_SNAPSHOT as it holds it: for
+    a ``MessagesState`` graph that is LangChain message objects, which its own
+    encoder serializes through pydantic but which are no JSON value to a chain
+    or a store. They become what that encoder would have written (a copy per
+    snapshot: snapshots come at step ends, not per token).
+    """
+    if isinstance(event, StateSnapshotEvent):
+        try:
+            snapshot = to_jsonable_python(event.snapshot)
+        except PydanticSerializationError:
+            return event  # not pydantic's either: the encoder names the value it refuses
+        return event.model_copy(update={"snapshot": snapshot})
+    return event

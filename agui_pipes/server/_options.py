@@ -70,10 +70,12 @@ DEFAULT_SEND_TIMEOUT: Final = 30.0
 DEFAULT_MAX_BODY_BYTES: Final = 10 * 1024 * 1024
 """The largest POSTed RunAgentInput accepted (413 past it)."""
 
-Interrupts = Literal["enforce", "off"]
+Interrupts = Literal["enforce", "cancel", "off"]
 """Whether a run POST is checked against its thread's interrupt contract (with a store):
 ``"enforce"`` refuses a request that leaves an interrupt unanswered or answers one that
-is not open (docs/interrupts.md); ``"off"`` leaves it to an upstream that checks itself."""
+is not open (docs/interrupts.md); ``"cancel"`` checks the same but lets a run that leaves
+open interrupts unanswered (new user input) go ahead, answering them ``cancelled`` in its
+``resume``; ``"off"`` leaves it to an upstream that checks itself."""
 
 Concurrency = Literal["reject", "supersede"]
 """What a run POST on a thread with a live run does (with a store): refused with 409
@@ -116,7 +118,8 @@ class ServerOptions:
     run is stopped first); docs/durable.md, "One run per thread".
     ``interrupts``: with a store, ``"enforce"`` checks each run POST against the
     thread's interrupt contract before anything runs (docs/interrupts.md);
-    ``"off"`` does not.
+    ``"cancel"`` checks the same but admits a run that leaves open interrupts
+    unanswered, with them answered ``cancelled``; ``"off"`` does not check.
     ``shutdown_timeout``: seconds a shutdown gives the live runs to end
     (stopped, each with a recorded RUN_ERROR CANCELLED) before the store is
     closed; docs/durable.md, "Shutdown".

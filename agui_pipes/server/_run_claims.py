@@ -42,7 +42,7 @@ from ._store_health import store_unavailable
 __all__ = ["CONCURRENCY", "INTERRUPTS", "Concurrency", "RunClaims", "request_digest"]
 
 CONCURRENCY: tuple[Concurrency, ...] = ("reject", "supersede")
-INTERRUPTS: tuple[Interrupts, ...] = ("enforce", "off")
+INTERRUPTS: tuple[Interrupts, ...] = ("enforce", "cancel", "off")
 
 SUPERSEDED = "superseded by a new run of the thread (concurrency='supersede')"
 """The reason recorded with the RUN_ERROR CANCELLED of a superseded run."""
@@ -93,8 +93,13 @@ class RunClaims:
     async def claim(self, run_input: RunAgentInput, scope: str) -> bool:
         """Claim the run: False when this POST must start it, True when it must rejoin it.
 
+        With ``interrupts="cancel"``, the open interrupts the run leaves
+        unanswered are added to ``run_input.resume`` as ``cancelled`` answers (in
+        place: the agent, the upstream and the recorded input see them; the
+        request digest is the POSTed body's, so a retry still rejoins).
+
         Raises ``BadRequest``: 404 for another scope's thread, the interrupt
-        contract's refusals (``_interrupt_gate``; with ``interrupts="enforce"``),
+        contract's refusals (``_interrupt_gate``; unless ``interrupts="off"``),
         409 ``run_exists`` / ``thread_busy``, 503 when the store fails.
         """
         thread_id, run_id = run_input.thread_id, run_input.run_id
@@ -104,9 +109,14 @@ class RunClaims:
             owner = await store.thread_scope(thread_id)
             if owner is not None and owner != scope:
                 raise thread_not_found(thread_id)
-            if self.interrupts == "enforce":
+            if self.interrupts != "off":
                 # Before the run exists: a refused request writes nothing.
-                await check_interrupts(store, run_input, scope)
+                cancel = self.interrupts == "cancel"
+                answers = await check_interrupts(
+                    store, run_input, scope, new_input="cancel" if cancel else "refuse"
+                )
+                if answers is not None and len(answers) > len(run_input.resume or ()):
+                    run_input.resume = answers
             if await store.run(run_id, scope=scope) is not None:
                 return await self._rejoins(store, run_id, digest, scope)
             await self._lease(store, thread_id, run_id, scope)

@@ -78,6 +78,7 @@ from ._http import (
     accept_run_input,
     send_json_error,
 )
+from ._interrupt_gate import with_resume
 from ._join import joins_thread
 from ._options import (
     ServerOptions,
@@ -321,6 +322,7 @@ class Gateway:
             await send_json_error(send, failure)
             return
         hooks = request_rewriters(chain.stages)
+        client_body = body  # what the client sent, before a stage's request half
         if hooks:  # a stage's request half (say interrupt_bridge) rewrites what goes up
             try:
                 body = _rewritten(body, hooks)
@@ -346,6 +348,7 @@ class Gateway:
         run = _GatewayRun(
             self._upstream, self._log_warning, body, headers, chain, stats, first, final
         )
+        run.client_body, run.hooks = client_body, hooks
         if self.durable is not None:
             await self._serve_recorded(
                 scope, receive, send, self.durable, run_input, run, principal
@@ -379,6 +382,7 @@ class Gateway:
         if joins_thread(run_input):  # a reloaded page reconnecting: no new run
             await durable.join_thread(scope, receive, send, thread_id, principal)
             return
+        asked = run_input.resume
         try:
             rejoin = await recordings.claims.claim(run_input, tenant)
         except BadRequest as error:
@@ -387,6 +391,23 @@ class Gateway:
         if rejoin:  # a retry of a run already started: its join stream, not a second run
             await durable.rejoin(scope, receive, send, run_input, principal)
             return
+        if run_input.resume is not asked and run_input.resume is not None:
+            # interrupts="cancel" answered the pending ones: the upstream hears it too,
+            # in its own dialect — the answers are added to what the client sent and
+            # the chain's request half (interrupt_bridge) rewrites that again.
+            try:
+                run.body = _rewritten(with_resume(run.client_body, run_input.resume), run.hooks)
+            except Exception as exc:
+                await recordings.claims.unclaimed(tenant, run_id)
+                if isinstance(exc, RequestRefused):
+                    await send_json_error(send, BadRequest(exc.status, exc.code, exc.message))
+                    return
+                self._log.error(
+                    "a stage's rewrite_request failed for run %s: %s", run_id, exc, exc_info=exc
+                )
+                message = "the gateway could not prepare the request for its upstream"
+                await send_json_error(send, BadRequest(500, "request_rewrite_failed", message))
+                return
         from ..driver import CancelToken
 
         token = CancelToken()  # tripped by a stop or the grace; the upstream closes with the run
@@ -431,6 +452,8 @@ class Gateway:
 
 def _rewritten(body: bytes, hooks: list[Any]) -> bytes:
     """The request body as the chain's request hooks forward it (unchanged: the same bytes)."""
+    if not hooks:
+        return body
     request = json.loads(body)
     forwarded = rewrite_request(hooks, request)
     if forwarded is request:
@@ -441,7 +464,18 @@ def _rewritten(body: bytes, hooks: list[Any]) -> bytes:
 class _GatewayRun:
     """One request relayed: the body and headers it goes upstream with, and its chain."""
 
-    __slots__ = ("_on_warning", "_upstream", "body", "chain", "first", "headers", "stats", "told")
+    __slots__ = (
+        "_on_warning",
+        "_upstream",
+        "body",
+        "chain",
+        "client_body",
+        "first",
+        "headers",
+        "hooks",
+        "stats",
+        "told",
+    )
 
     def __init__(
         self,
@@ -457,6 +491,8 @@ class _GatewayRun:
         self._upstream = upstream
         self._on_warning = on_warning
         self.body = body
+        self.client_body = body  # before the chain's request hooks (the gateway sets both)
+        self.hooks: list[Any] = []
         self.headers = headers
         self.chain = chain
         self.stats = stats

@@ -216,7 +216,10 @@ async def test_a_scope_tags_what_goes_through_it_and_nests() -> None:
             with outer.subagent("inner") as inner:
                 inner.fail("no capacity", code="BUSY")
             outer.suspend(["approve-1"])
-        return RunOutcome.success()
+        # A subagent suspended on an interrupt: the run's outcome carries it.
+        return RunOutcome.interrupt(
+            [{"id": "approve-1", "reason": "tool_approval", "subagentRunId": "r-sub-1"}]
+        )
 
     events = await collect(agent, INPUT)
 

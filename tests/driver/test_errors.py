@@ -335,5 +335,6 @@ def test_error_routing_helpers() -> None:
         "DISCONNECTED",
         "AGENT_ERROR",
         "EVENT_BUFFER_FULL",
+        "INVALID_RESUME",
     }
     assert RunError.violation("x").rule is None

@@ -31,7 +31,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from agui_pipes.config import load_chain
-from agui_pipes.server import build_app
+from agui_pipes.server import Gateway, build_app
 from tests._servers import serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.node]
@@ -475,3 +475,45 @@ def test_agui_pipes_serve_runs_the_bridge_from_its_chain_file(tmp_path: Path) ->
     assert '"outcome":{"type":"interrupt","interrupts":[{"id":"call-r-1"' in asked.text
     assert answered.status_code == 200 and "Transferred." in answered.text
     assert [m["role"] for m in adk.requests[-1]["messages"]] == ["user", "tool"]
+
+
+async def test_cancel_mode_sends_the_cancellations_in_the_upstream_s_dialect(
+    tmp_path: Path,
+) -> None:
+    """interrupts="cancel" behind the bridge: the upstream hears a tool result, not resume[].
+
+    Regression: the cancellations were added to the body the bridge had already
+    rewritten, so an ADK-style upstream got a ``resume`` it does not read and
+    no tool message for its pending call.
+    """
+    adk = AdkLikeUpstream()
+    path = tmp_path / "chain.yaml"
+    path.write_text(_ADK_CHAIN)
+    with serve(adk.app()) as upstream:
+        gateway = Gateway(
+            f"{upstream.url}/",
+            chain=load_chain(path),
+            store=f"sqlite:///{tmp_path / 'runs.db'}",
+            keepalive=None,
+            interrupts="cancel",
+        )
+        served = Starlette(routes=gateway.routes("/"), lifespan=gateway.lifespan)
+        with serve(served) as server:
+            async with httpx.AsyncClient(timeout=30) as client:
+                user = {"id": "u-1", "role": "user", "content": "Send Bob $5"}
+                first = await client.post(
+                    f"{server.url}/", json={"threadId": "t-c", "runId": "r-1", "messages": [user]}
+                )
+                assert '"outcome":{"type":"interrupt"' in first.text
+                later = {"id": "u-2", "role": "user", "content": "Never mind"}
+                moved_on = await client.post(
+                    f"{server.url}/",
+                    json={"threadId": "t-c", "runId": "r-2", "messages": [user, later]},
+                )
+                assert moved_on.status_code == 200, moved_on.text
+    answered = adk.requests[-1]
+    assert "resume" not in answered
+    results = [m for m in answered["messages"] if m["role"] == "tool"]
+    assert [(m["toolCallId"], json.loads(m["content"])) for m in results] == [
+        ("call-r-1", {"status": "cancelled", "cancelled": True})
+    ]
