@@ -23,13 +23,21 @@ ID_FIELDS = ("messageId", "parentMessageId")
 
 def normalised(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     names: dict[str, str] = {}
+
+    def rename(value: Any) -> Any:
+        return names.setdefault(value, f"m{len(names)}") if isinstance(value, str) else value
+
     out = []
     for event in events:
         copy = {k: v for k, v in event.items() if k not in ("timestamp", "rawEvent")}
         for name in ID_FIELDS:
-            value = copy.get(name)
-            if isinstance(value, str):
-                copy[name] = names.setdefault(value, f"m{len(names)}")
+            if name in copy:
+                copy[name] = rename(copy[name])
+        if isinstance(copy.get("messages"), list):  # MESSAGES_SNAPSHOT: its messages' ids
+            copy["messages"] = [
+                {**m, "id": rename(m.get("id"))} if isinstance(m, dict) else m
+                for m in copy["messages"]
+            ]
         out.append(copy)
     return out
 
