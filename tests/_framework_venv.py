@@ -8,7 +8,7 @@ covers the pins, this checkout's path and its pyproject, so a change rebuilds),
 and run the framework side in a subprocess serving on a free port.
 
     python = framework_python("agent-framework", ["agent-framework-core==1.23.0"], ...)
-    with framework_server(python, "tests.integrations._maf_app", "own") as url: ...
+    with framework_server(python, "tests.integrations._maf_app", "own") as served: ...
 
 The cache directory is ``$AGUI_PIPES_FRAMEWORK_CACHE`` when set. Building one
 is minutes (pip); a venv that failed to build is removed, and the failure is an
@@ -27,12 +27,21 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["REPO_ROOT", "FrameworkVenvError", "framework_python", "framework_server"]
+__all__ = ["REPO_ROOT", "FrameworkVenvError", "Served", "framework_python", "framework_server"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _READY = ".agui-pipes-ready"
+
+
+@dataclass(frozen=True)
+class Served:
+    """A framework server subprocess: its base URL and process id (for its CPU time)."""
+
+    url: str
+    pid: int
 
 
 class FrameworkVenvError(RuntimeError):
@@ -97,7 +106,7 @@ def framework_server(python: Path, module: str, *args: str, within: float = 60.0
     """Run ``python -m module *args`` from the repository root until the block ends.
 
     The module serves on a free port of 127.0.0.1 and prints ``PORT <n>`` once it
-    listens; this yields ``http://127.0.0.1:<n>``.
+    listens; this yields its ``Served`` (``url`` is ``http://127.0.0.1:<n>``).
     """
     process = subprocess.Popen(
         [str(python), "-m", module, *args],
@@ -126,7 +135,7 @@ def framework_server(python: Path, module: str, *args: str, within: float = 60.0
         # Keep reading its output, so a chatty server never blocks on a full pipe.
         drain = threading.Thread(target=seen.extend, args=(process.stdout,), daemon=True)
         drain.start()
-        yield f"http://127.0.0.1:{port}"
+        yield Served(f"http://127.0.0.1:{port}", process.pid)
     finally:
         process.terminate()
         try:

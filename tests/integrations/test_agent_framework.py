@@ -64,8 +64,8 @@ def _in_process(maf_python: Path, files: Path, *extra: str) -> Iterator[tuple[st
     """MAF in-process behind agui_pipes with a SQLite store: its url, its files."""
     args = ["--store", f"sqlite:///{files / 'runs.db'}", *extra]
     args += ["--gate", str(files / "gate"), "--observed", str(files / "observed")]
-    with framework_server(maf_python, APP, "in-process", *args) as url:
-        yield f"{url}/agent", files
+    with framework_server(maf_python, APP, "in-process", *args) as served:
+        yield f"{served.url}/agent", files
 
 
 @pytest.fixture
@@ -97,9 +97,9 @@ async def test_in_process_equals_the_gateway_in_front_of_mafs_own_server(
     body = {**BODY, "tools": tools}
     (tmp_path / "gate").touch()
     with framework_server(maf_python, APP, "own") as own:
-        raw = await post_events(f"{own}/agui", body)
+        raw = await post_events(f"{own.url}/agui", body)
         fronted = build_app(
-            upstream=f"{own}/agui",
+            upstream=f"{own.url}/agui",
             chain=lambda: AgentFrameworkRepair() | _redact(),
             path="/agent",
             keepalive=None,
@@ -107,8 +107,8 @@ async def test_in_process_equals_the_gateway_in_front_of_mafs_own_server(
         with serve(fronted) as gateway:
             via_gateway = await post_events(f"{gateway.url}/agent", body)
     args = ["--redact", "--gate", str(tmp_path / "gate")]
-    with framework_server(maf_python, APP, "in-process", *args) as url:
-        direct = await post_events(f"{url}/agent", body)
+    with framework_server(maf_python, APP, "in-process", *args) as served:
+        direct = await post_events(f"{served.url}/agent", body)
 
     assert normalised(direct) == normalised(via_gateway)
     assert types(direct)[0] == "RUN_STARTED" and types(direct)[-1] == "RUN_FINISHED"
