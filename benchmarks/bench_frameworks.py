@@ -48,9 +48,9 @@ APPS = {
 def _python(framework: str) -> Path:
     if framework == "agno":
         return Path(sys.executable)
-    from tests.integrations._maf_pins import NO_DEPS, REQUIREMENTS
+    from tests.integrations._maf_pins import EXTRAS, NO_DEPS, REQUIREMENTS
 
-    return framework_python("agent-framework", REQUIREMENTS, NO_DEPS)
+    return framework_python("agent-framework", REQUIREMENTS, NO_DEPS, EXTRAS)
 
 
 def _cpu_seconds(pid: int) -> float:

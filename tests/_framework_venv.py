@@ -85,8 +85,9 @@ def framework_python(
         steps = [
             [sys.executable, "-m", "venv", str(root)],
             [str(python), "-m", "pip", "install", "-q", "-e", f"{REPO_ROOT}[{extras}]"],
-            [str(python), "-m", "pip", "install", "-q", *requirements],
         ]
+        if requirements:
+            steps.append([str(python), "-m", "pip", "install", "-q", *requirements])
         if no_deps:
             steps.append([str(python), "-m", "pip", "install", "-q", "--no-deps", *no_deps])
         for step in steps:

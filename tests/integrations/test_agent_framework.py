@@ -31,7 +31,7 @@ from tests._durable_http import Frames, get_frames, seqs, take_frames
 from tests._durable_http import events as frame_events
 from tests._framework_venv import framework_python, framework_server
 from tests._servers import serve, wait_until
-from tests.integrations._maf_pins import NO_DEPS, REQUIREMENTS
+from tests.integrations._maf_pins import EXTRAS, NO_DEPS, REQUIREMENTS
 from tests.integrations._same_stream import normalised, post_events, types
 
 pytestmark = pytest.mark.anyio
@@ -56,7 +56,7 @@ FRONTEND_TOOLS = [
 
 @pytest.fixture(scope="module")
 def maf_python() -> Path:
-    return framework_python("agent-framework", REQUIREMENTS, NO_DEPS)
+    return framework_python("agent-framework", REQUIREMENTS, NO_DEPS, EXTRAS)
 
 
 @contextlib.contextmanager
