@@ -9,15 +9,24 @@ Needs ``ag-ui-langgraph`` (tested with 0.0.47, langgraph 1.2.24). ``graph`` is a
 compiled graph (served as ``LangGraphAgent(name=graph.name, graph=graph)``) or a
 ``LangGraphAgent`` you configured. A ``LangGraphAgent`` keeps the state of the
 run it serves on itself, so each run gets its own ``agent.clone()`` (as
-ag-ui-langgraph's FastAPI endpoint does); closing the stream closes the
-graph's run (its ``astream_events``, which cancels the node running).
+ag-ui-langgraph's FastAPI endpoint does).
+
+The graph's run is cancelled when the stream is closed: LangGraph runs its nodes
+in asyncio tasks of its own, which only a native cancellation of the task
+iterating ``astream_events`` reaches (closing the generators, or a cancel scope
+around them, leaves the node running until the process ends). So each run is
+iterated in a task of its own, handing one event at a time over (the producer
+stays paced by its reader), and that task is cancelled on close. LangGraph is
+asyncio-only, and so is this producer.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 from ag_ui.core import BaseEvent, RunAgentInput
 
 from .._foundation.principal import Principal
@@ -25,6 +34,10 @@ from .._lazy import public_dir
 
 __all__ = ["langgraph_producer", "producer_for"]
 __dir__ = public_dir(__all__)
+
+_CLOSE_TIMEOUT = 5.0
+"""Seconds a closed run's task may take to cancel the graph's nodes before the stream's
+close stops waiting for it (the endpoint waits as long for a producer to close)."""
 
 
 def langgraph_producer(
@@ -39,12 +52,31 @@ def langgraph_producer(
         )
 
     async def produce(run_input: RunAgentInput, principal: Principal) -> AsyncIterator[BaseEvent]:
+        handed: asyncio.Queue[tuple[BaseEvent | None, BaseException | None]] = asyncio.Queue(1)
         stream = agent.clone().run(run_input)
+
+        async def pump() -> None:
+            try:
+                async for event in stream:
+                    await handed.put((event, None))
+            except Exception as exc:
+                await handed.put((None, exc))
+                return
+            await handed.put((None, None))
+
+        task = asyncio.create_task(pump(), name=f"agui_pipes langgraph run {run_input.run_id}")
         try:
-            async for event in stream:
+            while True:
+                event, failure = await handed.get()
+                if failure is not None:
+                    raise failure
+                if event is None:
+                    return
                 yield event
         finally:
-            await stream.aclose()
+            task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([task], timeout=_CLOSE_TIMEOUT)
 
     return produce
 

@@ -37,6 +37,7 @@ from typing import Any, TypeAlias
 
 import anyio
 from ag_ui.core import BaseEvent, EventType, RunAgentInput
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .._foundation.principal import Principal
 from ..codecs import DecodeError, decode
@@ -171,6 +172,18 @@ def _agent_error(exc: Exception, count: int) -> RunFailure:
     )
 
 
+_ALWAYS_FREE = ("raw_event", "metadata")
+_FREE_FORM: dict[EventType, tuple[str, ...]] = {
+    EventType.STATE_SNAPSHOT: (*_ALWAYS_FREE, "snapshot"),
+    EventType.RAW: (*_ALWAYS_FREE, "event"),
+    EventType.CUSTOM: (*_ALWAYS_FREE, "value"),
+    EventType.RUN_FINISHED: (*_ALWAYS_FREE, "result"),
+    EventType.ACTIVITY_SNAPSHOT: (*_ALWAYS_FREE, "content"),
+}
+"""The fields of each event type that take any value (``_ProducerRun._portable``)."""
+_SCALARS = frozenset({str, int, float, bool})
+
+
 class _ProducerRun:
     """The producer's iterator, the wait for its next item timed, its run followed."""
 
@@ -219,7 +232,7 @@ class _ProducerRun:
                 raise _agent_error(exc, self.count) from exc
             finally:
                 self.waiting_since = None
-            event = item if isinstance(item, BaseEvent) else self._decoded(item)
+            event = self._portable(item) if isinstance(item, BaseEvent) else self._decoded(item)
             self.count += 1
             if event is None:
                 continue
@@ -237,6 +250,34 @@ class _ProducerRun:
                 f"the agent ended its stream while run {self._open_run} was still open "
                 "(no RUN_FINISHED or RUN_ERROR)",
             )
+
+    def _portable(self, event: BaseEvent) -> BaseEvent:
+        """``event`` with its free-form values as JSON: what the wire would have carried.
+
+        A framework puts its own objects where the protocol allows any value
+        (LangGraph: LangChain messages in ``STATE_SNAPSHOT.snapshot`` and
+        ``rawEvent``). Over HTTP its server dumps them and a gateway reads plain
+        JSON back; in-process the chain would see the objects (and a stage
+        reading state, or the encoder, would refuse them), so they are dumped
+        here — only those fields, only when they hold something.
+        """
+        update: dict[str, Any] | None = None
+        for name in _FREE_FORM.get(event.type, _ALWAYS_FREE):
+            value = getattr(event, name, None)
+            if value is None or type(value) in _SCALARS:
+                continue
+            try:
+                shaped = to_jsonable_python(value)
+            except PydanticSerializationError as exc:
+                raise RunFailure(
+                    "AGENT_MALFORMED",
+                    f"the agent's event #{self.count} (counted from 0, {event.type.value}) holds "
+                    f"a value that is not JSON at {name}: {exc}",
+                ) from exc
+            if update is None:
+                update = {}
+            update[name] = shaped
+        return event if update is None else event.model_copy(update=update)
 
     def _decoded(self, item: object) -> BaseEvent | None:
         index = self.count
