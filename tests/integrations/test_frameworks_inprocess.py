@@ -104,7 +104,6 @@ CASES = [
 async def test_in_process_stream_equals_the_gateway_in_front_of_the_frameworks_server(
     framework: str, scenario: str, ts_oracle: Any
 ) -> None:
-    gateway = build_app(upstream="http://placeholder.invalid/", chain=chain, keepalive=None)
     with serve(own_server(framework, scenario)) as own:
         gateway = build_app(upstream=f"{own.url}/", chain=chain, keepalive=None)
         in_process = build_app(producer=producer(framework, scenario), chain=chain, keepalive=None)
