@@ -1,10 +1,15 @@
 """``agui-pipes serve`` — put a chain in front of an AG-UI agent, over HTTP.
 
-Two modes:
+Three modes:
 
 * ``--upstream URL`` — a gateway: each run POSTed here is forwarded to the
   upstream agent, and its events come back through chunk expansion,
   verification and the chain in ``--config``;
+* ``--agent module:attr`` — serve that object in this process (``_served_agent``):
+  a framework's agent an installed integration recognises (a pydantic-ai
+  ``Agent``, a compiled LangGraph graph), whose events go through the same
+  expansion, verification and chain as an upstream's, a producer, or a driver
+  agent; ``--timeout`` is a producer's longest silence;
 * ``--demo`` — serve the built-in demo agent (through ``--config``, or the
   demo's default chain), handy to try a client or to be an upstream.
 
@@ -83,6 +88,14 @@ def register(subparsers: Any) -> None:
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--upstream", metavar="URL", help="the AG-UI agent to forward runs to")
+    source.add_argument(
+        "--agent",
+        metavar="MODULE:ATTR",
+        help=(
+            "serve this object in-process: a pydantic-ai Agent, a compiled LangGraph graph, a "
+            "producer or a driver agent (imported with the current directory on the path)"
+        ),
+    )
     source.add_argument("--demo", action="store_true", help="serve the built-in demo agent")
     parser.add_argument(
         "--config",
@@ -112,7 +125,10 @@ def register(subparsers: Any) -> None:
         type=float,
         default=60.0,
         metavar="SECONDS",
-        help="gateway: longest silence tolerated from the upstream (default 60)",
+        help=(
+            "gateway: longest silence tolerated from the upstream; --agent: from a producer "
+            "(default 60)"
+        ),
     )
     parser.add_argument(
         "--send-buffer",
@@ -369,6 +385,25 @@ def _serve(args: argparse.Namespace) -> int:
                 authorize=authorize,
             )
             what = "the demo agent"
+        elif args.agent:
+            from ._served_agent import TargetError, served_agent
+
+            try:
+                target = served_agent(args.agent)
+            except TargetError as exc:
+                return _usage(str(exc))
+            extra: dict[str, Any] = {target.kind: target.value}
+            if target.kind == "producer":
+                extra["producer_timeout"] = args.timeout
+            app = build_app(
+                chain=served,
+                path=args.path,
+                options=_options_of(args),
+                cors_origins=args.cors_origin,
+                authorize=authorize,
+                **extra,
+            )
+            what = target.described
         else:
             app = build_app(
                 upstream=args.upstream,
@@ -399,8 +434,11 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the command line (the usage message), or None."""
-    if not args.upstream and not args.demo:
-        return "give --upstream URL (a gateway) or --demo (the demo agent)"
+    if not args.upstream and not args.demo and not args.agent:
+        return (
+            "give --upstream URL (a gateway), --agent MODULE:ATTR (an agent in this process) "
+            "or --demo (the demo agent)"
+        )
     if not args.path.startswith("/"):
         return f"--path must start with '/', got {args.path!r}"
     if args.inspect and (args.path.rstrip("/") + "/").startswith("/inspect/"):
@@ -555,8 +593,9 @@ def _options_of(args: argparse.Namespace) -> ServerOptions:
         send_timeout=args.send_timeout or None,
         limits=limits_of(args),
         repair=args.repair,
-        # --no-verify is the gateway's: the demo agent's own runs are always verified.
-        verify=not (args.no_verify and args.upstream),
+        # --no-verify is the gateway's (and a producer's, whose stream is checked like an
+        # upstream's): the demo agent's own runs are always verified.
+        verify=not (args.no_verify and (args.upstream or args.agent)),
         shutdown_timeout=args.shutdown_timeout,
     )
     if args.store is not None:

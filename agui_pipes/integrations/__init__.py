@@ -2,8 +2,8 @@
 
 Each module turns a framework's own AG-UI adapter into a *producer* —
 ``producer(run_input, principal)`` returning the run's ``ag_ui.core`` events —
-for :func:`agui_pipes.server.producer_gateway` / ``build_app(producer=...)``,
-which serve it in-process with everything a gateway offers (docs/integrations.md):
+for ``AgentEndpoint(producer=...)`` / ``build_app(producer=...)``, which serve
+it in-process with everything the endpoint offers (docs/integrations.md):
 
 * :mod:`agui_pipes.integrations.pydantic_ai` — a pydantic-ai ``Agent``
   (``pydantic-ai-slim[ag-ui]``, its ``AGUIAdapter``);
@@ -14,13 +14,18 @@ which serve it in-process with everything a gateway offers (docs/integrations.md
 * :mod:`agui_pipes.integrations.llamaindex` — a LlamaIndex workflow through
   ``llama-index-protocols-ag-ui``.
 
-The framework is imported by its module only, so importing this package
-needs none of them.
+``producer_for(obj)`` finds the integration serving a framework's object (what
+``agui-pipes serve --agent module:attr`` uses; the registry is
+``_registry.INTEGRATIONS``). The framework is imported by its module only, so
+importing this package needs none of them.
 """
 
 from __future__ import annotations
 
-from .._lazy import public_dir
+from .._lazy import public_dir, publish
+from ._registry import INTEGRATIONS, Integration, accepted_kinds, producer_for
 
-__all__: list[str] = []
+publish(__name__, Integration, accepted_kinds, producer_for)
+
+__all__ = ["INTEGRATIONS", "Integration", "accepted_kinds", "producer_for"]
 __dir__ = public_dir(__all__)

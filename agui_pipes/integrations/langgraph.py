@@ -1,67 +1,99 @@
 """A LangGraph graph as a producer, through ``ag-ui-langgraph``'s ``LangGraphAgent``.
 
-    from ag_ui_langgraph import LangGraphAgent
     from agui_pipes.integrations.langgraph import langgraph_producer
     from agui_pipes.server import build_app
 
-    agent = LangGraphAgent(name="planner", graph=graph)
-    app = build_app(producer=langgraph_producer(agent), store="sqlite:///runs.db")
+    app = build_app(producer=langgraph_producer(graph), store="sqlite:///runs.db")
 
-Needs ``ag-ui-langgraph`` (tested with 0.0.47, langgraph 1.2.24). A
-``LangGraphAgent`` keeps the state of the run it serves on itself, so each run
-gets its own ``agent.clone()`` (as ag-ui-langgraph's FastAPI endpoint does);
-closing the stream closes the graph's run.
+Needs ``ag-ui-langgraph`` (tested with 0.0.47, langgraph 1.2.24). ``graph`` is a
+compiled graph (served as ``LangGraphAgent(name=graph.name, graph=graph)``) or a
+``LangGraphAgent`` you configured. A ``LangGraphAgent`` keeps the state of the
+run it serves on itself, so each run gets its own ``agent.clone()`` (as
+ag-ui-langgraph's FastAPI endpoint does).
+
+The graph's run is cancelled when the stream is closed: LangGraph runs its nodes
+in asyncio tasks of its own, which only a native cancellation of the task
+iterating ``astream_events`` reaches (closing the generators, or a cancel scope
+around them, leaves the node running until the process ends). So each run is
+iterated in a task of its own, handing one event at a time over (the producer
+stays paced by its reader), and that task is cancelled on close. LangGraph is
+asyncio-only, and so is this producer.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ag_ui.core import BaseEvent, RunAgentInput, StateSnapshotEvent
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+import anyio
+from ag_ui.core import BaseEvent, RunAgentInput
 
 from .._foundation.principal import Principal
 from .._lazy import public_dir
 
-__all__ = ["langgraph_producer"]
+__all__ = ["langgraph_producer", "producer_for"]
 __dir__ = public_dir(__all__)
+
+_CLOSE_TIMEOUT = 5.0
+"""Seconds a closed run's task may take to cancel the graph's nodes before the stream's
+close stops waiting for it (the endpoint waits as long for a producer to close)."""
 
 
 def langgraph_producer(
-    agent: Any,
+    graph: Any,
 ) -> Callable[[RunAgentInput, Principal], AsyncIterator[BaseEvent]]:
-    """The producer serving ``agent`` (an ``ag_ui_langgraph.LangGraphAgent``)."""
-    if not callable(getattr(agent, "run", None)) or not callable(getattr(agent, "clone", None)):
+    """The producer serving ``graph`` (a compiled LangGraph graph or a ``LangGraphAgent``)."""
+    agent = _agent_of(graph)
+    if agent is None:
         raise TypeError(
-            f"langgraph_producer() takes an ag_ui_langgraph.LangGraphAgent, got "
-            f"{type(agent).__name__}"
+            f"langgraph_producer() takes a compiled LangGraph graph or an "
+            f"ag_ui_langgraph.LangGraphAgent, got {type(graph).__name__}"
         )
 
     async def produce(run_input: RunAgentInput, principal: Principal) -> AsyncIterator[BaseEvent]:
+        handed: asyncio.Queue[tuple[BaseEvent | None, BaseException | None]] = asyncio.Queue(1)
         stream = agent.clone().run(run_input)
+
+        async def pump() -> None:
+            try:
+                async for event in stream:
+                    await handed.put((event, None))
+            except Exception as exc:
+                await handed.put((None, exc))
+                return
+            await handed.put((None, None))
+
+        task = asyncio.create_task(pump(), name=f"agui_pipes langgraph run {run_input.run_id}")
         try:
-            async for event in stream:
-                yield _portable(event)
+            while True:
+                event, failure = await handed.get()
+                if failure is not None:
+                    raise failure
+                if event is None:
+                    return
+                yield event
         finally:
-            await stream.aclose()
+            task.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([task], timeout=_CLOSE_TIMEOUT)
 
     return produce
 
 
-def _portable(event: BaseEvent) -> BaseEvent:
-    """The event with a state snapshot of LangChain objects turned into the JSON they dump to.
+def producer_for(
+    obj: object,
+) -> Callable[[RunAgentInput, Principal], AsyncIterator[BaseEvent]] | None:
+    """The registry's contract: the producer serving ``obj``, or None if it is not LangGraph's."""
+    return None if _agent_of(obj) is None else langgraph_producer(obj)
 
-    ag-ui-langgraph puts the graph's state on STATE_SNAPSHOT as it holds it: for
-    a ``MessagesState`` graph that is LangChain message objects, which its own
-    encoder serializes through pydantic but which are no JSON value to a chain
-    or a store. They become what that encoder would have written (a copy per
-    snapshot: snapshots come at step ends, not per token).
-    """
-    if isinstance(event, StateSnapshotEvent):
-        try:
-            snapshot = to_jsonable_python(event.snapshot)
-        except PydanticSerializationError:
-            return event  # not pydantic's either: the encoder names the value it refuses
-        return event.model_copy(update={"snapshot": snapshot})
-    return event
+
+def _agent_of(obj: object) -> Any:
+    from ag_ui_langgraph import LangGraphAgent  # type: ignore[import-untyped]
+    from langgraph.graph.state import CompiledStateGraph
+
+    if isinstance(obj, LangGraphAgent):
+        return obj
+    if isinstance(obj, CompiledStateGraph):
+        return LangGraphAgent(name=obj.get_name() or "agent", graph=obj)
+    return None

@@ -21,7 +21,7 @@ from ag_ui.core import BaseEvent, RunAgentInput
 from .._foundation.principal import Principal
 from .._lazy import public_dir
 
-__all__ = ["pydantic_ai_producer"]
+__all__ = ["producer_for", "pydantic_ai_producer"]
 __dir__ = public_dir(__all__)
 
 
@@ -57,3 +57,12 @@ def pydantic_ai_producer(
                 await close()
 
     return produce
+
+
+def producer_for(
+    obj: object,
+) -> Callable[[RunAgentInput, Principal], AsyncIterator[BaseEvent]] | None:
+    """The registry's contract: the producer serving ``obj``, or None for another kind."""
+    from pydantic_ai.agent import AbstractAgent
+
+    return pydantic_ai_producer(obj) if isinstance(obj, AbstractAgent) else None

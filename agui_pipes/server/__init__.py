@@ -4,8 +4,8 @@
   RunAgentInput and stream the run as SSE (the ``server`` extra).
 * ``Gateway`` / ``gateway_route`` — forward each request to an upstream AG-UI
   agent and apply a chain to what comes back (the ``http`` extra as well).
-* ``producer_gateway`` / ``build_app(producer=...)`` — serve an in-process event
-  producer (a framework's AG-UI adapter) as a gateway's upstream, no second hop.
+* ``AgentEndpoint(producer=...)`` / ``build_app(producer=...)`` — serve an
+  in-process event producer (a framework's AG-UI adapter), no second hop.
 * ``ServerOptions`` — what both take besides their source (keep-alive, send
   bounds, limits, store, repair, compat), with the defaults in one place.
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ._app import HEALTH_PATH, build_app
     from ._failures import RunFailure, run_error_for
     from ._options import ServerOptions
-    from ._producer import Producer, ProducerTransport, producer_gateway
+    from ._producer import DEFAULT_PRODUCER_TIMEOUT, Producer
     from ._stats import RunStats
     from ._streaming import SSE_HEADERS, SSERun
     from .endpoint import AgentEndpoint, AgentFactory
@@ -48,24 +48,22 @@ else:
             "Gateway": ".gateway",
             "UpstreamError": ".gateway",
             "gateway_route": ".gateway",
+            "DEFAULT_PRODUCER_TIMEOUT": "._producer",
             "Producer": "._producer",
-            "ProducerTransport": "._producer",
-            "producer_gateway": "._producer",
         },
         extras={
             ".gateway": "pip install 'agui-pipes[server,http]'",
-            "._producer": "pip install 'agui-pipes[server,http]'",
         },
     )
 
 __all__ = [
+    "DEFAULT_PRODUCER_TIMEOUT",
     "HEALTH_PATH",
     "SSE_HEADERS",
     "AgentEndpoint",
     "AgentFactory",
     "Gateway",
     "Producer",
-    "ProducerTransport",
     "RunFailure",
     "RunStats",
     "SSERun",
@@ -75,7 +73,6 @@ __all__ = [
     "agent_routes",
     "build_app",
     "gateway_route",
-    "producer_gateway",
     "run_error_for",
 ]
 

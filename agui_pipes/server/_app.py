@@ -43,8 +43,8 @@ def build_app(
     """A Starlette app serving ``agent``, relaying to ``upstream`` or serving ``producer``.
 
     Exactly one of ``agent``, ``upstream`` and ``producer`` (an in-process event
-    producer such as a framework's AG-UI adapter, served as a gateway's
-    upstream: ``producer_gateway``; docs/integrations.md). ``options`` (a
+    producer such as a framework's AG-UI adapter, served by
+    ``AgentEndpoint(producer=...)``; docs/integrations.md). ``options`` (a
     ``ServerOptions``) and the other keywords go to ``AgentEndpoint`` or
     ``Gateway``, whose defaults they are. The gateway's HTTP client is closed at
     shutdown by the app's lifespan. With ``store=`` (agent or gateway) the
@@ -85,15 +85,10 @@ def build_app(
 
     middleware = [] if not cors_origins else [cors_middleware(cors_origins)]
     routes = [Route(HEALTH_PATH, health, methods=["GET"])]
-    if upstream is not None or producer is not None:
-        from ._producer import producer_gateway
+    if upstream is not None:
         from .gateway import Gateway
 
-        if upstream is not None:
-            gateway = Gateway(upstream, chain=chain, options=options, **keywords)
-        else:
-            assert producer is not None
-            gateway = producer_gateway(producer, chain=chain, options=options, **keywords)
+        gateway = Gateway(upstream, chain=chain, options=options, **keywords)
         durable.extend([] if gateway.durable is None else [gateway.durable])
         routes.extend(gateway.routes(path))
 
@@ -108,6 +103,8 @@ def build_app(
 
     from .endpoint import AgentEndpoint
 
+    if producer is not None:
+        keywords["producer"] = producer
     endpoint = AgentEndpoint(agent, chain=chain, options=options, **keywords)
     durable.extend([] if endpoint.durable is None else [endpoint.durable])
     routes.extend(endpoint.routes(path))

@@ -18,6 +18,13 @@ A chain of synchronous stages runs inside the driver (so the driver's
 producer verification sees the chain's output and its end-of-run guarantees
 hold); a chain with async stages or operators runs over the driver's output.
 
+Given a ``producer`` instead (``producer(run_input, principal)`` returning the
+run's events: a framework's AG-UI adapter, docs/integrations.md), its own
+events are the run: they go through ``ExpandChunks | chain | Verify`` as a
+gateway's upstream's do (``_chains.gateway_chain``), straight from the
+producer's iterator (``_producer.produced_events``), with no driver, no
+encoding and decoding in between and no second server.
+
 Without an async chain, the driver hands each event to a ``FrameSink`` in the
 agent's own task — encoded and queued for the writer as it is emitted — rather
 than through its event stream: for an agent that awaits once per token, a
@@ -41,10 +48,11 @@ from .._foundation.trace_context import using_trace_headers
 from .._lazy import public_dir
 from .._pipeline.chain import ChainFactory, TransformerChain, apply_draining
 from .._pipeline.transformer import Stage
+from .._protocol.legacy import reads_legacy
 from ..driver import AgentLike, CancelToken, Run, run
 from ._access import Access
 from ._capabilities import capabilities_route
-from ._chains import as_chain_factory, compat_down_picker, repair_stage
+from ._chains import as_chain_factory, compat_down_picker, gateway_chain, repair_stage
 from ._http import (
     BadRequest,
     accept_run_input,
@@ -57,6 +65,13 @@ from ._options import (
     check_streaming,
     server_options,
     streaming,
+)
+from ._producer import (
+    DEFAULT_PRODUCER_TIMEOUT,
+    Producer,
+    check_producer,
+    check_producer_timeout,
+    produced_events,
 )
 from ._stats import RunStats, instrument
 from ._streaming import FrameSink, Receive, Scope, Send, SSERun
@@ -83,9 +98,15 @@ AgentFactory = Callable[[RunAgentInput], AgentLike]
 class AgentEndpoint:
     """An ASGI app that runs an agent per POSTed RunAgentInput and streams SSE.
 
-    Give either ``agent`` (one agent object or async function, shared by all
-    requests — it must keep per-run state in its ``ctx`` only) or
-    ``agent_factory`` (called with the input, per request). ``chain`` is a
+    Give one of ``agent`` (one agent object or async function, shared by all
+    requests — it must keep per-run state in its ``ctx`` only),
+    ``agent_factory`` (called with the input, per request) or ``producer``
+    (``producer(run_input, principal)`` returning the run's events, models or
+    dicts: a framework's AG-UI adapter; see the module doc and
+    docs/integrations.md). ``producer_timeout`` (seconds, None: no limit;
+    default ``DEFAULT_PRODUCER_TIMEOUT``, 60) ends a producer's run with
+    RUN_ERROR ``AGENT_TIMEOUT`` when one wait for its next event lasts that
+    long. ``chain`` is a
     chain factory (``load_chain(...)`` returns one, so does ``lambda:
     a | b``); a plain ``TransformerChain`` is accepted and ``fresh()``-ed per
     request. ``echo_input=True`` has the run echo its input (see ``run()``);
@@ -129,23 +150,35 @@ class AgentEndpoint:
         agent: AgentLike | None = None,
         *,
         agent_factory: AgentFactory | None = None,
+        producer: Producer | None = None,
+        producer_timeout: float | None = DEFAULT_PRODUCER_TIMEOUT,
         chain: ChainFactory | TransformerChain | None = None,
         echo_input: bool = False,
         options: ServerOptions | None = None,
         **given: Unpack[ServerOptionValues],
     ) -> None:
-        if (agent is None) == (agent_factory is None):
+        if sum(source is not None for source in (agent, agent_factory, producer)) != 1:
             raise TypeError(
-                "AgentEndpoint needs exactly one of agent=... (shared by every request) or "
-                "agent_factory=... (called with the RunAgentInput of each request)"
+                "AgentEndpoint needs exactly one of agent=... (shared by every request), "
+                "agent_factory=... (called with the RunAgentInput of each request) or "
+                "producer=... (producer(run_input, principal) returning the run's events)"
             )
         if agent_factory is not None and not callable(agent_factory):
             raise TypeError(f"agent_factory must be callable, got {type(agent_factory).__name__}")
+        if producer is not None:
+            check_producer(producer)
+            if echo_input:
+                raise TypeError(
+                    "echo_input applies to driver agents; a producer makes its own events"
+                )
+        check_producer_timeout(producer_timeout)
         self.options = opts = server_options(options, given, "AgentEndpoint")
         """What the endpoint does besides running the agent (``ServerOptions``)."""
         check_streaming(opts)
         self._agent = agent
         self._agent_factory = agent_factory
+        self._producer = producer
+        self._producer_timeout = producer_timeout
         self._chain_factory = as_chain_factory(chain)
         self._down = compat_down_picker(opts.compat_down, opts.compat_undeclared)
         # No need to echo for history="server": a recorded run's RUN_STARTED carries its
@@ -231,6 +264,9 @@ class AgentEndpoint:
             self._log.info("rejected request: %s %s", error.status, error.message)
             await send_json_error(send, error)
             return
+        if self._producer is not None:
+            await self._serve_produced(scope, receive, send, self._producer, run_input, principal)
+            return
 
         stats = RunStats("agent", run_input.run_id, run_input.thread_id, producer_verdicts=True)
         try:
@@ -296,6 +332,87 @@ class AgentEndpoint:
         finally:
             self._unrecorded.discard(token)
 
+    async def _serve_produced(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        producer: Producer,
+        run_input: RunAgentInput,
+        principal: Principal,
+    ) -> None:
+        """Serve the producer's own run: its events through the gateway's chain, encoded."""
+        stats = RunStats("producer", run_input.run_id, run_input.thread_id)
+        opts = self.options
+        try:
+            with using_principal(principal):  # for the chain factory
+                chain, final = gateway_chain(
+                    scope,
+                    run_input,
+                    stats,
+                    factory=self._chain_factory,
+                    limits=self._limits,
+                    verify=opts.verify,
+                    repair=opts.repair,
+                    down=self._down,
+                    log=self._log,
+                )
+        except Exception as exc:
+            self._log.error("cannot set up run %s: %s", run_input.run_id, exc, exc_info=exc)
+            await send_json_error(
+                send,
+                BadRequest(500, "setup_failed", f"the server could not set up the run: {exc}"),
+            )
+            return
+        told = ToldViolations(final, origin="agent event", log="server log")
+        legacy = reads_legacy(chain.stages)
+        token = CancelToken()
+        timeout = self._producer_timeout
+        log = self._log
+
+        def opener(watch: CancelToken | None) -> Callable[[], Any]:
+            # Without a store the token is the only stop (stop_runs); with one the
+            # recorder cancels the run's scope itself and records why.
+            @asynccontextmanager
+            async def opened() -> AsyncIterator[AsyncIterator[BaseEvent]]:
+                async with (
+                    produced_events(
+                        producer,
+                        run_input,
+                        principal,
+                        idle_timeout=timeout,
+                        legacy=legacy,
+                        token=watch,
+                        logger=log,
+                    ) as events,
+                    apply_draining(chain, events) as output,
+                ):
+                    yield told.guard(output)
+
+            return opened
+
+        if self.durable is not None:
+            await self._serve_recorded(
+                scope,
+                receive,
+                send,
+                self.durable,
+                run_input,
+                stats,
+                token,
+                False,
+                opener(None),
+                None,
+                principal,
+            )
+            return
+        response = SSERun(opener(token), stats=stats, on_disconnect=token.cancel, **self._streaming)
+        self._unrecorded.add(token)
+        try:
+            await response(scope, receive, send)
+        finally:
+            self._unrecorded.discard(token)
+
     def _set_up(
         self, scope: Scope, run_input: RunAgentInput, stats: RunStats
     ) -> tuple[AgentLike, Stage | None]:
@@ -327,7 +444,7 @@ class AgentEndpoint:
         token: CancelToken,
         count_source: bool,
         open_applied: Callable[[], Any] | None,
-        open_sunk: Callable[[Any], Run],
+        open_sunk: Callable[[Any], Run] | None,
         principal: Principal,
     ) -> None:
         """Serve the run recorded in the event log; a client that leaves only detaches it."""
@@ -354,6 +471,7 @@ class AgentEndpoint:
 
         def open_recorded_sink(sink: FrameSink) -> Any:
             def opened(recording: RecordingSink) -> Run:
+                assert open_sunk is not None  # given whenever open_applied is not
                 return open_sunk(recording)
 
             return recordings.sunk_run(
