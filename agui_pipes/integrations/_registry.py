@@ -51,6 +51,19 @@ INTEGRATIONS: tuple[Integration, ...] = (
         ("langgraph", "ag_ui_langgraph"),
         "a compiled LangGraph graph or an ag-ui-langgraph LangGraphAgent",
     ),
+    Integration(
+        "strands",
+        "agui_pipes.integrations.strands",
+        ("strands", "ag_ui_strands"),
+        "a Strands Agent or an ag-ui-strands StrandsAgent",
+    ),
+    Integration(
+        "llamaindex",
+        "agui_pipes.integrations.llamaindex",
+        ("llama_index",),
+        "a LlamaIndex Workflow (an AGUIChatWorkflow)",
+    ),
+    Integration("agno", "agui_pipes.integrations.agno", ("agno",), "an Agno Agent or Team"),
 )
 
 

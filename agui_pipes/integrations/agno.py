@@ -50,7 +50,7 @@ from .._foundation.principal import Principal
 from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer
 
-__all__ = ["AGNO_RUNTIME_KEYS", "AgnoRepair", "agno_producer"]
+__all__ = ["AGNO_RUNTIME_KEYS", "AgnoRepair", "agno_producer", "producer_for"]
 __dir__ = public_dir(__all__)
 
 AGNO_RUNTIME_KEYS = frozenset({"current_user_id", "current_session_id", "current_run_id"})
@@ -116,3 +116,13 @@ def agno_producer(
             await stream.aclose()  # type: ignore[attr-defined]  # an async generator
 
     return produce
+
+
+def producer_for(
+    obj: object,
+) -> Callable[[RunAgentInput, Principal], AsyncIterator[BaseEvent]] | None:
+    """The registry's contract: the producer serving ``obj``, or None if it is not Agno's."""
+    from agno.agent import Agent
+    from agno.team import Team
+
+    return agno_producer(obj) if isinstance(obj, Agent | Team) else None

@@ -53,7 +53,7 @@ from pydantic import TypeAdapter
 from .._foundation.principal import Principal
 from .._lazy import public_dir
 
-__all__ = ["llamaindex_producer"]
+__all__ = ["llamaindex_producer", "producer_for"]
 __dir__ = public_dir(__all__)
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
@@ -118,3 +118,13 @@ def llamaindex_producer(
         yield RunFinishedEvent(thread_id=thread_id, run_id=run_id)
 
     return produce
+
+
+def producer_for(
+    obj: object,
+) -> Callable[[RunAgentInput, Principal], AsyncIterator[BaseEvent]] | None:
+    """The registry's contract: the producer serving ``obj`` (a LlamaIndex ``Workflow``), or
+    None."""
+    from llama_index.core.workflow import Workflow
+
+    return llamaindex_producer(obj) if isinstance(obj, Workflow) else None

@@ -49,7 +49,7 @@ from .._foundation.principal import Principal
 from .._lazy import public_dir
 from ._run_errors import without_error_text
 
-__all__ = ["DEFAULT_MAX_THREADS", "RecentThreads", "strands_producer"]
+__all__ = ["DEFAULT_MAX_THREADS", "RecentThreads", "producer_for", "strands_producer"]
 __dir__ = public_dir(__all__)
 
 DEFAULT_MAX_THREADS = 1024
@@ -138,3 +138,13 @@ def strands_producer(
                 await stream.aclose()
 
     return produce
+
+
+def producer_for(
+    obj: object,
+) -> Callable[[RunAgentInput, Principal], AsyncIterator[BaseEvent]] | None:
+    """The registry's contract: the producer serving ``obj``, or None if it is not Strands'."""
+    from ag_ui_strands import StrandsAgent
+    from strands import Agent
+
+    return strands_producer(obj) if isinstance(obj, Agent | StrandsAgent) else None
