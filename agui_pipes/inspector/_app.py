@@ -27,39 +27,88 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._foundation.principal import ANONYMOUS, DEFAULT_SCOPE, Principal
 from ..server._access import Access
 from ..server.auth import Authorize
-from ._model import InspectedRun
+from ._model import MIB, InspectedRun
 from ._stages import KINDS
 
-__all__ = ["MAX_LIMIT", "RecentRuns", "inspector_app", "with_inspector"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_RUN_BYTES",
+    "MAX_LIMIT",
+    "MAX_OFFSET",
+    "RecentRuns",
+    "inspector_app",
+    "with_inspector",
+]
 
 STATIC = Path(__file__).with_name("static")
 MAX_LIMIT = 1000
+MAX_OFFSET = 2**53 - 1
+"""The largest offset or index a query accepts (JavaScript's largest exact integer)."""
+DEFAULT_MAX_BYTES = 256 * MIB
+"""``serve --inspect``'s ring holds at most this much (``--inspect-max-mib``)."""
+DEFAULT_MAX_RUN_BYTES = 32 * MIB
+"""One recorded run holds at most this much; the rest of its stream is not kept."""
 _DEFAULT_LIMIT = 200
 
 
 class RecentRuns:
-    """The last ``keep`` runs a server streamed, newest first (a bounded ring).
+    """The last runs a server streamed, newest first: a ring bounded by runs and by bytes.
 
-    Each run keeps at most ``max_events`` events, so memory is bounded by
-    ``keep × max_events`` events however long the server runs.
+    At most ``keep`` runs; each keeps at most ``max_events`` events and
+    ``max_run_bytes`` bytes (as ``InspectedRun.nbytes`` accounts them), and all
+    together at most ``max_bytes``: a run being recorded counts as its whole
+    ``max_run_bytes`` (it may still grow), a finished one as what it holds. A new
+    run makes room by dropping the oldest runs; a live run dropped stops being
+    recorded (its stream goes on). Memory is therefore bounded by ``max_bytes``
+    however long the server runs and however many runs stream at once.
     """
 
-    def __init__(self, keep: int = 50, *, max_events: int = 100_000) -> None:
+    def __init__(
+        self,
+        keep: int = 50,
+        *,
+        max_events: int = 100_000,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_run_bytes: int = DEFAULT_MAX_RUN_BYTES,
+    ) -> None:
         if keep < 1 or max_events < 1:
             raise ValueError(f"keep and max_events must be >= 1, got {keep} and {max_events}")
+        if not 1 <= max_run_bytes <= max_bytes:
+            raise ValueError(
+                f"max_run_bytes must be >= 1 and at most max_bytes ({max_bytes}), "
+                f"got {max_run_bytes}"
+            )
         self.keep = keep
         self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.max_run_bytes = max_run_bytes
         self._runs: OrderedDict[str, InspectedRun] = OrderedDict()
         self._ids = itertools.count(1)
 
     def start(self, label: str, scope: str = DEFAULT_SCOPE) -> InspectedRun:
-        """A new live run of ``scope``, added to the ring (the oldest falls out when full)."""
-        run = InspectedRun(label, run_id=str(next(self._ids)), max_events=self.max_events)
+        """A new live run of ``scope``, added to the ring (the oldest fall out to make room)."""
+        while self._runs and (
+            len(self._runs) >= self.keep or self.reserved() + self.max_run_bytes > self.max_bytes
+        ):
+            _, dropped = self._runs.popitem(last=False)
+            dropped.evicted = True
+        run = InspectedRun(
+            label,
+            run_id=str(next(self._ids)),
+            max_events=self.max_events,
+            max_bytes=self.max_run_bytes,
+        )
         run.scope = scope
         self._runs[run.id] = run
-        while len(self._runs) > self.keep:
-            self._runs.popitem(last=False)
         return run
+
+    def reserved(self) -> int:
+        """The bytes the ring's runs may hold: a live run its cap, a finished one its size."""
+        return sum(self.max_run_bytes if r.live else r.nbytes for r in self._runs.values())
+
+    def nbytes(self) -> int:
+        """The bytes the ring's runs hold now (``InspectedRun.nbytes`` summed)."""
+        return sum(r.nbytes for r in self._runs.values())
 
     def add(self, run: InspectedRun) -> None:
         self._runs[run.id] = run
@@ -96,20 +145,27 @@ def _int_param(
     request: Request, name: str, default: int | None, lo: int = 0, hi: int | None = None
 ) -> int:
     raw = request.query_params.get(name)
+    hi = MAX_OFFSET if hi is None else hi
     if raw is None or raw == "":
         if default is None:
             raise _BadRequest(
                 f"missing query parameter `{name}`: give an event index, e.g. ?{name}=0"
             )
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _BadRequest(f"query parameter `{name}` must be an integer, got {raw!r}") from None
-    if value < lo or (hi is not None and value > hi):
-        bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
-        raise _BadRequest(f"query parameter `{name}` must be {bound}, got {value}")
+    value = _integer(raw) if len(raw) <= 20 else None
+    if value is None:
+        raise _BadRequest(
+            f"query parameter `{name}` must be an integer between {lo} and {hi}, got {raw[:40]!r}"
+        )
+    if value < lo or value > hi:
+        raise _BadRequest(f"query parameter `{name}` must be between {lo} and {hi}, got {value}")
     return value
+
+
+def _integer(raw: str) -> int | None:
+    """``raw`` as a plain decimal integer (no ``_`` separators, no spaces), or None."""
+    text = raw[1:] if raw[:1] == "-" else raw
+    return int(raw) if text.isascii() and text.isdigit() else None
 
 
 class _BadRequest(Exception):
@@ -243,11 +299,15 @@ def inspector_app(
             )
         return FileResponse(index)
 
+    async def favicon(request: Request) -> Response:
+        return FileResponse(STATIC / "favicon.ico", media_type="image/x-icon")
+
     async def unknown_api(request: Request) -> Response:
         return _error(404, f"no API endpoint {request.url.path}; see docs/inspector.md")
 
     routes = [
         Route("/", page),
+        Route("/favicon.ico", favicon),
         Route("/api/runs", api(list_runs)),
         Route("/api/runs/{run}/summary", api(summary)),
         Route("/api/runs/{run}/events", api(events)),
@@ -290,12 +350,11 @@ def _side(request: Request, run: InspectedRun) -> InspectedRun:
 
 def _path_index(request: Request, name: str) -> int:
     raw = request.path_params[name]
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _BadRequest(f"`{raw}` in the path is not an index: give an integer >= 0") from None
-    if value < 0:
-        raise _BadRequest(f"index must be >= 0, got {value}")
+    value = _integer(raw) if len(raw) <= 20 else None
+    if value is None or not 0 <= value <= MAX_OFFSET:
+        raise _BadRequest(
+            f"`{raw[:40]}` in the path is not an index: give an integer from 0 to {MAX_OFFSET}"
+        )
     return value
 
 
