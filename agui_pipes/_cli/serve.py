@@ -401,7 +401,8 @@ def _serve(args: argparse.Namespace) -> int:
     if inspected is not None:
         from ..inspector import inspector_app, with_inspector
 
-        wrapped: Any = with_inspector(app, inspector_app(inspected, authorize=authorize))
+        inspector = inspector_app(inspected, authorize=authorize, send_to=(app, args.path))
+        wrapped: Any = with_inspector(app, inspector)
         app = wrapped
 
     _configure_logging(args.log_level)

@@ -180,8 +180,14 @@ def inspector_app(
     runs: InspectedRun | RecentRuns | Iterable[InspectedRun],
     *,
     authorize: Authorize | None = None,
+    send_to: tuple[ASGIApp, str] | None = None,
 ) -> ASGIApp:
     """The inspector for one stream (``agui-pipes inspect``) or a server's recent runs.
+
+    ``send_to=(app, path)``: the agent endpoint a run composed on the page is sent
+    to (``POST api/send``, same-origin only), in process; the run is recorded as
+    any other the endpoint serves, so ``runs`` should be the ring its chain records
+    into (``serve --inspect`` passes its own app and ``--path``).
 
     ``authorize=`` (the server's hook) runs before every page, asset and API
     request, and a principal sees only its own scope's runs: another scope's is
@@ -226,7 +232,8 @@ def inspector_app(
         return endpoint
 
     def list_runs(request: Request) -> Any:
-        return {"runs": [run.listing() for run in registry.newest_first(scope_of(request))]}
+        listed = [run.listing() for run in registry.newest_first(scope_of(request))]
+        return {"runs": listed, "send": send_to is not None}
 
     def summary(request: Request) -> Any:
         return run_of(request).summary()
@@ -302,6 +309,18 @@ def inspector_app(
     async def favicon(request: Request) -> Response:
         return FileResponse(STATIC / "favicon.ico", media_type="image/x-icon")
 
+    async def send(request: Request) -> Response:
+        if send_to is None:
+            return _error(
+                404,
+                "this inspector sends nowhere: sending a run needs `agui-pipes serve --inspect` "
+                "(or inspector_app(..., send_to=(app, path)))",
+            )
+        refused = _cross_site(request)
+        if refused is not None:
+            return _error(403, refused)
+        return await _send(request, *send_to)
+
     async def unknown_api(request: Request) -> Response:
         return _error(404, f"no API endpoint {request.url.path}; see docs/inspector.md")
 
@@ -314,6 +333,7 @@ def inspector_app(
         Route("/api/runs/{run}/events/{index}", api(event)),
         Route("/api/runs/{run}/fold", api(fold)),
         Route("/api/runs/{run}/stages/{n}", api(stage)),
+        Route("/api/send", send, methods=["POST"]),
         Route("/api/{rest:path}", unknown_api),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
@@ -333,6 +353,72 @@ def inspector_app(
 
 _PRINCIPAL = "agui_pipes.principal"
 """Where the ASGI scope of an inspector request carries its principal."""
+
+
+MAX_SEND_BYTES = 1024 * 1024
+"""The largest run input ``POST api/send`` takes."""
+
+
+def _cross_site(request: Request) -> str | None:
+    """Why a state-changing request is refused as possibly cross-site, or None.
+
+    A browser always sends ``Origin`` on a POST; it must name this server (scheme,
+    host and port as the request reached it). A JSON content type is required too, so
+    a cross-site page cannot send one without a CORS preflight this app never answers.
+    """
+    origin = request.headers.get("origin")
+    host = request.headers.get("host")
+    if origin is None or host is None or origin != f"{request.url.scheme}://{host}":
+        return (
+            "refused: a run can be sent only from the inspector's own page (the Origin "
+            "header must name this server)"
+        )
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return "refused: send the run input as Content-Type: application/json"
+    return None
+
+
+async def _send(request: Request, app: ASGIApp, path: str) -> Response:
+    """Validate a ``RunAgentInput`` and POST it to ``app`` at ``path`` in process.
+
+    The caller's credentials go with it, so the agent endpoint authorizes it as
+    that caller and records the run under that caller's scope. Answers once the
+    run ended (the page watches it live meanwhile), with the endpoint's status.
+    """
+    import httpx
+    from ag_ui.core import RunAgentInput
+    from pydantic import ValidationError
+
+    body = await request.body()
+    if len(body) > MAX_SEND_BYTES:
+        return _error(400, f"the run input is {len(body)} bytes, more than {MAX_SEND_BYTES}")
+    try:
+        run_input = RunAgentInput.model_validate(orjson.loads(body))
+    except orjson.JSONDecodeError as error:
+        return _error(400, f"the run input is not JSON: {error}")
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
+            for e in error.errors()[:5]
+        )
+        return _error(400, f"not a RunAgentInput: {problems}")
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    if "authorization" in request.headers:
+        headers["authorization"] = request.headers["authorization"]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://inspector") as client:
+        answer = await client.post(path, content=body, headers=headers, timeout=None)
+    frames = answer.text.count("\ndata:") + answer.text.startswith("data:")
+    if answer.status_code >= 400:
+        return _error(answer.status_code, f"the agent refused the run: {answer.text[:500]}")
+    return _JSON(
+        {
+            "status": answer.status_code,
+            "threadId": run_input.thread_id,
+            "runId": run_input.run_id,
+            "events": frames,
+        }
+    )
 
 
 def _side(request: Request, run: InspectedRun) -> InspectedRun:

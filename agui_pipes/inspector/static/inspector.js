@@ -10,7 +10,8 @@
   var PAGE = 200;          // events fetched per request
   var MAX_PAGES = 30;      // event pages kept in memory
   var LANE_H = 22;         // timeline row height
-  var LABEL_W = 300;       // timeline label column width
+  var LABEL_MAX = 300;     // timeline label column width, at most (35% of a narrow page)
+  var LABEL_W = LABEL_MAX;
   var AXIS_H = 22;
   var RIGHT_PAD = 28;      // room right of the plot for the last axis label
   var POLL_MS = 2000;      // how often the run list (and a live run) is refreshed
@@ -122,7 +123,7 @@
 
   // ---- tabs ------------------------------------------------------------------
 
-  var VIEWS = ["timeline", "events", "pipeline", "result"];
+  var VIEWS = ["timeline", "events", "pipeline", "result", "send"];
 
   function setView(name) {
     S.view = name;
@@ -132,6 +133,7 @@
       tab.setAttribute("aria-selected", v === name ? "true" : "false");
     });
     if (history.replaceState) history.replaceState(null, "", "#" + name);
+    if (name === "send") Send.show();
     if (!S.summary) return;
     if (name === "timeline") Timeline.draw();
     if (name === "events") Events.render();
@@ -146,6 +148,8 @@
   function loadRuns() {
     return api("runs").then(function (body) {
       var sel = $("run-select");
+      document.querySelector('.tabs button[data-view="send"]').hidden = !body.send;
+      S.runs = body.runs;
       // Rebuilt only when the list changed: the poll must not close an open dropdown.
       var key = JSON.stringify(body.runs);
       if (key !== runsKey) {
@@ -288,7 +292,9 @@
     function draw() {
       if (!S.summary || S.view !== "timeline") return;
       var scroller = $("tl-scroll"), inner = $("tl-inner");
-      width = Math.max(scroller.clientWidth, 400);
+      // Fitted to the page on every draw (a resize redraws): no horizontal overflow at 360 px.
+      width = Math.max(scroller.clientWidth, 240);
+      LABEL_W = Math.min(LABEL_MAX, Math.max(110, Math.floor(width * 0.35)));
       var total = lanes.length;
       var height = AXIS_H + total * LANE_H;
       inner.style.height = height + "px";
@@ -349,11 +355,14 @@
         "data-parent-raw-id": parent ? laneRawId(parent) : null });
       g.appendChild(s("rect", { class: "tl-row-bg", x: 0, y: y, width: width, height: LANE_H,
         fill: i % 2 ? "#f6f7f9" : "#fff" }));
-      var indent = 8 + l.depth * 14;
-      g.appendChild(s("text", { class: "tl-label kind", x: indent, y: y + 15 }, kindLabel(l.kind)));
-      var room = Math.floor((LABEL_W - indent - 70) / 6.6);  // ~6.6 px per character at 12px
-      g.appendChild(s("text", { class: "tl-label", x: indent + 62, y: y + 15 }, clip(l.label, room),
-        s("title", {}, l.label)));
+      var indent = 8 + Math.min(l.depth, 6) * (LABEL_W < 200 ? 6 : 14);
+      var narrow = LABEL_W < 200;
+      var textX = narrow ? indent : indent + 62;
+      var room = Math.floor((LABEL_W - textX - 8) / 6.6);  // ~6.6 px per character at 12px
+      if (!narrow) g.appendChild(s("text", { class: "tl-label kind", x: indent, y: y + 15 }, kindLabel(l.kind)));
+      var text = laneText(l);
+      g.appendChild(s("text", { class: "tl-label", x: textX, y: y + 15, "data-testid": "lane-label" },
+        clip(text, room), s("title", {}, l.label + (l.preview ? ": " + l.preview : ""))));
       var endIndex = l.end === null || l.end === undefined ? S.summary.events - 1 : l.end;
       var x0 = Math.max(px(xOf(l.start)), LABEL_W);
       var x1 = Math.min(px(xOf(endIndex)), width);
@@ -382,6 +391,27 @@
     }
 
     function kindLabel(kind) { return kind === "tool_call" ? "tool call" : kind; }
+
+    // What a row shows: the start of its text (a message's words, a call's arguments)
+    // next to what it is, rather than its id.
+    function laneText(l) {
+      if (!l.preview) return l.label;
+      if (l.kind === "message" || l.kind === "reasoning") {
+        var who = String(l.label).split(" ")[0];
+        return who + ": \u201c" + l.preview + "\u201d";
+      }
+      if (l.kind === "tool_call") return l.label + "(" + l.preview + ")";
+      return l.label + ": " + l.preview;
+    }
+
+    function legend() {
+      var box = $("tl-legend");
+      clear(box);
+      ["run", "message", "reasoning", "tool_call", "step", "subagent"].forEach(function (k) {
+        box.appendChild(h("span", { class: "legend-item", "data-testid": "legend-item", "data-kind": k },
+          h("span", { class: "swatch sw-" + k }), kindLabel(k)));
+      });
+    }
     function clip(text, n) { text = String(text); return text.length > n ? text.slice(0, n - 1) + "…" : text; }
 
     // wheel: zoom around the cursor; drag: pan.
@@ -419,8 +449,16 @@
         dragging = null;
         setTimeout(function () { dragMoved = false; }, 0);
       });
+      legend();
       sc.addEventListener("scroll", function () { draw(); });
       window.addEventListener("resize", function () { draw(); });
+      // The scroller also changes size without a window resize (the header wrapping).
+      if (window.ResizeObserver) {
+        var lastW = -1;
+        new ResizeObserver(function () {
+          if (sc.clientWidth !== lastW) { lastW = sc.clientWidth; draw(); }
+        }).observe(sc);
+      }
       $("tl-reset").addEventListener("click", function () { domain = full.slice(); draw(); });
       $("tl-fit").addEventListener("click", fitVisible);
       $("tl-axis").addEventListener("change", function () {
@@ -683,7 +721,17 @@
     var stage = 0, kind = "", loaded = 0, total = 0, generation = 0, selectedRow = null;
     var KINDS = ["", "passed", "changed", "merged", "dropped", "added"];
 
-    function reset() { stage = 0; kind = ""; loaded = 0; total = 0; generation++; selectedRow = null; }
+    // Opens on what is worth a look: the first stage that did something, showing the
+    // rows it changed (else dropped, merged, added) rather than the events it passed.
+    function reset() {
+      stage = 0; kind = ""; loaded = 0; total = 0; generation++; selectedRow = null;
+      var stages = S.summary && S.summary.stages;
+      if (!stages) return;
+      for (var n = 0; n < stages.length; n++) {
+        var k = ["changed", "dropped", "merged", "added"].filter(function (x) { return stages[n][x] > 0; })[0];
+        if (k) { stage = n; kind = k; return; }
+      }
+    }
 
     function show() {
       var stages = S.summary.stages;
@@ -978,6 +1026,78 @@
     return { reset: reset, extend: extend, show: show, install: install };
   })();
 
+  // ---- send: compose a run input, send it to the served agent, watch it live -----------
+
+  var Send = (function () {
+    var serial = 0;
+
+    function fresh() {
+      serial++;
+      var stamp = Date.now().toString(36);
+      if (!$("sd-thread").value) $("sd-thread").value = "inspector-" + stamp;
+      $("sd-run").value = "run-" + stamp + "-" + serial;
+    }
+
+    function show() { if (!$("sd-run").value) fresh(); }
+
+    function field(id, name, want) {
+      var value;
+      try { value = JSON.parse($(id).value); } catch (e) { throw new Error(name + " is not JSON: " + e.message); }
+      if (want === "array" ? !Array.isArray(value) : (value === null || typeof value !== "object" || Array.isArray(value))) {
+        throw new Error(name + " must be a JSON " + (want === "array" ? "array" : "object"));
+      }
+      return value;
+    }
+
+    function status(text, bad) {
+      var el = $("sd-status");
+      el.textContent = text;
+      el.className = bad ? "send-status-bad" : "muted";
+    }
+
+    function submit(ev) {
+      ev.preventDefault();
+      var input;
+      try {
+        input = {
+          threadId: $("sd-thread").value.trim(), runId: $("sd-run").value.trim(),
+          messages: field("sd-messages", "messages", "array"), tools: field("sd-tools", "tools", "array"),
+          context: field("sd-context", "context", "array"), state: field("sd-state", "state", "object"),
+          forwardedProps: field("sd-props", "forwardedProps", "object"),
+        };
+      } catch (e) { status(e.message, true); return; }
+      var label = input.threadId + " / " + input.runId;
+      status("sending " + label + "…", false);
+      var done = false;
+      // Open the run as soon as the server lists it, and follow it while it streams.
+      function follow() {
+        if (done) return;
+        loadRuns().then(function () {
+          var run = (S.runs || []).filter(function (r) { return r.label === label; })[0];
+          if (run && run.id !== S.runId) {
+            $("run-select").value = run.id;
+            return openRun(run.id).then(function () { setView("events"); });
+          }
+          if (!run) setTimeout(follow, 150);
+        }).catch(function () { setTimeout(follow, 300); });
+      }
+      follow();
+      fetch("api/send", { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
+        body: JSON.stringify(input) }).then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (body) {
+          done = true;
+          if (!r.ok) { status((body && body.error) || ("HTTP " + r.status), true); return; }
+          status("sent " + label + ": " + body.events + " events", false);
+          fresh();
+        });
+      }).catch(function (e) { done = true; status(e.message, true); });
+    }
+
+    function install() { $("sd-form").addEventListener("submit", submit); }
+
+    return { show: show, install: install };
+  })();
+
   // ---- start ------------------------------------------------------------------------
 
   function start() {
@@ -988,6 +1108,7 @@
     Events.install();
     Pipeline.install();
     Result.install();
+    Send.install();
     $("side-select").addEventListener("change", function () {
       S.side = $("side-select").value;
       openRun(S.runId).catch(function (e) { showError(e.message); });
