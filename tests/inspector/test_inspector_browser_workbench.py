@@ -139,6 +139,26 @@ def test_a_run_composed_on_the_page_is_sent_and_watched_live(browser: Browser) -
         expect(
             page.locator("[data-testid=transcript-message][data-role=assistant]").first
         ).to_be_visible()
+        # A second run, then the two compared: the user messages differ, the rest aligns.
+        _send(page, "thread-w", "run-w2", "Plan a weekend in Porto")
+        expect(page.get_by_test_id("run-select")).to_contain_text("thread-w / run-w2")
+        expect(info).to_have_attribute("data-outcome", "live")
+        expect(info).to_have_attribute("data-outcome", "finished", timeout=60000)
+        page.click("[data-testid=tab-compare]")
+        expect(page.get_by_test_id("compare-left")).to_contain_text("thread-w / run-w2")
+        expect(page.get_by_test_id("compare-right")).to_contain_text("thread-w / run-w1")
+        outcome = page.locator("[data-testid=compare-verdict][data-key=outcome]")
+        expect(outcome).to_have_attribute("data-differs", "false")  # both finished
+        # The demo agent names its messages after the run: each is on one side only.
+        messages = page.get_by_test_id("compare-message")
+        expect(messages.first).to_be_visible()
+        keys = messages.evaluate_all("els => els.map(e => e.dataset.key)")
+        assert any("run-w1" in key for key in keys) and any("run-w2" in key for key in keys)
+        assert messages.evaluate_all("els => els.map(e => e.dataset.differs)") == ["true"] * len(
+            keys
+        )
+        assert page.locator("[data-testid=compare-message] td.missing").count() == len(keys)
+        expect(page.get_by_test_id("compare-item").first).to_be_visible()
         # A bad field is refused on the page, before anything is sent.
         page.click("[data-testid=tab-send]")
         page.get_by_test_id("send-tools").fill("{not json")

@@ -123,7 +123,7 @@
 
   // ---- tabs ------------------------------------------------------------------
 
-  var VIEWS = ["timeline", "events", "pipeline", "result", "send"];
+  var VIEWS = ["timeline", "events", "pipeline", "result", "compare", "send"];
 
   function setView(name) {
     S.view = name;
@@ -134,6 +134,7 @@
     });
     if (history.replaceState) history.replaceState(null, "", "#" + name);
     if (name === "send") Send.show();
+    if (name === "compare") Compare.show();
     if (!S.summary) return;
     if (name === "timeline") Timeline.draw();
     if (name === "events") Events.render();
@@ -1026,6 +1027,165 @@
     return { reset: reset, extend: extend, show: show, install: install };
   })();
 
+  // ---- compare: two runs (or a run's two sides), items aligned, folds diffed -----------
+
+  var Compare = (function () {
+    var generation = 0;
+
+    // Every run, and its output side when it has a chain, as "id|side".
+    function choices() {
+      var out = [];
+      (S.runs || []).forEach(function (r) {
+        out.push({ key: r.id + "|input", text: r.label + (S.summary && S.summary.stages && r.id === S.runId ? " (as received)" : "") });
+        if (S.summary && S.summary.stages && r.id === S.runId) out.push({ key: r.id + "|output", text: r.label + " (as the client receives it)" });
+      });
+      return out;
+    }
+
+    function fill(sel, options, want) {
+      var keep = sel.value || want;
+      clear(sel);
+      options.forEach(function (o) { sel.appendChild(h("option", { value: o.key }, o.text)); });
+      if (options.some(function (o) { return o.key === keep; })) sel.value = keep;
+    }
+
+    function show() {
+      var options = choices();
+      var left = $("cp-left"), right = $("cp-right");
+      // A run with a chain: its two sides; else the current run and the one before it.
+      var firstLeft = S.runId + "|input", firstRight = S.runId + "|output";
+      if (!(S.summary && S.summary.stages)) {
+        var other = (S.runs || []).filter(function (r) { return r.id !== S.runId; })[0];
+        firstRight = other ? other.id + "|input" : firstLeft;
+      }
+      fill(left, options, firstLeft);
+      fill(right, options, firstRight);
+      if (left.value === right.value && options.length > 1) {
+        right.value = options.filter(function (o) { return o.key !== left.value; })[0].key;
+      }
+      draw();
+    }
+
+    function path(key, rest) {
+      var parts = key.split("|");
+      var p = "runs/" + encodeURIComponent(parts[0]) + "/" + rest;
+      return parts[1] === "output" ? p + (p.indexOf("?") >= 0 ? "&" : "?") + "side=output" : p;
+    }
+
+    function side(key) {
+      return api(path(key, "summary")).then(function (summary) {
+        if (!summary.events) return { summary: summary, fold: { messages: [], state: {} } };
+        return api(path(key, "fold?at=" + (summary.events - 1))).then(function (fold) {
+          return { summary: summary, fold: fold };
+        });
+      });
+    }
+
+    function draw() {
+      var body = $("cp-body"), l = $("cp-left").value, r = $("cp-right").value;
+      clear(body);
+      if (!l || !r || l === r) {
+        $("cp-note").textContent = "pick two different runs (or a run's two sides, with --config)";
+        return;
+      }
+      $("cp-note").textContent = "";
+      var gen = ++generation;
+      Promise.all([side(l), side(r)]).then(function (both) {
+        if (gen !== generation) return;
+        body.appendChild(verdicts(both[0].summary, both[1].summary));
+        body.appendChild(items(both[0].summary, both[1].summary));
+        body.appendChild(messages(both[0].fold.messages, both[1].fold.messages));
+        body.appendChild(state(both[0].fold.state, both[1].fold.state));
+      }).catch(function (e) { showError(e.message); });
+    }
+
+    function row(cells, differs, testid, key) {
+      return h("tr", { class: differs ? "differs" : "", "data-testid": testid, "data-key": key,
+        "data-differs": differs ? "true" : "false" }, cells);
+    }
+
+    function verdicts(a, b) {
+      var t = h("table", { "data-testid": "compare-verdicts" },
+        h("tr", {}, h("th", {}, ""), h("th", {}, "left"), h("th", {}, "right")));
+      [["outcome", a.outcome, b.outcome], ["events", a.events, b.events],
+       ["violations", a.violations.length, b.violations.length], ["warnings", a.warnings.length, b.warnings.length]]
+        .forEach(function (x) {
+          t.appendChild(row([h("th", {}, x[0]), h("td", {}, String(x[1])), h("td", {}, String(x[2]))],
+            x[1] !== x[2], "compare-verdict", x[0]));
+        });
+      return t;
+    }
+
+    // Items (messages, tool calls, steps, subagents) aligned by their AG-UI id.
+    function items(a, b) {
+      var order = [], listed = new Set(), left = new Map(), right = new Map();
+      function note(lanes, into) {
+        lanes.forEach(function (lane) {
+          if (lane.kind === "run") return;
+          var key = lane.kind + ":" + laneRawId(lane);
+          if (!into.has(key)) into.set(key, lane);
+          if (!listed.has(key)) { listed.add(key); order.push(key); }
+        });
+      }
+      note(a.lanes, left); note(b.lanes, right);
+      var t = h("table", { "data-testid": "compare-items" },
+        h("tr", {}, h("th", {}, "item"), h("th", {}, "left"), h("th", {}, "right")));
+      order.forEach(function (key) {
+        var x = left.get(key), y = right.get(key);
+        function cell(lane) {
+          if (!lane) return h("td", { class: "missing" }, "—");
+          return h("td", {}, (lane.preview ? lane.label + ": " + lane.preview : lane.label) +
+            (lane.tick_count ? " (" + lane.tick_count + " deltas)" : ""));
+        }
+        var differs = !x || !y || x.preview !== y.preview || x.tick_count !== y.tick_count;
+        t.appendChild(row([h("td", { class: "mono" }, key), cell(x), cell(y)], differs, "compare-item", key));
+      });
+      return h("div", {}, h("h3", {}, "items"), t);
+    }
+
+    function messages(a, b) {
+      var order = [], left = new Map(), right = new Map();
+      a.forEach(function (m) { left.set(String(m.id), m); order.push(String(m.id)); });
+      b.forEach(function (m) { right.set(String(m.id), m); if (!left.has(String(m.id))) order.push(String(m.id)); });
+      var t = h("table", { "data-testid": "compare-messages" },
+        h("tr", {}, h("th", {}, "message"), h("th", {}, "left"), h("th", {}, "right")));
+      order.forEach(function (id) {
+        var x = left.get(id), y = right.get(id);
+        function cell(m) { return m ? h("td", {}, h("pre", {}, pretty(m))) : h("td", { class: "missing" }, "—"); }
+        t.appendChild(row([h("td", { class: "mono" }, id), cell(x), cell(y)],
+          JSON.stringify(x) !== JSON.stringify(y), "compare-message", id));
+      });
+      return h("div", {}, h("h3", {}, "messages at the end"), t);
+    }
+
+    function state(a, b) {
+      var keys = [], seen = new Set();
+      function add(o) {
+        if (o && typeof o === "object" && !Array.isArray(o)) Object.keys(o).forEach(function (k) { if (!seen.has(k)) { seen.add(k); keys.push(k); } });
+      }
+      add(a); add(b);
+      var t = h("table", { "data-testid": "compare-state" },
+        h("tr", {}, h("th", {}, "state key"), h("th", {}, "left"), h("th", {}, "right")));
+      function value(o, k) {
+        return o && typeof o === "object" && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined;
+      }
+      keys.forEach(function (k) {
+        var x = value(a, k), y = value(b, k);
+        function cell(v) { return v === undefined ? h("td", { class: "missing" }, "—") : h("td", {}, h("pre", {}, pretty(v))); }
+        t.appendChild(row([h("td", { class: "mono" }, k), cell(x), cell(y)],
+          JSON.stringify(x) !== JSON.stringify(y), "compare-state-key", k));
+      });
+      return h("div", {}, h("h3", {}, "state at the end"), t);
+    }
+
+    function install() {
+      $("cp-left").addEventListener("change", draw);
+      $("cp-right").addEventListener("change", draw);
+    }
+
+    return { show: show, install: install };
+  })();
+
   // ---- send: compose a run input, send it to the served agent, watch it live -----------
 
   var Send = (function () {
@@ -1074,18 +1234,18 @@
         if (done) return;
         loadRuns().then(function () {
           var run = (S.runs || []).filter(function (r) { return r.label === label; })[0];
-          if (run && run.id !== S.runId) {
-            $("run-select").value = run.id;
-            return openRun(run.id).then(function () { setView("events"); });
-          }
-          if (!run) setTimeout(follow, 150);
+          if (!run) { setTimeout(follow, 150); return; }
+          done = true;  // found: from here on the live poll follows it
+          if (run.id === S.runId) { setView("events"); return; }  // the poll opened it first
+          $("run-select").value = run.id;
+          return openRun(run.id).then(function () { setView("events"); });
         }).catch(function () { setTimeout(follow, 300); });
       }
       follow();
       fetch("api/send", { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
         body: JSON.stringify(input) }).then(function (r) {
         return r.json().catch(function () { return {}; }).then(function (body) {
-          done = true;
+          if (!r.ok) done = true;
           if (!r.ok) { status((body && body.error) || ("HTTP " + r.status), true); return; }
           status("sent " + label + ": " + body.events + " events", false);
           fresh();
@@ -1109,6 +1269,7 @@
     Pipeline.install();
     Result.install();
     Send.install();
+    Compare.install();
     $("side-select").addEventListener("change", function () {
       S.side = $("side-select").value;
       openRun(S.runId).catch(function (e) { showError(e.message); });
