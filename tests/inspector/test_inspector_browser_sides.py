@@ -217,7 +217,9 @@ def test_a_tool_call_named_constructor_renders(browser: Browser, tmp_path: Path)
 def test_compare_shows_both_sides_aligned_by_item_with_the_differences_marked(
     browser: Browser, tmp_path: Path
 ) -> None:
-    chain = _chain(tmp_path / "chain.yaml", "  - type: filter_tool_calls\n    deny: ['internal_*']\n")
+    chain = _chain(
+        tmp_path / "chain.yaml", "  - type: filter_tool_calls\n    deny: ['internal_*']\n"
+    )
     inspector = Inspector(DEMO, "--config", chain)
     try:
         page = _open(browser, inspector.url, "compare")
