@@ -27,8 +27,8 @@ __all__ = ["register"]
 MIB = 1024 * 1024
 
 EXIT_USAGE = 2
-DEFAULT_MAX_EVENTS = 1_000_000
-"""``--max-events``: a 1M-event file takes about 5× a 100k one (docs/inspector.md)."""
+DEFAULT_MAX_EVENTS = 2_000_000
+"""``--max-events``: a 1M-event file holds about 200 MB and loads in about a minute."""
 DEFAULT_MAX_MIB = 512
 """``--max-mib``: the events' JSON read, in MiB; the inspector holds about 2.5× it."""
 

@@ -193,6 +193,7 @@ class InspectedRun:
         """The stream stopped without an end: its client went away (``abandon``)."""
         self.max_events = max_events
         self.max_bytes = max_bytes
+        self._event_bytes = 0
         self.nbytes = 0
         """What the run holds, as accounted against ``max_bytes`` (see ``EVENT_OVERHEAD``)."""
         self._every = checkpoint_every
@@ -283,12 +284,14 @@ class InspectedRun:
                     self._cap_bytes(index)
                     return None
                 self.nbytes += len(raw) + EVENT_OVERHEAD
+                self._event_bytes += len(raw)
                 return raw, item, None, item.type.value
             if self.nbytes + size + EVENT_OVERHEAD > self.max_bytes:
                 self._cap_bytes(index)
                 return None
         read = self._read(item, index)
         self.nbytes += len(read[0]) + EVENT_OVERHEAD
+        self._event_bytes += len(read[0])
         return read
 
     def _cap_bytes(self, index: int) -> None:
@@ -531,6 +534,15 @@ class InspectedRun:
             self._consumer = None
 
     def _checkpoint(self, index: int) -> None:
+        if (
+            self.max_bytes is not None
+            and self._consumer is not None
+            and self.nbytes + self._event_bytes > self.max_bytes
+        ):
+            # The conversation is made of the events' content, so its copy would not fit
+            # either: skipped before the copy is made (a fold replays from the last one).
+            self._block_start = index + 1
+            return
         if self._consumer is not None:
             result = self._consumer.snapshot()  # a copy of its fold so far
         else:
