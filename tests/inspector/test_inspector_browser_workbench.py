@@ -9,6 +9,7 @@ and API show that user's runs only. Playwright drives the system chromium
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -19,6 +20,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,3 +205,65 @@ def test_two_principals_each_see_only_their_runs_in_the_page_and_the_api(
         for page in pages.values():
             assert page.errors == [], page.errors  # type: ignore[attr-defined]
             page.context.close()
+
+
+class _Approver:
+    """Asks for approval (an interrupt with a responseSchema), then says what it got."""
+
+    async def run(self, ctx: Any) -> Any:
+        from agui_pipes.driver import RunOutcome
+
+        answer = ctx.resume_for("approve")
+        if answer is None:
+            with ctx.message() as message:
+                message.delta("may I book the flight?")
+            schema = {
+                "type": "object",
+                "properties": {"approved": {"type": "boolean"}, "note": {"type": "string"}},
+            }
+            return RunOutcome.interrupt(
+                [{"id": "approve", "reason": "tool_approval", "message": "book the flight?",
+                  "responseSchema": schema}]
+            )  # fmt: skip
+        with ctx.message() as message:
+            message.delta(f"booked: {json.dumps(answer.payload, sort_keys=True)}")
+        return RunOutcome.success()
+
+
+def test_a_pending_interrupt_is_answered_from_the_page_and_the_resumed_run_completes(
+    browser: Browser,
+) -> None:
+    from agui_pipes import TransformerChain
+    from agui_pipes.inspector import RecentRuns, inspector_app, with_inspector
+    from agui_pipes.server import build_app
+    from tests._servers import serve
+
+    runs = RecentRuns()
+    recorder = runs.recorder()
+    app = build_app(
+        agent=_Approver(), path="/agent", chain=lambda: TransformerChain([recorder.fresh()])
+    )
+    with serve(with_inspector(app, inspector_app(runs, send_to=(app, "/agent")))) as server:
+        page = _open(browser.new_page(viewport={"width": 1400, "height": 900}),
+                     f"{server.url}/inspect/")  # fmt: skip
+        _send(page, "thread-i", "run-i1", "book me a flight")
+        info = page.get_by_test_id("run-info")
+        expect(page.get_by_test_id("run-select")).to_contain_text("thread-i / run-i1")
+        expect(info).to_have_attribute("data-outcome", "finished")
+        page.click("[data-testid=tab-result]")
+        item = page.locator("[data-testid=interrupt-item][data-id=approve]")
+        expect(item).to_contain_text("book the flight?")
+        item.locator("input[data-field=approved]").check()  # a form from responseSchema
+        item.locator("input[data-field=note]").fill("window seat")
+        page.get_by_test_id("interrupt-resolve").click()
+        expect(page.get_by_test_id("run-select")).to_contain_text("thread-i / resume-")
+        expect(page.get_by_test_id("view-events")).to_be_visible()
+        expect(info).to_have_attribute("data-outcome", "finished")
+        expect(page.get_by_test_id("run-select").locator("option")).to_have_count(2)
+        page.click("[data-testid=tab-result]")
+        expect(page.get_by_test_id("transcript")).to_contain_text(
+            'booked: {"approved": true, "note": "window seat"}'
+        )
+        expect(page.get_by_test_id("interrupt")).to_be_hidden()  # nothing pending any more
+        assert page.errors == [], page.errors  # type: ignore[attr-defined]
+        page.close()

@@ -151,6 +151,7 @@
       var sel = $("run-select");
       document.querySelector('.tabs button[data-view="send"]').hidden = !body.send;
       S.runs = body.runs;
+      S.canSend = !!body.send;
       // Rebuilt only when the list changed: the poll must not close an open dropdown.
       var key = JSON.stringify(body.runs);
       if (key !== runsKey) {
@@ -879,7 +880,7 @@
       }
     }
 
-    function show() { load(Number($("rs-scrub").value)); }
+    function show() { load(Number($("rs-scrub").value)); Interrupt.check(); }
 
     var loadLater = debounce(function (i) { load(i); }, 120);
 
@@ -1215,21 +1216,11 @@
       el.className = bad ? "send-status-bad" : "muted";
     }
 
-    function submit(ev) {
-      ev.preventDefault();
-      var input;
-      try {
-        input = {
-          threadId: $("sd-thread").value.trim(), runId: $("sd-run").value.trim(),
-          messages: field("sd-messages", "messages", "array"), tools: field("sd-tools", "tools", "array"),
-          context: field("sd-context", "context", "array"), state: field("sd-state", "state", "object"),
-          forwardedProps: field("sd-props", "forwardedProps", "object"),
-        };
-      } catch (e) { status(e.message, true); return; }
+    // POST a run input, open its run as soon as it is listed, follow it live.
+    function sendRun(input, report) {
       var label = input.threadId + " / " + input.runId;
-      status("sending " + label + "…", false);
+      report("sending " + label + "…", false);
       var done = false;
-      // Open the run as soon as the server lists it, and follow it while it streams.
       function follow() {
         if (done) return;
         loadRuns().then(function () {
@@ -1242,20 +1233,125 @@
         }).catch(function () { setTimeout(follow, 300); });
       }
       follow();
-      fetch("api/send", { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
+      return fetch("api/send", { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
         body: JSON.stringify(input) }).then(function (r) {
         return r.json().catch(function () { return {}; }).then(function (body) {
-          if (!r.ok) done = true;
-          if (!r.ok) { status((body && body.error) || ("HTTP " + r.status), true); return; }
-          status("sent " + label + ": " + body.events + " events", false);
-          fresh();
+          if (!r.ok) { done = true; report((body && body.error) || ("HTTP " + r.status), true); return false; }
+          report("sent " + label + ": " + body.events + " events", false);
+          return true;
         });
-      }).catch(function (e) { done = true; status(e.message, true); });
+      }).catch(function (e) { done = true; report(e.message, true); return false; });
+    }
+
+    function submit(ev) {
+      ev.preventDefault();
+      var input;
+      try {
+        input = {
+          threadId: $("sd-thread").value.trim(), runId: $("sd-run").value.trim(),
+          messages: field("sd-messages", "messages", "array"), tools: field("sd-tools", "tools", "array"),
+          context: field("sd-context", "context", "array"), state: field("sd-state", "state", "object"),
+          forwardedProps: field("sd-props", "forwardedProps", "object"),
+        };
+      } catch (e) { status(e.message, true); return; }
+      sendRun(input, status).then(function (ok) { if (ok) fresh(); });
     }
 
     function install() { $("sd-form").addEventListener("submit", submit); }
 
-    return { show: show, install: install };
+    return { show: show, install: install, sendRun: sendRun };
+  })();
+
+  // ---- a pending interrupt: answered from the result view ---------------------------
+
+  var Interrupt = (function () {
+    var generation = 0;
+
+    // The run's last RUN_FINISHED, when its outcome is an interrupt, and the page can send.
+    function check() {
+      var box = $("rs-interrupt"), gen = ++generation;
+      box.hidden = true;
+      clear(box);
+      if (!S.canSend || !S.summary || S.summary.outcome === "live" || !S.summary.types.RUN_FINISHED) return;
+      var n = S.summary.types.RUN_FINISHED;
+      api(runPath("events?type=RUN_FINISHED&offset=" + (n - 1) + "&limit=1")).then(function (page) {
+        if (gen !== generation || !page.rows.length) return null;
+        return api(runPath("events/" + page.rows[0].index));
+      }).then(function (event) {
+        if (!event || gen !== generation) return;
+        var outcome = event.json && event.json.outcome;
+        if (!outcome || outcome.type !== "interrupt" || !Array.isArray(outcome.interrupts)) return;
+        draw(event.json, outcome.interrupts);
+      }).catch(function (e) { showError(e.message); });
+    }
+
+    // A field per top-level property of responseSchema (strings, numbers, booleans);
+    // otherwise, or for anything else, the payload as JSON.
+    function fieldsFor(interrupt) {
+      var schema = interrupt.responseSchema, props = schema && schema.properties;
+      var simple = props && typeof props === "object" && Object.keys(props).every(function (k) {
+        var t = props[k] && props[k].type;
+        return t === "string" || t === "number" || t === "integer" || t === "boolean";
+      });
+      var wrap = h("div", { class: "interrupt-fields" });
+      if (simple) {
+        Object.keys(props).forEach(function (k) {
+          var t = props[k].type;
+          var input = t === "boolean" ? h("input", { type: "checkbox", "data-field": k, "data-type": t })
+            : h("input", { type: t === "string" ? "text" : "number", "data-field": k, "data-type": t });
+          wrap.appendChild(h("label", {}, k, input));
+        });
+      } else {
+        wrap.appendChild(h("textarea", { rows: 3, "data-field": "", "data-testid": "interrupt-payload", spellcheck: "false" }, "{}"));
+      }
+      return wrap;
+    }
+
+    function payloadOf(fields) {
+      var raw = fields.querySelector("textarea[data-field='']");
+      if (raw) return JSON.parse(raw.value);
+      var out = Object.create(null), obj = {};
+      Array.prototype.forEach.call(fields.querySelectorAll("input[data-field]"), function (input) {
+        var k = input.getAttribute("data-field"), t = input.getAttribute("data-type");
+        out[k] = t === "boolean" ? input.checked : t === "string" ? input.value : Number(input.value);
+      });
+      Object.keys(out).forEach(function (k) { obj[k] = out[k]; });
+      return obj;
+    }
+
+    function draw(finished, interrupts) {
+      var box = $("rs-interrupt");
+      box.appendChild(h("strong", {}, "pending interrupt" + (interrupts.length > 1 ? "s" : "")));
+      var forms = interrupts.map(function (it) {
+        var fields = fieldsFor(it);
+        box.appendChild(h("div", { "data-testid": "interrupt-item", "data-id": String(it.id) },
+          h("div", {}, h("span", { class: "mono" }, String(it.id)),
+            it.reason ? "  " + it.reason : "", it.message ? " — " + it.message : ""), fields));
+        return { id: it.id, fields: fields };
+      });
+      var status = h("span", { class: "muted", "data-testid": "interrupt-status" });
+      function report(text, bad) { status.textContent = text; status.className = bad ? "send-status-bad" : "muted"; }
+      function answer(kind) {
+        var resume;
+        try {
+          resume = forms.map(function (f) {
+            var entry = { interruptId: f.id, status: kind };
+            if (kind === "resolved") entry.payload = payloadOf(f.fields);
+            return entry;
+          });
+        } catch (e) { report("the payload is not JSON: " + e.message, true); return; }
+        Send.sendRun({ threadId: finished.threadId, runId: "resume-" + Date.now().toString(36),
+          messages: [], tools: [], context: [], state: {}, forwardedProps: {}, resume: resume }, report);
+      }
+      box.appendChild(h("div", {},
+        h("button", { type: "button", "data-testid": "interrupt-resolve", onclick: function () { answer("resolved"); } }, "resolve"),
+        " ",
+        h("button", { type: "button", "data-testid": "interrupt-cancel", onclick: function () { answer("cancelled"); } }, "cancel"),
+        " ", status));
+      box.hidden = false;
+    }
+
+    return { check: check };
   })();
 
   // ---- start ------------------------------------------------------------------------
