@@ -296,6 +296,23 @@ def inspector_app(
         total, rows = record.rows(kind, offset, limit)
         return {"name": record.name, "total": total, "rows": rows}
 
+    async def export(request: Request) -> Response:
+        try:
+            run = run_of(request)
+        except _BadRequest as bad:
+            return _error(400, str(bad))
+        except _NotFound as missing:
+            return _error(404, str(missing))
+        count = len(run)  # a live run: what it holds now
+        body = b"".join(run.raw_at(i) + b"\n" for i in range(count))
+        side = "-output" if request.query_params.get("side") == "output" else ""
+        name = f"run-{run.id}{side}.ndjson"
+        return Response(
+            body,
+            media_type="application/x-ndjson",
+            headers={"content-disposition": f'attachment; filename="{name}"'},
+        )
+
     async def page(request: Request) -> Response:
         index = STATIC / "index.html"
         if not index.is_file():
@@ -333,6 +350,7 @@ def inspector_app(
         Route("/api/runs/{run}/events/{index}", api(event)),
         Route("/api/runs/{run}/fold", api(fold)),
         Route("/api/runs/{run}/stages/{n}", api(stage)),
+        Route("/api/runs/{run}/export", export),
         Route("/api/send", send, methods=["POST"]),
         Route("/api/{rest:path}", unknown_api),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),

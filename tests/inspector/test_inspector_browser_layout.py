@@ -98,6 +98,11 @@ def test_every_tab_is_reachable_and_the_timeline_fits(
     assert int(svg.get_attribute("width") or 0) <= width
     expect(page.get_by_test_id("lane-bar").first).to_be_visible()
     _in_window(page, "run-info", width)
+    _in_window(page, "run-export", width)
+    with page.expect_download() as download:
+        page.get_by_test_id("run-export").click()
+    exported = Path(download.value.path()).read_bytes().splitlines()
+    assert exported == [line.strip() for line in DEMO.read_bytes().splitlines()]
     if SHOTS:
         IMAGES.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(IMAGES / f"inspector-width-{width}.png"))

@@ -107,3 +107,24 @@ def test_an_inspector_of_a_file_sends_nowhere() -> None:
     assert client.get("/api/runs").json()["send"] is False
     answer = client.post("/api/send", json=RUN, headers={"origin": "http://testserver"})
     assert answer.status_code == 404 and "serve --inspect" in answer.json()["error"]
+
+
+def test_a_run_exports_as_the_ndjson_it_was_read_from_and_reads_back_the_same() -> None:
+    from agui_pipes.transformers import FilterToolCalls
+
+    lines = DEMO.read_bytes().splitlines()
+    chain = TransformerChain([FilterToolCalls(deny=["internal_*"])])
+    run = InspectedRun.build(lines, "demo", chain=chain)
+    client = TestClient(inspector_app(run))
+    exported = client.get("/api/runs/0/export")
+    assert exported.status_code == 200
+    assert exported.headers["content-type"].startswith("application/x-ndjson")
+    assert 'filename="run-0.ndjson"' in exported.headers["content-disposition"]
+    assert exported.content.splitlines() == [line.strip() for line in lines]
+    output = client.get("/api/runs/0/export?side=output")
+    assert 'filename="run-0-output.ndjson"' in output.headers["content-disposition"]
+    again = InspectedRun.build(output.content.splitlines(), "again")
+    assert again.summary()["types"] == client.get("/api/runs/0/summary?side=output").json()["types"]
+    assert "internal_price_lookup" not in output.text
+    assert client.get("/api/runs/9/export").status_code == 404
+    assert client.get("/api/runs/0/export?side=sideways").status_code == 400

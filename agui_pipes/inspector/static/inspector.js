@@ -174,6 +174,7 @@
   }
 
   function runInfo(summary) {
+    $("run-export").setAttribute("href", "api/" + runPath("export"));
     var info = summary.events + " events · " + summary.outcome;
     if (summary.violations.length) info += " · " + summary.violations.length + " violation(s)";
     if (summary.warnings.length) info += " · " + summary.warnings.length + " warning(s)";
