@@ -18,6 +18,10 @@ What is measured, on benchmarks/streams.py's deterministic realistic stream:
   event, the fold at the worst index (just before a checkpoint) next to a full
   ``fold`` of the prefix, and a pipeline page of dropped rows.
 
+* **ring** (``--ring``, instead of the above): ``serve --inspect``'s ring with its
+  defaults recording 25 runs of 40 MiB each through its tap — what it counts and
+  what tracemalloc says it holds, against the documented 256 MiB bound.
+
 Timings depend on the machine and its load: they are printed, never asserted.
 """
 
@@ -77,7 +81,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--ring", action="store_true", help="measure the live ring's bound")
     args = parser.parse_args()
+    if args.ring:
+        _ring()
+        return
 
     path = OUT / f"inspector-{args.events}-{args.seed}.ndjson"
     if not path.exists():
@@ -157,6 +165,38 @@ def main() -> None:
     print(
         f"fold at {worst}: {scrub:.1f} ms from a checkpoint vs {full:.1f} ms folding the "
         f"prefix from event 0 ({full / scrub:.0f}x)"
+    )
+
+
+def _ring(runs_recorded: int = 25, run_mib: int = 40) -> None:
+    """25 runs of 40 MiB through the default ring: its count and its traced memory."""
+    from ag_ui.core import EventType, TextMessageContentEvent
+
+    from agui_pipes.inspector import RecentRuns
+
+    delta = "x" * (64 * 1024)
+    events = [
+        TextMessageContentEvent(type=EventType.TEXT_MESSAGE_CONTENT, message_id="m", delta=delta)
+        for _ in range(run_mib * 16)
+    ]
+    ring = RecentRuns()
+    tracemalloc.start()
+    started = time.perf_counter()
+    for _ in range(runs_recorded):
+        tap = ring.recorder().fresh()
+        for event in events:
+            tap.transform(event)
+        tap.finish()
+    seconds = time.perf_counter() - started
+    gc.collect()
+    held, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    mib = 1024 * 1024
+    print(
+        f"ring: {runs_recorded} runs of {run_mib} MiB in {seconds:.1f} s; "
+        f"{len(ring.newest_first())} kept, counted {ring.nbytes() / mib:.0f} MiB of a "
+        f"{ring.max_bytes / mib:.0f} MiB bound; traced {held / mib:.0f} MiB held, "
+        f"{peak / mib:.0f} MiB peak"
     )
 
 

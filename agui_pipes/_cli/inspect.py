@@ -25,7 +25,13 @@ from ._listener import send_at_once
 
 __all__ = ["register"]
 
+MIB = 1024 * 1024
+
 EXIT_USAGE = 2
+DEFAULT_MAX_EVENTS = 2_000_000
+"""``--max-events``: a 1M-event file holds about 200 MB and loads in about a minute."""
+DEFAULT_MAX_MIB = 512
+"""``--max-mib``: the events' JSON read, in MiB; the inspector holds about 2.5× it."""
 
 
 def register(subparsers: Any) -> None:
@@ -61,6 +67,20 @@ def register(subparsers: Any) -> None:
         default="auto",
         help="input encoding (default: by extension, else by content)",
     )
+    parser.add_argument(
+        "--max-events",
+        type=int,
+        default=DEFAULT_MAX_EVENTS,
+        metavar="N",
+        help=f"refuse a file of more events than this (default {DEFAULT_MAX_EVENTS:,})",
+    )
+    parser.add_argument(
+        "--max-mib",
+        type=int,
+        default=DEFAULT_MAX_MIB,
+        metavar="MIB",
+        help=f"refuse a file whose events take more than this many MiB (default {DEFAULT_MAX_MIB})",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
     parser.add_argument(
@@ -76,22 +96,44 @@ def _usage(message: str) -> int:
     return EXIT_USAGE
 
 
-async def _read(path: str, input_format: str) -> tuple[list[Any], str | None, Progress]:
-    """The input's wire events, and what broke the framing (the events before it stay)."""
+async def _read(
+    path: str, input_format: str, max_events: int, max_bytes: int
+) -> tuple[list[Any], str | None, Progress]:
+    """The input's wire events, and what broke the framing (the events before it stay).
+
+    Raises ``InputError`` as soon as the input passes ``max_events`` or ``max_bytes``
+    (reading stops there: a file too large is refused without being held whole).
+    """
     from ..codecs import CodecError
 
     progress = Progress(None)
     items: list[Any] = []
     broken: str | None = None
+    size = 0
     try:
         async with aclosing(
             read_wire_events(path, input_format=input_format, progress=progress)
         ) as payloads:
             async for payload in payloads:
+                size += len(payload) if isinstance(payload, str | bytes) else 0
                 items.append(payload)
+                if len(items) > max_events or size > max_bytes:
+                    raise InputError(_too_large(path, len(items), size, max_events, max_bytes))
     except CodecError as error:
         broken = str(error)
     return items, broken, progress
+
+
+def _too_large(path: str, count: int, size: int, max_events: int, max_bytes: int) -> str:
+    name = input_name(path)
+    if count > max_events:
+        what = f"more than {max_events:,} events (--max-events)"
+    else:
+        what = f"more than {max_bytes // MIB:,} MiB of events (--max-mib)"
+    return (
+        f"{name} has {what}: the inspector holds every event in memory. Inspect a part of "
+        "it (e.g. its first lines), or raise the cap if this machine has the memory for it"
+    )
 
 
 def load_run(args: argparse.Namespace) -> Any:
@@ -100,7 +142,9 @@ def load_run(args: argparse.Namespace) -> Any:
 
     from ..inspector import NOT_AN_EVENT, InspectedRun
 
-    items, broken, progress = anyio.run(_read, args.input, args.input_format)
+    items, broken, progress = anyio.run(
+        _read, args.input, args.input_format, args.max_events, args.max_mib * MIB
+    )
     if not items:
         raise InputError(broken or no_events_message(input_name(args.input), progress))
     chain = None
@@ -126,6 +170,10 @@ class _ConfigInvalid(Exception):
 def _inspect(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         return _usage(f"--port must be between 0 and 65535, got {args.port}")
+    if args.max_events < 1 or args.max_mib < 1:
+        return _usage(
+            f"--max-events and --max-mib must be >= 1, got {args.max_events} and {args.max_mib}"
+        )
     try:
         import uvicorn
 

@@ -288,6 +288,20 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also serve the inspector at /inspect, showing the last 50 runs (live ones update)",
     )
+    parser.add_argument(
+        "--inspect-max-mib",
+        type=int,
+        default=256,
+        metavar="MIB",
+        help="--inspect: what the recorded runs hold together, in MiB (default 256)",
+    )
+    parser.add_argument(
+        "--inspect-run-max-mib",
+        type=int,
+        default=32,
+        metavar="MIB",
+        help="--inspect: what one recorded run holds, in MiB; the rest is not kept (default 32)",
+    )
     auth = parser.add_argument_group("who may call (docs/security.md)")
     auth.add_argument(
         "--auth-tokens",
@@ -369,7 +383,10 @@ def _serve(args: argparse.Namespace) -> int:
     if args.inspect:
         from ..inspector import RecentRuns
 
-        inspected = RecentRuns()
+        inspected = RecentRuns(
+            max_bytes=args.inspect_max_mib * 1024 * 1024,
+            max_run_bytes=args.inspect_run_max_mib * 1024 * 1024,
+        )
         served = _recording(served, inspected)
 
     try:
@@ -421,7 +438,8 @@ def _serve(args: argparse.Namespace) -> int:
     if inspected is not None:
         from ..inspector import inspector_app, with_inspector
 
-        wrapped: Any = with_inspector(app, inspector_app(inspected, authorize=authorize))
+        inspector = inspector_app(inspected, authorize=authorize, send_to=(app, args.path))
+        wrapped: Any = with_inspector(app, inspector)
         app = wrapped
 
     _configure_logging(args.log_level)
@@ -445,6 +463,11 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
         return (
             f"--path {args.path} would be hidden by --inspect, which serves "
             "/inspect/; choose another --path"
+        )
+    if not 1 <= args.inspect_run_max_mib <= args.inspect_max_mib:
+        return (
+            f"--inspect-run-max-mib must be >= 1 and at most --inspect-max-mib "
+            f"({args.inspect_max_mib}), got {args.inspect_run_max_mib}"
         )
     if args.keepalive < 0 or args.timeout <= 0 or args.pace < 0:
         return "--keepalive and --pace must be >= 0 and --timeout > 0"

@@ -27,39 +27,88 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._foundation.principal import ANONYMOUS, DEFAULT_SCOPE, Principal
 from ..server._access import Access
 from ..server.auth import Authorize
-from ._model import InspectedRun
+from ._model import MIB, InspectedRun
 from ._stages import KINDS
 
-__all__ = ["MAX_LIMIT", "RecentRuns", "inspector_app", "with_inspector"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_RUN_BYTES",
+    "MAX_LIMIT",
+    "MAX_OFFSET",
+    "RecentRuns",
+    "inspector_app",
+    "with_inspector",
+]
 
 STATIC = Path(__file__).with_name("static")
 MAX_LIMIT = 1000
+MAX_OFFSET = 2**53 - 1
+"""The largest offset or index a query accepts (JavaScript's largest exact integer)."""
+DEFAULT_MAX_BYTES = 256 * MIB
+"""``serve --inspect``'s ring holds at most this much (``--inspect-max-mib``)."""
+DEFAULT_MAX_RUN_BYTES = 32 * MIB
+"""One recorded run holds at most this much; the rest of its stream is not kept."""
 _DEFAULT_LIMIT = 200
 
 
 class RecentRuns:
-    """The last ``keep`` runs a server streamed, newest first (a bounded ring).
+    """The last runs a server streamed, newest first: a ring bounded by runs and by bytes.
 
-    Each run keeps at most ``max_events`` events, so memory is bounded by
-    ``keep × max_events`` events however long the server runs.
+    At most ``keep`` runs; each keeps at most ``max_events`` events and
+    ``max_run_bytes`` bytes (as ``InspectedRun.nbytes`` accounts them), and all
+    together at most ``max_bytes``: a run being recorded counts as its whole
+    ``max_run_bytes`` (it may still grow), a finished one as what it holds. A new
+    run makes room by dropping the oldest runs; a live run dropped stops being
+    recorded (its stream goes on). Memory is therefore bounded by ``max_bytes``
+    however long the server runs and however many runs stream at once.
     """
 
-    def __init__(self, keep: int = 50, *, max_events: int = 100_000) -> None:
+    def __init__(
+        self,
+        keep: int = 50,
+        *,
+        max_events: int = 100_000,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_run_bytes: int = DEFAULT_MAX_RUN_BYTES,
+    ) -> None:
         if keep < 1 or max_events < 1:
             raise ValueError(f"keep and max_events must be >= 1, got {keep} and {max_events}")
+        if not 1 <= max_run_bytes <= max_bytes:
+            raise ValueError(
+                f"max_run_bytes must be >= 1 and at most max_bytes ({max_bytes}), "
+                f"got {max_run_bytes}"
+            )
         self.keep = keep
         self.max_events = max_events
+        self.max_bytes = max_bytes
+        self.max_run_bytes = max_run_bytes
         self._runs: OrderedDict[str, InspectedRun] = OrderedDict()
         self._ids = itertools.count(1)
 
     def start(self, label: str, scope: str = DEFAULT_SCOPE) -> InspectedRun:
-        """A new live run of ``scope``, added to the ring (the oldest falls out when full)."""
-        run = InspectedRun(label, run_id=str(next(self._ids)), max_events=self.max_events)
+        """A new live run of ``scope``, added to the ring (the oldest fall out to make room)."""
+        while self._runs and (
+            len(self._runs) >= self.keep or self.reserved() + self.max_run_bytes > self.max_bytes
+        ):
+            _, dropped = self._runs.popitem(last=False)
+            dropped.evicted = True
+        run = InspectedRun(
+            label,
+            run_id=str(next(self._ids)),
+            max_events=self.max_events,
+            max_bytes=self.max_run_bytes,
+        )
         run.scope = scope
         self._runs[run.id] = run
-        while len(self._runs) > self.keep:
-            self._runs.popitem(last=False)
         return run
+
+    def reserved(self) -> int:
+        """The bytes the ring's runs may hold: a live run its cap, a finished one its size."""
+        return sum(self.max_run_bytes if r.live else r.nbytes for r in self._runs.values())
+
+    def nbytes(self) -> int:
+        """The bytes the ring's runs hold now (``InspectedRun.nbytes`` summed)."""
+        return sum(r.nbytes for r in self._runs.values())
 
     def add(self, run: InspectedRun) -> None:
         self._runs[run.id] = run
@@ -96,20 +145,27 @@ def _int_param(
     request: Request, name: str, default: int | None, lo: int = 0, hi: int | None = None
 ) -> int:
     raw = request.query_params.get(name)
+    hi = MAX_OFFSET if hi is None else hi
     if raw is None or raw == "":
         if default is None:
             raise _BadRequest(
                 f"missing query parameter `{name}`: give an event index, e.g. ?{name}=0"
             )
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _BadRequest(f"query parameter `{name}` must be an integer, got {raw!r}") from None
-    if value < lo or (hi is not None and value > hi):
-        bound = f"between {lo} and {hi}" if hi is not None else f">= {lo}"
-        raise _BadRequest(f"query parameter `{name}` must be {bound}, got {value}")
+    value = _integer(raw) if len(raw) <= 20 else None
+    if value is None:
+        raise _BadRequest(
+            f"query parameter `{name}` must be an integer between {lo} and {hi}, got {raw[:40]!r}"
+        )
+    if value < lo or value > hi:
+        raise _BadRequest(f"query parameter `{name}` must be between {lo} and {hi}, got {value}")
     return value
+
+
+def _integer(raw: str) -> int | None:
+    """``raw`` as a plain decimal integer (no ``_`` separators, no spaces), or None."""
+    text = raw[1:] if raw[:1] == "-" else raw
+    return int(raw) if text.isascii() and text.isdigit() else None
 
 
 class _BadRequest(Exception):
@@ -124,8 +180,14 @@ def inspector_app(
     runs: InspectedRun | RecentRuns | Iterable[InspectedRun],
     *,
     authorize: Authorize | None = None,
+    send_to: tuple[ASGIApp, str] | None = None,
 ) -> ASGIApp:
     """The inspector for one stream (``agui-pipes inspect``) or a server's recent runs.
+
+    ``send_to=(app, path)``: the agent endpoint a run composed on the page is sent
+    to (``POST api/send``, same-origin only), in process; the run is recorded as
+    any other the endpoint serves, so ``runs`` should be the ring its chain records
+    into (``serve --inspect`` passes its own app and ``--path``).
 
     ``authorize=`` (the server's hook) runs before every page, asset and API
     request, and a principal sees only its own scope's runs: another scope's is
@@ -170,7 +232,8 @@ def inspector_app(
         return endpoint
 
     def list_runs(request: Request) -> Any:
-        return {"runs": [run.listing() for run in registry.newest_first(scope_of(request))]}
+        listed = [run.listing() for run in registry.newest_first(scope_of(request))]
+        return {"runs": listed, "send": send_to is not None}
 
     def summary(request: Request) -> Any:
         return run_of(request).summary()
@@ -233,6 +296,23 @@ def inspector_app(
         total, rows = record.rows(kind, offset, limit)
         return {"name": record.name, "total": total, "rows": rows}
 
+    async def export(request: Request) -> Response:
+        try:
+            run = run_of(request)
+        except _BadRequest as bad:
+            return _error(400, str(bad))
+        except _NotFound as missing:
+            return _error(404, str(missing))
+        count = len(run)  # a live run: what it holds now
+        body = b"".join(run.raw_at(i) + b"\n" for i in range(count))
+        side = "-output" if request.query_params.get("side") == "output" else ""
+        name = f"run-{run.id}{side}.ndjson"
+        return Response(
+            body,
+            media_type="application/x-ndjson",
+            headers={"content-disposition": f'attachment; filename="{name}"'},
+        )
+
     async def page(request: Request) -> Response:
         index = STATIC / "index.html"
         if not index.is_file():
@@ -243,17 +323,35 @@ def inspector_app(
             )
         return FileResponse(index)
 
+    async def favicon(request: Request) -> Response:
+        return FileResponse(STATIC / "favicon.ico", media_type="image/x-icon")
+
+    async def send(request: Request) -> Response:
+        if send_to is None:
+            return _error(
+                404,
+                "this inspector sends nowhere: sending a run needs `agui-pipes serve --inspect` "
+                "(or inspector_app(..., send_to=(app, path)))",
+            )
+        refused = _cross_site(request)
+        if refused is not None:
+            return _error(403, refused)
+        return await _send(request, *send_to)
+
     async def unknown_api(request: Request) -> Response:
         return _error(404, f"no API endpoint {request.url.path}; see docs/inspector.md")
 
     routes = [
         Route("/", page),
+        Route("/favicon.ico", favicon),
         Route("/api/runs", api(list_runs)),
         Route("/api/runs/{run}/summary", api(summary)),
         Route("/api/runs/{run}/events", api(events)),
         Route("/api/runs/{run}/events/{index}", api(event)),
         Route("/api/runs/{run}/fold", api(fold)),
         Route("/api/runs/{run}/stages/{n}", api(stage)),
+        Route("/api/runs/{run}/export", export),
+        Route("/api/send", send, methods=["POST"]),
         Route("/api/{rest:path}", unknown_api),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
@@ -275,6 +373,72 @@ _PRINCIPAL = "agui_pipes.principal"
 """Where the ASGI scope of an inspector request carries its principal."""
 
 
+MAX_SEND_BYTES = 1024 * 1024
+"""The largest run input ``POST api/send`` takes."""
+
+
+def _cross_site(request: Request) -> str | None:
+    """Why a state-changing request is refused as possibly cross-site, or None.
+
+    A browser always sends ``Origin`` on a POST; it must name this server (scheme,
+    host and port as the request reached it). A JSON content type is required too, so
+    a cross-site page cannot send one without a CORS preflight this app never answers.
+    """
+    origin = request.headers.get("origin")
+    host = request.headers.get("host")
+    if origin is None or host is None or origin != f"{request.url.scheme}://{host}":
+        return (
+            "refused: a run can be sent only from the inspector's own page (the Origin "
+            "header must name this server)"
+        )
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return "refused: send the run input as Content-Type: application/json"
+    return None
+
+
+async def _send(request: Request, app: ASGIApp, path: str) -> Response:
+    """Validate a ``RunAgentInput`` and POST it to ``app`` at ``path`` in process.
+
+    The caller's credentials go with it, so the agent endpoint authorizes it as
+    that caller and records the run under that caller's scope. Answers once the
+    run ended (the page watches it live meanwhile), with the endpoint's status.
+    """
+    import httpx
+    from ag_ui.core import RunAgentInput
+    from pydantic import ValidationError
+
+    body = await request.body()
+    if len(body) > MAX_SEND_BYTES:
+        return _error(400, f"the run input is {len(body)} bytes, more than {MAX_SEND_BYTES}")
+    try:
+        run_input = RunAgentInput.model_validate(orjson.loads(body))
+    except orjson.JSONDecodeError as error:
+        return _error(400, f"the run input is not JSON: {error}")
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
+            for e in error.errors()[:5]
+        )
+        return _error(400, f"not a RunAgentInput: {problems}")
+    headers = {"content-type": "application/json", "accept": "text/event-stream"}
+    if "authorization" in request.headers:
+        headers["authorization"] = request.headers["authorization"]
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://inspector") as client:
+        answer = await client.post(path, content=body, headers=headers, timeout=None)
+    frames = answer.text.count("\ndata:") + answer.text.startswith("data:")
+    if answer.status_code >= 400:
+        return _error(answer.status_code, f"the agent refused the run: {answer.text[:500]}")
+    return _JSON(
+        {
+            "status": answer.status_code,
+            "threadId": run_input.thread_id,
+            "runId": run_input.run_id,
+            "events": frames,
+        }
+    )
+
+
 def _side(request: Request, run: InspectedRun) -> InspectedRun:
     """The run as received (``side=input``, the default) or as the client receives it.
 
@@ -290,12 +454,11 @@ def _side(request: Request, run: InspectedRun) -> InspectedRun:
 
 def _path_index(request: Request, name: str) -> int:
     raw = request.path_params[name]
-    try:
-        value = int(raw)
-    except ValueError:
-        raise _BadRequest(f"`{raw}` in the path is not an index: give an integer >= 0") from None
-    if value < 0:
-        raise _BadRequest(f"index must be >= 0, got {value}")
+    value = _integer(raw) if len(raw) <= 20 else None
+    if value is None or not 0 <= value <= MAX_OFFSET:
+        raise _BadRequest(
+            f"`{raw[:40]}` in the path is not an index: give an integer from 0 to {MAX_OFFSET}"
+        )
     return value
 
 

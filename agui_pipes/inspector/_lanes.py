@@ -44,6 +44,7 @@ class _Lane:
         "label",
         "owner",
         "parent",
+        "preview",
         "start",
         "ticks",
     )
@@ -66,9 +67,20 @@ class _Lane:
         self.end: int | None = None
         self.ticks = array("i")
         self.owner = owner
+        self.preview = ""
+        """The start of what the lane carries (its text, a tool call's arguments)."""
         self.children: list[_Lane] = []
         if parent is not None:
             parent.children.append(self)
+
+
+PREVIEW_CHARS = 60
+"""How much of a lane's text its ``preview`` keeps (the timeline labels show it)."""
+
+
+def _extend_preview(lane: _Lane, delta: Any) -> None:
+    if isinstance(delta, str) and len(lane.preview) < PREVIEW_CHARS:
+        lane.preview = (lane.preview + delta)[:PREVIEW_CHARS]
 
 
 def _field(event: BaseEvent, name: str, default: Any = None) -> Any:
@@ -220,6 +232,7 @@ class LaneBuilder:
             return tag
         if kind.name.endswith("_CONTENT"):
             lane.ticks.append(index)
+            _extend_preview(lane, _field(event, "delta", ""))
         else:
             lane.end = index
             del table[key]
@@ -254,6 +267,7 @@ class LaneBuilder:
             return tag
         if kind is EventType.TOOL_CALL_ARGS:
             lane.ticks.append(index)
+            _extend_preview(lane, _field(event, "delta", ""))
         else:
             lane.end = index
         return lane.owner if tag is None else tag
@@ -319,6 +333,7 @@ class LaneBuilder:
                 "ticks": _thinned(lane.ticks, ticks_cap),
                 "tick_count": len(lane.ticks),
                 "owner": lane.owner,
+                "preview": " ".join(lane.preview.split()),
             }
             for lane in self._walk()
         ]

@@ -40,6 +40,7 @@ from ._lanes import LaneBuilder
 
 __all__ = [
     "CHECKPOINT_EVERY",
+    "EVENT_OVERHEAD",
     "NOT_AN_EVENT",
     "TICKS_CAP",
     "InspectedRun",
@@ -56,6 +57,14 @@ CHECKPOINT_BYTES_PER_EVENT = 128
 event per this many bytes of it: checkpoint costs stay O(1) per event however long the
 conversation grows (a 100k-event stream is not quadratic), and a ``fold?at=`` replays at
 most ``max(CHECKPOINT_EVERY, conversation bytes / CHECKPOINT_BYTES_PER_EVENT)`` events."""
+
+EVENT_OVERHEAD = 160
+"""Bytes a run accounts per event beyond its JSON: the bytes object's header, its slots in
+the type, time, owner and id indexes and its share of the lanes (about 160 measured on
+benchmarks/streams.py's stream). A run's ``nbytes`` — what ``max_bytes`` bounds — is its
+events' JSON plus this per event plus the bytes its fold checkpoints keep."""
+
+MIB = 1024 * 1024
 
 NOT_AN_EVENT = "(not an event)"
 """The type listed for an input item that is not a JSON object with a string ``type``."""
@@ -165,15 +174,28 @@ class InspectedRun:
         run_id: str = "0",
         checkpoint_every: int = CHECKPOINT_EVERY,
         max_events: int | None = None,
+        max_bytes: int | None = None,
     ) -> None:
         if checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+        if (max_events is not None and max_events < 1) or (max_bytes is not None and max_bytes < 1):
+            raise ValueError(
+                f"max_events and max_bytes must be >= 1, got {max_events}, {max_bytes}"
+            )
         self.id = run_id
         self.label = label
         self.scope = DEFAULT_SCOPE
         """Whose run it is (the principal's scope of the request that streamed it)."""
         self.live = True
+        self.evicted = False
+        """A ring dropped the run to make room: whoever records it should let it go."""
+        self.disconnected = False
+        """The stream stopped without an end: its client went away (``abandon``)."""
         self.max_events = max_events
+        self.max_bytes = max_bytes
+        self._event_bytes = 0
+        self.nbytes = 0
+        """What the run holds, as accounted against ``max_bytes`` (see ``EVENT_OVERHEAD``)."""
         self._every = checkpoint_every
         self._raw: list[bytes] = []
         self._types: list[str] = []
@@ -216,17 +238,16 @@ class InspectedRun:
         """Take the next event: a wire object, its JSON text, or an ``ag_ui.core`` event."""
         if not self.live:
             raise RuntimeError("this InspectedRun is closed; no event can be added")
+        if self.capped:
+            return
         index = len(self._raw)
         if self.max_events is not None and index >= self.max_events:
-            if not self.capped:
-                self.capped = True
-                self._warn(
-                    None,
-                    "recording-capped",
-                    f"only the first {self.max_events} events were kept; the run went on",
-                )
+            self._cap(f"only the first {self.max_events} events were kept (the run's event cap)")
             return
-        raw, event, obj, type_name = self._read(item, index)
+        read = self._read_bounded(item, index)
+        if read is None:
+            return
+        raw, event, obj, type_name = read
         self._note_type(index, type_name)
         self._note_time(event, obj)
         if event is None:
@@ -246,6 +267,56 @@ class InspectedRun:
             self._block.extend(delivered)  # while a consumer lives, it folds them
         if index + 1 - self._block_start >= self._gap:
             self._checkpoint(index)
+
+    def _read_bounded(
+        self, item: dict[str, Any] | str | bytes | BaseEvent, index: int
+    ) -> tuple[bytes, BaseEvent | None, Any, str] | None:
+        """``_read``; None, capped, if the event would take the run past ``max_bytes``."""
+        if self.max_bytes is not None:
+            # Sized before it is read: a capped event leaves no verdict or warning behind.
+            if isinstance(item, bytes | str):
+                size = len(item)
+            elif isinstance(item, dict):
+                size = len(orjson.dumps(item))
+            else:
+                raw = wire_json(item)  # encoded once: it is what the run keeps
+                if self.nbytes + len(raw) + EVENT_OVERHEAD > self.max_bytes:
+                    self._cap_bytes(index)
+                    return None
+                self.nbytes += len(raw) + EVENT_OVERHEAD
+                self._event_bytes += len(raw)
+                return raw, item, None, item.type.value
+            if self.nbytes + size + EVENT_OVERHEAD > self.max_bytes:
+                self._cap_bytes(index)
+                return None
+        read = self._read(item, index)
+        self.nbytes += len(read[0]) + EVENT_OVERHEAD
+        self._event_bytes += len(read[0])
+        return read
+
+    def _cap_bytes(self, index: int) -> None:
+        assert self.max_bytes is not None
+        self._cap(
+            f"only the first {index} events ({self.nbytes / MIB:.1f} MiB) were kept: the next "
+            f"would pass the run's byte cap of {self.max_bytes / MIB:.1f} MiB"
+        )
+
+    def _cap(self, what: str) -> None:
+        """Stop recording (the stream goes on for its client): say so once, as a warning."""
+        self.capped = True
+        self._warn(None, "recording-capped", f"{what}; the run went on, the rest is not shown")
+
+    def abandon(self) -> None:
+        """The stream stopped without its end (the client went away): no longer live."""
+        if self.live:
+            self.disconnected = True
+            self._warn(
+                None,
+                "disconnected",
+                f"the stream stopped after event #{len(self._raw) - 1} without an end "
+                "(its client disconnected, or the server stopped it)",
+            )
+            self.close()
 
     def _read(
         self, item: dict[str, Any] | str | bytes | BaseEvent, index: int
@@ -463,6 +534,15 @@ class InspectedRun:
             self._consumer = None
 
     def _checkpoint(self, index: int) -> None:
+        if (
+            self.max_bytes is not None
+            and self._consumer is not None
+            and self.nbytes + self._event_bytes > self.max_bytes
+        ):
+            # The conversation is made of the events' content, so its copy would not fit
+            # either: skipped before the copy is made (a fold replays from the last one).
+            self._block_start = index + 1
+            return
         if self._consumer is not None:
             result = self._consumer.snapshot()  # a copy of its fold so far
         else:
@@ -471,7 +551,7 @@ class InspectedRun:
         shared: dict[str, bytes] = self._shared
         now: dict[str, bytes] = {}
         blobs: list[bytes] = []
-        size = 0
+        size = cost = 0  # the conversation's bytes; what of them this checkpoint adds
         for message in result.messages:
             blob = orjson.dumps(message)
             key = str(message.get("id"))
@@ -480,18 +560,26 @@ class InspectedRun:
                 blob = previous
             else:
                 blob = kept(blob)
+                cost += len(blob)
             now[key] = blob
             blobs.append(blob)
             size += len(blob)
         state = orjson.dumps(result.state)
         previous_state = self._checkpoints[-1].state if self._checkpoints else None
-        state = previous_state if previous_state == state else kept(state)
+        if previous_state is not None and previous_state == state:
+            state = previous_state
+        else:
+            state = kept(state)
+            cost += len(state)
         size += len(state)
-        self._shared = now
-        self._checkpoints.append(_Checkpoint(index, tuple(blobs), state))
         self._block = []
         self._block_start = index + 1
         self._gap = max(self._every, size // CHECKPOINT_BYTES_PER_EVENT)
+        if self.max_bytes is not None and self.nbytes + cost > self.max_bytes:
+            return  # not kept: a fold here replays from the previous checkpoint instead
+        self.nbytes += cost
+        self._shared = now
+        self._checkpoints.append(_Checkpoint(index, tuple(blobs), state))
 
     # -- reading -------------------------------------------------------------
 
@@ -501,6 +589,8 @@ class InspectedRun:
             return "rejected"
         if self.live:
             return "live"
+        if self.disconnected:
+            return "disconnected"
         return self._outcome or "truncated"
 
     @property
@@ -694,6 +784,8 @@ class InspectedRun:
             "t0": self.t0(),
             "types": self.types_count(),
             "outcome": self.outcome,
+            "capped": self.capped,
+            "bytes": self.nbytes,
             "lanes": self.lanes(),
             "violations": list(self.violations),
             "warnings": list(self.warnings),
@@ -707,4 +799,6 @@ class InspectedRun:
             "events": len(self._raw),
             "live": self.live,
             "outcome": self.outcome,
+            "capped": self.capped,
+            "bytes": self.nbytes,
         }

@@ -2,12 +2,14 @@
 
 It sees exactly what the client is sent (the chain's output), starts a live run in
 the ``RecentRuns`` ring at the first event and seals it at the end of the stream.
-A run the client abandoned never reaches ``finish()``: it stays ``live`` until the
-ring drops it, which bounds what it holds.
+A stream the client abandoned never reaches ``finish()``: the server cancels it and
+drops its chain, and the tap's finalizer then marks the run ``disconnected``. A run
+the ring dropped to make room is let go of, and the rest of its stream not recorded.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,8 @@ class InspectorTap(StreamTransformer):
         self._runs = runs
         self._scope = scope
         self._run: InspectedRun | None = None
+        self._started = False
+        self._abandoned: weakref.finalize[[], InspectorTap] | None = None
 
     @property
     def name(self) -> str:
@@ -43,14 +47,30 @@ class InspectorTap(StreamTransformer):
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         run = self._run
         if run is None:
+            if self._started:
+                return (event,)  # the ring dropped this run: the stream goes on unrecorded
+            self._started = True
             run = self._run = self._runs.start(_label(event), self._scope)
+            # Called when this tap is collected without finish(): the stream was cancelled.
+            self._abandoned = weakref.finalize(self, run.abandon)
+        if run.evicted:
+            self._let_go()
+            return (event,)
         run.add(event)
         return (event,)
 
     def finish(self) -> Iterable[BaseEvent]:
-        if self._run is not None:
-            self._run.close()
+        run = self._run
+        self._let_go()
+        if run is not None:
+            run.close()
         return ()
+
+    def _let_go(self) -> None:
+        if self._abandoned is not None:
+            self._abandoned.detach()
+            self._abandoned = None
+        self._run = None
 
 
 def _label(event: BaseEvent) -> str:

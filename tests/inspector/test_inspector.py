@@ -76,9 +76,17 @@ def get(client: TestClient, url: str, status: int = 200) -> Any:
 
 
 def test_runs_lists_the_file_as_run_0(demo: TestClient) -> None:
-    assert get(demo, "/api/runs") == {
-        "runs": [{"id": "0", "label": "demo", "events": 141, "live": False, "outcome": "finished"}]
+    (listed,) = get(demo, "/api/runs")["runs"]
+    size = listed.pop("bytes")
+    assert listed == {
+        "id": "0",
+        "label": "demo",
+        "events": 141,
+        "live": False,
+        "outcome": "finished",
+        "capped": False,
     }
+    assert size > DEMO.stat().st_size  # the events' JSON and what indexes them
 
 
 def test_summary_of_the_demo_stream(demo: TestClient) -> None:
@@ -475,8 +483,8 @@ def test_errors(demo: TestClient, filtered: TestClient) -> None:
 def test_recent_runs_ring_is_bounded_and_newest_first() -> None:
     runs = RecentRuns(keep=2, max_events=3)
     recorder = runs.recorder()
-    for _ in range(3):
-        stage = recorder.fresh()
+    streaming = [recorder.fresh() for _ in range(3)]  # held: their streams go on
+    for stage in streaming:
         for line in DEMO_LINES[:5]:
             stage.transform(decode(line).event)
     client = TestClient(inspector_app(runs))

@@ -212,3 +212,37 @@ def test_a_tool_call_named_constructor_renders(browser: Browser, tmp_path: Path)
         page.close()
     finally:
         inspector.close()
+
+
+def test_compare_shows_both_sides_aligned_by_item_with_the_differences_marked(
+    browser: Browser, tmp_path: Path
+) -> None:
+    chain = _chain(
+        tmp_path / "chain.yaml", "  - type: filter_tool_calls\n    deny: ['internal_*']\n"
+    )
+    inspector = Inspector(DEMO, "--config", chain)
+    try:
+        page = _open(browser, inspector.url, "compare")
+        expect(page.get_by_test_id("compare-left")).to_have_value("0|input")
+        expect(page.get_by_test_id("compare-right")).to_have_value("0|output")
+        denied = page.locator(f"[data-testid=compare-item][data-key='tool_call:{DENIED_CALL}']")
+        expect(denied).to_have_attribute("data-differs", "true")
+        expect(denied.locator("td.missing")).to_have_count(1)  # on the left only
+        same = page.locator("[data-testid=compare-item][data-key='tool_call:demo-run-call-1']")
+        expect(same).to_have_attribute("data-differs", "false")
+        events = page.locator("[data-testid=compare-verdict][data-key=events]")
+        expect(events).to_have_attribute("data-differs", "true")
+        # The assistant message that announced the denied call differs in its tool calls.
+        differing = page.locator("[data-testid=compare-message][data-differs=true]")
+        expect(differing.first).to_be_visible()
+        assert DENIED_CALL in differing.first.inner_text()
+        expect(page.locator("[data-testid=compare-state-key][data-differs=true]")).to_have_count(0)
+        if SHOTS:
+            page.screenshot(path=str(IMAGES / "inspector-compare.png"))
+        # The same side twice is no comparison.
+        page.get_by_test_id("compare-right").select_option("0|input")
+        expect(page.get_by_test_id("compare-note")).to_contain_text("pick two different")
+        _no_page_errors(page)
+        page.close()
+    finally:
+        inspector.close()

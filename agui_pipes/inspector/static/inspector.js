@@ -10,7 +10,8 @@
   var PAGE = 200;          // events fetched per request
   var MAX_PAGES = 30;      // event pages kept in memory
   var LANE_H = 22;         // timeline row height
-  var LABEL_W = 300;       // timeline label column width
+  var LABEL_MAX = 300;     // timeline label column width, at most (35% of a narrow page)
+  var LABEL_W = LABEL_MAX;
   var AXIS_H = 22;
   var RIGHT_PAD = 28;      // room right of the plot for the last axis label
   var POLL_MS = 2000;      // how often the run list (and a live run) is refreshed
@@ -122,7 +123,7 @@
 
   // ---- tabs ------------------------------------------------------------------
 
-  var VIEWS = ["timeline", "events", "pipeline", "result"];
+  var VIEWS = ["timeline", "events", "pipeline", "result", "compare", "send"];
 
   function setView(name) {
     S.view = name;
@@ -132,6 +133,8 @@
       tab.setAttribute("aria-selected", v === name ? "true" : "false");
     });
     if (history.replaceState) history.replaceState(null, "", "#" + name);
+    if (name === "send") Send.show();
+    if (name === "compare") Compare.show();
     if (!S.summary) return;
     if (name === "timeline") Timeline.draw();
     if (name === "events") Events.render();
@@ -146,6 +149,9 @@
   function loadRuns() {
     return api("runs").then(function (body) {
       var sel = $("run-select");
+      document.querySelector('.tabs button[data-view="send"]').hidden = !body.send;
+      S.runs = body.runs;
+      S.canSend = !!body.send;
       // Rebuilt only when the list changed: the poll must not close an open dropdown.
       var key = JSON.stringify(body.runs);
       if (key !== runsKey) {
@@ -168,6 +174,7 @@
   }
 
   function runInfo(summary) {
+    $("run-export").setAttribute("href", "api/" + runPath("export"));
     var info = summary.events + " events · " + summary.outcome;
     if (summary.violations.length) info += " · " + summary.violations.length + " violation(s)";
     if (summary.warnings.length) info += " · " + summary.warnings.length + " warning(s)";
@@ -288,7 +295,9 @@
     function draw() {
       if (!S.summary || S.view !== "timeline") return;
       var scroller = $("tl-scroll"), inner = $("tl-inner");
-      width = Math.max(scroller.clientWidth, 400);
+      // Fitted to the page on every draw (a resize redraws): no horizontal overflow at 360 px.
+      width = Math.max(scroller.clientWidth, 240);
+      LABEL_W = Math.min(LABEL_MAX, Math.max(110, Math.floor(width * 0.35)));
       var total = lanes.length;
       var height = AXIS_H + total * LANE_H;
       inner.style.height = height + "px";
@@ -349,11 +358,14 @@
         "data-parent-raw-id": parent ? laneRawId(parent) : null });
       g.appendChild(s("rect", { class: "tl-row-bg", x: 0, y: y, width: width, height: LANE_H,
         fill: i % 2 ? "#f6f7f9" : "#fff" }));
-      var indent = 8 + l.depth * 14;
-      g.appendChild(s("text", { class: "tl-label kind", x: indent, y: y + 15 }, kindLabel(l.kind)));
-      var room = Math.floor((LABEL_W - indent - 70) / 6.6);  // ~6.6 px per character at 12px
-      g.appendChild(s("text", { class: "tl-label", x: indent + 62, y: y + 15 }, clip(l.label, room),
-        s("title", {}, l.label)));
+      var indent = 8 + Math.min(l.depth, 6) * (LABEL_W < 200 ? 6 : 14);
+      var narrow = LABEL_W < 200;
+      var textX = narrow ? indent : indent + 62;
+      var room = Math.floor((LABEL_W - textX - 8) / 6.6);  // ~6.6 px per character at 12px
+      if (!narrow) g.appendChild(s("text", { class: "tl-label kind", x: indent, y: y + 15 }, kindLabel(l.kind)));
+      var text = laneText(l);
+      g.appendChild(s("text", { class: "tl-label", x: textX, y: y + 15, "data-testid": "lane-label" },
+        clip(text, room), s("title", {}, l.label + (l.preview ? ": " + l.preview : ""))));
       var endIndex = l.end === null || l.end === undefined ? S.summary.events - 1 : l.end;
       var x0 = Math.max(px(xOf(l.start)), LABEL_W);
       var x1 = Math.min(px(xOf(endIndex)), width);
@@ -382,6 +394,27 @@
     }
 
     function kindLabel(kind) { return kind === "tool_call" ? "tool call" : kind; }
+
+    // What a row shows: the start of its text (a message's words, a call's arguments)
+    // next to what it is, rather than its id.
+    function laneText(l) {
+      if (!l.preview) return l.label;
+      if (l.kind === "message" || l.kind === "reasoning") {
+        var who = String(l.label).split(" ")[0];
+        return who + ": \u201c" + l.preview + "\u201d";
+      }
+      if (l.kind === "tool_call") return l.label + "(" + l.preview + ")";
+      return l.label + ": " + l.preview;
+    }
+
+    function legend() {
+      var box = $("tl-legend");
+      clear(box);
+      ["run", "message", "reasoning", "tool_call", "step", "subagent"].forEach(function (k) {
+        box.appendChild(h("span", { class: "legend-item", "data-testid": "legend-item", "data-kind": k },
+          h("span", { class: "swatch sw-" + k }), kindLabel(k)));
+      });
+    }
     function clip(text, n) { text = String(text); return text.length > n ? text.slice(0, n - 1) + "…" : text; }
 
     // wheel: zoom around the cursor; drag: pan.
@@ -419,8 +452,16 @@
         dragging = null;
         setTimeout(function () { dragMoved = false; }, 0);
       });
+      legend();
       sc.addEventListener("scroll", function () { draw(); });
       window.addEventListener("resize", function () { draw(); });
+      // The scroller also changes size without a window resize (the header wrapping).
+      if (window.ResizeObserver) {
+        var lastW = -1;
+        new ResizeObserver(function () {
+          if (sc.clientWidth !== lastW) { lastW = sc.clientWidth; draw(); }
+        }).observe(sc);
+      }
       $("tl-reset").addEventListener("click", function () { domain = full.slice(); draw(); });
       $("tl-fit").addEventListener("click", fitVisible);
       $("tl-axis").addEventListener("change", function () {
@@ -683,7 +724,17 @@
     var stage = 0, kind = "", loaded = 0, total = 0, generation = 0, selectedRow = null;
     var KINDS = ["", "passed", "changed", "merged", "dropped", "added"];
 
-    function reset() { stage = 0; kind = ""; loaded = 0; total = 0; generation++; selectedRow = null; }
+    // Opens on what is worth a look: the first stage that did something, showing the
+    // rows it changed (else dropped, merged, added) rather than the events it passed.
+    function reset() {
+      stage = 0; kind = ""; loaded = 0; total = 0; generation++; selectedRow = null;
+      var stages = S.summary && S.summary.stages;
+      if (!stages) return;
+      for (var n = 0; n < stages.length; n++) {
+        var k = ["changed", "dropped", "merged", "added"].filter(function (x) { return stages[n][x] > 0; })[0];
+        if (k) { stage = n; kind = k; return; }
+      }
+    }
 
     function show() {
       var stages = S.summary.stages;
@@ -830,7 +881,7 @@
       }
     }
 
-    function show() { load(Number($("rs-scrub").value)); }
+    function show() { load(Number($("rs-scrub").value)); Interrupt.check(); }
 
     var loadLater = debounce(function (i) { load(i); }, 120);
 
@@ -978,6 +1029,332 @@
     return { reset: reset, extend: extend, show: show, install: install };
   })();
 
+  // ---- compare: two runs (or a run's two sides), items aligned, folds diffed -----------
+
+  var Compare = (function () {
+    var generation = 0;
+
+    // Every run, and its output side when it has a chain, as "id|side".
+    function choices() {
+      var out = [];
+      (S.runs || []).forEach(function (r) {
+        out.push({ key: r.id + "|input", text: r.label + (S.summary && S.summary.stages && r.id === S.runId ? " (as received)" : "") });
+        if (S.summary && S.summary.stages && r.id === S.runId) out.push({ key: r.id + "|output", text: r.label + " (as the client receives it)" });
+      });
+      return out;
+    }
+
+    function fill(sel, options, want) {
+      var keep = sel.value || want;
+      clear(sel);
+      options.forEach(function (o) { sel.appendChild(h("option", { value: o.key }, o.text)); });
+      if (options.some(function (o) { return o.key === keep; })) sel.value = keep;
+    }
+
+    function show() {
+      var options = choices();
+      var left = $("cp-left"), right = $("cp-right");
+      // A run with a chain: its two sides; else the current run and the one before it.
+      var firstLeft = S.runId + "|input", firstRight = S.runId + "|output";
+      if (!(S.summary && S.summary.stages)) {
+        var other = (S.runs || []).filter(function (r) { return r.id !== S.runId; })[0];
+        firstRight = other ? other.id + "|input" : firstLeft;
+      }
+      fill(left, options, firstLeft);
+      fill(right, options, firstRight);
+      if (left.value === right.value && options.length > 1) {
+        right.value = options.filter(function (o) { return o.key !== left.value; })[0].key;
+      }
+      draw();
+    }
+
+    function path(key, rest) {
+      var parts = key.split("|");
+      var p = "runs/" + encodeURIComponent(parts[0]) + "/" + rest;
+      return parts[1] === "output" ? p + (p.indexOf("?") >= 0 ? "&" : "?") + "side=output" : p;
+    }
+
+    function side(key) {
+      return api(path(key, "summary")).then(function (summary) {
+        if (!summary.events) return { summary: summary, fold: { messages: [], state: {} } };
+        return api(path(key, "fold?at=" + (summary.events - 1))).then(function (fold) {
+          return { summary: summary, fold: fold };
+        });
+      });
+    }
+
+    function draw() {
+      var body = $("cp-body"), l = $("cp-left").value, r = $("cp-right").value;
+      clear(body);
+      if (!l || !r || l === r) {
+        $("cp-note").textContent = "pick two different runs (or a run's two sides, with --config)";
+        return;
+      }
+      $("cp-note").textContent = "";
+      var gen = ++generation;
+      Promise.all([side(l), side(r)]).then(function (both) {
+        if (gen !== generation) return;
+        body.appendChild(verdicts(both[0].summary, both[1].summary));
+        body.appendChild(items(both[0].summary, both[1].summary));
+        body.appendChild(messages(both[0].fold.messages, both[1].fold.messages));
+        body.appendChild(state(both[0].fold.state, both[1].fold.state));
+      }).catch(function (e) { showError(e.message); });
+    }
+
+    function row(cells, differs, testid, key) {
+      return h("tr", { class: differs ? "differs" : "", "data-testid": testid, "data-key": key,
+        "data-differs": differs ? "true" : "false" }, cells);
+    }
+
+    function verdicts(a, b) {
+      var t = h("table", { "data-testid": "compare-verdicts" },
+        h("tr", {}, h("th", {}, ""), h("th", {}, "left"), h("th", {}, "right")));
+      [["outcome", a.outcome, b.outcome], ["events", a.events, b.events],
+       ["violations", a.violations.length, b.violations.length], ["warnings", a.warnings.length, b.warnings.length]]
+        .forEach(function (x) {
+          t.appendChild(row([h("th", {}, x[0]), h("td", {}, String(x[1])), h("td", {}, String(x[2]))],
+            x[1] !== x[2], "compare-verdict", x[0]));
+        });
+      return t;
+    }
+
+    // Items (messages, tool calls, steps, subagents) aligned by their AG-UI id.
+    function items(a, b) {
+      var order = [], listed = new Set(), left = new Map(), right = new Map();
+      function note(lanes, into) {
+        lanes.forEach(function (lane) {
+          if (lane.kind === "run") return;
+          var key = lane.kind + ":" + laneRawId(lane);
+          if (!into.has(key)) into.set(key, lane);
+          if (!listed.has(key)) { listed.add(key); order.push(key); }
+        });
+      }
+      note(a.lanes, left); note(b.lanes, right);
+      var t = h("table", { "data-testid": "compare-items" },
+        h("tr", {}, h("th", {}, "item"), h("th", {}, "left"), h("th", {}, "right")));
+      order.forEach(function (key) {
+        var x = left.get(key), y = right.get(key);
+        function cell(lane) {
+          if (!lane) return h("td", { class: "missing" }, "—");
+          return h("td", {}, (lane.preview ? lane.label + ": " + lane.preview : lane.label) +
+            (lane.tick_count ? " (" + lane.tick_count + " deltas)" : ""));
+        }
+        var differs = !x || !y || x.preview !== y.preview || x.tick_count !== y.tick_count;
+        t.appendChild(row([h("td", { class: "mono" }, key), cell(x), cell(y)], differs, "compare-item", key));
+      });
+      return h("div", {}, h("h3", {}, "items"), t);
+    }
+
+    function messages(a, b) {
+      var order = [], left = new Map(), right = new Map();
+      a.forEach(function (m) { left.set(String(m.id), m); order.push(String(m.id)); });
+      b.forEach(function (m) { right.set(String(m.id), m); if (!left.has(String(m.id))) order.push(String(m.id)); });
+      var t = h("table", { "data-testid": "compare-messages" },
+        h("tr", {}, h("th", {}, "message"), h("th", {}, "left"), h("th", {}, "right")));
+      order.forEach(function (id) {
+        var x = left.get(id), y = right.get(id);
+        function cell(m) { return m ? h("td", {}, h("pre", {}, pretty(m))) : h("td", { class: "missing" }, "—"); }
+        t.appendChild(row([h("td", { class: "mono" }, id), cell(x), cell(y)],
+          JSON.stringify(x) !== JSON.stringify(y), "compare-message", id));
+      });
+      return h("div", {}, h("h3", {}, "messages at the end"), t);
+    }
+
+    function state(a, b) {
+      var keys = [], seen = new Set();
+      function add(o) {
+        if (o && typeof o === "object" && !Array.isArray(o)) Object.keys(o).forEach(function (k) { if (!seen.has(k)) { seen.add(k); keys.push(k); } });
+      }
+      add(a); add(b);
+      var t = h("table", { "data-testid": "compare-state" },
+        h("tr", {}, h("th", {}, "state key"), h("th", {}, "left"), h("th", {}, "right")));
+      function value(o, k) {
+        return o && typeof o === "object" && Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined;
+      }
+      keys.forEach(function (k) {
+        var x = value(a, k), y = value(b, k);
+        function cell(v) { return v === undefined ? h("td", { class: "missing" }, "—") : h("td", {}, h("pre", {}, pretty(v))); }
+        t.appendChild(row([h("td", { class: "mono" }, k), cell(x), cell(y)],
+          JSON.stringify(x) !== JSON.stringify(y), "compare-state-key", k));
+      });
+      return h("div", {}, h("h3", {}, "state at the end"), t);
+    }
+
+    function install() {
+      $("cp-left").addEventListener("change", draw);
+      $("cp-right").addEventListener("change", draw);
+    }
+
+    return { show: show, install: install };
+  })();
+
+  // ---- send: compose a run input, send it to the served agent, watch it live -----------
+
+  var Send = (function () {
+    var serial = 0;
+
+    function fresh() {
+      serial++;
+      var stamp = Date.now().toString(36);
+      if (!$("sd-thread").value) $("sd-thread").value = "inspector-" + stamp;
+      $("sd-run").value = "run-" + stamp + "-" + serial;
+    }
+
+    function show() { if (!$("sd-run").value) fresh(); }
+
+    function field(id, name, want) {
+      var value;
+      try { value = JSON.parse($(id).value); } catch (e) { throw new Error(name + " is not JSON: " + e.message); }
+      if (want === "array" ? !Array.isArray(value) : (value === null || typeof value !== "object" || Array.isArray(value))) {
+        throw new Error(name + " must be a JSON " + (want === "array" ? "array" : "object"));
+      }
+      return value;
+    }
+
+    function status(text, bad) {
+      var el = $("sd-status");
+      el.textContent = text;
+      el.className = bad ? "send-status-bad" : "muted";
+    }
+
+    // POST a run input, open its run as soon as it is listed, follow it live.
+    function sendRun(input, report) {
+      var label = input.threadId + " / " + input.runId;
+      report("sending " + label + "…", false);
+      var done = false;
+      function follow() {
+        if (done) return;
+        loadRuns().then(function () {
+          var run = (S.runs || []).filter(function (r) { return r.label === label; })[0];
+          if (!run) { setTimeout(follow, 150); return; }
+          done = true;  // found: from here on the live poll follows it
+          if (run.id === S.runId) { setView("events"); return; }  // the poll opened it first
+          $("run-select").value = run.id;
+          return openRun(run.id).then(function () { setView("events"); });
+        }).catch(function () { setTimeout(follow, 300); });
+      }
+      follow();
+      return fetch("api/send", { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
+        body: JSON.stringify(input) }).then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (body) {
+          if (!r.ok) { done = true; report((body && body.error) || ("HTTP " + r.status), true); return false; }
+          report("sent " + label + ": " + body.events + " events", false);
+          return true;
+        });
+      }).catch(function (e) { done = true; report(e.message, true); return false; });
+    }
+
+    function submit(ev) {
+      ev.preventDefault();
+      var input;
+      try {
+        input = {
+          threadId: $("sd-thread").value.trim(), runId: $("sd-run").value.trim(),
+          messages: field("sd-messages", "messages", "array"), tools: field("sd-tools", "tools", "array"),
+          context: field("sd-context", "context", "array"), state: field("sd-state", "state", "object"),
+          forwardedProps: field("sd-props", "forwardedProps", "object"),
+        };
+      } catch (e) { status(e.message, true); return; }
+      sendRun(input, status).then(function (ok) { if (ok) fresh(); });
+    }
+
+    function install() { $("sd-form").addEventListener("submit", submit); }
+
+    return { show: show, install: install, sendRun: sendRun };
+  })();
+
+  // ---- a pending interrupt: answered from the result view ---------------------------
+
+  var Interrupt = (function () {
+    var generation = 0;
+
+    // The run's last RUN_FINISHED, when its outcome is an interrupt, and the page can send.
+    function check() {
+      var box = $("rs-interrupt"), gen = ++generation;
+      box.hidden = true;
+      clear(box);
+      if (!S.canSend || !S.summary || S.summary.outcome === "live" || !S.summary.types.RUN_FINISHED) return;
+      var n = S.summary.types.RUN_FINISHED;
+      api(runPath("events?type=RUN_FINISHED&offset=" + (n - 1) + "&limit=1")).then(function (page) {
+        if (gen !== generation || !page.rows.length) return null;
+        return api(runPath("events/" + page.rows[0].index));
+      }).then(function (event) {
+        if (!event || gen !== generation) return;
+        var outcome = event.json && event.json.outcome;
+        if (!outcome || outcome.type !== "interrupt" || !Array.isArray(outcome.interrupts)) return;
+        draw(event.json, outcome.interrupts);
+      }).catch(function (e) { showError(e.message); });
+    }
+
+    // A field per top-level property of responseSchema (strings, numbers, booleans);
+    // otherwise, or for anything else, the payload as JSON.
+    function fieldsFor(interrupt) {
+      var schema = interrupt.responseSchema, props = schema && schema.properties;
+      var simple = props && typeof props === "object" && Object.keys(props).every(function (k) {
+        var t = props[k] && props[k].type;
+        return t === "string" || t === "number" || t === "integer" || t === "boolean";
+      });
+      var wrap = h("div", { class: "interrupt-fields" });
+      if (simple) {
+        Object.keys(props).forEach(function (k) {
+          var t = props[k].type;
+          var input = t === "boolean" ? h("input", { type: "checkbox", "data-field": k, "data-type": t })
+            : h("input", { type: t === "string" ? "text" : "number", "data-field": k, "data-type": t });
+          wrap.appendChild(h("label", {}, k, input));
+        });
+      } else {
+        wrap.appendChild(h("textarea", { rows: 3, "data-field": "", "data-testid": "interrupt-payload", spellcheck: "false" }, "{}"));
+      }
+      return wrap;
+    }
+
+    function payloadOf(fields) {
+      var raw = fields.querySelector("textarea[data-field='']");
+      if (raw) return JSON.parse(raw.value);
+      var out = Object.create(null), obj = {};
+      Array.prototype.forEach.call(fields.querySelectorAll("input[data-field]"), function (input) {
+        var k = input.getAttribute("data-field"), t = input.getAttribute("data-type");
+        out[k] = t === "boolean" ? input.checked : t === "string" ? input.value : Number(input.value);
+      });
+      Object.keys(out).forEach(function (k) { obj[k] = out[k]; });
+      return obj;
+    }
+
+    function draw(finished, interrupts) {
+      var box = $("rs-interrupt");
+      box.appendChild(h("strong", {}, "pending interrupt" + (interrupts.length > 1 ? "s" : "")));
+      var forms = interrupts.map(function (it) {
+        var fields = fieldsFor(it);
+        box.appendChild(h("div", { "data-testid": "interrupt-item", "data-id": String(it.id) },
+          h("div", {}, h("span", { class: "mono" }, String(it.id)),
+            it.reason ? "  " + it.reason : "", it.message ? " — " + it.message : ""), fields));
+        return { id: it.id, fields: fields };
+      });
+      var status = h("span", { class: "muted", "data-testid": "interrupt-status" });
+      function report(text, bad) { status.textContent = text; status.className = bad ? "send-status-bad" : "muted"; }
+      function answer(kind) {
+        var resume;
+        try {
+          resume = forms.map(function (f) {
+            var entry = { interruptId: f.id, status: kind };
+            if (kind === "resolved") entry.payload = payloadOf(f.fields);
+            return entry;
+          });
+        } catch (e) { report("the payload is not JSON: " + e.message, true); return; }
+        Send.sendRun({ threadId: finished.threadId, runId: "resume-" + Date.now().toString(36),
+          messages: [], tools: [], context: [], state: {}, forwardedProps: {}, resume: resume }, report);
+      }
+      box.appendChild(h("div", {},
+        h("button", { type: "button", "data-testid": "interrupt-resolve", onclick: function () { answer("resolved"); } }, "resolve"),
+        " ",
+        h("button", { type: "button", "data-testid": "interrupt-cancel", onclick: function () { answer("cancelled"); } }, "cancel"),
+        " ", status));
+      box.hidden = false;
+    }
+
+    return { check: check };
+  })();
+
   // ---- start ------------------------------------------------------------------------
 
   function start() {
@@ -988,6 +1365,8 @@
     Events.install();
     Pipeline.install();
     Result.install();
+    Send.install();
+    Compare.install();
     $("side-select").addEventListener("change", function () {
       S.side = $("side-select").value;
       openRun(S.runId).catch(function (e) { showError(e.message); });
