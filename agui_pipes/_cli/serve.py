@@ -33,6 +33,10 @@ route, the inspector's too, and key each caller's runs by its scope. Without
 either, every client shares one scope: that is refused on a ``--host`` other
 machines can reach unless ``--insecure-no-auth`` says it is meant.
 
+``--server NAME`` picks the HTTP stack (``_servers``): by default uvicorn with
+httptools and uvloop when both are installed (the ``fast`` extra), else its
+pure-Python h11 and asyncio; ``uvicorn-h11`` forces the pure one.
+
 SIGINT (Ctrl-C) or SIGTERM stops the live runs at once — each ends with a
 recorded RUN_ERROR code CANCELLED, sent to its client — then closes the
 event log, within ``--shutdown-timeout`` seconds (``_shutdown``); a second
@@ -68,6 +72,7 @@ from ..server._options import (
 from ..server.auth import AuthConfigError, TokenFile
 from ._chainfile import EXIT_CONFIG, load_or_report, plugin_warnings_on_stderr
 from ._limits import add_limit_options, limits_of
+from ._servers import DEFAULT_SERVER, SERVERS, ServerStack, UnavailableServer, stack_of
 
 if TYPE_CHECKING:
     from .._pipeline.chain import TransformerChain
@@ -110,6 +115,16 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--path", default="/", help="path of the agent endpoint (default /)")
+    parser.add_argument(
+        "--server",
+        choices=sorted(SERVERS),
+        default=DEFAULT_SERVER,
+        help=(
+            "the HTTP stack: "
+            + "; ".join(f"{name}: {what}" for name, what in SERVERS.items())
+            + f" (default {DEFAULT_SERVER})"
+        ),
+    )
     parser.add_argument(
         "--keepalive",
         type=float,
@@ -359,6 +374,11 @@ def _serve(args: argparse.Namespace) -> int:
         )
 
     try:
+        stack = stack_of(args.server)
+    except UnavailableServer as exc:
+        return _usage(str(exc))
+
+    try:
         authorize = _authorize_of(args)
     except (AuthConfigError, ImportError) as exc:
         return _usage(str(exc))
@@ -443,11 +463,11 @@ def _serve(args: argparse.Namespace) -> int:
         app = wrapped
 
     _configure_logging(args.log_level)
-    _log_start(args, what, chain, traced_to, inspected is not None)
+    _log_start(args, what, chain, traced_to, inspected is not None, stack)
     _log_auth(args, authorize)
     if isinstance(authorize, TokenFile):
         _reload_on_sighup(authorize)
-    return _run(uvicorn, app, args, stop_runs)
+    return _run(uvicorn, app, args, stop_runs, stack)
 
 
 def _usage_problem(args: argparse.Namespace) -> str | None:
@@ -647,17 +667,23 @@ def _configure_logging(log_level: str) -> None:
 
 
 def _log_start(
-    args: argparse.Namespace, what: str, chain: object, traced_to: object, inspecting: bool
+    args: argparse.Namespace,
+    what: str,
+    chain: object,
+    traced_to: object,
+    inspecting: bool,
+    stack: ServerStack,
 ) -> None:
     log = logging.getLogger(__name__)
     log.info(
-        "serving %s at http://%s:%s%s%s%s",
+        "serving %s at http://%s:%s%s%s%s on %s",
         what,
         args.host,
         args.port,
         args.path,
         f" through {chain!r}" if chain is not None else "",
         ", repairing each run first" if args.repair else "",
+        stack.label(),
     )
     if traced_to is not None:
         log.info(
@@ -669,7 +695,9 @@ def _log_start(
         log.info("inspector at http://%s:%s/inspect/", args.host, args.port)
 
 
-def _run(uvicorn: Any, app: Any, args: argparse.Namespace, stop_runs: Any) -> int:
+def _run(
+    uvicorn: Any, app: Any, args: argparse.Namespace, stop_runs: Any, stack: ServerStack
+) -> int:
     """Serve ``app`` until SIGINT / SIGTERM: 0 after a clean shutdown, 1 if it never started.
 
     The shutdown stops the live runs before uvicorn drains the connections
@@ -686,6 +714,8 @@ def _run(uvicorn: Any, app: Any, args: argparse.Namespace, stop_runs: Any) -> in
         log_level=args.log_level,
         lifespan="on",
         timeout_graceful_shutdown=args.shutdown_timeout,
+        http=stack.http,
+        loop=stack.loop,
     )
     server = GracefulServer(config, stop_runs, args.shutdown_timeout)
     try:

@@ -15,10 +15,11 @@ schedules:
   ready into one ASGI message, and sends a keep-alive comment when nothing
   came for ``keepalive`` seconds (so proxies and clients do not time out an
   agent that is thinking). Woken by a frame after it ran dry, it first lets
-  the tasks that are already runnable take their turn (one pass of the
-  scheduler, no timer), so an agent that awaits once per token has its next
-  token or two in the same write rather than one socket write per token,
-  and a frame never waits for anything that is not already running;
+  the tasks that are already runnable take their turns (scheduler passes, no
+  timer, another only while the last one queued more, at most
+  ``_GATHER_PASSES``), so an agent that awaits once per token has its next
+  few tokens in the same write rather than one socket write per token, and a
+  frame never waits for anything that is not already running;
 * the *watcher* waits for ``http.disconnect``. A client that goes away trips
   ``on_disconnect`` (the run's cancel token) and cancels the task group, so
   the agent — or the upstream request — is cancelled at its next await,
@@ -418,11 +419,7 @@ class SSERun:
                 if frames.closed:
                     break
                 await frames.wait_readable()
-                # Let the tasks already runnable take their turn before writing
-                # (one scheduler pass, no timer): the agent that queued this frame
-                # and awaits once per token queues its next one meanwhile, so a
-                # write carries what is ready then rather than a token each.
-                await anyio.lowlevel.checkpoint()
+                await _gather(frames)
                 waited = True
                 continue
             # A write that follows the last one at once began when that one
@@ -440,11 +437,33 @@ class SSERun:
         self._send_started = None
 
 
+async def _gather(frames: FrameQueue) -> None:
+    """Let the tasks already runnable queue their frames before the writer takes them.
+
+    One scheduler pass (no timer) at a time, and another only while the last one
+    queued more: an agent that awaits once per token queues its next tokens
+    meanwhile, so a write carries what is ready rather than a token or two, and a
+    frame waits only while a task that is running adds more — at most
+    ``_GATHER_PASSES`` passes, never for a task that waits on anything else.
+    """
+    size = frames.size
+    for _ in range(_GATHER_PASSES):
+        await anyio.lowlevel.checkpoint()
+        grown = frames.size
+        if grown == size or grown >= _BATCH_BYTES or frames.closed:
+            return
+        size = grown
+
+
 async def _drop(frames: FrameQueue) -> None:
     """Take and discard frames until the producer closes the queue (a detached run)."""
     while not frames.closed or frames.size:
         if frames.take(_BATCH_BYTES) is None:
             await frames.wait_readable()
 
+
+_GATHER_PASSES = 4
+"""Most scheduler passes the writer gives runnable producers before it writes what they
+queued: each pass costs a loop turn, and one send saved costs more than several."""
 
 _WATCHED = frozenset({EventType.RUN_STARTED, EventType.RUN_FINISHED, EventType.RUN_ERROR})

@@ -375,3 +375,57 @@ def test_a_run_deaf_to_cancellation_is_abandoned_and_named(tmp_path: Path) -> No
     status_in_log, stored = anyio.run(read)
     assert status_in_log is RunStatus.LIVE  # never ended: a follower finds it lost later
     assert stored[-1].type is EventType.TEXT_MESSAGE_CONTENT
+
+
+def _installed(*modules: str) -> bool:
+    import importlib.util
+
+    return all(importlib.util.find_spec(module) is not None for module in modules)
+
+
+_STACKS = [
+    pytest.param("uvicorn-h11", "uvicorn (h11, asyncio)", id="uvicorn-h11"),
+    pytest.param(
+        "uvicorn-fast",
+        "uvicorn (httptools, uvloop)",
+        id="uvicorn-fast",
+        marks=pytest.mark.skipif(
+            not _installed("httptools", "uvloop"),
+            reason="the 'fast' extra (httptools, uvloop) is not installed",
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(("server", "label"), _STACKS)
+def test_every_server_stack_stops_a_live_run_and_exits_clean(
+    tmp_path: Path, server: str, label: str
+) -> None:
+    """``--server NAME``: the stack the log names serves, and its shutdown is serve's."""
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    served = Served("--demo", "--store", url, "--pace", "0.5", "--server", server)
+    try:
+        served.wait_for_line(f"on {label}")
+        events = _signal_mid_run(served, served.url + "/", "stack-1", signal.SIGTERM)
+        status = served.exit_status()
+    finally:
+        served.kill()
+    _assert_cancelled(events[-1])
+    assert status == 0, served.stderr
+    _quiet(served.stderr)
+    stored_status, last = _stored(url, "stack-1")
+    assert stored_status is RunStatus.CANCELLED
+    assert last == events[-1]
+
+
+def test_the_default_stack_is_the_fastest_installed() -> None:
+    served = Served("--demo")
+    try:
+        fast = _installed("httptools", "uvloop")
+        served.wait_for_line(
+            "on uvicorn (httptools, uvloop)" if fast else "on uvicorn (h11, asyncio)"
+        )
+        served.process.send_signal(signal.SIGINT)
+        assert served.exit_status() == 0, served.stderr
+    finally:
+        served.kill()
