@@ -16,8 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_history_benchmark_serves_the_same_page_after_a_restart() -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_history.py"), "--runs", "70"]
-        + ["--deltas", "3", "--readers", "2"],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_history.py"),
+            *("--runs", "70", "--deltas", "3", "--readers", "2"),
+        ],
         capture_output=True,
         text=True,
         check=False,
