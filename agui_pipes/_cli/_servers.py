@@ -45,8 +45,11 @@ SERVERS: dict[str, str] = {
 }
 """Every ``--server`` name and what it runs (the ``--help`` text lists them)."""
 
-DEFAULT_SERVER = "uvicorn"
-"""``--server``'s default: the fastest stack installed (bench_servers.py, docs/benchmarks.md)."""
+DEFAULT_SERVER = "uvicorn-h11"
+"""``--server``'s default: the pure-Python stack. The faster httptools + uvloop stack
+(``uvicorn``, ``uvicorn-fast``) is opt-in until it passes the stalled-client bound: with it
+a gateway holding a client that reads nothing grew 5.5 MiB, over the 3 MiB the
+backpressure test allows (tests/hostile/test_backpressure.py; h11 stays within it)."""
 
 
 def _installed(module: str) -> bool:

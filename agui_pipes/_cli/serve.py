@@ -33,9 +33,9 @@ route, the inspector's too, and key each caller's runs by its scope. Without
 either, every client shares one scope: that is refused on a ``--host`` other
 machines can reach unless ``--insecure-no-auth`` says it is meant.
 
-``--server NAME`` picks the HTTP stack (``_servers``): by default uvicorn with
-httptools and uvloop when both are installed (the ``fast`` extra), else its
-pure-Python h11 and asyncio; ``uvicorn-h11`` forces the pure one.
+``--server NAME`` picks the HTTP stack (``_servers``): by default uvicorn's
+pure-Python h11 and asyncio; ``uvicorn`` takes httptools and uvloop when both are
+installed (the ``fast`` extra), ``uvicorn-fast`` insists on them.
 
 SIGINT (Ctrl-C) or SIGTERM stops the live runs at once — each ends with a
 recorded RUN_ERROR code CANCELLED, sent to its client — then closes the

@@ -24,10 +24,12 @@ def test_every_name_is_a_stack_or_says_what_to_install() -> None:
         assert (stack.http, stack.loop) in (("h11", "asyncio"), ("httptools", "uvloop"))
 
 
-def test_the_pure_stack_is_pure_and_the_default_the_fastest_installed() -> None:
+def test_the_default_is_the_pure_stack_and_uvicorn_the_fastest_installed() -> None:
     assert (stack_of("uvicorn-h11").http, stack_of("uvicorn-h11").loop) == ("h11", "asyncio")
     default = stack_of(DEFAULT_SERVER)
-    assert (default.http, default.loop) == (
+    assert (default.http, default.loop) == ("h11", "asyncio")
+    fastest = stack_of("uvicorn")
+    assert (fastest.http, fastest.loop) == (
         ("httptools", "uvloop") if _FAST else ("h11", "asyncio")
     )
 
