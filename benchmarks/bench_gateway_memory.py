@@ -55,6 +55,7 @@ OUT = HERE / "out"
 sys.path.insert(0, str(HERE))
 
 import bench_serving  # noqa: E402
+from _raw_http import read_head  # noqa: E402
 from bench_serving import GATEWAY_CHAIN, Server, free_port, sse_body  # noqa: E402
 
 _FINISHED = b'"type":"RUN_FINISHED"'
@@ -239,15 +240,10 @@ def upstream_main(port: int, body_file: Path, fresh_ids: bool) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                try:
-                    headers = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
+                request = await read_head(reader)
+                if request is None:
                     return
-                length = 0
-                for line in headers.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
+                headers, length = request
                 if length:
                     await reader.readexactly(length)
                 if headers.startswith(b"GET /healthz"):

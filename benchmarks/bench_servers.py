@@ -56,6 +56,7 @@ import anyio
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _raw_http import read_head  # noqa: E402
 from bench_serving import (  # noqa: E402
     GATEWAY_CHAIN,
     Phase,
@@ -118,15 +119,10 @@ def token_upstream_main(port: int, tokens: int) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                try:
-                    headers = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
+                request = await read_head(reader)
+                if request is None:
                     return
-                length = 0
-                for line in headers.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
+                headers, length = request
                 body = json.loads(await reader.readexactly(length)) if length else {}
                 if headers.startswith(b"GET /healthz"):
                     writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")

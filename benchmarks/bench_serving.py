@@ -91,6 +91,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+from _raw_http import read_head  # noqa: E402
 from streams import generate  # noqa: E402
 
 _TICKS = os.sysconf("SC_CLK_TCK")
@@ -144,15 +145,10 @@ def upstream_main(port: int, body_file: Path) -> None:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                try:
-                    headers = await reader.readuntil(b"\r\n\r\n")
-                except (asyncio.IncompleteReadError, ConnectionError):
+                request = await read_head(reader)
+                if request is None:
                     return
-                length = 0
-                for line in headers.split(b"\r\n")[1:]:
-                    name, _, value = line.partition(b":")
-                    if name.strip().lower() == b"content-length":
-                        length = int(value)
+                headers, length = request
                 if length:
                     await reader.readexactly(length)
                 if headers.startswith(b"GET /healthz"):
