@@ -418,13 +418,21 @@ def test_every_server_stack_stops_a_live_run_and_exits_clean(
     assert last == events[-1]
 
 
-def test_the_default_stack_is_the_fastest_installed() -> None:
-    served = Served("--demo")
+@pytest.mark.parametrize(
+    ("argv", "fast_line"),
+    [
+        ((), "on uvicorn (h11, asyncio)"),
+        (("--server", "uvicorn"), "on uvicorn (httptools, uvloop)"),
+    ],
+    ids=["default", "uvicorn"],
+)
+def test_the_default_stack_is_pure_and_uvicorn_the_fastest_installed(
+    argv: tuple[str, ...], fast_line: str
+) -> None:
+    served = Served("--demo", *argv)
     try:
         fast = _installed("httptools", "uvloop")
-        served.wait_for_line(
-            "on uvicorn (httptools, uvloop)" if fast else "on uvicorn (h11, asyncio)"
-        )
+        served.wait_for_line(fast_line if fast else "on uvicorn (h11, asyncio)")
         served.process.send_signal(signal.SIGINT)
         assert served.exit_status() == 0, served.stderr
     finally:
