@@ -326,21 +326,8 @@ class Gateway:
         if hooks:  # a stage's request half (say interrupt_bridge) rewrites what goes up
             try:
                 body = _rewritten(body, hooks)
-            except RequestRefused as refused:
-                self._log.info("rejected request: %s %s", refused.status, refused.message)
-                await send_json_error(
-                    send, BadRequest(refused.status, refused.code, refused.message)
-                )
-                return
-            except Exception as exc:  # a stage's bug: logged here, not shown to the client
-                self._log.error(
-                    "a stage's rewrite_request failed for run %s: %s",
-                    stats.run_id,
-                    exc,
-                    exc_info=exc,
-                )
-                message = "the gateway could not prepare the request for its upstream"
-                await send_json_error(send, BadRequest(500, "request_rewrite_failed", message))
+            except Exception as exc:
+                await send_json_error(send, self._rewrite_failure(exc, stats.run_id))
                 return
         headers = hop_headers(scope.get("headers", ()), self._forward)
         if self._principal_header is not None:
@@ -399,14 +386,7 @@ class Gateway:
                 run.body = _rewritten(with_resume(run.client_body, run_input.resume), run.hooks)
             except Exception as exc:
                 await recordings.claims.unclaimed(tenant, run_id)
-                if isinstance(exc, RequestRefused):
-                    await send_json_error(send, BadRequest(exc.status, exc.code, exc.message))
-                    return
-                self._log.error(
-                    "a stage's rewrite_request failed for run %s: %s", run_id, exc, exc_info=exc
-                )
-                message = "the gateway could not prepare the request for its upstream"
-                await send_json_error(send, BadRequest(500, "request_rewrite_failed", message))
+                await send_json_error(send, self._rewrite_failure(exc, run_id))
                 return
         from ..driver import CancelToken
 
@@ -445,6 +425,21 @@ class Gateway:
             await response(scope, receive, send)
         finally:
             await recordings.claims.unclaimed(tenant, run_id)
+
+    def _rewrite_failure(self, exc: Exception, run_id: str) -> BadRequest:
+        """The answer to a stage's request half that failed: its refusal, or a logged 500.
+
+        A ``RequestRefused`` is the stage's own answer to the client; anything
+        else is the stage's bug, logged here and not shown to the client.
+        """
+        if isinstance(exc, RequestRefused):
+            self._log.info("rejected request: %s %s", exc.status, exc.message)
+            return BadRequest(exc.status, exc.code, exc.message)
+        self._log.error(
+            "a stage's rewrite_request failed for run %s: %s", run_id, exc, exc_info=exc
+        )
+        message = "the gateway could not prepare the request for its upstream"
+        return BadRequest(500, "request_rewrite_failed", message)
 
     def _log_warning(self, warning: DecodeWarning) -> None:
         self._log.debug("upstream event: %s", warning)
