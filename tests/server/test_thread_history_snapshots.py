@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from agui_pipes.server._thread_histories import SNAPSHOT_EVERY, ThreadHistories
-from agui_pipes.store import EventLog, RunStatus, open_store
+from agui_pipes.store import EventLog, MemoryEventLog, RunStatus, open_store
 from tests._store_backends import BACKENDS, postgres_url, redis_url, store_url_for
 
 pytestmark = pytest.mark.anyio
@@ -154,3 +154,21 @@ async def test_the_snapshot_is_deleted_with_the_first_run(store_url: str) -> Non
         assert await store.history_snapshot("r0") is None
         page = (await _page(store)).decode()
         assert "answer 0" not in page and f"answer {SNAPSHOT_EVERY + 1}" in page
+
+
+async def test_a_store_that_cannot_keep_the_snapshot_still_serves_the_page(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from agui_pipes.store import StoreUnavailable
+
+    class Full(MemoryEventLog):
+        async def put_history_snapshot(self, run_id: str, data: bytes, **kw: Any) -> None:
+            raise StoreUnavailable("the disk is full", "ENOSPC", 5)
+
+    async with Full() as store:
+        await _add_runs(store, 0, SNAPSHOT_EVERY + 2)
+        with caplog.at_level(logging.WARNING, logger="agui_pipes.server"):
+            page = (await _page(store)).decode()
+        assert f"answer {SNAPSHOT_EVERY + 1}" in page
+        assert "cannot keep its history snapshot" in caplog.text
+        assert await store.history_snapshot("r0") is None
