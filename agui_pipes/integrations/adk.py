@@ -40,6 +40,11 @@ changes against ag-ui-adk's own FastAPI endpoint (``add_adk_fastapi_endpoint``):
   does not filter by itself, so the chain is the one place (the same chain
   repairs ag-ui-adk's own server behind ``agui-pipes serve --upstream``).
 
+``agui-pipes serve --agent module:agent`` serves an ADK agent (or an
+``ADKAgent``) as ``adk_producer(agent)``, and a module attribute holding an
+``adk_producer(agent, ...)`` with your options as it is; either way with
+``adk_chain()`` first in the chain.
+
 ADK runs ahead of the client: its background task queues every event, so
 backpressure stops at ag-ui-adk's queue, not at the model. Like ADK itself,
 the producer needs the server to run on asyncio.
