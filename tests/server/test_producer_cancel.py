@@ -11,6 +11,7 @@ is cancelled where it awaits.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -95,3 +96,21 @@ def test_serve_timeout_is_the_producer_s_longest_silence() -> None:
         events = post_run(url, run_input("r-1"))
     assert [event["type"] for event in events][-1] == "RUN_ERROR"
     assert events[-1]["code"] == "AGENT_TIMEOUT" and "0.5s" in events[-1]["message"]
+
+
+async def test_a_producer_that_raises_is_recorded_with_one_run_error(tmp_path: Path) -> None:
+    # Regression: the failure is now the stream's own RUN_ERROR (through the chain);
+    # the server must not add a second one, live or in the log.
+    async def raises(run_input: Any, principal: Any) -> Any:
+        yield {"type": "RUN_STARTED", "threadId": run_input.thread_id, "runId": run_input.run_id}
+        raise RuntimeError("the key sk-123 expired")
+
+    app = build_app(producer=raises, keepalive=None, store=f"sqlite:///{tmp_path / 'r.db'}")
+    with serve(app) as server:
+        async with httpx.AsyncClient(timeout=30) as client:
+            live = await client.post(server.url, json=run_input("r-1"))
+            replay = await client.get(f"{server.url}/runs/r-1")
+    for body in (live.text, replay.text):
+        assert body.count('"type":"RUN_ERROR"') == 1, body
+        assert '"code":"AGENT_ERROR"' in body and "sk-123" not in body
+    assert replay.text == live.text  # recorded as sent
