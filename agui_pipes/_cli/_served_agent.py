@@ -3,8 +3,12 @@
 Three kinds, told apart in this order:
 
 * a framework's object an installed integration recognises (a pydantic-ai
-  ``Agent``, a compiled LangGraph graph, ...; ``agui_pipes.integrations``'
-  registry) — served as that integration's producer;
+  ``Agent``, a compiled LangGraph graph, an ADK agent, ...;
+  ``agui_pipes.integrations``' registry) — served as that integration's
+  producer, with its defaults; a producer an integration built
+  (``adk_producer(agent, app_name=...)``: how options are given) is served as
+  it is. Either way the integration's own stage, if it has one (ADK's
+  ``adk_chain()``), runs first in the chain;
 * a driver agent — ``async def agent(ctx)``, or an object with
   ``async def run(self, ctx)`` — served by the run driver;
 * a producer — ``producer(run_input, principal)`` returning the run's events.
@@ -21,7 +25,12 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._pipeline.transformer import Stage
 
 __all__ = ["ServedAgent", "TargetError", "served_agent"]
 
@@ -37,22 +46,30 @@ class ServedAgent:
     value: Any
     described: str
     """What is served, for the start-up log line."""
+    chain: Callable[[], Stage] | None = None
+    """The integration's own stage, to run before the served chain (None: none)."""
 
 
 def served_agent(target: str) -> ServedAgent:
     """The object ``module:attr`` names, as ``build_app`` serves it (``TargetError`` if not)."""
     obj = _load(target)
-    from ..integrations import accepted_kinds, producer_for
+    from ..integrations import accepted_kinds
+    from ..integrations._registry import served_by
 
     try:
-        producer = producer_for(obj)
+        served = served_by(obj)
     except ImportError as exc:
         raise TargetError(
             f"{target} is a {type(obj).__name__}, whose integration needs a package that is "
             f"not installed: {exc} (pip install 'agui-pipes[producers]')"
         ) from None
-    if producer is not None:
-        return ServedAgent("producer", producer, f"{target} ({type(obj).__name__}, in-process)")
+    if served is not None:
+        return ServedAgent(
+            "producer",
+            served.producer,
+            f"{target} ({type(obj).__name__}, in-process)",
+            served.chain,
+        )
     arity = _positional(obj)
     if _async_of_one(obj) or _async_of_one(getattr(obj, "run", None)):
         return ServedAgent("agent", obj, f"the agent {target}")

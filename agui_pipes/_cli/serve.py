@@ -9,7 +9,8 @@ Three modes:
   a framework's agent an installed integration recognises (a pydantic-ai
   ``Agent``, a compiled LangGraph graph), whose events go through the same
   expansion, verification and chain as an upstream's, a producer, or a driver
-  agent; ``--timeout`` is a producer's longest silence;
+  agent; ``--timeout`` is a producer's longest silence; an integration's own
+  stage (ADK's ``adk_chain()``) runs before ``--config``'s;
 * ``--demo`` — serve the built-in demo agent (through ``--config``, or the
   demo's default chain), handy to try a client or to be an upstream.
 
@@ -433,7 +434,7 @@ def _serve(args: argparse.Namespace) -> int:
             if target.kind == "producer":
                 extra["producer_timeout"] = args.timeout
             app = build_app(
-                chain=served,
+                chain=served if target.chain is None else _Headed(target.chain, served),
                 path=args.path,
                 options=_options_of(args),
                 cors_origins=args.cors_origin,
@@ -756,6 +757,29 @@ class _Recording:
 
     def __repr__(self) -> str:
         return "inspect" if self._chain is None else f"{self._chain!r} | inspect"
+
+
+class _Headed:
+    """``chain`` (a factory, or None) with an integration's own stage first in each run's
+    chain (``adk_chain()``: what its producer's stream needs before any other stage)."""
+
+    def __init__(self, head: Callable[[], Any], chain: Any) -> None:
+        self._head = head
+        self._chain = chain
+
+    @property
+    def names(self) -> list[str]:
+        return [getattr(self._head, "__name__", "integration"), *getattr(self._chain, "names", ())]
+
+    def __call__(self) -> Any:
+        from .. import TransformerChain
+
+        stages = [] if self._chain is None else list(self._chain().stages)
+        return TransformerChain([self._head(), *stages])
+
+    def __repr__(self) -> str:
+        head = getattr(self._head, "__name__", "integration")
+        return head if self._chain is None else f"{head} | {self._chain!r}"
 
 
 def _drop_stalled_connections(listener: socket.socket, send_timeout: float) -> None:

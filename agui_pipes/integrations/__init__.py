@@ -12,7 +12,10 @@ it in-process with everything the endpoint offers (docs/integrations.md):
 * :mod:`agui_pipes.integrations.adk` — a Google ADK agent through ``ag-ui-adk``;
 * :mod:`agui_pipes.integrations.strands` — an AWS Strands agent through ``ag-ui-strands``;
 * :mod:`agui_pipes.integrations.llamaindex` — a LlamaIndex workflow through
-  ``llama-index-protocols-ag-ui``.
+  ``llama-index-protocols-ag-ui``;
+* :mod:`agui_pipes.integrations.agno` — an Agno agent or team through its AGUI interface;
+* :mod:`agui_pipes.integrations.agent_framework` — a Microsoft Agent Framework agent or
+  workflow through ``agent-framework-ag-ui``.
 
 ``producer_for(obj)`` finds the integration serving a framework's object (what
 ``agui-pipes serve --agent module:attr`` uses; the registry is

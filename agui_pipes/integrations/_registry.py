@@ -3,12 +3,17 @@
 Each entry names an integration module, the top-level packages whose objects
 it may serve and, for a usage message, what it accepts. An object is offered
 to an integration only when a class in its MRO comes from one of those
-packages, so looking one up imports no framework but the object's own.
+packages (or their subpackages) — or from the integration module itself (a producer that module
+built, with your options, is served as it is) — so looking one up imports no
+framework but the object's own.
 
 The contract an integration module keeps (``agui_pipes.integrations.<name>``):
 a function ``producer_for(obj) -> Producer | None`` — the producer serving
-``obj``, or None when ``obj`` is not a kind it serves. A new integration is one
-module with that function and one entry in ``INTEGRATIONS``.
+``obj``, or None when ``obj`` is not a kind it serves. An integration whose
+producer leaves a repair to the chain names the module's function making that
+stage (``Integration.chain``): ``serve --agent`` puts it at the head of the
+chain. A new integration is one module with that function and one entry in
+``INTEGRATIONS``.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
+    from .._pipeline.transformer import Stage
     from ..server._producer import Producer
 
-__all__ = ["INTEGRATIONS", "Integration", "accepted_kinds", "producer_for"]
+__all__ = ["INTEGRATIONS", "Integration", "Served", "accepted_kinds", "producer_for", "served_by"]
 
 
 @dataclass(frozen=True)
@@ -33,9 +39,22 @@ class Integration:
     module: str
     """The integration module, which defines ``producer_for(obj)``."""
     packages: tuple[str, ...]
-    """Top-level packages whose objects the module may serve."""
+    """Packages whose objects the module may serve (``"google.adk"``: that one and below)."""
     accepts: str
     """What it serves, for a usage message ("a compiled LangGraph graph")."""
+    chain: str | None = None
+    """The module's function making the stage its producers' streams need before any
+    other (``"adk_chain"``), or None when the producer repairs its stream itself."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """What ``serve --agent`` serves for a framework's object."""
+
+    producer: Producer
+    integration: Integration
+    chain: Callable[[], Stage] | None
+    """The integration's own stage, to run first (None: none needed)."""
 
 
 INTEGRATIONS: tuple[Integration, ...] = (
@@ -64,21 +83,55 @@ INTEGRATIONS: tuple[Integration, ...] = (
         "a LlamaIndex Workflow (an AGUIChatWorkflow)",
     ),
     Integration("agno", "agui_pipes.integrations.agno", ("agno",), "an Agno Agent or Team"),
+    Integration(
+        "adk",
+        "agui_pipes.integrations.adk",
+        ("google.adk", "ag_ui_adk"),
+        "a Google ADK agent (a BaseAgent such as an LlmAgent), an ag-ui-adk ADKAgent or "
+        "an adk_producer(...)",
+        chain="adk_chain",
+    ),
+    Integration(
+        "agent-framework",
+        "agui_pipes.integrations.agent_framework",
+        ("agent_framework", "agent_framework_ag_ui"),
+        "a Microsoft Agent Framework agent or Workflow (or its AgentFrameworkAgent / "
+        "AgentFrameworkWorkflow)",
+    ),
 )
 
 
-def producer_for(obj: object) -> Producer | None:
-    """The producer an installed integration makes of ``obj``, or None if none serves it."""
-    roots = {getattr(cls, "__module__", "").partition(".")[0] for cls in type(obj).__mro__}
+def served_by(obj: object) -> Served | None:
+    """What an installed integration serves ``obj`` with, or None if none serves it."""
+    modules = {getattr(cls, "__module__", "") for cls in type(obj).__mro__}
     for integration in INTEGRATIONS:
-        if roots.isdisjoint(integration.packages):
+        if not any(_within(module, integration) for module in modules):
             continue
         module = importlib.import_module(integration.module)
         make = cast("Callable[[object], Producer | None]", module.producer_for)
         found = make(obj)
-        if found is not None:
-            return found
+        if found is None:
+            continue
+        chain = None
+        if integration.chain is not None:
+            chain = cast("Callable[[], Stage]", getattr(module, integration.chain))
+        return Served(found, integration, chain)
     return None
+
+
+def _within(module: str, integration: Integration) -> bool:
+    """Whether a class of ``module`` is one ``integration`` may be offered."""
+    if module == integration.module:
+        return True
+    return any(
+        module == package or module.startswith(f"{package}.") for package in integration.packages
+    )
+
+
+def producer_for(obj: object) -> Producer | None:
+    """The producer an installed integration makes of ``obj``, or None if none serves it."""
+    served = served_by(obj)
+    return None if served is None else served.producer
 
 
 def accepted_kinds() -> list[str]:

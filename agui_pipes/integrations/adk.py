@@ -40,6 +40,11 @@ changes against ag-ui-adk's own FastAPI endpoint (``add_adk_fastapi_endpoint``):
   does not filter by itself, so the chain is the one place (the same chain
   repairs ag-ui-adk's own server behind ``agui-pipes serve --upstream``).
 
+``agui-pipes serve --agent module:agent`` serves an ADK agent (or an
+``ADKAgent``) as ``adk_producer(agent)``, and a module attribute holding an
+``adk_producer(agent, ...)`` with your options as it is; either way with
+``adk_chain()`` first in the chain.
+
 ADK runs ahead of the client: its background task queues every event, so
 backpressure stops at ag-ui-adk's queue, not at the model. Like ADK itself,
 the producer needs the server to run on asyncio.
@@ -47,7 +52,7 @@ the producer needs the server to run on asyncio.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -58,7 +63,14 @@ from .._lazy import public_dir
 from ..transformers.state_filter import StateFilter
 from ._run_errors import without_error_text
 
-__all__ = ["ADK_PRIVATE_STATE_KEYS", "adk_chain", "adk_producer", "private_state_filter"]
+__all__ = [
+    "ADK_PRIVATE_STATE_KEYS",
+    "ADKProducer",
+    "adk_chain",
+    "adk_producer",
+    "private_state_filter",
+    "producer_for",
+]
 __dir__ = public_dir(__all__)
 
 ADK_PRIVATE_STATE_KEYS: tuple[str, ...] = (
@@ -105,9 +117,7 @@ def _session_scoped(run_input: RunAgentInput) -> RunAgentInput:
     return run_input.model_copy(update={"state": kept})
 
 
-def adk_producer(
-    agent: Any, **adk_agent_options: Any
-) -> Callable[[RunAgentInput, Principal], AsyncIterator[BaseEvent]]:
+def adk_producer(agent: Any, **adk_agent_options: Any) -> ADKProducer:
     """The producer serving ``agent``: an ADK agent (``BaseAgent``) or an ``ag_ui_adk.ADKAgent``.
 
     An ADK agent is wrapped in an ``ADKAgent(adk_agent=agent, **adk_agent_options)``
@@ -152,8 +162,28 @@ def adk_producer(
             "adk_producer() takes an ADK agent (google.adk.agents.BaseAgent) or an "
             f"ag_ui_adk.ADKAgent, got {type(agent).__name__}"
         )
+    return ADKProducer(adapter, runs)
 
-    async def produce(run_input: RunAgentInput, principal: Principal) -> AsyncIterator[BaseEvent]:
+
+class ADKProducer:
+    """What :func:`adk_producer` returns: ``producer(run_input, principal)`` over an ``ADKAgent``.
+
+    A class of its own so that ``serve --agent`` knows one (a module attribute
+    holding ``adk_producer(agent, app_name=...)`` is served as it is, with
+    ``adk_chain()`` first in its chain).
+    """
+
+    __slots__ = ("_runs", "adapter")
+
+    def __init__(self, adapter: Any, runs: dict[str, Principal]) -> None:
+        self.adapter = adapter
+        """The ``ag_ui_adk.ADKAgent`` each run streams."""
+        self._runs = runs
+
+    async def __call__(
+        self, run_input: RunAgentInput, principal: Principal
+    ) -> AsyncIterator[BaseEvent]:
+        adapter, runs = self.adapter, self._runs
         run_input = _session_scoped(run_input)
         runs[run_input.run_id] = principal
         stream = adapter.run(run_input)
@@ -176,7 +206,20 @@ def adk_producer(
                     if execution is not None and not execution.task.done():
                         await execution.cancel()
 
-    return produce
+
+def producer_for(obj: object) -> ADKProducer | None:
+    """The registry's contract: the producer serving ``obj``, or None if it is not ADK's.
+
+    An ``ADKProducer`` is served as it is; an ADK agent or an ``ADKAgent`` gets
+    :func:`adk_producer`'s defaults (the caller as the ADK user, sessions in
+    memory, the agent's name as the app name).
+    """
+    if isinstance(obj, ADKProducer):
+        return obj
+    from ag_ui_adk import ADKAgent
+    from google.adk.agents import BaseAgent
+
+    return adk_producer(obj) if isinstance(obj, ADKAgent | BaseAgent) else None
 
 
 def _execution(adapter: Any, run_input: RunAgentInput) -> Any:

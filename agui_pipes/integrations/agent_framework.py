@@ -48,7 +48,7 @@ from .._foundation.principal import Principal
 from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer
 
-__all__ = ["AgentFrameworkRepair", "agent_framework_producer"]
+__all__ = ["AgentFrameworkRepair", "agent_framework_producer", "producer_for"]
 __dir__ = public_dir(__all__)
 
 # agent-framework-ag-ui's request keys for the authorization scope (its _endpoint sets them
@@ -135,3 +135,19 @@ def agent_framework_producer(
             await stream.aclose()
 
     return produce
+
+
+def producer_for(
+    obj: object,
+) -> Callable[[RunAgentInput, Principal], AsyncIterator[BaseEvent]] | None:
+    """The registry's contract: the producer serving ``obj``, or None if it is not MAF's.
+
+    An agent (``BaseAgent``, such as ``Agent``), a ``Workflow`` or one already
+    wrapped in ``AgentFrameworkAgent`` / ``AgentFrameworkWorkflow``, with
+    :func:`agent_framework_producer`'s defaults (the wrapper's own options).
+    """
+    from agent_framework import BaseAgent, Workflow
+    from agent_framework_ag_ui import AgentFrameworkAgent, AgentFrameworkWorkflow
+
+    kinds = (BaseAgent, Workflow, AgentFrameworkAgent, AgentFrameworkWorkflow)
+    return agent_framework_producer(obj) if isinstance(obj, kinds) else None

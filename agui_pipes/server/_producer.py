@@ -15,7 +15,11 @@ The producer's own run events are the run (its ``RUN_STARTED`` /
 (backpressure), and its iterator is closed (``aclose()``: a generator's
 ``finally`` runs, a framework's run is cancelled) when the run ends — a stop, a
 client that left for good, the run's end. What can go wrong on the
-producer's side reaches the client as a RUN_ERROR whose code says what:
+producer's side reaches the client as a RUN_ERROR whose code says what — once
+the producer's run started, a raised error, a malformed item or an early end is
+the stream's last event, through the chain as a driver agent's failure is (a
+tracing stage records it; ``AGENT_TIMEOUT`` and ``CANCELLED`` stop the chain
+with the run, and the server sends them after it):
 
 ==================  ==================================================================
 ``AGENT_ERROR``     the producer raised (the message names the exception's type only)
@@ -36,7 +40,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeAlias
 
 import anyio
-from ag_ui.core import BaseEvent, EventType, RunAgentInput
+from ag_ui.core import BaseEvent, EventType, RunAgentInput, RunErrorEvent
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .._foundation.principal import Principal
@@ -220,6 +224,14 @@ class _ProducerRun:
         self.cancelled = False
 
     async def events(self) -> AsyncIterator[BaseEvent]:
+        """The producer's events; a failure on its side while its run is open ends the run.
+
+        That failure is the stream's last event, a RUN_ERROR with its code, so
+        the chain sees the run end as it sees a driver agent's failure (a
+        tracing stage records the error and its code, a stage holding text
+        releases it before the end); before the run started, or after it
+        ended, it is raised for the server to answer.
+        """
         items = self._items
         clock = time.monotonic
         while True:
@@ -229,10 +241,20 @@ class _ProducerRun:
             except StopAsyncIteration:
                 break
             except Exception as exc:
-                raise _agent_error(exc, self.count) from exc
+                failure = _agent_error(exc, self.count)
+                if self._open_run is None:
+                    raise failure from exc
+                yield self._ended(failure)
+                return
             finally:
                 self.waiting_since = None
-            event = self._portable(item) if isinstance(item, BaseEvent) else self._decoded(item)
+            try:
+                event = self._portable(item) if isinstance(item, BaseEvent) else self._decoded(item)
+            except RunFailure as failure:
+                if self._open_run is None:
+                    raise
+                yield self._ended(failure)
+                return
             self.count += 1
             if event is None:
                 continue
@@ -245,11 +267,19 @@ class _ProducerRun:
         if not self.count:
             raise RunFailure("AGENT_TRUNCATED", "the agent ended its stream without any event")
         if self._open_run is not None:
-            raise RunFailure(
-                "AGENT_TRUNCATED",
-                f"the agent ended its stream while run {self._open_run} was still open "
-                "(no RUN_FINISHED or RUN_ERROR)",
+            yield self._ended(
+                RunFailure(
+                    "AGENT_TRUNCATED",
+                    f"the agent ended its stream while run {self._open_run} was still open "
+                    "(no RUN_FINISHED or RUN_ERROR)",
+                )
             )
+
+    def _ended(self, failure: RunFailure) -> RunErrorEvent:
+        """The RUN_ERROR ending the open run with ``failure`` (logged as the server would)."""
+        self._log.warning("run %s failed: %s: %s", self._open_run, failure.code, failure.message)
+        self._open_run = None
+        return RunErrorEvent(code=failure.code, message=failure.message)
 
     def _portable(self, event: BaseEvent) -> BaseEvent:
         """``event`` with its free-form values as JSON: what the wire would have carried.

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from agui_pipes.integrations import accepted_kinds, producer_for
+from agui_pipes.integrations._registry import served_by
 from agui_pipes.server import build_app
 from tests._servers import serve
 
@@ -36,8 +37,23 @@ def _llamaindex() -> Any:
     return _workflow()
 
 
+def _adk() -> Any:
+    from tests.integrations._adk_targets import agent
+
+    return agent
+
+
+def _adk_agent() -> Any:
+    from ag_ui_adk import ADKAgent
+    from google.adk.sessions import InMemorySessionService
+
+    return ADKAgent(adk_agent=_adk(), session_service=InMemorySessionService())
+
+
 @pytest.mark.parametrize(
-    "make", [_strands, _agno, _llamaindex], ids=["strands", "agno", "llamaindex"]
+    "make",
+    [_strands, _agno, _llamaindex, _adk, _adk_agent],
+    ids=["strands", "agno", "llamaindex", "adk", "adk-ADKAgent"],
 )
 def test_each_framework_s_object_finds_its_producer(make: Any) -> None:
     assert callable(producer_for(make()))
@@ -50,7 +66,15 @@ def test_anything_else_finds_none(obj: object) -> None:
 
 def test_the_usage_message_names_every_framework() -> None:
     kinds = " | ".join(accepted_kinds())
-    for name in ("pydantic-ai", "LangGraph", "Strands", "LlamaIndex", "Agno"):
+    for name in (
+        "pydantic-ai",
+        "LangGraph",
+        "Strands",
+        "LlamaIndex",
+        "Agno",
+        "ADK",
+        "Agent Framework",
+    ):
         assert name in kinds
 
 
@@ -65,3 +89,30 @@ async def test_a_strands_agent_found_by_the_registry_is_served() -> None:
             response = await client.post(f"{server.url}/", json=body)
     assert response.status_code == 200
     assert '"type":"RUN_FINISHED"' in response.text
+
+
+def test_an_adk_agent_gets_the_integrations_defaults_and_its_chain() -> None:
+    from agui_pipes.integrations.adk import ADKProducer, adk_chain
+
+    served = served_by(_adk())
+    assert served is not None and served.integration.name == "adk"
+    assert isinstance(served.producer, ADKProducer)
+    assert served.chain is adk_chain
+
+
+def test_a_producer_an_integration_built_is_served_as_it_is() -> None:
+    from tests.integrations._adk_targets import trips
+
+    served = served_by(trips)
+    assert served is not None and served.producer is trips
+    assert served.chain is not None and served.integration.name == "adk"
+    # Any other integration's producer is a plain producer: not the registry's business.
+    from agui_pipes.integrations.strands import strands_producer
+
+    assert served_by(strands_producer(_strands())) is None
+
+
+def test_another_google_package_s_object_is_not_offered_to_adk() -> None:
+    from google.genai import types
+
+    assert producer_for(types.Part(text="hi")) is None
