@@ -45,7 +45,7 @@ from ._stats import RunStats
 from ._streaming import FrameSink
 from ._thread_histories import ThreadHistories
 
-__all__ = ["RunRecordings"]
+__all__ = ["RecordedFrames", "RunRecordings"]
 
 OpenBatches = Callable[
     [Callable[[BaseEvent], None], RunRecorder],
@@ -277,11 +277,11 @@ class RunRecordings:
         stats: RunStats,
         gone: Callable[[], bool] = lambda: False,
         scope: str = DEFAULT_SCOPE,
-    ) -> AsyncIterator[AsyncIterator[bytes]]:
+    ) -> AsyncIterator[RecordedFrames]:
         """SSE frames (with ids) of the events ``open_events`` gives, each recorded."""
         async with (
             self.recording(thread_id, run_id, token, gone, scope) as live,
-            _closing(self._frames(live, open_events, stats)) as frames,
+            self._stoppable(live, self._frames(live, open_events, stats), stats) as frames,
         ):
             yield frames
 
@@ -293,19 +293,17 @@ class RunRecordings:
     ) -> AsyncGenerator[bytes, None]:
         recorder = live.recorder
         failure: Exception | None = None
-        with anyio.CancelScope() as scope:
-            live.scope = scope
-            try:
-                async with open_events() as events:
-                    async for event in events:
-                        if event.type in TERMINAL or event.type is EventType.RUN_STARTED:
-                            stats.note_output(event)
-                        stats.written += 1
-                        frame = await recorder.frame(encode_json(event))
-                        live.note(event)
-                        yield frame
-            except Exception as exc:
-                failure = exc
+        try:
+            async with open_events() as events:
+                async for event in events:
+                    if event.type in TERMINAL or event.type is EventType.RUN_STARTED:
+                        stats.note_output(event)
+                    stats.written += 1
+                    frame = await recorder.frame(encode_json(event))
+                    live.note(event)
+                    yield frame
+        except Exception as exc:
+            failure = exc
         end = await end_frame(self._log, live, failure, stats)
         if end is not None:
             yield end
@@ -320,7 +318,7 @@ class RunRecordings:
         stats: RunStats,
         gone: Callable[[], bool] = lambda: False,
         scope: str = DEFAULT_SCOPE,
-    ) -> AsyncIterator[AsyncIterator[bytes]]:
+    ) -> AsyncIterator[RecordedFrames]:
         """Batches of SSE frames (the gateway's relay path), each frame recorded and given an id.
 
         ``open_batches(note, recorder)`` opens the source of batches, which
@@ -331,7 +329,7 @@ class RunRecordings:
         """
         async with (
             self.recording(thread_id, run_id, token, gone, scope) as live,
-            _closing(self._batches(live, open_batches, stats)) as batches,
+            self._stoppable(live, self._batches(live, open_batches, stats), stats) as batches,
         ):
             yield batches
 
@@ -344,22 +342,58 @@ class RunRecordings:
         recorder = live.recorder
         seen: list[BaseEvent] = []
         failure: Exception | None = None
-        with anyio.CancelScope() as scope:
-            live.scope = scope
-            try:
-                async with open_batches(seen.append, recorder) as batches:
-                    async for batch in batches:
-                        # Noted once recorded: a run is only "ended" by a stored terminal.
-                        if seen:
-                            for event in seen:
-                                live.note(event)
-                            seen.clear()
-                        yield batch
-            except Exception as exc:
-                failure = exc
+        try:
+            async with open_batches(seen.append, recorder) as batches:
+                async for batch in batches:
+                    # Noted once recorded: a run is only "ended" by a stored terminal.
+                    if seen:
+                        for event in seen:
+                            live.note(event)
+                        seen.clear()
+                    yield batch
+        except Exception as exc:
+            failure = exc
         end = await end_frame(self._log, live, failure, stats)
         if end is not None:
             yield end
+
+    @asynccontextmanager
+    async def _stoppable(
+        self, live: LiveRun, frames: AsyncGenerator[bytes, None], stats: RunStats
+    ) -> AsyncIterator[RecordedFrames]:
+        """``frames`` read under the run's scope, which a stop cancels; its end as a trailer.
+
+        The scope encloses whoever reads the frames, not only the generator:
+        a stop lands wherever the reader waits — on the source inside the
+        generator, or on a full frame queue outside it (a stalled client) —
+        and unwinds through this scope in order. The RUN_ERROR that ends a
+        stopped run is recorded here and handed to the reader as the
+        frames' ``trailer``, to send after the last frame.
+        """
+        recorded = RecordedFrames(frames)
+        with anyio.CancelScope() as run_scope:
+            live.scope = run_scope
+            async with _closing(frames):
+                yield recorded
+        if run_scope.cancelled_caught:
+            recorded.trailer = await end_frame(self._log, live, None, stats)
+
+
+class RecordedFrames:
+    """A recorded run's frames, and the frame to send after them when a stop ended the run.
+
+    Iterating gives the frames' generator itself (no wrapper per frame).
+    """
+
+    __slots__ = ("_frames", "trailer")
+
+    def __init__(self, frames: AsyncGenerator[bytes, None]) -> None:
+        self._frames = frames
+        self.trailer: bytes | None = None
+        """The stopped run's recorded RUN_ERROR frame, once the frames' reader was unwound."""
+
+    def __aiter__(self) -> AsyncGenerator[bytes, None]:
+        return self._frames
 
 
 def error_after(
@@ -396,9 +430,21 @@ async def end_frame(
 async def _closing(
     frames: AsyncGenerator[bytes, None],
 ) -> AsyncIterator[AsyncGenerator[bytes, None]]:
-    """``frames``, closed on the way out even when cancelled: its end records the run's end."""
+    """``frames``, closed on the way out, cancelled or not.
+
+    The generator's source enters cancel scopes and task groups that span its
+    yields (the producer's run scope, the chain's). A cancellation that
+    reaches the reader outside the generator (waiting on a full frame queue)
+    is thrown into it at its ``yield``, so those unwind as from any
+    cancellation — a task group would wrap ``aclose()``'s ``GeneratorExit``
+    in a group — and no scope is entered here: theirs must exit on top of the
+    task's stack. What must finish while cancelled shields itself.
+    """
     try:
         yield frames
+    except anyio.get_cancelled_exc_class() as exc:
+        await frames.athrow(exc)  # raises it again, once the generator unwound
+        await frames.aclose()  # it had ended, or it yielded once more: done with it
+        raise
     finally:
-        with anyio.CancelScope(shield=True):
-            await frames.aclose()
+        await frames.aclose()

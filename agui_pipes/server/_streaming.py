@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -83,8 +83,11 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 OpenSource = Callable[[], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]]
 """Opens the run's event source for the duration of an ``async with``."""
-OpenFrames = Callable[[], AbstractAsyncContextManager[AsyncIterator[bytes]]]
-"""Opens a source of SSE bytes, already transformed and encoded, counted in the stats."""
+OpenFrames = Callable[[], AbstractAsyncContextManager[AsyncIterable[bytes]]]
+"""Opens a source of SSE bytes, already transformed and encoded, counted in the stats.
+
+The opened source may carry a ``trailer`` (bytes or None), read once it is closed:
+a last frame to send after everything it gave."""
 OpenRun = Callable[["FrameSink"], AbstractAsyncContextManager[AsyncIterator[BaseEvent]]]
 """Opens an agent run that hands every event to the given sink (``Run(..., sink=)``)."""
 
@@ -303,6 +306,11 @@ class SSERun:
             if self._open_frames is not None:
                 async with self._open_frames() as batches:
                     await self._forward_frames(batches, frames)
+                # A recorded run that a stop ended hands its RUN_ERROR over only
+                # once its reader has unwound (_recording.RecordedFrames).
+                trailer: bytes | None = getattr(batches, "trailer", None)
+                if trailer is not None:
+                    await frames.put(trailer)
                 return
             if self._open_run is not None:
                 await self._run_into(frames)
@@ -356,7 +364,7 @@ class SSERun:
                 await put(frame)
 
     @staticmethod
-    async def _forward_frames(batches: AsyncIterator[bytes], frames: FrameQueue) -> None:
+    async def _forward_frames(batches: AsyncIterable[bytes], frames: FrameQueue) -> None:
         offer = frames.offer
         async for batch in batches:
             if not offer(batch):

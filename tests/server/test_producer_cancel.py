@@ -116,13 +116,6 @@ async def test_a_producer_that_raises_is_recorded_with_one_run_error(tmp_path: P
     assert replay.text == live.text  # recorded as sent
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the recorder's scope (_recording._frames) is entered in an async generator that "
-    "yields inside it; a stop delivered while the server waits for a stalled client's "
-    "queue unwinds outside that generator, whose shielded close then exits the scope out "
-    "of order (RuntimeError): the run is recorded as an error, not cancelled",
-)
 def test_a_stop_of_a_recorded_run_whose_client_stalls_is_recorded_as_cancelled(
     tmp_path: Path,
 ) -> None:
