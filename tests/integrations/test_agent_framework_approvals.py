@@ -212,6 +212,10 @@ def test_an_answer_reaching_the_other_process_does_not_run_the_tool(
             "payload": {"approved": True},
         }
         elsewhere = _events(_post(client, two, {**first, "runId": "r-2", "resume": [answer]}))
+        # The run was admitted with the answer: the thread holds it answered, by that run.
+        late = _post(client, one, {**first, "runId": "r-3", "resume": [answer]})
+        assert _refusal(late) == (409, "interrupt_answered")
+        assert "'r-2'" in late.json()["message"]
     assert elsewhere[-1]["type"] == "RUN_ERROR"
     assert elsewhere[-1]["code"] == "APPROVAL_RESUME_NOT_FOUND"
     assert _observed(tmp_path, "two") == []  # MAF in process two never called the model
