@@ -12,13 +12,18 @@ the reference client's — add an input message whose id they do not hold, so
 the live client (which holds them: it sent them) sees no change, and the
 folded history shows them where the UI did: before the run's reply.
 
-The echo is partial on purpose: ``threadId``, ``runId`` and the new
-``messages`` (the fields the protocol requires), never the request's tools,
-context, state or forwarded props, which are not conversation and may be
-large or private. A RUN_STARTED that already carries ``input`` (an agent
-with ``echo_input=True``, an upstream that echoes) keeps it; only the new
-messages it lacks are added. A run whose first event is not a RUN_STARTED
-(it failed before starting) records no input.
+The echo is partial on purpose: ``threadId``, ``runId``, the new
+``messages`` (the fields the protocol requires) and, when the run answered
+interrupts, its ``resume`` — never the request's tools, context, state or
+forwarded props, which are not conversation and may be large or private.
+The ``resume`` recorded is the one the run was sent on with: under
+``interrupts="cancel"`` the client's answers *and* the cancellations the
+server added for the interrupts it left open (``_interrupt_gate``), so a
+reloaded run or thread shows that they were cancelled, and by which run.
+A RUN_STARTED that already carries ``input`` (an agent with
+``echo_input=True``, an upstream that echoes) keeps it; only the new messages
+and the answers (by ``interruptId``) it lacks are added. A run whose first
+event is not a RUN_STARTED (it failed before starting) records no input.
 """
 
 from __future__ import annotations
@@ -27,9 +32,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ag_ui.core import Message
+from ag_ui.core import Message, ResumeEntry
 
-__all__ = ["input_recorder", "new_messages"]
+__all__ = ["input_recorder", "new_messages", "resume_wire"]
 
 
 def new_messages(messages: Sequence[Message], held: set[str]) -> list[dict[str, Any]]:
@@ -44,21 +49,38 @@ def new_messages(messages: Sequence[Message], held: set[str]) -> list[dict[str, 
     return fresh
 
 
+def resume_wire(answers: Sequence[ResumeEntry]) -> list[dict[str, Any]]:
+    """The wire form of a run's ``resume`` entries, in order."""
+    return [a.model_dump(by_alias=True, exclude_none=True, mode="json") for a in answers]
+
+
 def input_recorder(
-    thread_id: str, run_id: str, messages: list[dict[str, Any]]
+    thread_id: str,
+    run_id: str,
+    messages: list[dict[str, Any]],
+    resume: list[dict[str, Any]] | None = None,
 ) -> Callable[[bytes], bytes] | None:
-    """What rewrites a run's first event to carry ``messages`` (None: nothing to add)."""
-    if not messages:
+    """What rewrites a run's first event to carry ``messages`` and ``resume`` (None: nothing
+    to add)."""
+    answers = resume or []
+    if not messages and not answers:
         return None
 
     def rewrite(data: bytes) -> bytes:
-        return with_input(data, thread_id, run_id, messages)
+        return with_input(data, thread_id, run_id, messages, answers)
 
     return rewrite
 
 
-def with_input(data: bytes, thread_id: str, run_id: str, messages: list[dict[str, Any]]) -> bytes:
-    """``data`` (one event's wire JSON) with ``messages`` on its ``input``, if a RUN_STARTED."""
+def with_input(
+    data: bytes,
+    thread_id: str,
+    run_id: str,
+    messages: list[dict[str, Any]],
+    resume: list[dict[str, Any]] | None = None,
+) -> bytes:
+    """``data`` (one event's wire JSON) with ``messages`` and ``resume`` on its ``input``, if
+    a RUN_STARTED."""
     if b'"RUN_STARTED"' not in data:
         return data
     try:
@@ -67,17 +89,27 @@ def with_input(data: bytes, thread_id: str, run_id: str, messages: list[dict[str
         return data
     if not isinstance(event, dict) or event.get("type") != "RUN_STARTED":
         return data
+    answers = resume or []
     echo = event.get("input")
     if isinstance(echo, dict) and isinstance(echo.get("messages"), list):
         present = {m.get("id") for m in echo["messages"] if isinstance(m, dict)}
         missing = [m for m in messages if m["id"] not in present]
-        if not missing:
+        echoed = echo.get("resume")
+        held = echoed if isinstance(echoed, list) else []
+        answered = {a.get("interruptId") for a in held if isinstance(a, dict)}
+        unechoed = [a for a in answers if a["interruptId"] not in answered]
+        if not missing and not unechoed:
             return data  # the echo holds them all: the bytes stay the producer's
-        echo["messages"] = [*echo["messages"], *missing]
+        if missing:
+            echo["messages"] = [*echo["messages"], *missing]
+        if unechoed:
+            echo["resume"] = [*held, *unechoed]
     else:
         event["input"] = {
             "threadId": event.get("threadId", thread_id),
             "runId": event.get("runId", run_id),
             "messages": messages,
         }
+        if answers:
+            event["input"]["resume"] = answers
     return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()

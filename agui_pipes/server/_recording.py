@@ -5,9 +5,10 @@ run recorded (``store=``):
 
 * ``claims`` — the run claimed before the response starts (``_run_claims``:
   a retry rejoins, one run per thread, 409 / 404 / 503 as JSON); the
-  messages it was POSTed with that the thread does not hold yet go on its
+  messages it was POSTed with that the thread does not hold yet, and the
+  answers it was sent (its ``resume``, cancellations included), go on its
   RUN_STARTED's ``input`` (``_recorded_input``), so its log holds the user's
-  turns;
+  turns and decisions;
 * ``recording`` — the run's ``LiveRun`` registered while it is served, with
   its detach-grace watcher and, for processes sharing the store, a heartbeat
   and a poll for a stop sent to another process (timers per run, never work
@@ -28,6 +29,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import anyio
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent
@@ -39,7 +41,7 @@ from ..store import EventLog, RunRecorder, RunStatus, StoreError
 from ._failures import log_after_terminal, log_failure, run_error_for
 from ._http import BadRequest
 from ._live_run import TERMINAL, LiveRun, RecordingSink, status_of
-from ._recorded_input import input_recorder, new_messages
+from ._recorded_input import input_recorder, new_messages, resume_wire
 from ._run_claims import RunClaims
 from ._stats import RunStats
 from ._streaming import FrameSink
@@ -160,23 +162,29 @@ class RunRecordings:
     async def _input_recorder(
         self, store: EventLog, thread_id: str, run_id: str, scope: str
     ) -> Callable[[bytes], bytes] | None:
-        """What puts the run's new input messages on its RUN_STARTED (``_recorded_input``).
+        """What puts the run's new input messages and its answers on its RUN_STARTED
+        (``_recorded_input``).
 
         New: an id the thread's history does not hold. When the history
         cannot be read, every input message is recorded (both folds skip an
-        id they hold, so the history stays right, only larger).
+        id they hold, so the history stays right, only larger). The answers
+        are the run's ``resume`` as it was sent on: the client's, with the
+        cancellations ``interrupts="cancel"`` added.
         """
-        messages = self.claims.input_messages(scope, run_id)
-        if not messages:
-            return None
-        try:
-            held = await self._histories.message_ids(store, scope, thread_id)
-        except (StoreError, ValueError) as exc:
-            self._log.warning(
-                "run %s: cannot tell the new input messages (%s); recording them all", run_id, exc
-            )
-            held = set()
-        return input_recorder(thread_id, run_id, new_messages(messages, held))
+        messages, answers = self.claims.claimed_input(scope, run_id)
+        fresh: list[dict[str, Any]] = []
+        if messages:
+            try:
+                held = await self._histories.message_ids(store, scope, thread_id)
+            except (StoreError, ValueError) as exc:
+                self._log.warning(
+                    "run %s: cannot tell the new input messages (%s); recording them all",
+                    run_id,
+                    exc,
+                )
+                held = set()
+            fresh = new_messages(messages, held)
+        return input_recorder(thread_id, run_id, fresh, resume_wire(answers))
 
     async def _release(self, store: EventLog, thread_id: str, run_id: str, scope: str) -> None:
         """Free the thread for its next run (a failing store: the lease expires by itself)."""

@@ -28,9 +28,10 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 import anyio
-from ag_ui.core import Message, RunAgentInput
+from ag_ui.core import Message, ResumeEntry, RunAgentInput
 
 from ..store import EventLog, RunStatus, StoreError, ThreadTaken
 from ._http import BadRequest
@@ -39,7 +40,14 @@ from ._live_run import LiveRun
 from ._options import Concurrency, Interrupts
 from ._store_health import store_unavailable
 
-__all__ = ["CONCURRENCY", "INTERRUPTS", "Concurrency", "RunClaims", "request_digest"]
+__all__ = [
+    "CONCURRENCY",
+    "INTERRUPTS",
+    "ClaimedInput",
+    "Concurrency",
+    "RunClaims",
+    "request_digest",
+]
 
 CONCURRENCY: tuple[Concurrency, ...] = ("reject", "supersede")
 INTERRUPTS: tuple[Interrupts, ...] = ("enforce", "cancel", "off")
@@ -57,6 +65,17 @@ def request_digest(run_input: RunAgentInput) -> str:
         ensure_ascii=False,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class ClaimedInput(NamedTuple):
+    """What a claimed run was given: its messages and its answers, as the agent reads them.
+
+    ``resume`` is the request's, with the cancellations ``interrupts="cancel"``
+    added: what the agent (or the upstream) is actually sent.
+    """
+
+    messages: list[Message]
+    resume: list[ResumeEntry]
 
 
 class RunClaims:
@@ -88,7 +107,7 @@ class RunClaims:
         self._stop_wait = stop_wait
         self._log = logger
         self._claimed: dict[tuple[str, str], str] = {}
-        self._inputs: dict[tuple[str, str], list[Message]] = {}
+        self._inputs: dict[tuple[str, str], ClaimedInput] = {}
 
     async def claim(self, run_input: RunAgentInput, scope: str) -> bool:
         """Claim the run: False when this POST must start it, True when it must rejoin it.
@@ -128,16 +147,18 @@ class RunClaims:
             # Before the response starts: a 503 with retry-after, the detail in the log only.
             raise store_unavailable(exc, self._log, f"run {run_id}: not started") from exc
         self._claimed[scope, run_id] = thread_id
-        self._inputs[scope, run_id] = list(run_input.messages)
+        self._inputs[scope, run_id] = ClaimedInput(
+            list(run_input.messages), list(run_input.resume or ())
+        )
         return False
 
     def take(self, scope: str, run_id: str) -> bool:
         """Whether the run was claimed here (and is now being served): it exists already."""
         return self._claimed.pop((scope, run_id), None) is not None
 
-    def input_messages(self, scope: str, run_id: str) -> list[Message]:
-        """The messages the claimed run was POSTed with (once; none for a run not claimed)."""
-        return self._inputs.pop((scope, run_id), [])
+    def claimed_input(self, scope: str, run_id: str) -> ClaimedInput:
+        """What the claimed run was given (once; nothing for a run not claimed)."""
+        return self._inputs.pop((scope, run_id), None) or ClaimedInput([], [])
 
     async def unclaimed(self, scope: str, run_id: str) -> None:
         """End a claimed run whose serving never began (the client left first)."""
