@@ -11,6 +11,11 @@ on A, is 409 ``interrupt_answered`` naming the run that answered it; nothing
 is recorded for a refused request. A thread whose interrupt expired (the
 chain's ``PastExpiry``) has a ``resolved`` answer refused 409
 ``interrupt_expired`` on B, and a ``cancelled`` one moves it on.
+
+Also here, for each framework's tests: :func:`typed_instead_of_answering`
+(new input while an interrupt is pending, under ``interrupts="cancel"``) and
+:func:`answered_elsewhere` (an interrupt asked through one server and
+answered through another, raw HTTP).
 """
 
 from __future__ import annotations
@@ -149,3 +154,87 @@ async def across_two_processes(flow: Flow, one: str, two: str, ts_oracle: Any) -
         moved = await _post(client, two, {**too_late, "resume": cancelled})
         assert moved.status_code == 200, moved.text
         assert _said(moved.text) == flow.cancelled
+
+
+LATER = {"id": "u-2", "role": "user", "content": "Never mind, what time is it?"}
+
+
+async def typed_instead_of_answering(url: str, ts_oracle: Any, tools: Sequence[Any] = ()) -> str:
+    """Under ``interrupts="cancel"``: the TS client's run asks, the next one sends ``LATER``.
+
+    The second run is admitted with the open interrupt answered ``cancelled`` for
+    it; returns what that run said.
+    """
+    first = {"url": url, "threadId": "t-c", "runId": "c-1", "initialMessages": [USER]}
+    (asked,) = await anyio.to_thread.run_sync(ts_oracle, [{**first, "tools": list(tools)}])
+    assert asked["outcome"] == "completed", (asked["error"], asked["events"])
+    finished = [e for e in asked["events"] if e["type"] == "RUN_FINISHED"][-1]
+    assert finished["outcome"]["type"] == "interrupt"
+    body = {"threadId": "t-c", "runId": "c-2", "messages": [*asked["messages"], LATER]}
+    async with httpx.AsyncClient(timeout=60) as client:
+        moved = await _post(client, url, {**body, "tools": list(tools)})
+    assert moved.status_code == 200, moved.text
+    return _said(moved.text)
+
+
+@dataclass(frozen=True)
+class Answered:
+    """An interrupt asked through one server and answered through another."""
+
+    interrupt_id: str
+    answer: dict[str, Any]
+    """The answering request's body."""
+    events: list[dict[str, Any]]
+    """The answering run's events (none when it was refused)."""
+    status: tuple[int, str] | None = None
+    """A refused answer's status and error code."""
+    message: str = ""
+    """A refused answer's message."""
+
+
+async def answered_elsewhere(
+    one: str,
+    two: str,
+    tools: Sequence[Any] = (),
+    *,
+    payload: Any = None,
+    admitted: bool = True,
+) -> Answered:
+    """Ask through ``one``, answer through ``two`` (``{"approved": true}`` unless ``payload``).
+
+    The answer carries the history a client holds (the user's turn and the
+    assistant's tool calls), as the TS client would send it. ``admitted``:
+    the thread check admits it (else its refusal is returned).
+    """
+    async with httpx.AsyncClient(timeout=60) as client:
+        body = {"threadId": "t-e", "runId": "s-1", "messages": [USER], "tools": list(tools)}
+        asked = await _post(client, one, body)
+        calls = [e for e in _events(asked.text) if e["type"] == "TOOL_CALL_START"]
+        said = {
+            "id": "a-1",
+            "role": "assistant",
+            "toolCalls": [
+                {
+                    "id": call["toolCallId"],
+                    "type": "function",
+                    "function": {"name": call["toolCallName"], "arguments": '{"amount": 5}'},
+                }
+                for call in calls
+            ],
+        }
+        [interrupt] = _finished(asked.text)["outcome"]["interrupts"]
+        given = {"approved": True} if payload is None else payload
+        approve = {"interruptId": interrupt["id"], "status": "resolved", "payload": given}
+        answer = {**body, "runId": "s-2", "messages": [USER, said], "resume": [approve]}
+        answered = await _post(client, two, answer)
+    if not admitted:
+        error = answered.json()
+        return Answered(interrupt["id"], answer, [], _refusal(answered), error["message"])
+    assert answered.status_code == 200, answered.text
+    return Answered(interrupt["id"], answer, _events(answered.text))
+
+
+async def refusal(url: str, body: dict[str, Any]) -> tuple[int, str]:
+    """The status and error code ``url`` refuses ``body`` with."""
+    async with httpx.AsyncClient(timeout=60) as client:
+        return _refusal(await _post(client, url, body))

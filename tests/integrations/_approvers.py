@@ -1,10 +1,15 @@
 """Approval flows' agents on the real ADK and Strands adapters, over scripted models.
 
-* **ADK** (ag-ui-adk): an ``LlmAgent`` with ag-ui-adk's ``AGUIToolset``, so
-  the client's frontend tool ``approve_transfer`` is the agent's; its model
-  calls that tool first, and ADK stops on the call (a long-running client
-  tool) and waits for its result. Once a function response is in, the model
-  says ``got <the response it received, as JSON>``.
+* **ADK** (ag-ui-adk), two ways to ask. A *frontend tool*: an ``LlmAgent``
+  with ag-ui-adk's ``AGUIToolset``, so the client's tool ``approve_transfer``
+  is the agent's; its model calls that tool first, and ADK stops on the call
+  (a long-running client tool) and waits for its result. A *tool
+  confirmation* (``confirm=True``): the server tool ``transfer`` is a
+  ``FunctionTool(require_confirmation=True)``, ADK pauses on its
+  ``adk_request_confirmation`` call, and ag-ui-adk's
+  ``emit_interrupt_outcome=True`` reports that as the canonical outcome. Once
+  a function response is in, the model says ``got <the response it received,
+  as JSON>``.
 * **Strands** (ag-ui-strands): an ``Agent`` whose server tool ``transfer``
   has ag-ui-strands' ``ToolBehavior(interrupt_on_call=True)``: the adapter's
   approval hook interrupts before the tool runs (the canonical outcome,
@@ -16,10 +21,11 @@ Each model keeps what it received in ``seen`` (in-process tests assert on it);
 across processes the reply, made from what the model received, is the record.
 
 For ``agui-pipes serve --agent`` in a process of its own, the module's
-attributes ``served_adk`` (a producer) and ``served_strands`` (a ``StrandsAgent``,
-which the integrations' registry serves) are built on first access from the
-environment: ``APPROVAL_ADK_SESSIONS`` (an ADK ``DatabaseSessionService`` URL)
-and ``APPROVAL_STRANDS_SESSIONS`` (a Strands ``FileSessionManager`` directory),
+attributes ``served_adk`` and ``served_adk_confirming`` (producers) and
+``served_strands`` (a ``StrandsAgent``, which the integrations' registry
+serves) are built on first access from the environment:
+``APPROVAL_ADK_SESSIONS`` (an ADK ``DatabaseSessionService`` URL) and
+``APPROVAL_STRANDS_SESSIONS`` (a Strands ``FileSessionManager`` directory),
 which the processes of one deployment share — the paused framework's state.
 
 :class:`PastExpiry` (a chain stage, ``type: tests.integrations._approvers:PastExpiry``)
@@ -73,16 +79,26 @@ def _quiet_imports() -> None:
 # -- ADK -----------------------------------------------------------------------
 
 
-def adk_agent(model: Any = None) -> Any:
-    """The ADK agent asking ``approve_transfer`` (the client's tool) before it answers."""
+def adk_agent(model: Any = None, *, confirm: bool = False) -> Any:
+    """The ADK agent asking ``approve_transfer`` (the client's tool) before it answers.
+
+    ``confirm``: instead, its own tool ``transfer`` requires ADK's tool confirmation.
+    """
     _quiet_imports()
     from ag_ui_adk import AGUIToolset
     from google.adk.agents import LlmAgent
+    from google.adk.tools import FunctionTool
 
-    return LlmAgent(name="bank", model=model or adk_model(), tools=[AGUIToolset()])
+    def transfer(amount: int) -> str:
+        """Send money to Bob."""
+        return f"sent ${amount}"
+
+    tools = [FunctionTool(transfer, require_confirmation=True) if confirm else AGUIToolset()]
+    model = model or adk_model("transfer" if confirm else "approve_transfer")
+    return LlmAgent(name="bank", model=model, tools=tools)
 
 
-def adk_model() -> Any:
+def adk_model(tool: str = "approve_transfer") -> Any:
     from google.adk.models.base_llm import BaseLlm
     from google.adk.models.llm_request import LlmRequest
     from google.adk.models.llm_response import LlmResponse
@@ -90,10 +106,14 @@ def adk_model() -> Any:
     from pydantic import Field
 
     class ScriptedLlm(BaseLlm):
-        """Calls ``approve_transfer``; once its response is in, says what it received."""
+        """Calls ``tool``; once a function response is in, says what it received."""
 
         model: str = "scripted"
+        tool: str = "approve_transfer"
         seen: list[Any] = Field(default_factory=list)
+        """Per call, the function responses the model was given."""
+        texts: list[list[str]] = Field(default_factory=list)
+        """Per call, the texts of the user's turns it was given."""
 
         async def generate_content_async(
             self, llm_request: LlmRequest, stream: bool = False
@@ -105,29 +125,41 @@ def adk_model() -> Any:
                 if part.function_response is not None
             ]
             self.seen.append(responses)
+            self.texts.append(
+                [
+                    part.text
+                    for content in llm_request.contents
+                    if content.role == "user"
+                    for part in (content.parts or [])
+                    if part.text
+                ]
+            )
             if not responses:
-                call = types.FunctionCall(id="call-1", name="approve_transfer", args={"amount": 5})
+                call = types.FunctionCall(id="call-1", name=self.tool, args={"amount": 5})
                 part = types.Part(function_call=call)
             else:
                 part = types.Part(text=f"got {json.dumps(responses[-1], sort_keys=True)}")
             yield LlmResponse(content=types.Content(role="model", parts=[part]))
 
-    return ScriptedLlm()
+    return ScriptedLlm(tool=tool)
 
 
-def adk_bank(sessions: str | None = None, model: Any = None) -> Any:
-    """The ADK agent as agui_pipes' producer; ``sessions``: a database session service URL."""
+def adk_bank(sessions: str | None = None, model: Any = None, *, confirm: bool = False) -> Any:
+    """The ADK agent as agui_pipes' producer; ``sessions``: a database session service URL.
+
+    ``confirm``: the tool confirmation flow, reported as the canonical outcome.
+    """
     _quiet_imports()
     from agui_pipes.integrations.adk import adk_producer
 
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"emit_interrupt_outcome": True} if confirm else {}
     if sessions is not None:
         from google.adk.sessions import DatabaseSessionService
 
         options["session_service"] = DatabaseSessionService(sessions)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return adk_producer(adk_agent(model), **options)
+        return adk_producer(adk_agent(model, confirm=confirm), **options)
 
 
 # -- Strands -------------------------------------------------------------------
@@ -141,7 +173,8 @@ def strands_model() -> Any:
 
         def __init__(self) -> None:
             self.config: dict[str, Any] = {}
-            self.seen: list[list[Any]] = []
+            self.seen: list[list[Any]] = []  # per call, the tool results it was given
+            self.texts: list[list[str]] = []  # per call, the texts of the user's turns
 
         def update_config(self, **model_config: Any) -> None:
             self.config.update(model_config)
@@ -157,6 +190,15 @@ def strands_model() -> Any:
         ) -> AsyncGenerator[dict[str, Any], None]:
             results = [b["toolResult"] for m in messages for b in m["content"] if "toolResult" in b]
             self.seen.append(results)
+            self.texts.append(
+                [
+                    b["text"]
+                    for m in messages
+                    if m["role"] == "user"
+                    for b in m["content"]
+                    if "text" in b
+                ]
+            )
             yield {"messageStart": {"role": "assistant"}}
             if not results:
                 start = {"toolUse": {"toolUseId": "call-1", "name": "transfer"}}
@@ -233,9 +275,11 @@ class PastExpiry(StreamTransformer):
 
 
 def __getattr__(name: str) -> Any:
-    """``served_adk`` and ``served_strands`` for ``serve --agent``, from the environment."""
+    """The ``served_*`` agents for ``serve --agent``, from the environment."""
     if name == "served_adk":
         return adk_bank(os.environ["APPROVAL_ADK_SESSIONS"])
+    if name == "served_adk_confirming":
+        return adk_bank(os.environ["APPROVAL_ADK_SESSIONS"], confirm=True)
     if name == "served_strands":
         return strands_bank(os.environ["APPROVAL_STRANDS_SESSIONS"])
     raise AttributeError(name)
