@@ -36,6 +36,7 @@ import pytest
 
 from agui_pipes.config import load_chain
 from agui_pipes.server import build_app
+from tests._interrupt_flow import interrupt_flow_in_thread
 from tests._servers import serve
 from tests._store_backends import redis_url, store_url_for
 from tests.integrations import _approvers
@@ -53,9 +54,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.node]
 __all__ = ["redis_url"]  # the session fixture, used through store_url_for
 
 pytest.importorskip("ag_ui_adk", reason="ag-ui-adk (the test extra) is missing")
-pytest.importorskip("ag_ui_langgraph", reason="the TS flow's helper module needs it")
-
-from tests.server.test_interrupt_bridge_gateway import _in_thread  # noqa: E402
 
 ANSWERS = {
     # the client's answer: (what the model received as the tool's response)
@@ -103,14 +101,16 @@ async def test_the_ts_client_approves_through_adk(tmp_path: Path, where: str, an
             keepalive=None,
         )
         with serve(app) as server:
-            flow = await _in_thread(f"{server.url}/", tmp_path, given, tools=[_approvers.ADK_TOOL])
+            flow = await interrupt_flow_in_thread(
+                f"{server.url}/", tmp_path, given, tools=[_approvers.ADK_TOOL]
+            )
     else:
         with serve(_framework_app(model)) as upstream:
             gateway = build_app(
                 upstream=f"{upstream.url}/", chain=_chain(tmp_path), store=store, keepalive=None
             )
             with serve(gateway) as server:
-                flow = await _in_thread(
+                flow = await interrupt_flow_in_thread(
                     f"{server.url}/", tmp_path, given, tools=[_approvers.ADK_TOOL]
                 )
     first, second = flow["first"], flow["second"]
@@ -173,12 +173,12 @@ async def test_the_ts_client_answers_an_adk_tool_confirmation(
     if where == "in-process":
         producer = _approvers.adk_bank(model=model, confirm=True)
         with serve(build_app(producer=producer, store=store, keepalive=None)) as server:
-            flow = await _in_thread(f"{server.url}/", tmp_path, given)
+            flow = await interrupt_flow_in_thread(f"{server.url}/", tmp_path, given)
     else:
         with serve(_framework_app(model, confirm=True)) as upstream:
             gateway = build_app(upstream=f"{upstream.url}/", store=store, keepalive=None)
             with serve(gateway) as server:
-                flow = await _in_thread(f"{server.url}/", tmp_path, given)
+                flow = await interrupt_flow_in_thread(f"{server.url}/", tmp_path, given)
     first, second = flow["first"], flow["second"]
     assert first["error"] is None, flow["console"]
     [pending] = first["pendingInterrupts"]

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from agui_pipes.server import build_app
+from tests._interrupt_flow import interrupt_flow_in_thread
 from tests._servers import serve
 from tests._store_backends import redis_url, store_url_for
 from tests.integrations import _approvers
@@ -50,10 +51,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.node]
 __all__ = ["redis_url"]  # the session fixture, used through store_url_for
 
 pytest.importorskip("ag_ui_strands", reason="ag-ui-strands (the test extra) is missing")
-pytest.importorskip("ag_ui_langgraph", reason="the TS flow's helper module needs it")
 
 from agui_pipes.integrations.strands import strands_producer  # noqa: E402
-from tests.server.test_interrupt_bridge_gateway import _in_thread  # noqa: E402
 
 SENT = [{"text": "sent $5"}]
 DENIED = [{"text": "User denied approval for 'transfer'."}]
@@ -85,12 +84,12 @@ async def test_the_ts_client_approves_through_strands(
     if where == "in-process":
         producer = strands_producer(_approvers.strands_bank(model=model))
         with serve(build_app(producer=producer, store=store, keepalive=None)) as server:
-            flow = await _in_thread(f"{server.url}/", tmp_path, given)
+            flow = await interrupt_flow_in_thread(f"{server.url}/", tmp_path, given)
     else:
         with serve(_framework_app(model)) as upstream:
             gateway = build_app(upstream=f"{upstream.url}/", store=store, keepalive=None)
             with serve(gateway) as server:
-                flow = await _in_thread(f"{server.url}/", tmp_path, given)
+                flow = await interrupt_flow_in_thread(f"{server.url}/", tmp_path, given)
     first, second = flow["first"], flow["second"]
     assert first["error"] is None, flow["console"]
     [pending] = first["pendingInterrupts"]
