@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import json
 import operator
-import subprocess
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -32,6 +30,7 @@ from starlette.routing import Route
 
 from agui_pipes.config import load_chain
 from agui_pipes.server import Gateway, build_app
+from tests._interrupt_flow import interrupt_flow_in_thread as _in_thread
 from tests._servers import serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.node]
@@ -192,31 +191,6 @@ def _gateway(upstream: str, tmp_path: Path, chain_yaml: str) -> Starlette:
         store=f"sqlite:///{tmp_path / 'runs.db'}",
         keepalive=None,
     )
-
-
-def _flow(url: str, tmp_path: Path, answer: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    from tests._oracle import HARNESS_DIR, ensure_installed
-
-    ensure_installed()
-    case = tmp_path / "flow.json"
-    user = {"id": "u-1", "role": "user", "content": "Send Bob $5"}
-    case.write_text(
-        json.dumps({"url": url, "threadId": "t-1", "messages": [user], "answer": answer, **extra})
-    )
-    done = subprocess.run(
-        ["node", str(HARNESS_DIR / "interrupt_flow.mjs"), str(case)],
-        cwd=HARNESS_DIR,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
-async def _in_thread(url: str, tmp_path: Path, answer: dict[str, Any], **extra: Any) -> Any:
-    return await anyio.to_thread.run_sync(lambda: _flow(url, tmp_path, answer, **extra))
 
 
 _LANGGRAPH_CHAIN = "transformers:\n  - type: interrupt_bridge\n    dialect: langgraph\n"
