@@ -153,7 +153,17 @@ def load_run(args: argparse.Namespace) -> Any:
         if chain is None:
             raise _ConfigInvalid
     name = input_name(args.input)
-    run = InspectedRun.build(items, name, chain=chain, broken=broken)
+    from ..inspector._request import RequestError, split_request
+
+    try:
+        # An export's first line may carry the request the run was started with.
+        request, events = split_request(items)
+    except RequestError as error:
+        raise InputError(f"{name}: {error}") from None
+    if not events:
+        raise InputError(f"{name} holds a run's request but no events: nothing to inspect")
+    run = InspectedRun.build(events, name, chain=chain, broken=broken)
+    run.request = request
     if set(run.types_count()) == {NOT_AN_EVENT}:
         first = run.violations[0]["message"] if run.violations else "no event decoded"
         raise InputError(

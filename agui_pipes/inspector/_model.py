@@ -263,6 +263,8 @@ class InspectedRun:
         self._fold_state: Any = {}
         self._shared: dict[str, bytes] = {}
         self.stages: list[Any] | None = None
+        self.request: dict[str, Any] | None = None
+        """The ``RunAgentInput`` (wire JSON) the run was started with, when known."""
         self._output: InspectedRun | None = None
         self.capped = False
         self._haystack: tuple[bytes, array[int]] | None = None
@@ -521,6 +523,7 @@ class InspectedRun:
             )
             output.id = self.id
             output.stages = self.stages  # the pipeline view describes both sides
+            output.request = self.request
             self._output = output
         return self._output
 
@@ -853,6 +856,7 @@ class InspectedRun:
             "violations": list(self.violations),
             "warnings": list(self.warnings),
             "stages": None if self.stages is None else [s.summary() for s in self.stages],
+            "request": self.request,
         }
 
     def listing(self) -> dict[str, Any]:
@@ -864,4 +868,5 @@ class InspectedRun:
             "outcome": self.outcome,
             "capped": self.capped,
             "bytes": self.nbytes,
+            "request": self.request is not None,
         }
