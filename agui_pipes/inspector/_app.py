@@ -31,6 +31,7 @@ from ._model import MIB, InspectedRun
 from ._request import RequestError, request_line, split_request
 from ._stages import KINDS
 from ._tap import SENT_REQUEST
+from ._target import SendTarget, send_to_target
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -197,7 +198,7 @@ def inspector_app(
     runs: InspectedRun | RecentRuns | Iterable[InspectedRun],
     *,
     authorize: Authorize | None = None,
-    send_to: tuple[ASGIApp, str] | None = None,
+    send_to: tuple[ASGIApp, str] | SendTarget | None = None,
     max_import_bytes: int = MAX_IMPORT_BYTES,
 ) -> ASGIApp:
     """The inspector for one stream (``agui-pipes inspect``) or a server's recent runs.
@@ -205,7 +206,9 @@ def inspector_app(
     ``send_to=(app, path)``: the agent endpoint a run composed on the page is sent
     to (``POST api/send``, same-origin only), in process; the run is recorded as
     any other the endpoint serves, so ``runs`` should be the ring its chain records
-    into (``serve --inspect`` passes its own app and ``--path``).
+    into (``serve --inspect`` passes its own app and ``--path``). ``send_to=SendTarget(url)``
+    sends it over HTTP instead, to any AG-UI endpoint, and records the stream it answers
+    into ``runs`` itself (``agui-pipes inspect --target URL``).
 
     ``POST api/import`` adds a run exported as NDJSON (at most ``max_import_bytes``;
     413 past it) to the runs listed, as the caller's.
@@ -255,7 +258,12 @@ def inspector_app(
 
     def list_runs(request: Request) -> Any:
         listed = [run.listing() for run in registry.newest_first(scope_of(request))]
-        return {"runs": listed, "send": send_to is not None}
+        where = None
+        if isinstance(send_to, SendTarget):
+            where = send_to.url
+        elif send_to is not None:
+            where = send_to[1]
+        return {"runs": listed, "send": send_to is not None, "sendsTo": where}
 
     def summary(request: Request) -> Any:
         return run_of(request).summary()
@@ -359,7 +367,17 @@ def inspector_app(
         refused = _cross_site(request)
         if refused is not None:
             return _error(403, refused)
-        return await _send(request, *send_to)
+        body = await request.body()
+        checked = _run_input(body)
+        if isinstance(checked, Response):
+            return checked
+        if isinstance(send_to, SendTarget):
+            sent = checked.model_dump(mode="json", by_alias=True, exclude_none=True)
+            status, answer = await send_to_target(
+                send_to, body, checked, sent, registry, scope_of(request)
+            )
+            return _JSON(answer, status_code=status)
+        return await _send(request, body, checked, *send_to)
 
     async def import_run(request: Request) -> Response:
         refused = _cross_site(request, "application/x-ndjson")
@@ -497,22 +515,15 @@ def _cross_site(request: Request, content_type: str = "application/json") -> str
     return None
 
 
-async def _send(request: Request, app: ASGIApp, path: str) -> Response:
-    """Validate a ``RunAgentInput`` and POST it to ``app`` at ``path`` in process.
-
-    The caller's credentials go with it, so the agent endpoint authorizes it as
-    that caller and records the run under that caller's scope. Answers once the
-    run ended (the page watches it live meanwhile), with the endpoint's status.
-    """
-    import httpx
+def _run_input(body: bytes) -> Any:
+    """The body as a ``RunAgentInput``, or the 400 saying what is wrong with it."""
     from ag_ui.core import RunAgentInput
     from pydantic import ValidationError
 
-    body = await request.body()
     if len(body) > MAX_SEND_BYTES:
         return _error(400, f"the run input is {len(body)} bytes, more than {MAX_SEND_BYTES}")
     try:
-        run_input = RunAgentInput.model_validate(orjson.loads(body))
+        return RunAgentInput.model_validate(orjson.loads(body))
     except orjson.JSONDecodeError as error:
         return _error(400, f"the run input is not JSON: {error}")
     except ValidationError as error:
@@ -521,6 +532,17 @@ async def _send(request: Request, app: ASGIApp, path: str) -> Response:
             for e in error.errors()[:5]
         )
         return _error(400, f"not a RunAgentInput: {problems}")
+
+
+async def _send(request: Request, body: bytes, run_input: Any, app: ASGIApp, path: str) -> Response:
+    """Validate a ``RunAgentInput`` and POST it to ``app`` at ``path`` in process.
+
+    The caller's credentials go with it, so the agent endpoint authorizes it as
+    that caller and records the run under that caller's scope. Answers once the
+    run ended (the page watches it live meanwhile), with the endpoint's status.
+    """
+    import httpx
+
     headers = {"content-type": "application/json", "accept": "text/event-stream"}
     if "authorization" in request.headers:
         headers["authorization"] = request.headers["authorization"]
