@@ -103,10 +103,11 @@ async def send_to_target(
                     frames += 1
                     if not run.evicted:
                         run.add(payload)
-            except (httpx.HTTPError, CodecError):
-                run.abandon()  # the stream broke off: marked disconnected, as it is
-                raise
-            run.close()
+                run.close()
+            finally:
+                # The stream broke off, or the page's request went away (cancelled):
+                # marked disconnected, as it is. After a clean end it is closed.
+                run.abandon()
     except httpx.HTTPError as error:
         if frames:
             return 502, {"error": f"the target's stream broke off after {frames} events: {error}"}
