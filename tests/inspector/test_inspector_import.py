@@ -185,3 +185,20 @@ def test_an_imported_run_is_the_importing_principals(tmp_path: Path) -> None:
         client.post("/inspect/api/import", content=DEMO.read_bytes(), headers=NDJSON).status_code
         == 401
     )
+
+
+def test_a_sent_run_keeps_its_request_with_a_store(tmp_path: Path) -> None:
+    """With a store the run is served from a recording task: the request still reaches it."""
+    runs = RecentRuns()
+    recorder = runs.recorder()
+    app = build_app(
+        agent=DemoAgent(pace=0),
+        path="/agent",
+        chain=lambda: TransformerChain([recorder.fresh()]),
+        store=f"sqlite:///{tmp_path / 'runs.db'}",
+    )
+    with TestClient(with_inspector(app, inspector_app(runs, send_to=(app, "/agent")))) as client:
+        sent = client.post("/inspect/api/send", content=json.dumps(RUN), headers=SAME_ORIGIN)
+        assert sent.status_code == 200, sent.text
+        (listed,) = client.get("/inspect/api/runs").json()["runs"]
+        assert listed["outcome"] == "finished" and listed["request"] is True
