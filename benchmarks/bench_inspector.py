@@ -169,34 +169,53 @@ def main() -> None:
 
 
 def _ring(runs_recorded: int = 25, run_mib: int = 40) -> None:
-    """25 runs of 40 MiB through the default ring: its count and its traced memory."""
-    from ag_ui.core import EventType, TextMessageContentEvent
+    """25 runs of 40 MiB through the default ring: its count, its traced memory and peak."""
+    from collections.abc import Iterator
+
+    from ag_ui.core import (
+        BaseEvent,
+        EventType,
+        RunFinishedEvent,
+        RunStartedEvent,
+        TextMessageContentEvent,
+        TextMessageEndEvent,
+        TextMessageStartEvent,
+    )
 
     from agui_pipes.inspector import RecentRuns
 
-    delta = "x" * (64 * 1024)
-    events = [
-        TextMessageContentEvent(type=EventType.TEXT_MESSAGE_CONTENT, message_id="m", delta=delta)
-        for _ in range(run_mib * 16)
-    ]
+    def stream(number: int) -> Iterator[BaseEvent]:
+        # Made as they are sent, as a served agent makes them: each delta a fresh string.
+        yield RunStartedEvent(type=EventType.RUN_STARTED, thread_id="t", run_id=str(number))
+        yield TextMessageStartEvent(
+            type=EventType.TEXT_MESSAGE_START, message_id="m", role="assistant"
+        )
+        for _ in range(run_mib * 16):
+            yield TextMessageContentEvent(
+                type=EventType.TEXT_MESSAGE_CONTENT, message_id="m", delta="x" * (64 * 1024)
+            )
+        yield TextMessageEndEvent(type=EventType.TEXT_MESSAGE_END, message_id="m")
+        yield RunFinishedEvent(type=EventType.RUN_FINISHED, thread_id="t", run_id=str(number))
+
     ring = RecentRuns()
+    gc.collect()
     tracemalloc.start()
     started = time.perf_counter()
-    for _ in range(runs_recorded):
+    for number in range(runs_recorded):
         tap = ring.recorder().fresh()
-        for event in events:
+        for event in stream(number):
             tap.transform(event)
         tap.finish()
     seconds = time.perf_counter() - started
-    gc.collect()
-    held, peak = tracemalloc.get_traced_memory()
+    held, peak = tracemalloc.get_traced_memory()  # no gc.collect(): nothing waits for it
     tracemalloc.stop()
     mib = 1024 * 1024
+    kept = ring.newest_first()
     print(
         f"ring: {runs_recorded} runs of {run_mib} MiB in {seconds:.1f} s; "
-        f"{len(ring.newest_first())} kept, counted {ring.nbytes() / mib:.0f} MiB of a "
-        f"{ring.max_bytes / mib:.0f} MiB bound; traced {held / mib:.0f} MiB held, "
-        f"{peak / mib:.0f} MiB peak"
+        f"{len(kept)} kept ({kept[0].nbytes / mib:.1f} MiB each), counted "
+        f"{ring.nbytes() / mib:.0f} MiB of a {ring.max_bytes / mib:.0f} MiB bound; traced "
+        f"{held / mib:.0f} MiB held, {peak / mib:.0f} MiB peak"
     )
 
 

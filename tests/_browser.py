@@ -34,7 +34,7 @@ def find_chromium() -> str | None:
 class Inspector:
     """``agui-pipes inspect`` in a subprocess; ``url`` is the page it printed."""
 
-    def __init__(self, path: Path, *extra: str) -> None:
+    def __init__(self, path: Path | None, *extra: str) -> None:
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         # Run from the file's folder so the page's label is the file name alone.
         self.process = subprocess.Popen(
@@ -43,7 +43,7 @@ class Inspector:
                 "-m",
                 "agui_pipes",
                 "inspect",
-                path.name,
+                *([] if path is None else [path.name]),
                 "--no-open",
                 "--port",
                 "0",
@@ -53,7 +53,7 @@ class Inspector:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            cwd=path.parent,
+            cwd=ROOT if path is None else path.parent,
         )
         found: list[str] = []
         seen: list[str] = []
@@ -62,9 +62,9 @@ class Inspector:
             assert self.process.stdout is not None
             for line in self.process.stdout:
                 seen.append(line)
-                match = re.search(r"https?://\S+", line)
-                if match:
-                    found.append(match.group(0))
+                urls = re.findall(r"https?://\S+", line)
+                if urls:
+                    found.append(urls[-1])  # the page's, last (a --target URL comes before)
                     return
 
         reader = threading.Thread(target=read, daemon=True)
@@ -74,7 +74,8 @@ class Inspector:
             self.close()
             assert self.process.stderr is not None
             raise RuntimeError(
-                f"agui-pipes inspect {path.name} printed no URL within 60 s; stdout {seen!r}, "
+                f"agui-pipes inspect {path.name if path else ''} printed no URL within 60 s; "
+                f"stdout {seen!r}, "
                 f"stderr {self.process.stderr.read()!r}"
             )
         self.url = found[0]

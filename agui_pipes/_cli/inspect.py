@@ -47,8 +47,23 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "input",
         metavar="FILE",
+        nargs="?",
         help="the stream to inspect (NDJSON, SSE, JSON array or corpus case; "
-        "`-` for standard input)",
+        "`-` for standard input); optional with --target",
+    )
+    parser.add_argument(
+        "--target",
+        metavar="URL",
+        help="the AG-UI endpoint the page's send tab sends runs to (http:// or https://); "
+        "each run streams live into the page",
+    )
+    parser.add_argument(
+        "--target-header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="a header sent with every run to --target, e.g. 'Authorization: Bearer TOKEN' "
+        "(repeatable)",
     )
     parser.add_argument(
         "--config",
@@ -153,7 +168,17 @@ def load_run(args: argparse.Namespace) -> Any:
         if chain is None:
             raise _ConfigInvalid
     name = input_name(args.input)
-    run = InspectedRun.build(items, name, chain=chain, broken=broken)
+    from ..inspector._request import RequestError, split_request
+
+    try:
+        # An export's first line may carry the request the run was started with.
+        request, events = split_request(items)
+    except RequestError as error:
+        raise InputError(f"{name}: {error}") from None
+    if not events:
+        raise InputError(f"{name} holds a run's request but no events: nothing to inspect")
+    run = InspectedRun.build(events, name, chain=chain, broken=broken)
+    run.request = request
     if set(run.types_count()) == {NOT_AN_EVENT}:
         first = run.violations[0]["message"] if run.violations else "no event decoded"
         raise InputError(
@@ -182,14 +207,40 @@ def _inspect(args: argparse.Namespace) -> int:
         return _usage(
             f"the inspector needs the server extras: pip install 'agui-pipes[server]' ({exc})"
         )
-    try:
-        run = load_run(args)
-    except InputError as error:
-        return _usage(str(error))
-    except _ConfigInvalid:
-        return EXIT_CONFIG
+    target = None
+    if args.target_header and args.target is None:
+        return _usage("--target-header needs --target URL (the endpoint the header goes to)")
+    if args.input is None and args.target is None:
+        return _usage("give a FILE to inspect, or --target URL to send runs to (or both)")
+    if args.target is not None:
+        from ..inspector import SendTarget
+        from ..inspector._target import TargetError, parse_header
+
+        try:
+            headers = dict(parse_header(text) for text in args.target_header)
+            target = SendTarget(args.target, headers)
+        except TargetError as error:
+            return _usage(str(error))
+    run: Any = None
+    if args.input is not None:
+        try:
+            run = load_run(args)
+        except InputError as error:
+            return _usage(str(error))
+        except _ConfigInvalid:
+            return EXIT_CONFIG
+    if run is None:
+        from ..inspector import RecentRuns
+
+        served: Any = RecentRuns()
+    else:
+        served = run
     config = uvicorn.Config(
-        inspector_app(run), host=args.host, port=args.port, log_level="warning", lifespan="off"
+        inspector_app(served, send_to=target),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        lifespan="off",
     )
     server = uvicorn.Server(config)
     try:
@@ -203,7 +254,14 @@ def _inspect(args: argparse.Namespace) -> int:
     host, port = listener.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
-    print(f"inspecting {run.label}: {len(run)} events, outcome {run.outcome} — {url}", flush=True)
+    if run is None:
+        print(f"inspector sending runs to {args.target} — {url}", flush=True)
+    else:
+        sends = f", sending runs to {args.target}" if target is not None else ""
+        print(
+            f"inspecting {run.label}: {len(run)} events, outcome {run.outcome}{sends} — {url}",
+            flush=True,
+        )
     if not args.no_open:
         import webbrowser
 

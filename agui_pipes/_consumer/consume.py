@@ -237,27 +237,6 @@ class Folder:
         self._by_id: dict[str, dict[str, Any]] = {}
         self._calls: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._index_all()
-        self._dispatch: dict[type[BaseEvent], Any] = {
-            TextMessageContentEvent: self._content,
-            ReasoningMessageContentEvent: self._content,
-            ToolCallArgsEvent: self._tool_args,
-            TextMessageStartEvent: self._text_start,
-            ReasoningMessageStartEvent: self._reasoning_start,
-            TextMessageEndEvent: self._text_end,
-            ReasoningMessageEndEvent: self._text_end,
-            ToolCallStartEvent: self._tool_start,
-            ToolCallEndEvent: self._tool_end,
-            ToolCallResultEvent: self._tool_result,
-            StateSnapshotEvent: self._state_snapshot,
-            StateDeltaEvent: self._state_delta,
-            MessagesSnapshotEvent: self._messages_snapshot,
-            ActivitySnapshotEvent: self._activity_snapshot,
-            ActivityDeltaEvent: self._activity_delta,
-            ReasoningEncryptedValueEvent: self._encrypted_value,
-            RunStartedEvent: self._run_started,
-            RunFinishedEvent: self._run_finished,
-            RunErrorEvent: self._run_error,
-        }
 
     # -- bookkeeping ---------------------------------------------------------
 
@@ -308,9 +287,9 @@ class Folder:
     # -- application ---------------------------------------------------------
 
     def apply(self, event: BaseEvent) -> None:
-        handler = self._dispatch.get(event.__class__)
+        handler = _FOLD_HANDLERS.get(event.__class__)
         if handler is not None:
-            handler(event)
+            handler(self, event)
         elif event.type.__class__ is not EventType:
             self._legacy(event)
 
@@ -748,6 +727,33 @@ class Folder:
             runs=runs,
             warnings=list(self.warnings),
         )
+
+
+# The fold's handlers, by event class, as plain functions of the Folder: a table of
+# bound methods held by each Folder would be a reference cycle, so a dropped Folder —
+# and the whole conversation it folded — would wait for the cyclic collector (which
+# may not run for long: an inspector recording 40 MiB runs kept several of them).
+_FOLD_HANDLERS: dict[type[BaseEvent], Any] = {
+    TextMessageContentEvent: Folder._content,
+    ReasoningMessageContentEvent: Folder._content,
+    ToolCallArgsEvent: Folder._tool_args,
+    TextMessageStartEvent: Folder._text_start,
+    ReasoningMessageStartEvent: Folder._reasoning_start,
+    TextMessageEndEvent: Folder._text_end,
+    ReasoningMessageEndEvent: Folder._text_end,
+    ToolCallStartEvent: Folder._tool_start,
+    ToolCallEndEvent: Folder._tool_end,
+    ToolCallResultEvent: Folder._tool_result,
+    StateSnapshotEvent: Folder._state_snapshot,
+    StateDeltaEvent: Folder._state_delta,
+    MessagesSnapshotEvent: Folder._messages_snapshot,
+    ActivitySnapshotEvent: Folder._activity_snapshot,
+    ActivityDeltaEvent: Folder._activity_delta,
+    ReasoningEncryptedValueEvent: Folder._encrypted_value,
+    RunStartedEvent: Folder._run_started,
+    RunFinishedEvent: Folder._run_finished,
+    RunErrorEvent: Folder._run_error,
+}
 
 
 def _authoritative_activity_types(metadata: dict[str, Any] | None) -> Any:

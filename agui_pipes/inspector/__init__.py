@@ -8,7 +8,9 @@ other tools can use the same data.
 * ``InspectedRun`` — the model of one stream the API serves (build it from wire
   events with ``InspectedRun.build``, or grow it with ``add``/``close``);
 * ``inspector_app`` — the Starlette app (the ``server`` extra) for one run or a
-  ``RecentRuns`` ring; ``with_inspector`` mounts it under a prefix of another app.
+  ``RecentRuns`` ring; ``with_inspector`` mounts it under a prefix of another app;
+* ``SendTarget`` — an AG-UI endpoint's URL the page's runs are sent to
+  (``agui-pipes inspect --target URL``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from ._app import with_inspector as with_inspector
     from ._model import NOT_AN_EVENT as NOT_AN_EVENT
     from ._model import InspectedRun as InspectedRun
+    from ._target import SendTarget as SendTarget
 else:
     from .._lazy import attach as _attach
 
@@ -29,6 +32,7 @@ else:
         "InspectedRun": "._model",
         "NOT_AN_EVENT": "._model",
         "RecentRuns": "._app",
+        "SendTarget": "._target",
         "inspector_app": "._app",
         "with_inspector": "._app",
     }

@@ -28,11 +28,15 @@ from .._foundation.principal import ANONYMOUS, DEFAULT_SCOPE, Principal
 from ..server._access import Access
 from ..server.auth import Authorize
 from ._model import MIB, InspectedRun
+from ._request import RequestError, request_line, split_request
 from ._stages import KINDS
+from ._tap import SENT_REQUEST
+from ._target import SendTarget, send_to_target
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_RUN_BYTES",
+    "MAX_IMPORT_BYTES",
     "MAX_LIMIT",
     "MAX_OFFSET",
     "RecentRuns",
@@ -49,6 +53,9 @@ DEFAULT_MAX_BYTES = 256 * MIB
 DEFAULT_MAX_RUN_BYTES = 32 * MIB
 """One recorded run holds at most this much; the rest of its stream is not kept."""
 _DEFAULT_LIMIT = 200
+MAX_IMPORT_BYTES = 8 * MIB
+"""The largest export ``POST api/import`` takes (its NDJSON); the run built from it holds
+about 2.5 times that, and is capped like a recording (``max_run_bytes``)."""
 
 
 class RecentRuns:
@@ -111,6 +118,17 @@ class RecentRuns:
         return sum(r.nbytes for r in self._runs.values())
 
     def add(self, run: InspectedRun) -> None:
+        self._runs[run.id] = run
+
+    def admit(self, run: InspectedRun) -> None:
+        """Add a finished run built elsewhere (an import): it gets the next id, and the
+        oldest runs make room for it as for a new recording."""
+        while self._runs and (
+            len(self._runs) >= self.keep or self.reserved() + run.nbytes > self.max_bytes
+        ):
+            _, dropped = self._runs.popitem(last=False)
+            dropped.evicted = True
+        run.id = str(next(self._ids))
         self._runs[run.id] = run
 
     def get(self, run_id: str, scope: str | None = None) -> InspectedRun | None:
@@ -180,14 +198,20 @@ def inspector_app(
     runs: InspectedRun | RecentRuns | Iterable[InspectedRun],
     *,
     authorize: Authorize | None = None,
-    send_to: tuple[ASGIApp, str] | None = None,
+    send_to: tuple[ASGIApp, str] | SendTarget | None = None,
+    max_import_bytes: int = MAX_IMPORT_BYTES,
 ) -> ASGIApp:
     """The inspector for one stream (``agui-pipes inspect``) or a server's recent runs.
 
     ``send_to=(app, path)``: the agent endpoint a run composed on the page is sent
     to (``POST api/send``, same-origin only), in process; the run is recorded as
     any other the endpoint serves, so ``runs`` should be the ring its chain records
-    into (``serve --inspect`` passes its own app and ``--path``).
+    into (``serve --inspect`` passes its own app and ``--path``). ``send_to=SendTarget(url)``
+    sends it over HTTP instead, to any AG-UI endpoint, and records the stream it answers
+    into ``runs`` itself (``agui-pipes inspect --target URL``).
+
+    ``POST api/import`` adds a run exported as NDJSON (at most ``max_import_bytes``;
+    413 past it) to the runs listed, as the caller's.
 
     ``authorize=`` (the server's hook) runs before every page, asset and API
     request, and a principal sees only its own scope's runs: another scope's is
@@ -197,7 +221,8 @@ def inspector_app(
     """
     if isinstance(runs, InspectedRun):
         single = runs
-        registry = RecentRuns(1)
+        # Room for runs imported next to it, beyond what the file's run holds.
+        registry = RecentRuns(max_bytes=single.nbytes + DEFAULT_MAX_BYTES)
         registry.add(single)
     elif isinstance(runs, RecentRuns):
         registry = runs
@@ -233,7 +258,12 @@ def inspector_app(
 
     def list_runs(request: Request) -> Any:
         listed = [run.listing() for run in registry.newest_first(scope_of(request))]
-        return {"runs": listed, "send": send_to is not None}
+        where = None
+        if isinstance(send_to, SendTarget):
+            where = send_to.url
+        elif send_to is not None:
+            where = send_to[1]
+        return {"runs": listed, "send": send_to is not None, "sendsTo": where}
 
     def summary(request: Request) -> Any:
         return run_of(request).summary()
@@ -304,7 +334,8 @@ def inspector_app(
         except _NotFound as missing:
             return _error(404, str(missing))
         count = len(run)  # a live run: what it holds now
-        body = b"".join(run.raw_at(i) + b"\n" for i in range(count))
+        lead = [] if run.request is None else [request_line(run.request) + b"\n"]
+        body = b"".join([*lead, *(run.raw_at(i) + b"\n" for i in range(count))])
         side = "-output" if request.query_params.get("side") == "output" else ""
         name = f"run-{run.id}{side}.ndjson"
         return Response(
@@ -336,7 +367,36 @@ def inspector_app(
         refused = _cross_site(request)
         if refused is not None:
             return _error(403, refused)
-        return await _send(request, *send_to)
+        body = await request.body()
+        checked = _run_input(body)
+        if isinstance(checked, Response):
+            return checked
+        if isinstance(send_to, SendTarget):
+            sent = checked.model_dump(mode="json", by_alias=True, exclude_none=True)
+            status, answer = await send_to_target(
+                send_to, body, checked, sent, registry, scope_of(request)
+            )
+            return _JSON(answer, status_code=status)
+        return await _send(request, body, checked, *send_to)
+
+    async def import_run(request: Request) -> Response:
+        refused = _cross_site(request, "application/x-ndjson")
+        if refused is not None:
+            return _error(403, refused)
+        body = await _bounded_body(request, max_import_bytes)
+        if body is None:
+            return _error(
+                413,
+                f"the run to import is more than {_size(max_import_bytes)}: import a "
+                "shorter recording, or inspect the file with `agui-pipes inspect FILE`",
+            )
+        try:
+            run = _imported(body, request.query_params.get("name") or "imported run", registry)
+        except _BadRequest as bad:
+            return _error(400, str(bad))
+        run.scope = scope_of(request)
+        registry.admit(run)
+        return _JSON({"id": run.id, **run.listing()})
 
     async def unknown_api(request: Request) -> Response:
         return _error(404, f"no API endpoint {request.url.path}; see docs/inspector.md")
@@ -352,6 +412,7 @@ def inspector_app(
         Route("/api/runs/{run}/stages/{n}", api(stage)),
         Route("/api/runs/{run}/export", export),
         Route("/api/send", send, methods=["POST"]),
+        Route("/api/import", import_run, methods=["POST"]),
         Route("/api/{rest:path}", unknown_api),
         Mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static"),
     ]
@@ -377,7 +438,65 @@ MAX_SEND_BYTES = 1024 * 1024
 """The largest run input ``POST api/send`` takes."""
 
 
-def _cross_site(request: Request) -> str | None:
+def _size(count: int) -> str:
+    return f"{count / MIB:g} MiB" if count >= MIB else f"{count:,} bytes"
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes | None:
+    """The request's body, or None as soon as it passes ``limit`` bytes (not read on)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _imported(body: bytes, name: str, registry: RecentRuns) -> InspectedRun:
+    """The run an export's NDJSON holds (its request line taken as its request)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _BadRequest(
+            f"the file is not UTF-8 text (byte {error.start}): import an NDJSON export, "
+            "one AG-UI event a line"
+        ) from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise _BadRequest("the file has no events: import an NDJSON export, one event a line")
+    try:
+        request, events = split_request(lines)
+    except RequestError as error:
+        raise _BadRequest(str(error)) from None
+    if not events:
+        raise _BadRequest("the file holds a request but no events: nothing to inspect")
+    if not any(_json_object(line) for line in events[:50]):
+        raise _BadRequest(
+            "the file is not NDJSON of AG-UI events (none of its first lines is a JSON "
+            "object): import what *export* saved, one event a line, e.g. "
+            '{"type": "RUN_STARTED", ...}'
+        )
+    run = InspectedRun(name[:200], max_events=registry.max_events, max_bytes=registry.max_run_bytes)
+    for line in events:
+        run.add(line)
+    run.close()
+    run.request = request
+    return run
+
+
+def _json_object(line: str) -> bool:
+    try:
+        return isinstance(orjson.loads(line), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _cross_site(request: Request, content_type: str = "application/json") -> str | None:
     """Why a state-changing request is refused as possibly cross-site, or None.
 
     A browser always sends ``Origin`` on a POST; it must name this server (scheme,
@@ -391,27 +510,20 @@ def _cross_site(request: Request) -> str | None:
             "refused: a run can be sent only from the inspector's own page (the Origin "
             "header must name this server)"
         )
-    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-        return "refused: send the run input as Content-Type: application/json"
+    if request.headers.get("content-type", "").split(";")[0].strip() != content_type:
+        return f"refused: send it as Content-Type: {content_type}"
     return None
 
 
-async def _send(request: Request, app: ASGIApp, path: str) -> Response:
-    """Validate a ``RunAgentInput`` and POST it to ``app`` at ``path`` in process.
-
-    The caller's credentials go with it, so the agent endpoint authorizes it as
-    that caller and records the run under that caller's scope. Answers once the
-    run ended (the page watches it live meanwhile), with the endpoint's status.
-    """
-    import httpx
+def _run_input(body: bytes) -> Any:
+    """The body as a ``RunAgentInput``, or the 400 saying what is wrong with it."""
     from ag_ui.core import RunAgentInput
     from pydantic import ValidationError
 
-    body = await request.body()
     if len(body) > MAX_SEND_BYTES:
         return _error(400, f"the run input is {len(body)} bytes, more than {MAX_SEND_BYTES}")
     try:
-        run_input = RunAgentInput.model_validate(orjson.loads(body))
+        return RunAgentInput.model_validate(orjson.loads(body))
     except orjson.JSONDecodeError as error:
         return _error(400, f"the run input is not JSON: {error}")
     except ValidationError as error:
@@ -420,12 +532,27 @@ async def _send(request: Request, app: ASGIApp, path: str) -> Response:
             for e in error.errors()[:5]
         )
         return _error(400, f"not a RunAgentInput: {problems}")
+
+
+async def _send(request: Request, body: bytes, run_input: Any, app: ASGIApp, path: str) -> Response:
+    """Validate a ``RunAgentInput`` and POST it to ``app`` at ``path`` in process.
+
+    The caller's credentials go with it, so the agent endpoint authorizes it as
+    that caller and records the run under that caller's scope. Answers once the
+    run ended (the page watches it live meanwhile), with the endpoint's status.
+    """
+    import httpx
+
     headers = {"content-type": "application/json", "accept": "text/event-stream"}
     if "authorization" in request.headers:
         headers["authorization"] = request.headers["authorization"]
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://inspector") as client:
-        answer = await client.post(path, content=body, headers=headers, timeout=None)
+    sending = SENT_REQUEST.set(run_input.model_dump(mode="json", by_alias=True, exclude_none=True))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://inspector") as client:
+            answer = await client.post(path, content=body, headers=headers, timeout=None)
+    finally:
+        SENT_REQUEST.reset(sending)
     frames = answer.text.count("\ndata:") + answer.text.startswith("data:")
     if answer.status_code >= 400:
         return _error(answer.status_code, f"the agent refused the run: {answer.text[:500]}")

@@ -41,6 +41,7 @@ from ._lanes import LaneBuilder
 __all__ = [
     "CHECKPOINT_EVERY",
     "EVENT_OVERHEAD",
+    "FOLD_RESERVE",
     "NOT_AN_EVENT",
     "TICKS_CAP",
     "InspectedRun",
@@ -62,7 +63,16 @@ EVENT_OVERHEAD = 160
 """Bytes a run accounts per event beyond its JSON: the bytes object's header, its slots in
 the type, time, owner and id indexes and its share of the lanes (about 160 measured on
 benchmarks/streams.py's stream). A run's ``nbytes`` — what ``max_bytes`` bounds — is its
-events' JSON plus this per event plus the bytes its fold checkpoints keep."""
+events' JSON plus this per event plus the bytes its fold checkpoints keep, and while the
+run is open ``FOLD_RESERVE`` times what its live fold holds."""
+
+FOLD_RESERVE = 2
+"""While a run is open, the verifier's fold of its conversation is held next to its events:
+the fold holds the text again (a delta's text, a state value), and joining buffered deltas
+into a message copies it once more for a moment. So an open run accounts this many times
+its live fold (the conversation's JSON at the last checkpoint plus the JSON of every event
+folded since, an upper bound) on top of its events; ``close`` — or reaching the cap, which
+drops the fold — gives that back. Measured with tracemalloc on 40 MiB runs of text."""
 
 MIB = 1024 * 1024
 
@@ -145,6 +155,33 @@ def summary_of(obj: Any) -> str:
     return _shorten(" ".join(parts))
 
 
+LONG_TEXT = 64 * 1024
+"""A message holding a string this long is dumped with the standard library's ``json``:
+orjson reserves about 15 times a string's length while it encodes it (63 MiB for 4 MiB of
+text, measured with tracemalloc), the standard library about twice."""
+
+
+def _dump_message(message: dict[str, Any]) -> bytes:
+    """A fold message as compact JSON bytes, without orjson's reserve for long text."""
+    if not _has_long_text(message):
+        return orjson.dumps(message)
+    import json
+
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _has_long_text(message: dict[str, Any]) -> bool:
+    for value in message.values():
+        if isinstance(value, str) and len(value) >= LONG_TEXT:
+            return True
+    for call in message.get("toolCalls") or ():
+        function = call.get("function") if isinstance(call, dict) else None
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(arguments, str) and len(arguments) >= LONG_TEXT:
+            return True
+    return False
+
+
 class _Checkpoint:
     """The fold after event ``at``, as JSON bytes: a message unchanged since the previous
     checkpoint shares that checkpoint's bytes object, so checkpoints cost what changed."""
@@ -194,6 +231,8 @@ class InspectedRun:
         self.max_events = max_events
         self.max_bytes = max_bytes
         self._event_bytes = 0
+        self._fold_bytes = 0
+        """What the live fold holds (an upper bound), accounted ``FOLD_RESERVE`` times."""
         self.nbytes = 0
         """What the run holds, as accounted against ``max_bytes`` (see ``EVENT_OVERHEAD``)."""
         self._every = checkpoint_every
@@ -224,6 +263,8 @@ class InspectedRun:
         self._fold_state: Any = {}
         self._shared: dict[str, bytes] = {}
         self.stages: list[Any] | None = None
+        self.request: dict[str, Any] | None = None
+        """The ``RunAgentInput`` (wire JSON) the run was started with, when known."""
         self._output: InspectedRun | None = None
         self.capped = False
         self._haystack: tuple[bytes, array[int]] | None = None
@@ -280,19 +321,35 @@ class InspectedRun:
                 size = len(orjson.dumps(item))
             else:
                 raw = wire_json(item)  # encoded once: it is what the run keeps
-                if self.nbytes + len(raw) + EVENT_OVERHEAD > self.max_bytes:
+                if self.nbytes + self._cost(len(raw)) > self.max_bytes:
                     self._cap_bytes(index)
                     return None
-                self.nbytes += len(raw) + EVENT_OVERHEAD
-                self._event_bytes += len(raw)
+                self._account(len(raw))
                 return raw, item, None, item.type.value
-            if self.nbytes + size + EVENT_OVERHEAD > self.max_bytes:
+            if self.nbytes + self._cost(size) > self.max_bytes:
                 self._cap_bytes(index)
                 return None
         read = self._read(item, index)
-        self.nbytes += len(read[0]) + EVENT_OVERHEAD
-        self._event_bytes += len(read[0])
+        self._account(len(read[0]))
         return read
+
+    def _cost(self, size: int) -> int:
+        """What an event of ``size`` JSON bytes adds to the account: itself, its indexes,
+        and while the run is open what folding it may add (``FOLD_RESERVE``)."""
+        return size + EVENT_OVERHEAD + FOLD_RESERVE * size
+
+    def _account(self, size: int) -> None:
+        self.nbytes += self._cost(size)
+        self._event_bytes += size
+        self._fold_bytes += size
+
+    def _release_fold(self) -> None:
+        """The live fold is let go of: its reserve leaves the account."""
+        self.nbytes -= FOLD_RESERVE * self._fold_bytes
+        self._fold_bytes = 0
+        self._consumer = None
+        self._block = []
+        self._fold_messages, self._fold_state, self._shared = [], {}, {}
 
     def _cap_bytes(self, index: int) -> None:
         assert self.max_bytes is not None
@@ -302,9 +359,16 @@ class InspectedRun:
         )
 
     def _cap(self, what: str) -> None:
-        """Stop recording (the stream goes on for its client): say so once, as a warning."""
+        """Stop recording (the stream goes on for its client): say so once, as a warning.
+
+        The live fold is dropped at once (its end will not be seen: the run is
+        ``truncated``, unless already rejected), so a capped run holds only what it kept.
+        """
         self.capped = True
         self._warn(None, "recording-capped", f"{what}; the run went on, the rest is not shown")
+        if self._outcome is None:
+            self._outcome = "truncated"
+        self._release_fold()
 
     def abandon(self) -> None:
         """The stream stopped without its end (the client went away): no longer live."""
@@ -413,10 +477,8 @@ class InspectedRun:
                         "truncated",
                         "the stream ended while a run was still open: it has no outcome",
                     )
-        self._consumer = None
-        self._block = []
         # Only the checkpoints' bytes are needed from here on.
-        self._fold_messages, self._fold_state, self._shared = [], {}, {}
+        self._release_fold()
 
     @classmethod
     def build(
@@ -461,6 +523,7 @@ class InspectedRun:
             )
             output.id = self.id
             output.stages = self.stages  # the pipeline view describes both sides
+            output.request = self.request
             self._output = output
         return self._output
 
@@ -513,6 +576,10 @@ class InspectedRun:
             self._flagged.setdefault(index, set()).add("warning")
 
     def _reject(self, index: int, violation: ProtocolViolation) -> None:
+        # Its traceback holds the frames that raised it, and they this run (and the
+        # consumer that keeps the error): a cycle that would keep the whole run alive
+        # after the ring dropped it, until the cyclic collector ran — uncounted memory.
+        violation.__traceback__ = None
         if self.violations:
             return
         rule = getattr(violation, "rule", None)
@@ -534,14 +601,10 @@ class InspectedRun:
             self._consumer = None
 
     def _checkpoint(self, index: int) -> None:
-        if (
-            self.max_bytes is not None
-            and self._consumer is not None
-            and self.nbytes + self._event_bytes > self.max_bytes
-        ):
-            # The conversation is made of the events' content, so its copy would not fit
-            # either: skipped before the copy is made (a fold replays from the last one).
-            self._block_start = index + 1
+        if self.max_bytes is not None and self.nbytes + self._fold_bytes > self.max_bytes:
+            # Dumping the conversation makes one more copy of it (at most the live fold's
+            # size): skipped before it is made when that would pass the cap (a fold then
+            # replays from the previous checkpoint). The fold goes on as it was.
             return
         if self._consumer is not None:
             result = self._consumer.snapshot()  # a copy of its fold so far
@@ -553,7 +616,7 @@ class InspectedRun:
         blobs: list[bytes] = []
         size = cost = 0  # the conversation's bytes; what of them this checkpoint adds
         for message in result.messages:
-            blob = orjson.dumps(message)
+            blob = _dump_message(message)
             key = str(message.get("id"))
             previous = shared.get(key)
             if previous is not None and previous == blob:
@@ -575,6 +638,9 @@ class InspectedRun:
         self._block = []
         self._block_start = index + 1
         self._gap = max(self._every, size // CHECKPOINT_BYTES_PER_EVENT)
+        # The live fold is now exactly this conversation (plus what is folded from here).
+        self.nbytes += FOLD_RESERVE * (size - self._fold_bytes)
+        self._fold_bytes = size
         if self.max_bytes is not None and self.nbytes + cost > self.max_bytes:
             return  # not kept: a fold here replays from the previous checkpoint instead
         self.nbytes += cost
@@ -790,6 +856,7 @@ class InspectedRun:
             "violations": list(self.violations),
             "warnings": list(self.warnings),
             "stages": None if self.stages is None else [s.summary() for s in self.stages],
+            "request": self.request,
         }
 
     def listing(self) -> dict[str, Any]:
@@ -801,4 +868,5 @@ class InspectedRun:
             "outcome": self.outcome,
             "capped": self.capped,
             "bytes": self.nbytes,
+            "request": self.request is not None,
         }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Iterable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import BaseEvent, EventType
@@ -22,15 +23,27 @@ if TYPE_CHECKING:
     from ._app import RecentRuns
     from ._model import InspectedRun
 
-__all__ = ["InspectorTap"]
+__all__ = ["SENT_REQUEST", "InspectorTap"]
+
+SENT_REQUEST: ContextVar[dict[str, Any] | None] = ContextVar(
+    "agui_pipes_inspector_request", default=None
+)
+"""The ``RunAgentInput`` the inspector is sending (``POST api/send`` sets it around the
+in-process request): the run its tap records is given it as its ``request``."""
 
 
 class InspectorTap(StreamTransformer):
     """Pass-through; each fresh copy records one stream into ``runs``."""
 
-    def __init__(self, runs: RecentRuns, scope: str = DEFAULT_SCOPE) -> None:
+    def __init__(
+        self,
+        runs: RecentRuns,
+        scope: str = DEFAULT_SCOPE,
+        request: dict[str, Any] | None = None,
+    ) -> None:
         self._runs = runs
         self._scope = scope
+        self._request = request
         self._run: InspectedRun | None = None
         self._started = False
         self._abandoned: weakref.finalize[[], InspectorTap] | None = None
@@ -42,7 +55,8 @@ class InspectorTap(StreamTransformer):
     def fresh(self) -> InspectorTap:
         # Built by the server's chain factory for one request, under its principal:
         # the run is recorded as that principal's, and shown to its scope only.
-        return InspectorTap(self._runs, current_principal().scope)
+        # A run sent from the inspector's page also carries the request it was sent with.
+        return InspectorTap(self._runs, current_principal().scope, SENT_REQUEST.get())
 
     def transform(self, event: BaseEvent) -> Iterable[BaseEvent]:
         run = self._run
@@ -51,6 +65,7 @@ class InspectorTap(StreamTransformer):
                 return (event,)  # the ring dropped this run: the stream goes on unrecorded
             self._started = True
             run = self._run = self._runs.start(_label(event), self._scope)
+            run.request = self._request
             # Called when this tap is collected without finish(): the stream was cancelled.
             self._abandoned = weakref.finalize(self, run.abandon)
         if run.evicted:

@@ -85,6 +85,7 @@ def test_runs_lists_the_file_as_run_0(demo: TestClient) -> None:
         "live": False,
         "outcome": "finished",
         "capped": False,
+        "request": False,
     }
     assert size > DEMO.stat().st_size  # the events' JSON and what indexes them
 

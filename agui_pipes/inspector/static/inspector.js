@@ -152,6 +152,7 @@
       document.querySelector('.tabs button[data-view="send"]').hidden = !body.send;
       S.runs = body.runs;
       S.canSend = !!body.send;
+      if (body.sendsTo) $("sd-target").textContent = body.sendsTo;
       // Rebuilt only when the list changed: the poll must not close an open dropdown.
       var key = JSON.stringify(body.runs);
       if (key !== runsKey) {
@@ -881,7 +882,7 @@
       }
     }
 
-    function show() { load(Number($("rs-scrub").value)); Interrupt.check(); }
+    function show() { load(Number($("rs-scrub").value)); Interrupt.check(); Request.show(); }
 
     var loadLater = debounce(function (i) { load(i); }, 120);
 
@@ -1263,6 +1264,82 @@
     return { show: show, install: install, sendRun: sendRun };
   })();
 
+  // ---- the request a run was started with (sent from the page, imported) ----------
+
+  var Request = (function () {
+    function show() {
+      var box = $("rs-request"), request = S.summary && S.summary.request;
+      box.hidden = !request;
+      $("rs-request-edit").hidden = !request || !S.canSend;
+      if (!request) return;
+      var count = function (name) { return Array.isArray(request[name]) ? request[name].length : 0; };
+      $("rs-request-head").textContent = "request: " + request.threadId + " / " + request.runId +
+        " — " + count("messages") + " message(s), " + count("tools") + " tool(s)";
+      $("rs-request-json").textContent = JSON.stringify(request, null, 2);
+    }
+
+    // The send tab's fields from the request, with a fresh runId on the same thread.
+    function edit() {
+      var request = S.summary && S.summary.request;
+      if (!request) return;
+      var text = function (value, empty) { return JSON.stringify(value === undefined ? empty : value, null, 1); };
+      $("sd-thread").value = request.threadId;
+      $("sd-run").value = "";
+      $("sd-messages").value = text(request.messages, []);
+      $("sd-tools").value = text(request.tools, []);
+      $("sd-context").value = text(request.context, []);
+      $("sd-state").value = text(request.state, {});
+      $("sd-props").value = text(request.forwardedProps, {});
+      setView("send");
+    }
+
+    function install() { $("rs-request-edit").addEventListener("click", edit); }
+
+    return { show: show, install: install };
+  })();
+
+  // ---- import a run exported as NDJSON (file input, or a file dropped on the page) ----
+
+  var Import = (function () {
+    function upload(file) {
+      if (!file) return Promise.resolve();
+      showError("");
+      $("run-info").textContent = "importing " + file.name + "…";
+      return fetch("api/import?name=" + encodeURIComponent(file.name), {
+        method: "POST", headers: { "Content-Type": "application/x-ndjson", Accept: "application/json" }, body: file,
+      }).then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (body) {
+          if (!r.ok) throw new Error("import of " + file.name + " refused: " + ((body && body.error) || ("HTTP " + r.status)));
+          return loadRuns().then(function () {
+            $("run-select").value = body.id;
+            return openRun(body.id);
+          });
+        });
+      }).catch(function (e) {
+        showError(e.message);
+        if (S.summary) runInfo(S.summary);
+      });
+    }
+
+    function install() {
+      var input = $("run-import");
+      input.addEventListener("change", function () {
+        upload(input.files && input.files[0]).then(function () { input.value = ""; });
+      });
+      document.addEventListener("dragover", function (ev) {
+        if (ev.dataTransfer && Array.prototype.indexOf.call(ev.dataTransfer.types, "Files") >= 0) ev.preventDefault();
+      });
+      document.addEventListener("drop", function (ev) {
+        var files = ev.dataTransfer && ev.dataTransfer.files;
+        if (!files || !files.length) return;
+        ev.preventDefault();
+        upload(files[0]);
+      });
+    }
+
+    return { install: install, upload: upload };
+  })();
+
   // ---- a pending interrupt: answered from the result view ---------------------------
 
   var Interrupt = (function () {
@@ -1367,6 +1444,8 @@
     Result.install();
     Send.install();
     Compare.install();
+    Request.install();
+    Import.install();
     $("side-select").addEventListener("change", function () {
       S.side = $("side-select").value;
       openRun(S.runId).catch(function (e) { showError(e.message); });
