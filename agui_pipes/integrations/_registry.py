@@ -64,6 +64,7 @@ INTEGRATIONS: tuple[Integration, ...] = (
         "a LlamaIndex Workflow (an AGUIChatWorkflow)",
     ),
     Integration("agno", "agui_pipes.integrations.agno", ("agno",), "an Agno Agent or Team"),
+    Integration("crewai", "agui_pipes.integrations.crewai", ("crewai",), "a CrewAI Flow"),
 )
 
 
