@@ -115,11 +115,13 @@ def _touches_input_key(op: Any) -> bool:
         if dump is None:
             return False
         op = dump(by_alias=True)
-    for field in ("path", "from"):
-        pointer = op.get(field)
-        if isinstance(pointer, str) and pointer[:1] == "/":
-            return pointer[1:].split("/", 1)[0] in CREWAI_INPUT_KEYS
-    return False
+    pointers = (op.get("path"), op.get("from"))
+    return any(
+        isinstance(pointer, str)
+        and pointer[:1] == "/"
+        and pointer[1:].split("/", 1)[0] in CREWAI_INPUT_KEYS
+        for pointer in pointers
+    )
 
 
 def _scoped_thread(principal: Principal, thread_id: str) -> str:
