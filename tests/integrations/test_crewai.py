@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,7 +255,7 @@ def test_threads_are_the_callers_and_the_registry_knows_a_flow(crewai_python: Pa
     done = subprocess.run(
         [str(crewai_python), "-m", "tests.integrations._crewai_direct"],
         cwd=REPO_ROOT,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},  # agui_pipes: the checkout's
         capture_output=True,
         text=True,
         timeout=300,
