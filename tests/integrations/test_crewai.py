@@ -9,7 +9,9 @@ with an agui_pipes gateway (here, in the test venv) in front of it, and
 backend tool and answers; both streams after the chain are the same events; the
 in-process one passes the TypeScript client, resumes after a cut, and a stop cancels
 the model's call. tests/integrations/_crewai_direct.py checks what needs the
-producer itself (threads per scope, the registry) in that venv.
+producer itself (threads per scope, the registry) in that venv, and
+``agui-pipes serve --agent tests.integrations._crewai_app:flow --store ...`` serves
+the flow durably.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -268,3 +272,45 @@ def test_threads_are_the_callers_and_the_registry_knows_a_flow(crewai_python: Pa
     assert report["client_thread_ids"] == [["t-1", "t-1"], ["t-1", "t-1"]]
     assert report["registry"] == {"flow": True, "other": False}
     assert report["not_a_flow"].startswith("crewai_producer() takes a CrewAI Flow")
+
+
+def test_serve_agent_serves_a_flow_durably(crewai_python: Path, tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    command = [str(crewai_python), "-m", "agui_pipes", "serve"]
+    command += ["--agent", "tests.integrations._crewai_app:flow", "--port", str(port)]
+    command += ["--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    url = f"http://127.0.0.1:{port}"
+    with (tmp_path / "server.log").open("w") as log:
+        server = subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )
+    try:
+        deadline = time.monotonic() + WITHIN
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
+        answer = httpx.post(url, json=BODY, headers={"accept": "text/event-stream"}, timeout=60)
+        assert answer.status_code == 200
+        assert '"type":"TOOL_CALL_START"' in answer.text and "is sunny." in answer.text
+        assert answer.text.rstrip().splitlines()[-1].startswith('data: {"type":"RUN_FINISHED"')
+        replay = httpx.get(f"{url}/runs/r-1", timeout=30)
+        assert replay.status_code == 200 and replay.text == answer.text  # recorded as sent
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(5)
