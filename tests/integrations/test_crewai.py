@@ -255,7 +255,9 @@ async def test_a_stop_cancels_the_models_call(in_process: tuple[str, Path]) -> N
     assert frame_events(got)[-1].type == "RUN_ERROR"
 
 
-def test_threads_are_the_callers_and_the_registry_knows_a_flow(crewai_python: Path) -> None:
+def test_threads_are_the_callers_a_crew_runs_and_the_registry_knows_a_flow(
+    crewai_python: Path,
+) -> None:
     done = subprocess.run(
         [str(crewai_python), "-m", "tests.integrations._crewai_direct"],
         cwd=REPO_ROOT,
@@ -272,6 +274,10 @@ def test_threads_are_the_callers_and_the_registry_knows_a_flow(crewai_python: Pa
     assert report["client_thread_ids"] == [["t-1", "t-1"], ["t-1", "t-1"]]
     assert report["registry"] == {"flow": True, "other": False}
     assert report["not_a_flow"].startswith("crewai_producer() takes a CrewAI Flow")
+    # A crew: ag-ui-crewai's ChatWithCrewFlow streams the chat model's turn (here a call of
+    # a tool the crew does not know, which ends the turn).
+    assert report["crew"][0] == "RUN_STARTED" and report["crew"][-1] == "RUN_FINISHED"
+    assert report["crew_tool_calls"] == ["weather"]
 
 
 def test_serve_agent_serves_a_flow_durably(crewai_python: Path, tmp_path: Path) -> None:
