@@ -1,27 +1,31 @@
 """Framework agents in-process behind agui_pipes vs the framework's own AG-UI server.
 
     python benchmarks/bench_frameworks.py [--runs 20] [--pieces 200] [--json out.json]
-        [--framework agno --framework agent-framework]
+        [--framework agno --framework agent-framework --framework crewai]
 
 Each framework's scripted agent (a tool call, then ``--pieces`` text deltas; no
 model provider) is served by a subprocess two ways: the framework's own server
-(Agno's ``AGUI`` router; MAF's ``add_agent_framework_fastapi_endpoint``) and
+(Agno's ``AGUI`` router; MAF's ``add_agent_framework_fastapi_endpoint``;
+ag-ui-crewai's ``add_crewai_flow_fastapi_endpoint``) and
 ``build_app(producer=<framework>_producer(agent))`` (no chain, no store: the
-in-process path's own cost, repair included). The client (this process) posts
-``--runs`` runs one after another, after two warm-up runs. Reported, never
-asserted:
+in-process path's own cost, repair included); for CrewAI also a third, an
+agui_pipes gateway (tests/integrations/_gateway_app.py, with the integration's
+repair) in front of its own server. The client (this process) posts ``--runs``
+runs one after another, after two warm-up runs. Reported, never asserted:
 
-* **CPU per event**: the server process's user + system CPU time over the runs
-  (``/proc/<pid>/stat``), divided by the events it sent;
+* **CPU per event**: the server processes' user + system CPU time over the runs
+  (``/proc/<pid>/stat``; both processes for a gateway in front), divided by the
+  events the client received;
 * **time to first event**: request sent to first SSE frame received, median.
 
-agent-framework runs in its own venv (tests/_framework_venv.py; built on first
-use, cached). Linux only (``/proc``).
+agent-framework and crewai run in venvs of their own (tests/_framework_venv.py;
+built on first use, cached). Linux only (``/proc``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -42,12 +46,21 @@ _TICK = os.sysconf("SC_CLK_TCK")
 APPS = {
     "agno": ("tests.integrations._agno_app", "/agui"),
     "agent-framework": ("tests.integrations._maf_app", "/agui"),
+    "crewai": ("tests.integrations._crewai_app", "/agui"),
 }
+GATEWAY_CHAINS = {"crewai": "agui_pipes.integrations.crewai:CrewAIRepair"}
+"""The frameworks measured with a gateway in front too, and its chain."""
+# Importing crewai and LiteLLM takes 10-45 s on a busy 2-core machine.
+_WITHIN = 300.0
 
 
 def _python(framework: str) -> Path:
     if framework == "agno":
         return Path(sys.executable)
+    if framework == "crewai":
+        from tests.integrations._crewai_pins import EXTRAS, PINS
+
+        return framework_python("crewai", pins=PINS, extras=EXTRAS)
     from tests.integrations._maf_pins import EXTRAS, NO_DEPS, REQUIREMENTS
 
     return framework_python("agent-framework", REQUIREMENTS, NO_DEPS, EXTRAS)
@@ -87,24 +100,44 @@ def _run(client: httpx.Client, url: str, n: int) -> tuple[float, int]:
     return first, count
 
 
+SERVERS = {
+    "own": "own server",
+    "in-process": "agui_pipes in-process",
+    "gateway": "gateway in front",
+}
+
+
 def measure(framework: str, mode: str, runs: int, pieces: int) -> dict[str, Any]:
     module, own_path = APPS[framework]
-    args = [mode, "--pieces", str(pieces)]
-    with framework_server(_python(framework), module, *args) as served:
+    args = ["own" if mode == "gateway" else mode, "--pieces", str(pieces)]
+    with contextlib.ExitStack() as stack:
+        served = stack.enter_context(
+            framework_server(_python(framework), module, *args, within=_WITHIN)
+        )
+        pids = [served.pid]
         url = served.url + (own_path if mode == "own" else "/agent")
+        if mode == "gateway":
+            gateway_args = [served.url + own_path, "--chain", GATEWAY_CHAINS[framework]]
+            gateway = stack.enter_context(
+                framework_server(
+                    Path(sys.executable), "tests.integrations._gateway_app", *gateway_args
+                )
+            )
+            pids.append(gateway.pid)
+            url = gateway.url + "/agent"
         with httpx.Client(timeout=60) as client:
             for n in range(2):
                 _run(client, url, -1 - n)
-            before = _cpu_seconds(served.pid)
+            before = sum(map(_cpu_seconds, pids))
             firsts, events = [], 0
             for n in range(runs):
                 first, count = _run(client, url, n)
                 firsts.append(first)
                 events += count
-            cpu = _cpu_seconds(served.pid) - before
+            cpu = sum(map(_cpu_seconds, pids)) - before
     return {
         "framework": framework,
-        "server": "own server" if mode == "own" else "agui_pipes in-process",
+        "server": SERVERS[mode],
         "events_per_run": events // runs,
         "cpu_us_per_event": round(cpu / events * 1e6, 1),
         "first_event_ms": round(statistics.median(firsts) * 1e3, 2),
@@ -121,7 +154,8 @@ def main() -> None:
     rows = [
         measure(framework, mode, options.runs, options.pieces)
         for framework in options.framework or sorted(APPS)
-        for mode in ("own", "in-process")
+        for mode in ("own", "in-process", "gateway")
+        if mode != "gateway" or framework in GATEWAY_CHAINS
     ]
     head = ("framework", "server", "events/run", "CPU µs/event", "first event ms")
     print(f"{head[0]:<16} {head[1]:<22} {head[2]:>10} {head[3]:>13} {head[4]:>15}")

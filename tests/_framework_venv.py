@@ -2,17 +2,23 @@
 
 Some frameworks pin versions the project's own test venv cannot hold (an older
 ``ag-ui-protocol``, another starlette or pydantic). Their tests build a venv of
-their own — agui_pipes from this checkout (editable) plus the framework's pins —
-once, cached under ``~/.cache/agui-pipes-frameworks/<name>-<digest>`` (the digest
-covers the pins, this checkout's path and its pyproject, so a change rebuilds),
-and run the framework side in a subprocess serving on a free port.
+their own — agui_pipes' dependencies (its pyproject's, with the named extras) plus
+the framework's pins, not agui_pipes itself — once, cached under
+``~/.cache/agui-pipes-frameworks/<name>-<digest>``, and run the framework side in a
+subprocess serving on a free port, with the checkout on its ``PYTHONPATH``. The
+digest covers the Python, the dependency lines and the pins, never the checkout's
+path: a fresh clone (CI's) reuses a venv built from another one, and a changed pin
+or dependency rebuilds it.
 
     python = framework_python("agent-framework", ["agent-framework-core==1.23.0"], ...)
     with framework_server(python, "tests.integrations._maf_app", "own") as served: ...
 
-The cache directory is ``$AGUI_PIPES_FRAMEWORK_CACHE`` when set. Building one
-is minutes (pip); a venv that failed to build is removed, and the failure is an
-error naming pip's output, never a skip.
+``pins`` is a whole frozen set installed with ``--no-deps`` first, so that no
+resolver runs (pip only confirms the project's dependencies are satisfied);
+``requirements`` are resolved by pip; ``no_deps`` are installed last without
+their dependency check. The cache directory is ``$AGUI_PIPES_FRAMEWORK_CACHE``
+when set. A venv that failed to build is removed, and the failure is an error
+naming pip's output, never a skip.
 """
 
 from __future__ import annotations
@@ -30,7 +36,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["REPO_ROOT", "FrameworkVenvError", "Served", "framework_python", "framework_server"]
+__all__ = [
+    "REPO_ROOT",
+    "FrameworkVenvError",
+    "Served",
+    "framework_python",
+    "framework_server",
+    "project_requirements",
+]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _READY = ".agui-pipes-ready"
@@ -53,20 +66,53 @@ def _cache_root() -> Path:
     return Path(configured) if configured else Path.home() / ".cache" / "agui-pipes-frameworks"
 
 
+def project_requirements(extras: str) -> list[str]:
+    """agui_pipes' dependencies from the checkout's pyproject, with those of ``extras``
+    (comma-separated; an extra naming ``agui-pipes[...]`` is followed)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - the test venvs run 3.11+
+        import tomli as tomllib
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    optional: dict[str, list[str]] = project.get("optional-dependencies", {})
+    found: list[str] = list(project["dependencies"])
+    pending = [extra.strip() for extra in extras.split(",") if extra.strip()]
+    seen: set[str] = set()
+    while pending:
+        extra = pending.pop(0)
+        if extra in seen:
+            continue
+        seen.add(extra)
+        if extra not in optional:
+            raise FrameworkVenvError(f"pyproject.toml has no extra {extra!r}")
+        for line in optional[extra]:
+            if line.replace("_", "-").startswith("agui-pipes["):
+                pending.extend(line[line.index("[") + 1 : line.index("]")].split(","))
+            elif line not in found:
+                found.append(line)
+    return found
+
+
 def framework_python(
     name: str,
-    requirements: Sequence[str],
+    requirements: Sequence[str] = (),
     no_deps: Sequence[str] = (),
     extras: str = "server,http",
+    pins: Sequence[str] = (),
 ) -> Path:
-    """The python of the venv holding agui_pipes[extras] + ``requirements`` (+ ``no_deps``,
-    installed without their dependency check), built on first use."""
+    """The python of the venv holding agui_pipes' dependencies (with ``extras``'),
+    ``pins`` (a frozen set, no resolver), ``requirements`` and ``no_deps`` (installed
+    without their dependency check), built on first use. agui_pipes itself is not
+    installed: :func:`framework_server` puts the checkout on the path."""
+    project = project_requirements(extras)
     digest = hashlib.sha256()
     for part in (
         sys.version,
-        str(REPO_ROOT),
-        (REPO_ROOT / "pyproject.toml").read_text(),
-        extras,
+        "--pins",
+        *pins,
+        "--project",
+        *project,
+        "--requirements",
         *requirements,
         "--no-deps",
         *no_deps,
@@ -82,23 +128,24 @@ def framework_python(
         if (root / _READY).is_file():
             return python
         shutil.rmtree(root, ignore_errors=True)
-        steps = [
-            [sys.executable, "-m", "venv", str(root)],
-            [str(python), "-m", "pip", "install", "-q", "-e", f"{REPO_ROOT}[{extras}]"],
-        ]
-        if requirements:
-            steps.append([str(python), "-m", "pip", "install", "-q", *requirements])
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        steps = [[sys.executable, "-m", "venv", str(root)]]
+        if pins:
+            # No bytecode compiled at install: only what is imported gets compiled, on use.
+            steps.append([*pip, "--no-deps", "--no-compile", *pins])
+        # With the pins in place every line is already satisfied: pip checks, fetches nothing.
+        steps.append([*pip, *project, *requirements])
         if no_deps:
-            steps.append([str(python), "-m", "pip", "install", "-q", "--no-deps", *no_deps])
+            steps.append([*pip, "--no-deps", *no_deps])
         for step in steps:
             done = subprocess.run(step, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 shutil.rmtree(root, ignore_errors=True)
                 raise FrameworkVenvError(
-                    f"building the {name} venv failed at {' '.join(step[2:5])}:\n"
+                    f"building the {name} venv failed at {' '.join(step[2:6])}:\n"
                     f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
                 )
-        (root / _READY).write_text("\n".join([*requirements, *no_deps]) + "\n")
+        (root / _READY).write_text("\n".join([*pins, *project, *requirements, *no_deps]) + "\n")
     return python
 
 
@@ -109,9 +156,13 @@ def framework_server(python: Path, module: str, *args: str, within: float = 60.0
     The module serves on a free port of 127.0.0.1 and prints ``PORT <n>`` once it
     listens; this yields its ``Served`` (``url`` is ``http://127.0.0.1:<n>``).
     """
+    # agui_pipes is not installed in a framework venv: it is this checkout's.
+    path = os.environ.get("PYTHONPATH")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *([path] if path else [])])}
     process = subprocess.Popen(
         [str(python), "-m", module, *args],
         cwd=REPO_ROOT,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

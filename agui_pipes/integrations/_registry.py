@@ -98,6 +98,7 @@ INTEGRATIONS: tuple[Integration, ...] = (
         "a Microsoft Agent Framework agent or Workflow (or its AgentFrameworkAgent / "
         "AgentFrameworkWorkflow)",
     ),
+    Integration("crewai", "agui_pipes.integrations.crewai", ("crewai",), "a CrewAI Flow"),
 )
 
 
