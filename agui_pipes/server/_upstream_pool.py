@@ -24,6 +24,7 @@ exception, so what a run sees — and the RUN_ERROR it becomes — is unchanged.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any, cast
 
@@ -57,7 +58,7 @@ class StreamPool:
         self._template = template  # makes the connections, as it would have
         self._max_idle = max_idle
         # keyed by (scheme, host, port): httpcore's Origin is not hashable
-        self._idle: dict[_Key, list[httpcore.AsyncConnectionInterface]] = {}
+        self._idle: dict[_Key, deque[httpcore.AsyncConnectionInterface]] = {}
         self._busy: set[httpcore.AsyncConnectionInterface] = set()
         self._closing: list[httpcore.AsyncConnectionInterface] = []
 
@@ -122,7 +123,12 @@ class StreamPool:
     ) -> None:
         """The response on ``connection`` is closed: keep the connection, or close it."""
         self._busy.discard(connection)
-        stack = self._idle.setdefault(_key(origin), [])
+        stack = self._idle.setdefault(_key(origin), deque())
+        # The bottom of the stack was released first: once it expired (the
+        # keep-alive expiry, or the upstream closed it), close it rather than
+        # hold its socket until a wave of runs reaches down to it.
+        while stack and stack[0].has_expired():
+            self._closing.append(stack.popleft())
         if connection.is_idle() and len(stack) < self._max_idle:
             stack.append(connection)  # read whole: ready for the next run
         else:

@@ -163,3 +163,41 @@ async def test_a_client_given_by_the_caller_is_left_as_it_is() -> None:
         assert not isinstance(own._transport._pool, StreamPool)  # type: ignore[attr-defined]
     finally:
         await own.aclose()
+
+
+class _Connection:
+    """Stands for an httpcore connection in the pool's bookkeeping (no I/O)."""
+
+    def __init__(self) -> None:
+        self.expired = False
+        self.closed = False
+
+    def is_idle(self) -> bool:
+        return not self.closed
+
+    def is_available(self) -> bool:
+        return not self.closed
+
+    def has_expired(self) -> bool:
+        return self.expired
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_expired_idle_connections_are_closed_from_the_bottom_of_the_stack() -> None:
+    """The oldest idle connections, once expired, are closed at the next release."""
+    import httpcore
+
+    origin = httpcore.URL("http://127.0.0.1:9/").origin
+    pool = StreamPool(httpcore.AsyncConnectionPool(), max_idle=10)
+    first, second, third = _Connection(), _Connection(), _Connection()
+    for connection in (first, second):
+        await pool.release(connection, origin)  # type: ignore[arg-type]
+    assert pool.idle == 2
+    first.expired = True
+    await pool.release(third, origin)  # type: ignore[arg-type]
+    assert first.closed and not second.closed and not third.closed
+    assert pool.idle == 2
+    await pool.aclose()
+    assert second.closed and third.closed
