@@ -18,7 +18,12 @@ seconds. Two processes under test:
 
 The rate per stream is 50 tokens/s, lowered for the large counts so that all streams
 together stay within ``--budget`` events a second (the client and the upstream share
-the machine with the process under test; the rate is in the table). Figures:
+the machine with the process under test; the rate is in the table); ``--rate R`` runs
+every count at R instead, which compares the counts at the same run length.
+``--profile DIR`` runs the gateway under cProfile (CPU time) and writes, per count,
+``DIR/gateway-N.pstats`` and ``DIR/gateway-N.pstats.gc.json`` (the garbage collector's
+passes and CPU per generation, the objects left after each full pass and the commonest
+kinds at the largest). Figures:
 
 * ``CPU µs/event`` — user + system CPU of the process under test over the phase / the
   events the clients received;
@@ -351,6 +356,16 @@ def main() -> int:
     parser.add_argument(
         "--budget", type=float, default=2000.0, help="most events/s of all streams together"
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="tokens/s per stream at every count (default: 50, lowered past --budget)",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="profile the gateway (cProfile) into DIR/gateway-STREAMS.pstats",
+    )
     parser.add_argument("--apps", default="gateway,endpoint", help="gateway, endpoint or both")
     parser.add_argument("--json", type=Path, help="write the report here")
     parser.add_argument("--markdown", type=Path, help="write the table here")
@@ -373,12 +388,13 @@ def main() -> int:
         upstream = Server("upstream", _child("upstream", port), port)
         try:
             for streams in (int(n) for n in args.streams.split(",")):
-                rate = min(TARGET_RATE, args.budget / streams)
+                rate = args.rate or min(TARGET_RATE, args.budget / streams)
                 if "gateway" in apps:
                     direct = run_phase("direct", upstream, "/", streams, rate, args.duration)
                     rows.append(direct.row())
                     print(_line(rows[-1]), flush=True)
-                    gateway = _start_gateway(upstream.url + "/", chain)
+                    profile = args.profile and args.profile / f"gateway-{streams}.pstats"
+                    gateway = _start_gateway(upstream.url + "/", chain, profile)
                     try:
                         phase = run_phase("gateway", gateway, "/", streams, rate, args.duration)
                     finally:
@@ -419,15 +435,59 @@ def _child(role: str, port: int) -> list[str]:
     return [sys.executable, __file__, "--_role", role, "--_port", str(port)]
 
 
-def _start_gateway(upstream: str, chain: Path) -> Server:
-    """The real CLI as a gateway, its file descriptor limit raised for thousands of streams."""
+_GATEWAY = """
+import resource, sys
+s, h = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (h, h))
+from agui_pipes._cli import main
+profile = sys.argv.pop(1)
+if not profile:
+    sys.exit(main(sys.argv[1:]))
+import cProfile, collections, gc, json, time
+profiler = cProfile.Profile(time.process_time)  # CPU, not waiting for one
+passes = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}  # count, CPU seconds
+started = [0.0]
+sizes, kinds = [], []
+def timed(phase, info):
+    # the collector's own cost, which cProfile charges to whatever allocated
+    if phase == "start":
+        started[0] = time.process_time()
+        return
+    entry = passes[info["generation"]]
+    entry[0] += 1
+    entry[1] += time.process_time() - started[0]
+    if info["generation"] == 2:
+        live = gc.get_objects(2)
+        if len(live) > max(sizes, default=0):
+            kinds[:] = collections.Counter(type(o).__qualname__ for o in live).most_common(40)
+        sizes.append(len(live))
+        del live
+gc.callbacks.append(timed)
+try:
+    sys.exit(profiler.runcall(main, sys.argv[1:]))
+finally:
+    profiler.dump_stats(profile)
+    with open(profile + ".gc.json", "w") as out:
+        report = {
+            "passes_and_cpu_s_by_generation": passes,
+            "objects_after_full_passes": sizes,
+            "kinds_at_the_largest": kinds,
+        }
+        json.dump(report, out)
+"""
+
+
+def _start_gateway(upstream: str, chain: Path, profile: Path | None = None) -> Server:
+    """The real CLI as a gateway, its file descriptor limit raised for thousands of streams.
+
+    With ``profile`` it runs under cProfile and writes its stats there when it stops.
+    """
     port = free_port()
     argv = [
         sys.executable,
         "-c",
-        "import resource, sys; s, h = resource.getrlimit(resource.RLIMIT_NOFILE); "
-        "resource.setrlimit(resource.RLIMIT_NOFILE, (h, h)); "
-        "from agui_pipes._cli import main; sys.exit(main(sys.argv[1:]))",
+        _GATEWAY,
+        str(profile or ""),
         *("serve", "--upstream", upstream, "--config", str(chain), "--port", str(port)),
     ]
     return Server("gateway", argv, port, env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -48,8 +48,13 @@ SERVERS: dict[str, str] = {
 DEFAULT_SERVER = "uvicorn-h11"
 """``--server``'s default: the pure-Python stack. The faster httptools + uvloop stack
 (``uvicorn``, ``uvicorn-fast``) is opt-in until it passes the stalled-client bound: with it
-a gateway holding a client that reads nothing grew 5.5 MiB, over the 3 MiB the
-backpressure test allows (tests/hostile/test_backpressure.py; h11 stays within it)."""
+a gateway holding a client that reads nothing grew 5.5-6 MiB, over the 3 MiB the
+backpressure test allows (tests/hostile/test_backpressure.py; h11 stays within it).
+The cause is the upstream side, not the server's: anyio's socket stream (under the
+gateway's HTTP client) resumes reading while a receive waits and pauses only once the
+waiting task runs; the asyncio loop reads once per pass in between, but uvloop keeps
+reading in one callback (up to 32 reads of 256,000 bytes while the kernel has data), so
+one receive can queue megabytes of a fast upstream (docs/benchmarks.md)."""
 
 
 def _installed(module: str) -> bool:

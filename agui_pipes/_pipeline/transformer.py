@@ -208,10 +208,12 @@ class RouteWatchers:
     finished chain does not keep its stages alive through this table.
     """
 
-    __slots__ = ("_by_stage",)
+    __slots__ = ("_by_stage", "_pruned")
 
     def __init__(self) -> None:
         self._by_stage: dict[int, list[weakref.WeakMethod[Callable[[], None]]]] = {}
+        self._pruned: dict[int, int] = {}
+        """Per stage, how many listeners were left at its last pruning."""
 
     def watch(self, stage: StreamTransformer, callback: Callable[[], None]) -> None:
         """Call ``callback`` (a bound method) whenever ``stage`` reroutes."""
@@ -219,11 +221,19 @@ class RouteWatchers:
         listeners = self._by_stage.get(key)
         if listeners is None:
             listeners = self._by_stage[key] = []
-            weakref.finalize(stage, self._by_stage.pop, key, None)
-        else:
-            # A stage reused in chain after chain: forget the chains that are gone.
+            weakref.finalize(stage, self._forget, key)
+        elif len(listeners) >= 2 * self._pruned.get(key, 4):
+            # A stage reused in chain after chain (a gateway's shared stage, one
+            # chain per concurrent run): forget the chains that are gone — only
+            # once the list doubled since the last time, so a watch costs O(1)
+            # amortized rather than a pass over every chain still running.
             listeners[:] = [ref for ref in listeners if ref() is not None]
+            self._pruned[key] = max(len(listeners), 4)
         listeners.append(weakref.WeakMethod(callback))
+
+    def _forget(self, key: int) -> None:
+        self._by_stage.pop(key, None)
+        self._pruned.pop(key, None)
 
     def notify(self, stage: StreamTransformer) -> None:
         """Run the callbacks of the chains still running ``stage``."""

@@ -28,6 +28,7 @@ from ..codecs import (
     decode,
 )
 from ._failures import RunFailure
+from ._upstream_pool import DEFAULT_IDLE_CONNECTIONS, use_stream_pool
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -73,7 +74,12 @@ class Upstream:
         timeout: httpx.Timeout | float,
         max_frame_bytes: int,
         client: httpx.AsyncClient | None,
+        idle: int = DEFAULT_IDLE_CONNECTIONS,
     ) -> None:
+        if isinstance(idle, bool) or not isinstance(idle, int) or idle < 0:
+            raise ValueError(
+                f"upstream_idle must be a whole number of connections, 0 or more, got {idle!r}"
+            )
         parsed = httpx.URL(url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise ValueError(
@@ -84,6 +90,7 @@ class Upstream:
         self.max_frame = max_frame_bytes
         self._client = client
         self._owns_client = client is None
+        self.idle = idle
 
     def http(self) -> httpx.AsyncClient:
         """The client runs are sent with (created on first use unless one was given)."""
@@ -92,8 +99,11 @@ class Upstream:
             # connection for its whole duration, so a cap would queue runs.
             self._client = httpx.AsyncClient(
                 timeout=self.timeout,
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=self.idle),
             )
+            # A pool whose work per run does not grow with the runs open
+            # (_upstream_pool); a client given by the caller is left as it is.
+            use_stream_pool(self._client, self.idle)
         return self._client
 
     async def aclose(self) -> None:

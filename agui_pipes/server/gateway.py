@@ -92,6 +92,7 @@ from ._stats import RunStats
 from ._streaming import Receive, Scope, Send, SSERun
 from ._trust import request_trust
 from ._upstream import DEFAULT_TIMEOUT, Upstream, UpstreamError, hop_headers, masked_url
+from ._upstream_pool import DEFAULT_IDLE_CONNECTIONS
 from ._withheld import ToldViolations, WithheldViolation
 
 if TYPE_CHECKING:
@@ -124,6 +125,10 @@ class Gateway:
     the upstream's trace joins the caller's). ``client`` lets you bring your own
     ``httpx.AsyncClient`` (then you close it); otherwise one is created on
     first use and closed by ``aclose()`` / the ``lifespan`` helper.
+    ``upstream_idle`` (default 4,096) is how many idle upstream connections
+    that client keeps for the next runs: every concurrent run holds one for its
+    whole stream, and a wave of runs that ends leaves them for the next wave
+    rather than closing them (past it, a released connection is closed).
 
     The other options are ``ServerOptions``' (defaults there), given as
     ``options=`` or one by one as keywords of the same names (a keyword
@@ -177,13 +182,18 @@ class Gateway:
         forward_headers: Iterable[str] = ("authorization",),
         forward_principal_header: str | None = None,
         client: httpx.AsyncClient | None = None,
+        upstream_idle: int = DEFAULT_IDLE_CONNECTIONS,
         options: ServerOptions | None = None,
         **given: Unpack[ServerOptionValues],
     ) -> None:
         self.options = opts = server_options(options, given, "Gateway")
         """What the gateway does besides relaying (``ServerOptions``)."""
         self._upstream = Upstream(
-            upstream, timeout=timeout, max_frame_bytes=max_frame_bytes, client=client
+            upstream,
+            timeout=timeout,
+            max_frame_bytes=max_frame_bytes,
+            client=client,
+            idle=upstream_idle,
         )
         check_streaming(opts)
         self.upstream = self._upstream.url

@@ -20,6 +20,7 @@ from agui_pipes.server._frames import DEFAULT_SEND_BUFFER
 from agui_pipes.server._http import DEFAULT_MAX_BODY_BYTES
 from agui_pipes.server._store_health import HEALTH_TIMEOUT
 from agui_pipes.server._streaming import DEFAULT_SEND_TIMEOUT
+from agui_pipes.server._upstream_pool import DEFAULT_IDLE_CONNECTIONS
 from agui_pipes.store import EventLog, RunRecorder
 from agui_pipes.store._sqlite_connection import DEFAULT_TIMEOUT
 from agui_pipes.store._sqlite_file import WAL_LIMIT
@@ -46,6 +47,7 @@ BOUNDS = {
     "DEFAULT_SEND_BUFFER": DEFAULT_SEND_BUFFER,
     "DEFAULT_SEND_TIMEOUT": DEFAULT_SEND_TIMEOUT,
     "DEFAULT_BACKPRESSURE": DEFAULT_BACKPRESSURE,
+    "DEFAULT_IDLE_CONNECTIONS": DEFAULT_IDLE_CONNECTIONS,
     # the servers' default is their options' (the durable module loads only with a store)
     "DEFAULT_DETACH_GRACE": ServerOptions().detach_grace,
     "DEFAULT_SHUTDOWN_TIMEOUT": ServerOptions().shutdown_timeout,
@@ -64,6 +66,11 @@ BOUNDS = {
 @pytest.mark.parametrize(("name", "value"), BOUNDS.items())
 def test_the_limits_page_states_the_codes_default(name: str, value: object) -> None:
     assert f"| `{name}` | {value} |" in DOC, f"docs/limits.md: `{name}` should read {value}"
+
+
+def test_the_gateways_upstream_idle_is_the_pools_default() -> None:
+    parameter = inspect.signature(Gateway).parameters["upstream_idle"]
+    assert parameter.default == DEFAULT_IDLE_CONNECTIONS
 
 
 def test_the_servers_detach_grace_is_the_durable_default() -> None:

@@ -251,3 +251,31 @@ def test_a_stage_in_a_second_chain_reroutes_that_chain() -> None:
     assert stage.seen == []
     assert first.apply_sync(events) == events
     assert stage.seen[0] == "TEXT_MESSAGE_START"
+
+
+@pytest.mark.usefixtures("route_hooks")
+def test_a_stage_shared_by_many_chains_prunes_gone_ones_and_reroutes_the_live() -> None:
+    """The listeners of chains that are gone are pruned only once the list doubled
+    (every new chain over a shared stage used to walk all of them, O(chains running)
+    per chain); meanwhile the live chains' listeners all stay, and still reroute."""
+    import gc
+
+    from agui_pipes._pipeline.transformer import route_watchers
+    from agui_pipes.testing import run_events, text
+
+    stage = _Opens()
+    live = [TransformerChain([stage]) for _ in range(10)]
+    gc.collect()
+    listeners = route_watchers._by_stage[id(stage)]
+    alive = sum(ref() is not None for ref in listeners)
+    for _ in range(2000):
+        TransformerChain([stage])  # built and dropped at once, as a finished run's
+    gc.collect()
+    assert sum(ref() is not None for ref in listeners) == alive
+    # the gone ones do not pile up (a dropped chain waits for a collection to go, so
+    # a pruning can count some as live: the bound is loose)
+    assert len(listeners) < 200
+    events = run_events(text("m1", "a"))
+    assert live[-1].apply_sync(events) == events
+    assert stage.seen[0] == "TEXT_MESSAGE_START"  # the reroute reached the chain
+    assert stage.seen[-1] == "RUN_FINISHED"
