@@ -155,6 +155,10 @@ def test_run_on_a_current_stream_defines_no_pre_1_0_event_model(tmp_path: Path) 
     modules = _imported_after(f"from agui_pipes._cli import main\nassert main({run}) == 0\n")
     assert "agui_pipes.transformers.compat" in modules
     assert "agui_pipes._protocol.legacy_events" not in modules
+    # a synchronous chain over NDJSON is relayed without an event loop: no anyio at all,
+    # and no printer of the fast path's generated code
+    assert "anyio" not in modules
+    assert "agui_pipes._fastpath.show" not in modules
     legacy = tmp_path / "legacy.ndjson"
     legacy.write_text(
         '{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n'
