@@ -1,6 +1,6 @@
 """Issue 33's ratio table: every row measured side by side in one run.
 
-    python benchmarks/bench_ratios.py                  # 5 rounds, ~10 minutes on 2 loaded cores
+    python benchmarks/bench_ratios.py                  # 5 rounds: ~1 minute quiet, ~6 loaded
     python benchmarks/bench_ratios.py --rounds 7 --json ratios.json --markdown ratios.md
     python benchmarks/bench_ratios.py --smoke          # small streams, one round (smoke-tested)
 
