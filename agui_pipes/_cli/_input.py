@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
-import anyio
 from ag_ui.core import BaseEvent
 
 from .._foundation import json as _json
@@ -83,6 +82,8 @@ def _sniff(head: bytes) -> str:
 
 
 async def _chunks(path: str | None, progress: Progress) -> AsyncGenerator[bytes, None]:
+    import anyio  # here, not with the module: a synchronous `run` starts no event loop
+
     if path is None or path == "-":
         source: Any = anyio.wrap_file(sys.stdin.buffer)
     else:

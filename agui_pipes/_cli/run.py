@@ -48,7 +48,6 @@ from contextlib import aclosing, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-import anyio
 from ag_ui.core import BaseEvent
 
 from .._foundation.errors import StageError, StreamRejected
@@ -261,6 +260,8 @@ def _run_chain(args: argparse.Namespace) -> int:
                 wire.by_relay = True
                 _relay(chain, opened, out, encode, on_warning, progress, line, wire)
             else:
+                import anyio
+
                 anyio.run(apply, chain, opened)
     except Exception as raised:
         failure = _unwrap(raised)

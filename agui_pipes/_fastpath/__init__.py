@@ -44,8 +44,13 @@ To read what was generated for a shape::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .._foundation.switch import ENABLED as _PROCESS_DEFAULT
 from .._foundation.switch import ENV_VAR, enabled_in
+
+if TYPE_CHECKING:
+    from .show import generated_source
 
 __all__ = ["ENABLED", "ENV_VAR", "enabled_in", "generated_source"]
 
@@ -53,5 +58,12 @@ ENABLED: bool = _PROCESS_DEFAULT
 """The process default of every wire entry point's ``fast_path`` (``agui_pipes._foundation.switch``:
 ``AGUI_PIPES_FAST_PATH``, read once, at import)."""
 
-# Last: ``show`` imports the builders and writers, which need nothing from here.
-from .show import generated_source  # noqa: E402
+
+def __getattr__(name: str) -> Any:
+    # ``generated_source`` (printing what the fast path generates for a shape, a
+    # debugging aid) is imported when first read, not with the package: no run needs it.
+    if name == "generated_source":
+        from .show import generated_source
+
+        return generated_source
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

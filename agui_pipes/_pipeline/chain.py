@@ -18,9 +18,8 @@ import functools
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
 from ag_ui.core import BaseEvent, EventType
 
 from .._foundation import switch as _switch
@@ -33,6 +32,11 @@ from .transformer import (
     StreamTransformer,
     route_watchers,
 )
+
+# anyio is imported where a chain runs asynchronously, not with the module:
+# `agui-pipes run` relays a synchronous chain without an event loop (start-up).
+if TYPE_CHECKING:
+    import anyio.abc
 
 __all__ = ["ChainFactory", "EventStream", "TransformerChain"]
 # For in-package drivers (not in __all__): ``SyncSegment``, ``sync_segment``,
@@ -796,6 +800,8 @@ class TransformerChain(StreamTransformer):
             async with EventStream(self._segments, source()) as stream:
                 return [event async for event in stream]
 
+        import anyio
+
         return anyio.run(collect)
 
 
@@ -864,6 +870,8 @@ class EventStream(AsyncIterator[BaseEvent]):
 
     async def __aenter__(self) -> EventStream:
         if self._has_operators:
+            import anyio
+
             self._task_group = anyio.create_task_group()
             await self._task_group.__aenter__()
             self._iterator = self._build(self._task_group)
@@ -897,6 +905,8 @@ def _start_operator(
     upstream: AsyncIterator[BaseEvent],
     position: _Position,
 ) -> AsyncIterator[BaseEvent]:
+    import anyio
+
     send, receive = anyio.create_memory_object_stream[BaseEvent](0)
     failure: list[BaseException] = []
 

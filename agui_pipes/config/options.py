@@ -16,8 +16,10 @@ only with ``mode: at``) lives here rather than in the stage so the mistake is
 reported against the line of the chain file, before anything runs.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: pydantic would evaluate every field's
+# annotation from its string when each model is defined (an ``eval`` per field), which was
+# a seventh of this module's import, paid by every `agui-pipes run` whose chain names a
+# built-in. The four validators that return their own model quote it.
 import re
 from typing import Literal
 
@@ -231,7 +233,7 @@ class FilterToolCallsOptions(_Options):
         return pointers
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> FilterToolCallsOptions:
+    def _exactly_one(self) -> "FilterToolCallsOptions":
         if (self.allow is None) == (self.deny is None):
             both = "both are" if self.allow is not None else "neither is"
             raise ValueError(f"give exactly one of `allow` or `deny` ({both} set)")
@@ -278,7 +280,7 @@ class ToolResultToStateOptions(_Options):
         return pointer
 
     @model_validator(mode="after")
-    def _pointer_with_at(self) -> ToolResultToStateOptions:
+    def _pointer_with_at(self) -> "ToolResultToStateOptions":
         if self.mode == "at" and self.pointer is None:
             raise ValueError("`mode: at` needs a `pointer` (e.g. `pointer: /results`)")
         if self.mode != "at" and self.pointer is not None:
@@ -506,7 +508,7 @@ class StateFilterOptions(_Options):
         return pointers
 
     @model_validator(mode="after")
-    def _one_list(self) -> StateFilterOptions:
+    def _one_list(self) -> "StateFilterOptions":
         if self.allow is None and self.deny is None:
             raise ValueError("give `allow` or `deny` (or both): lists of JSON Pointers")
         return self
@@ -679,7 +681,7 @@ class InterruptBridgeOptions(_Options):
     )
 
     @model_validator(mode="after")
-    def _adk_only(self) -> InterruptBridgeOptions:
+    def _adk_only(self) -> "InterruptBridgeOptions":
         if self.dialect == "langgraph":
             given = [
                 name

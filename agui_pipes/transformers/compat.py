@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import copy
 import logging
+import sys
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ag_ui.core import (
     BaseEvent,
@@ -61,16 +62,6 @@ from .._lazy import public_dir
 from .._pipeline.transformer import StreamTransformer, Transform
 from .._protocol.decode import DecodeWarning
 from .._protocol.legacy import upgrade_binary_parts
-from .._protocol.legacy_events import (
-    LEGACY_EVENT_CLASSES,
-    LegacyEvent,
-    LegacyEventType,
-    ThinkingEndEvent,
-    ThinkingStartEvent,
-    ThinkingTextMessageContentEvent,
-    ThinkingTextMessageEndEvent,
-    ThinkingTextMessageStartEvent,
-)
 from .._stagekit.compat_eras import (
     CURRENT,
     FLAT_CONTENT,
@@ -82,6 +73,17 @@ from .._stagekit.compat_eras import (
     shown,
     strip_subagents,
 )
+
+if TYPE_CHECKING:
+    from .._protocol.legacy_events import (
+        LegacyEvent,
+        LegacyEventType,
+        ThinkingEndEvent,
+        ThinkingStartEvent,
+        ThinkingTextMessageContentEvent,
+        ThinkingTextMessageEndEvent,
+        ThinkingTextMessageStartEvent,
+    )
 
 __all__ = [
     "Compat",
@@ -98,21 +100,69 @@ __all__ = [
 ]
 __dir__ = public_dir(__all__)
 
+# The pre-1.0 event models (``THINKING_*``) are pydantic classes whose definition costs
+# about as much as the rest of this stage's import; ``agui-pipes run`` puts this stage
+# in front of every chain, so they are defined when something first needs them — the
+# decoder reading a legacy shape, the down direction respelling one, or a reader of
+# these names — not with the stage.
+_LEGACY_EVENTS = "agui_pipes._protocol.legacy_events"
+_LEGACY_NAMES = frozenset(
+    {
+        "LegacyEvent",
+        "LegacyEventType",
+        "ThinkingEndEvent",
+        "ThinkingStartEvent",
+        "ThinkingTextMessageContentEvent",
+        "ThinkingTextMessageEndEvent",
+        "ThinkingTextMessageStartEvent",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LEGACY_NAMES:
+        from .._protocol import legacy_events
+
+        return getattr(legacy_events, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 logger = logging.getLogger("agui_pipes.compat")
 logger.addHandler(logging.NullHandler())
 
 Direction = Literal["up", "down"]
 
-_LEGACY = frozenset(LEGACY_EVENT_CLASSES)
 _LIFECYCLE = (SubagentStartedEvent, SubagentFinishedEvent, SubagentErrorEvent)
 
-_TO_THINKING: dict[type[BaseEvent], type[LegacyEvent]] = {
-    ReasoningStartEvent: ThinkingStartEvent,
-    ReasoningMessageStartEvent: ThinkingTextMessageStartEvent,
-    ReasoningMessageContentEvent: ThinkingTextMessageContentEvent,
-    ReasoningMessageEndEvent: ThinkingTextMessageEndEvent,
-    ReasoningEndEvent: ThinkingEndEvent,
-}
+_legacy_classes: frozenset[type[BaseEvent]] | None = None
+_to_thinking_table: dict[type[BaseEvent], type[LegacyEvent]] | None = None
+
+
+def _is_legacy(event_class: type[BaseEvent]) -> bool:
+    """Whether ``event_class`` is one of the pre-1.0 event models (exactly)."""
+    global _legacy_classes
+    if _legacy_classes is None:
+        module = sys.modules.get(_LEGACY_EVENTS)
+        if module is None:
+            return False  # the models are not defined yet, so no event is one of them
+        _legacy_classes = frozenset(module.LEGACY_EVENT_CLASSES)
+    return event_class in _legacy_classes
+
+
+def _thinking_spelling() -> dict[type[BaseEvent], type[LegacyEvent]]:
+    """Each ``REASONING_*`` class and its ``THINKING_*`` spelling (defining those models)."""
+    global _to_thinking_table
+    if _to_thinking_table is None:
+        from .._protocol import legacy_events as old
+
+        _to_thinking_table = {
+            ReasoningStartEvent: old.ThinkingStartEvent,
+            ReasoningMessageStartEvent: old.ThinkingTextMessageStartEvent,
+            ReasoningMessageContentEvent: old.ThinkingTextMessageContentEvent,
+            ReasoningMessageEndEvent: old.ThinkingTextMessageEndEvent,
+            ReasoningEndEvent: old.ThinkingEndEvent,
+        }
+    return _to_thinking_table
 
 
 def _base_fields(event: BaseEvent) -> dict[str, Any]:
@@ -175,7 +225,7 @@ class Compat(StreamTransformer):
         return f"Compat(direction={self.direction!r}, peer={shown(self.peer)!r})"
 
     def route(self, event_class: type[BaseEvent]) -> Transform | None:
-        if self._acts_on_all or event_class in _LEGACY or event_class is RunStartedEvent:
+        if self._acts_on_all or event_class is RunStartedEvent or _is_legacy(event_class):
             return self.transform
         return None  # a 1.0 event for a 1.0 peer: nothing to translate
 
@@ -207,7 +257,7 @@ class Compat(StreamTransformer):
     # -- up ------------------------------------------------------------------
 
     def _up(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        if event.__class__ in _LEGACY:
+        if _is_legacy(event.__class__):
             event = self._from_thinking(event)
         if self._pre_subagents:
             if isinstance(event, _LIFECYCLE):
@@ -228,6 +278,14 @@ class Compat(StreamTransformer):
         return minted
 
     def _from_thinking(self, event: BaseEvent) -> BaseEvent:
+        from .._protocol.legacy_events import (
+            ThinkingEndEvent,
+            ThinkingStartEvent,
+            ThinkingTextMessageContentEvent,
+            ThinkingTextMessageEndEvent,
+            ThinkingTextMessageStartEvent,
+        )
+
         legacy = event.type.value
         base = _base_fields(event)
         out: BaseEvent
@@ -267,7 +325,7 @@ class Compat(StreamTransformer):
     # -- down ----------------------------------------------------------------
 
     def _down(self, event: BaseEvent) -> Sequence[BaseEvent]:
-        if event.__class__ in _LEGACY:
+        if _is_legacy(event.__class__):
             return (event,)  # already in the old spelling
         if self._pre_subagents:
             if isinstance(event, _LIFECYCLE):
@@ -286,7 +344,7 @@ class Compat(StreamTransformer):
         return (event,)
 
     def _to_thinking(self, event: BaseEvent) -> BaseEvent | None:
-        legacy = _TO_THINKING.get(event.__class__)
+        legacy = _thinking_spelling().get(event.__class__)
         if legacy is not None and not self._one_at_a_time(event):
             return None
         if legacy is not None:

@@ -141,6 +141,55 @@ def test_every_command_lists_the_summary_its_module_registers() -> None:
     assert registered == _cli._COMMANDS
 
 
+def test_run_on_a_current_stream_defines_no_pre_1_0_event_model(tmp_path: Path) -> None:
+    # `run` puts the compat stage in front of every chain; the THINKING_* models it
+    # translates are defined only once a legacy shape is read (start-up: issue 33)
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("version: 1\ntransformers:\n  - type: verify\n    profile: consumer\n")
+    stream = tmp_path / "in.ndjson"
+    stream.write_text(
+        '{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n'
+        '{"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n'
+    )
+    run = f"['run', '-c', {str(chain)!r}, '-q', '-o', {str(tmp_path / 'out')!r}, {str(stream)!r}]"
+    modules = _imported_after(f"from agui_pipes._cli import main\nassert main({run}) == 0\n")
+    assert "agui_pipes.transformers.compat" in modules
+    assert "agui_pipes._protocol.legacy_events" not in modules
+    # a synchronous chain over NDJSON is relayed without an event loop: no anyio at all,
+    # and no printer of the fast path's generated code
+    assert "anyio" not in modules
+    assert "agui_pipes._fastpath.show" not in modules
+    legacy = tmp_path / "legacy.ndjson"
+    legacy.write_text(
+        '{"type":"RUN_STARTED","threadId":"t","runId":"r"}\n'
+        '{"type":"THINKING_START"}\n{"type":"THINKING_END"}\n'
+        '{"type":"RUN_FINISHED","threadId":"t","runId":"r"}\n'
+    )
+    out = tmp_path / "legacy.out"
+    code = (
+        "from agui_pipes._cli import main\n"
+        f"assert main(['run', '-c', {str(chain)!r}, '-q', '-o', {str(out)!r}, {str(legacy)!r}])"
+        " == 0\n"
+    )
+    assert "agui_pipes._protocol.legacy_events" in _imported_after(code)
+    types = [json.loads(line)["type"] for line in out.read_text().splitlines()]
+    assert types == ["RUN_STARTED", "REASONING_START", "REASONING_END", "RUN_FINISHED"]
+
+
+def test_the_pre_1_0_event_models_keep_their_public_home() -> None:
+    from agui_pipes._protocol import legacy_events
+    from agui_pipes.transformers import compat
+    from agui_pipes.transformers.compat import ThinkingStartEvent
+
+    assert compat.ThinkingStartEvent is legacy_events.ThinkingStartEvent is ThinkingStartEvent
+    assert compat.LegacyEventType is legacy_events.LegacyEventType
+    assert ThinkingStartEvent.__module__ == "agui_pipes.transformers.compat"
+    event = ThinkingStartEvent(title="plan")
+    assert pickle.loads(pickle.dumps(event)) == event
+    with pytest.raises(AttributeError, match="no attribute 'ThinkingNothing'"):
+        _ = compat.ThinkingNothing
+
+
 @pytest.mark.parametrize("command", ["run", "verify", "check"])
 def test_a_command_help_still_shows_its_options(
     command: str, capsys: pytest.CaptureFixture[str]
