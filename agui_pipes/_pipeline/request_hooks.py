@@ -10,12 +10,15 @@ kept) and returns the dict to forward, a new one or the same.
 The gateway calls the hooks of its chain's stages in chain order on the
 request it has checked (the thread's interrupt contract and the other trust
 checks are decided on the client's request, before any rewrite), just before
-the request goes upstream; the stage instance is the one that then sees that
-run's stream, so the two halves can share what the request told. A hook
+the request goes upstream — and so does the agent endpoint serving an
+in-process producer (its upstream), on the ``RunAgentInput`` it hands it. The
+stage instance is the one that then sees that run's stream, so the two halves
+can share what the request told. A hook
 refuses a request it cannot translate with :class:`RequestRefused`, which the
 gateway answers as a JSON error (nothing forwarded, nothing recorded); anything
 else a hook raises is a bug, logged and answered 500 ``request_rewrite_failed``
-without its text. Outside a gateway the hook is not called.
+without its text. Elsewhere (``agui-pipes run``, ``chain.apply``, a driver
+agent's endpoint) the hook is not called.
 """
 
 from __future__ import annotations

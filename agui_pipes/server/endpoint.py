@@ -47,6 +47,7 @@ from .._foundation.principal import Principal, using_principal
 from .._foundation.trace_context import using_trace_headers
 from .._lazy import public_dir
 from .._pipeline.chain import ChainFactory, TransformerChain, apply_draining
+from .._pipeline.request_hooks import request_rewriters
 from .._pipeline.transformer import Stage
 from .._protocol.legacy import reads_legacy
 from ..driver import AgentLike, CancelToken, Run, run
@@ -73,6 +74,7 @@ from ._producer import (
     check_producer_timeout,
     produced_events,
 )
+from ._request_rewrite import rewrite_failure, rewritten_input
 from ._stats import RunStats, instrument
 from ._streaming import FrameSink, Receive, Scope, Send, SSERun
 from ._trust import request_trust
@@ -364,11 +366,30 @@ class AgentEndpoint:
                 BadRequest(500, "setup_failed", f"the server could not set up the run: {exc}"),
             )
             return
+        # The chain's request half (interrupt_bridge) rewrites what the producer is
+        # given, as a gateway's rewrites what goes upstream: checked here, so a
+        # refusal is answered before anything is claimed.
+        hooks = request_rewriters(chain.stages)
+        asked = run_input.resume
+        try:
+            forwarded = rewritten_input(hooks, run_input)
+        except Exception as exc:
+            message = "the server could not prepare the request for its agent"
+            await send_json_error(send, rewrite_failure(self._log, exc, run_input.run_id, message))
+            return
         told = ToldViolations(final, origin="agent event", log="server log")
         legacy = reads_legacy(chain.stages)
         token = CancelToken()
         timeout = self._producer_timeout
         log = self._log
+
+        def given() -> RunAgentInput:
+            if run_input.resume is asked:
+                return forwarded
+            # interrupts="cancel" answered the pending ones at the claim: the
+            # producer hears it too, through the request half again (a failure
+            # now is the run's RUN_ERROR: the response has started).
+            return rewritten_input(hooks, run_input)
 
         def opener(watch: CancelToken | None) -> Callable[[], Any]:
             # Without a store the token is the only stop (stop_runs); with one the
@@ -378,7 +399,7 @@ class AgentEndpoint:
                 async with (
                     produced_events(
                         producer,
-                        run_input,
+                        given(),
                         principal,
                         idle_timeout=timeout,
                         legacy=legacy,

@@ -66,7 +66,7 @@ from .._foundation.limits_scope import resolve_limits
 from .._foundation.principal import Principal, using_principal
 from .._lazy import public_dir, publish
 from .._pipeline.chain import ChainFactory, TransformerChain, apply_draining
-from .._pipeline.request_hooks import RequestRefused, request_rewriters, rewrite_request
+from .._pipeline.request_hooks import request_rewriters, rewrite_request
 from .._protocol.legacy import reads_legacy
 from ..codecs import DEFAULT_MAX_FRAME_BYTES, DecodeWarning
 from ._access import Access, principal_header, principal_value
@@ -88,6 +88,7 @@ from ._options import (
     server_options,
     streaming,
 )
+from ._request_rewrite import rewrite_failure
 from ._stats import RunStats
 from ._streaming import Receive, Scope, Send, SSERun
 from ._trust import request_trust
@@ -437,19 +438,10 @@ class Gateway:
             await recordings.claims.unclaimed(tenant, run_id)
 
     def _rewrite_failure(self, exc: Exception, run_id: str) -> BadRequest:
-        """The answer to a stage's request half that failed: its refusal, or a logged 500.
-
-        A ``RequestRefused`` is the stage's own answer to the client; anything
-        else is the stage's bug, logged here and not shown to the client.
-        """
-        if isinstance(exc, RequestRefused):
-            self._log.info("rejected request: %s %s", exc.status, exc.message)
-            return BadRequest(exc.status, exc.code, exc.message)
-        self._log.error(
-            "a stage's rewrite_request failed for run %s: %s", run_id, exc, exc_info=exc
+        """The answer to a stage's request half that failed (``rewrite_failure``)."""
+        return rewrite_failure(
+            self._log, exc, run_id, "the gateway could not prepare the request for its upstream"
         )
-        message = "the gateway could not prepare the request for its upstream"
-        return BadRequest(500, "request_rewrite_failed", message)
 
     def _log_warning(self, warning: DecodeWarning) -> None:
         self._log.debug("upstream event: %s", warning)
