@@ -110,11 +110,16 @@ class RunRecorder(RecorderQueue):
         self._stop_lingering()
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(self.close_timeout) as scope:
-                while self._queue and self.broken is None:
+                while self._queue and self.broken is None and not self._writer_gone:
                     flushed = self._flushed = anyio.Event()
                     self._poke()
                     await flushed.wait()
-            if scope.cancelled_caught and self.broken is None:
+            if self._queue and self.broken is None and self._writer_gone:
+                await self._break(
+                    f"its writer was cancelled before the store took the run's last "
+                    f"{len(self._queue)} events (the event loop is closing)"
+                )
+            elif scope.cancelled_caught and self.broken is None:
                 await self._break(
                     f"the store did not take the run's last {len(self._queue)} events "
                     f"within {self.close_timeout} s"
@@ -137,8 +142,18 @@ class RunRecorder(RecorderQueue):
         # Shielded: when the run is cancelled, its queued events must still
         # be stored (end() waits for them); __aexit__ cancels this scope
         # itself once end() is done, so a hung store cannot hold the run open.
-        with self._flush_scope:
-            await self._flush()
+        try:
+            with self._flush_scope:
+                await self._flush()
+        finally:
+            # The shield holds against anyio's cancellation only: an event loop
+            # that closes with the run still served (an ASGI server without a
+            # lifespan) cancels every task, this one too. Nothing stores the
+            # queue after that, so end() and record() must not wait for it.
+            self._writer_gone = True
+            for waiter in (self._flushed, self._room):
+                if waiter is not None:
+                    waiter.set()
 
     async def _flush(self) -> None:
         while True:

@@ -80,6 +80,7 @@ class RecorderQueue(abc.ABC):
         self._room: anyio.Event | None = None  # record() waits for room
         self._flushed: anyio.Event | None = None  # end() waits for the queue to drain
         self._closing = False
+        self._writer_gone = False  # the writer task ended: nothing stores the queue any more
         self._ended = False
         self._recording = False  # entered, neither broken nor ended: record() takes events
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -239,14 +240,17 @@ class RecorderQueue(abc.ABC):
     async def _record_when_room(self, payload: bytes, size: int) -> int | None:
         self._stop_lingering()
         with anyio.move_on_after(self.stall_timeout):
-            while not self._fits(size) and self.broken is None:
+            while not self._fits(size) and self.broken is None and not self._writer_gone:
                 room = self._room = anyio.Event()
                 await room.wait()
         if self.broken is not None or self._ended:
             return None
         if not self._fits(size):
             await self._break(
-                f"the store fell behind: {len(self._queue)} events "
+                f"its writer was cancelled before the store took {len(self._queue)} events "
+                "(the event loop is closing)"
+                if self._writer_gone
+                else f"the store fell behind: {len(self._queue)} events "
                 f"({self._queued_bytes} bytes) waited more than {self.stall_timeout} s"
             )
             return None

@@ -193,6 +193,52 @@ async def test_end_breaks_a_run_whose_last_events_cannot_be_stored() -> None:
         assert record is not None and record.status is RunStatus.BROKEN
 
 
+class _StuckLogSaying(_StuckLog):
+    """A hung store that says when an append of events has begun."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appending = anyio.Event()
+
+    async def append(
+        self, thread_id: str, run_id: str, payloads: Sequence[bytes], *, scope: str = "default"
+    ) -> list[int]:
+        if payloads:
+            self.appending.set()
+        return await super().append(thread_id, run_id, payloads, scope=scope)
+
+
+async def test_a_writer_cancelled_from_outside_breaks_the_run_at_once(
+    anyio_backend: str,
+) -> None:
+    # An event loop that closes with the run still served (an ASGI server
+    # without a lifespan giving up on a stalled run) cancels every task, the
+    # writer too, whatever its anyio shield says. Nothing stores the queue after
+    # that: end() breaks the run now, not after close_timeout, and says why.
+    if anyio_backend != "asyncio":
+        pytest.skip("only asyncio cancels a task from outside its cancel scopes")
+    import asyncio
+
+    hung = _StuckLogSaying()
+    async with hung as store:
+        # close_timeout: long beside the guard below, short enough that a failure ends.
+        async with RunRecorder(store, "t", "r", close_timeout=30) as recorder:
+            assert await recorder.record(b"{}") == 1
+            writers = [
+                task
+                for task in asyncio.all_tasks()
+                if task.get_name().endswith("RunRecorder._flush_loop")
+            ]
+            assert len(writers) == 1, writers
+            await hung.appending.wait()  # the writer holds the event, in the store's call
+            writers[0].cancel()
+            with anyio.fail_after(10):  # a guard against waiting out close_timeout
+                await recorder.end(RunStatus.CANCELLED)
+        assert recorder.broken is not None and "writer was cancelled" in recorder.broken
+        record = await store.run("r")
+        assert record is not None and record.status is RunStatus.BROKEN
+
+
 class _CountingLog(MemoryEventLog):
     """A store counting the batches it was given."""
 
