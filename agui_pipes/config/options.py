@@ -642,7 +642,8 @@ class InterruptBridgeOptions(_Options):
     (ag-ui-adk stopping on frontend tools) become interrupts whose ids are the call
     ids, and `resume[]` goes upstream as one tool-result message per call. A run
     that already ends with an outcome passes unchanged. The request half runs in a
-    gateway (`agui-pipes serve --upstream URL --config chain.yaml`); put the stage
+    gateway (`agui-pipes serve --upstream URL --config chain.yaml`) and in front of an
+    in-process producer (`agui-pipes serve --agent module:attr --config chain.yaml`); put the stage
     before `strip_raw_events` (LangGraph's interrupt ids travel in `rawEvent`). See
     docs/interrupts.md.
     """
