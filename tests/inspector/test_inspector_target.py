@@ -14,7 +14,7 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from agui_pipes.inspector import RecentRuns, SendTarget, inspector_app
-from tests._servers import serve
+from tests._servers import serve, wait_until
 
 SAME_ORIGIN = {"origin": "http://testserver", "content-type": "application/json"}
 RUN = {"threadId": "t", "runId": "r", "messages": [], "tools": [], "context": [], "state": {}}
@@ -26,7 +26,19 @@ FRAMES = [
 
 
 class _BreaksOff:
-    """Streams three frames, then fails: the connection is cut without the stream's end."""
+    """Streams three frames, then fails: the connection is cut without the stream's end.
+
+    It fails only once the inspector has recorded the three frames: a server that
+    crashes right after writing may reset the connection before the client has read
+    what was already sent (a reset discards the client's unread bytes), and this test
+    is about the inspector's side, not about that race.
+    """
+
+    def __init__(self, runs: RecentRuns) -> None:
+        self._runs = runs
+
+    def _all_recorded(self) -> bool:
+        return any(len(run) == len(FRAMES) for run in list(self._runs.newest_first()))
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -41,6 +53,7 @@ class _BreaksOff:
         for frame in FRAMES:
             body = b"data: " + json.dumps(frame).encode() + b"\n\n"
             await send({"type": "http.response.body", "body": body, "more_body": True})
+        await wait_until(self._all_recorded, 15, "the inspector recorded the three frames")
         raise RuntimeError("the agent crashed mid-stream")
 
 
@@ -62,7 +75,7 @@ class _Unframed:
 
 def test_a_stream_that_breaks_off_is_a_disconnected_run_and_a_502() -> None:
     runs = RecentRuns()
-    with serve(_BreaksOff()) as target:
+    with serve(_BreaksOff(runs)) as target:
         client = TestClient(inspector_app(runs, send_to=SendTarget(f"{target.url}/agent")))
         answer = client.post("/api/send", content=json.dumps(RUN), headers=SAME_ORIGIN)
     assert answer.status_code == 502, answer.text
