@@ -77,6 +77,7 @@ from ._producer import (
 from ._request_rewrite import rewrite_failure, rewritten_input
 from ._stats import RunStats, instrument
 from ._streaming import FrameSink, Receive, Scope, Send, SSERun
+from ._subpaths import Subpaths
 from ._trust import request_trust
 from ._withheld import ToldViolations
 
@@ -196,6 +197,7 @@ class AgentEndpoint:
             from ._durable import DurableRuns  # the store's code loads only when used
 
             self.durable = DurableRuns(opts.store, opts, self._log)
+        self._subpaths = None if self.durable is None else Subpaths(self.durable, self.lifespan)
         self._trust = request_trust(opts, self.durable)
         self._unrecorded: set[CancelToken] = set()
         """The cancel tokens of the runs served now without a store (for ``stop_runs``)."""
@@ -246,6 +248,9 @@ class AgentEndpoint:
         return await self.durable.stop_runs(within)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._subpaths is not None and self._subpaths.claims(scope):
+            await self._subpaths(scope, receive, send)  # served alone or mounted (_subpaths)
+            return
         principal = await self._access.principal(scope, send)  # before the body is read
         if principal is None:
             return

@@ -91,6 +91,7 @@ from ._options import (
 from ._request_rewrite import rewrite_failure
 from ._stats import RunStats
 from ._streaming import Receive, Scope, Send, SSERun
+from ._subpaths import Subpaths
 from ._trust import request_trust
 from ._upstream import DEFAULT_TIMEOUT, Upstream, UpstreamError, hop_headers, masked_url
 from ._upstream_pool import DEFAULT_IDLE_CONNECTIONS
@@ -213,6 +214,7 @@ class Gateway:
             from ._durable import DurableRuns  # the store's code loads only when used
 
             self.durable = DurableRuns(opts.store, opts, self._log)
+        self._subpaths = None if self.durable is None else Subpaths(self.durable, self.lifespan)
         self._trust = request_trust(opts, self.durable)
 
     def __repr__(self) -> str:
@@ -282,6 +284,9 @@ class Gateway:
     # -- one request ------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._subpaths is not None and self._subpaths.claims(scope):
+            await self._subpaths(scope, receive, send)  # served alone or mounted (_subpaths)
+            return
         first = FirstFrame(self._first_frames)
         try:
             await self._serve(scope, receive, send, first)

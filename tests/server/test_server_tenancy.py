@@ -23,10 +23,12 @@ import anyio
 import httpx
 import pytest
 from ag_ui.core import EventType, TextMessageContentEvent
+from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.routing import Mount
 
 from agui_pipes.driver import RunContext, RunOutcome
-from agui_pipes.server import build_app
+from agui_pipes.server import AgentEndpoint, Gateway, build_app
 from agui_pipes.server.auth import Forbidden, Principal, TokenFile, current_principal
 from tests._durable_http import HEADERS, Frames, get_frames, read_frames, seqs
 from tests._durable_http import events as frame_events
@@ -117,16 +119,21 @@ async def _json(
 
 
 async def _attack_and_check(
-    client: httpx.AsyncClient, base: str, agent_gate: Callable[[str], threading.Event]
+    client: httpx.AsyncClient,
+    base: str,
+    agent_gate: Callable[[str], threading.Event],
+    post: str | None = None,
 ) -> None:
-    """What both servers must do for two users (``base``: the POST path)."""
+    """What both servers must do for two users (``base``: the routes' folder and, unless
+    ``post`` is given, the POST path)."""
+    post = base if post is None else post
     # Alice starts a run and leaves after its first three frames: it goes on, detached.
-    status, first, _ = await _post(client, base, run_input("r1", threadId="t-alice"), ALICE, cut=3)
+    status, first, _ = await _post(client, post, run_input("r1", threadId="t-alice"), ALICE, cut=3)
     assert status == 200 and "hello alice" in _texts(first)
 
     # -- no credentials: 401 with a challenge, on every route ----------------------------
     for method, url in [
-        ("POST", base),
+        ("POST", post),
         ("GET", f"{base}/runs/r1"),
         ("POST", f"{base}/runs/r1/stop"),
         ("GET", f"{base}/threads/t-alice"),
@@ -159,7 +166,7 @@ async def _attack_and_check(
     assert code == 200 and page == {"threads": [], "next": None}
 
     # -- Bob cannot inject a run into Alice's thread ---------------------------------------
-    status, _, answer = await _post(client, base, run_input("inject", threadId="t-alice"), BOB)
+    status, _, answer = await _post(client, post, run_input("inject", threadId="t-alice"), BOB)
     assert status == 404
     assert json.loads(answer) == json.loads(
         json.dumps(never_thread[1]).replace("zz-none", "t-alice")
@@ -167,7 +174,7 @@ async def _attack_and_check(
 
     # -- a run id Alice used is a new run of Bob's -----------------------------------------
     agent_gate("r1").set()  # both runs named r1 may finish now
-    status, bobs, _ = await _post(client, base, run_input("r1", threadId="t-bob"), BOB)
+    status, bobs, _ = await _post(client, post, run_input("r1", threadId="t-bob"), BOB)
     assert status == 200 and _texts(bobs) == "hello bob bye"
     assert frame_events(bobs)[-1].type is EventType.RUN_FINISHED
 
@@ -227,6 +234,54 @@ async def test_two_users_through_the_gateway(store_url: str, tokens: TokenFile) 
                 await _attack_and_check(client, "/chat", agent.gate)
     assert sorted(agent.ran) == [("alice", "r1"), ("bob", "r1")]
     assert json.loads(str(seen[0])) == {"scope": "alice", "subject": "token:tokens:2"}
+
+
+# An endpoint or gateway served as an ASGI app of its own (``uvicorn module:endpoint``)
+# or mounted (FastAPI's ``app.mount``) answers its durable routes itself, with the same
+# authorization as the routes ``build_app`` lists.
+
+
+async def test_two_users_on_the_agent_endpoint_served_alone(
+    store_url: str, tokens: TokenFile
+) -> None:
+    agent = Greeter()
+    endpoint = AgentEndpoint(agent.run, store=store_url, authorize=tokens)
+    with serve(endpoint) as server:  # its own lifespan opens and closes the store
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            await _attack_and_check(client, "", agent.gate, post="/")
+    assert ("bob", "inject") not in agent.ran
+    assert sorted(agent.ran) == [("alice", "r1"), ("bob", "r1")]
+
+
+async def test_two_users_on_a_mounted_agent_endpoint(store_url: str, tokens: TokenFile) -> None:
+    agent = Greeter()
+    endpoint = AgentEndpoint(agent.run, store=store_url, authorize=tokens)
+    app = Starlette(routes=[Mount("/agent", app=endpoint)], lifespan=endpoint.lifespan)
+    with serve(app) as server:
+        async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+            await _attack_and_check(client, "/agent", agent.gate, post="/agent/")
+    assert sorted(agent.ran) == [("alice", "r1"), ("bob", "r1")]
+
+
+async def test_two_users_through_a_gateway_served_alone(store_url: str, tokens: TokenFile) -> None:
+    agent = Greeter()
+
+    def upstream_auth(request: Request) -> str:
+        header = request.headers.get("x-agui-principal")
+        return json.loads(header)["scope"] if header else "nobody"
+
+    upstream = build_app(agent=agent, path="/agent", authorize=upstream_auth)
+    with serve(upstream) as up:
+        gateway = Gateway(
+            f"{up.url}/agent",
+            store=store_url,
+            authorize=tokens,
+            forward_principal_header="x-agui-principal",
+        )
+        with serve(gateway) as server:
+            async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+                await _attack_and_check(client, "", agent.gate, post="/")
+    assert sorted(agent.ran) == [("alice", "r1"), ("bob", "r1")]
 
 
 async def test_ids_no_store_should_see_are_422(tokens: TokenFile) -> None:
